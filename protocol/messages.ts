@@ -1,0 +1,180 @@
+/**
+ * The wire contract between the edge (Worker / Durable Objects) and a GPU backend.
+ *
+ * Transport: HTTP POST with a msgpack body (`content-type: application/msgpack`); the answer to
+ * `/v1/generate` is a stream of msgpack frames, each frame one msgpack value (a `Frame`),
+ * concatenated back to back. `protocol/codec.ts` owns msgpackr: encode, decode and validation.
+ *
+ * Every request but `/healthz` carries the shared secret in the `x-agent-edge-secret` header.
+ */
+
+/** Version of this contract; bumped on any incompatible change. */
+export const PROTOCOL_VERSION = 1;
+
+export const SECRET_HEADER = "x-agent-edge-secret";
+export const MSGPACK_CONTENT_TYPE = "application/msgpack";
+
+/** Backend HTTP routes. */
+export const ROUTES = {
+  generate: "/v1/generate",
+  releaseState: "/v1/states/release",
+  models: "/v1/models",
+  healthz: "/healthz",
+  metrics: "/metrics",
+} as const;
+
+// ---------------------------------------------------------------------------------------------
+// Chat content (OpenAI-compatible subset, as the backend's chat template sees it)
+// ---------------------------------------------------------------------------------------------
+
+export type Role = "system" | "user" | "assistant" | "tool";
+
+export interface ToolCall {
+  id: string;
+  type: "function";
+  function: { name: string; arguments: string };
+}
+
+export interface ChatMessage {
+  role: Role;
+  /** Plain text content; `null` for an assistant message that only calls tools. */
+  content: string | null;
+  /** Assistant messages only. */
+  tool_calls?: ToolCall[];
+  /** Tool messages only: the id of the call this answers. */
+  tool_call_id?: string;
+  /** Optional participant / function name. */
+  name?: string;
+}
+
+export interface ToolDefinition {
+  type: "function";
+  function: { name: string; description?: string; parameters?: Record<string, unknown> };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests
+// ---------------------------------------------------------------------------------------------
+
+export interface SamplingParams {
+  /** Maximum number of generated tokens (>= 1). */
+  maxTokens: number;
+  /** 0 means greedy. */
+  temperature: number;
+  /** In (0, 1]; 1 disables nucleus sampling. */
+  topP: number;
+  /** 0 disables top-k. */
+  topK: number;
+  /** Seed for the sampler; the same seed and inputs give the same tokens. */
+  seed?: number;
+  /** Stop strings: generation ends before the first occurrence, which is not returned. */
+  stop: string[];
+  /** Extra stop token ids, in addition to the model's end-of-turn tokens. */
+  stopTokenIds: number[];
+  /** When true, the model's end-of-turn tokens do not stop generation (benchmarks). */
+  ignoreEos?: boolean;
+}
+
+/**
+ * One turn of a trajectory.
+ *
+ * - `mode: "full"`: `messages` is the whole transcript. The backend reuses every cached block up
+ *   to the first token that differs from what it holds.
+ * - `mode: "delta"`: `messages` holds only the messages appended since the state `stateId`
+ *   (which ended with the model's own reply). The backend appends them to the exact token ids it
+ *   kept, never re-tokenizing the model's output. An unknown or stale `stateId` answers with an
+ *   error frame `state_unknown`; the caller then resends the full transcript.
+ */
+export interface GenerateRequest {
+  requestId: string;
+  /** Model id; empty or absent means the backend's default model. */
+  model?: string;
+  /** Stable id of the trajectory (the conversation); used for state bookkeeping and logs. */
+  trajectoryId?: string;
+  /** Per-tenant salt mixed into block hashes so caches never cross tenants. */
+  cacheSalt?: string;
+  mode: "full" | "delta";
+  messages: ChatMessage[];
+  stateId?: string;
+  tools?: ToolDefinition[];
+  sampling: SamplingParams;
+}
+
+export interface ReleaseStateRequest {
+  stateId: string;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Response frames
+// ---------------------------------------------------------------------------------------------
+
+export interface Usage {
+  /** Tokens in the prompt of this turn. */
+  promptTokens: number;
+  /** Prompt tokens whose KV came from the cache. */
+  cachedTokens: number;
+  /** Prompt tokens computed by prefill this turn (prompt - cached, plus any recomputation). */
+  computedTokens: number;
+  completionTokens: number;
+}
+
+export interface Timings {
+  /** From arrival to the first scheduled step. */
+  queueMs: number;
+  /** From the first scheduled step to the end of prefill. */
+  prefillMs: number;
+  /** From arrival to the first generated token. */
+  ttftMs: number;
+  /** From the first to the last generated token. */
+  decodeMs: number;
+  totalMs: number;
+}
+
+export type FinishReason = "stop" | "length" | "stop_sequence" | "cancelled";
+
+export interface TokenFrame {
+  type: "token";
+  /** Generated token ids in this frame. */
+  tokenIds: number[];
+  /** Decoded text added by these tokens (may be empty while a multi-byte character is open). */
+  text: string;
+}
+
+export interface DoneFrame {
+  type: "done";
+  finishReason: FinishReason;
+  /** Id of the state that now ends with this turn's reply; pass it back for a delta turn. */
+  stateId: string;
+  /** Full generated text of this turn (after stop-string trimming). */
+  text: string;
+  usage: Usage;
+  timings: Timings;
+  /** Backend instance id that served the turn. */
+  backendId: string;
+}
+
+export interface ErrorFrame {
+  type: "error";
+  code: ErrorCode;
+  message: string;
+  /** True when the same request may succeed later or elsewhere. */
+  retryable: boolean;
+}
+
+export type Frame = TokenFrame | DoneFrame | ErrorFrame;
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------------
+
+/** Closed set of stable error codes, shared by backend and edge. */
+export type ErrorCode =
+  | "malformed_msgpack"
+  | "invalid_request"
+  | "unauthorized"
+  | "unknown_model"
+  | "state_unknown"
+  | "context_length_exceeded"
+  | "overloaded"
+  | "not_found"
+  | "internal_error";
