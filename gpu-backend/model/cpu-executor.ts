@@ -1,0 +1,211 @@
+import * as ort from "onnxruntime-node";
+import type { DecoderSpec, WeightSource } from "./decoder-spec";
+import type { Executor, StepResult, StepSequence, TransferStats } from "./executor";
+import { GRAPH_IO, buildLlamaGraph } from "./llama-graph";
+
+/** Additive mask value for keys a query must not see (finite so padded rows stay NaN-free). */
+const MASKED = -1e30;
+
+export interface CpuExecutorOptions {
+  spec: DecoderSpec;
+  weights: WeightSource;
+  numBlocks: number;
+  blockSize: number;
+  /** onnxruntime intra-op threads; default: all cores. */
+  threads?: number;
+}
+
+/**
+ * The portable executor: the decoder graph of standard ONNX ops on onnxruntime's CPU provider.
+ * The KV pool is one Float32Array per layer and kind, [numBlocks * blockSize, numKvHeads, headDim],
+ * handed to onnxruntime as input tensors over the same memory (no copy) and updated in place
+ * from the step's new keys and values.
+ *
+ * @example
+ * const exec = await CpuExecutor.create({ spec, weights, numBlocks: 256, blockSize: 16 });
+ * const { logits } = await exec.run([{ tokenIds: [1, 2, 3], startPos: 0, blockTable: [0], logits: "last" }]);
+ */
+export class CpuExecutor implements Executor {
+  readonly device = "cpu" as const;
+  readonly transfer: TransferStats = { hostToDeviceBytes: 0, deviceToHostBytes: 0, steps: 0 };
+  readonly kvBytes: number;
+  private readonly kvDim: number;
+  private readonly poolK: Float32Array[] = [];
+  private readonly poolV: Float32Array[] = [];
+  private readonly poolFeeds: Record<string, ort.Tensor> = {};
+
+  private constructor(
+    private readonly session: ort.InferenceSession,
+    readonly spec: DecoderSpec,
+    readonly numBlocks: number,
+    readonly blockSize: number,
+  ) {
+    this.kvDim = spec.numKvHeads * spec.headDim;
+    const numSlots = numBlocks * blockSize;
+    for (let l = 0; l < spec.numLayers; l++) {
+      const k = new Float32Array(numSlots * this.kvDim);
+      const v = new Float32Array(numSlots * this.kvDim);
+      this.poolK.push(k);
+      this.poolV.push(v);
+      this.poolFeeds[GRAPH_IO.kvK(l)] = new ort.Tensor("float32", k, [numSlots, spec.numKvHeads, spec.headDim]);
+      this.poolFeeds[GRAPH_IO.kvV(l)] = new ort.Tensor("float32", v, [numSlots, spec.numKvHeads, spec.headDim]);
+    }
+    this.kvBytes = 2 * spec.numLayers * numSlots * this.kvDim * 4;
+  }
+
+  static async create(options: CpuExecutorOptions): Promise<CpuExecutor> {
+    const graph = buildLlamaGraph(options.spec, options.weights);
+    const session = await ort.InferenceSession.create(graph, {
+      executionProviders: ["cpu"],
+      graphOptimizationLevel: "all",
+      intraOpNumThreads: options.threads ?? 0,
+      interOpNumThreads: 1,
+      executionMode: "sequential",
+    });
+    return new CpuExecutor(session, options.spec, options.numBlocks, options.blockSize);
+  }
+
+  async run(sequences: readonly StepSequence[]): Promise<StepResult> {
+    const feeds = this.buildFeeds(sequences);
+    const outputs = await this.session.run({ ...feeds.inputs, ...this.poolFeeds });
+    this.transfer.steps++;
+    this.transfer.hostToDeviceBytes += feeds.inputBytes;
+
+    // Write this step's keys and values into the pool at the tokens' slots.
+    const slots = feeds.slots;
+    const kvDim = this.kvDim;
+    for (let l = 0; l < this.spec.numLayers; l++) {
+      const newK = outputs[GRAPH_IO.newK(l)]!.data as Float32Array;
+      const newV = outputs[GRAPH_IO.newV(l)]!.data as Float32Array;
+      const pk = this.poolK[l]!;
+      const pv = this.poolV[l]!;
+      for (let t = 0; t < slots.length; t++) {
+        if (slots[t]! < 0) continue;
+        const dst = slots[t]! * kvDim;
+        pk.set(newK.subarray(t * kvDim, (t + 1) * kvDim), dst);
+        pv.set(newV.subarray(t * kvDim, (t + 1) * kvDim), dst);
+      }
+      this.transfer.deviceToHostBytes += newK.byteLength + newV.byteLength;
+    }
+
+    const logitsAll = outputs.logits!.data as Float32Array;
+    this.transfer.deviceToHostBytes += logitsAll.byteLength;
+    const V = this.spec.vocabSize;
+    const logits = feeds.logitRanges.map(([from, to]) => logitsAll.slice(from * V, to * V));
+    return { logits };
+  }
+
+  async dispose(): Promise<void> {
+    await this.session.release();
+  }
+
+  /** Copies of pool rows, for tests: [numSlots of `slots`, kvDim] of layer `layer`. */
+  readSlots(layer: number, kind: "k" | "v", slots: ArrayLike<number>): Float32Array {
+    const pool = kind === "k" ? this.poolK[layer]! : this.poolV[layer]!;
+    const out = new Float32Array(slots.length * this.kvDim);
+    for (let i = 0; i < slots.length; i++) out.set(pool.subarray(slots[i]! * this.kvDim, (slots[i]! + 1) * this.kvDim), i * this.kvDim);
+    return out;
+  }
+
+  private slotOf(seq: StepSequence, pos: number): number {
+    const block = seq.blockTable[Math.floor(pos / this.blockSize)];
+    if (block === undefined) throw new Error(`block table too short for position ${pos}`);
+    return block * this.blockSize + (pos % this.blockSize);
+  }
+
+  private buildFeeds(sequences: readonly StepSequence[]) {
+    const order: number[] = [];
+    const decode: number[] = [];
+    const prefill: number[] = [];
+    sequences.forEach((s, i) => {
+      if (s.tokenIds.length === 0) throw new Error("a step sequence needs at least one token");
+      (s.tokenIds.length === 1 ? decode : prefill).push(i);
+    });
+    order.push(...decode, ...prefill);
+
+    // An empty prefill group traps onnxruntime's CPU kernels (SIGFPE on zero-sized shapes), so a
+    // decode-only step carries one dummy prefill row: token 0 at position 0, attending only to
+    // itself, its KV discarded (slot -1) and no logits read from it.
+    const dummy = prefill.length === 0 ? 1 : 0;
+    const T = sequences.reduce((a, s) => a + s.tokenIds.length, 0) + dummy;
+    const inputIds = new BigInt64Array(T);
+    const positions = new BigInt64Array(T);
+    const ids32 = new Int32Array(inputIds.buffer);
+    const pos32 = new Int32Array(positions.buffer);
+    const slots = new Int32Array(T);
+    const rowOf = new Int32Array(sequences.length); // first flat row of each sequence
+    let row = 0;
+    for (const i of order) {
+      const s = sequences[i]!;
+      rowOf[i] = row;
+      for (let j = 0; j < s.tokenIds.length; j++, row++) {
+        ids32[2 * row] = s.tokenIds[j]!;
+        pos32[2 * row] = s.startPos + j;
+        slots[row] = this.slotOf(s, s.startPos + j);
+      }
+    }
+
+    if (dummy) slots[row] = -1;
+
+    // Decode group: [Bd, Sd] context slots, padded; mask [Bd, 1, 1, 1, Sd + 1].
+    const Bd = decode.length;
+    // A non-empty decode group gets at least one (masked) context column: onnxruntime's CPU Gather
+    // traps (SIGFPE) on indices of shape [Bd, 0]. Other empty groups are fine as zero-sized tensors.
+    const Sd = Bd === 0 ? 0 : Math.max(1, decode.reduce((a, i) => Math.max(a, sequences[i]!.startPos), 0));
+    const decSlots = new BigInt64Array(Bd * Sd);
+    const decSlots32 = new Int32Array(decSlots.buffer);
+    const decMask = new Float32Array(Bd * (Sd + 1));
+    decode.forEach((i, b) => {
+      const s = sequences[i]!;
+      for (let p = 0; p < s.startPos; p++) decSlots32[2 * (b * Sd + p)] = this.slotOf(s, p);
+      decMask.fill(MASKED, b * (Sd + 1) + s.startPos, b * (Sd + 1) + Sd);
+    });
+
+    // Prefill group: all context slots, then all new tokens; mask [1, 1, Tp, Sp + Tp].
+    const Tp = T - Bd;
+    const Sp = prefill.reduce((a, i) => a + sequences[i]!.startPos, 0);
+    const preSlots = new BigInt64Array(Sp);
+    const preSlots32 = new Int32Array(preSlots.buffer);
+    const width = Sp + Tp;
+    const preMask = new Float32Array(Tp * width).fill(dummy ? 0 : MASKED);
+    let ctxOff = 0;
+    let newOff = 0;
+    for (const i of prefill) {
+      const s = sequences[i]!;
+      for (let p = 0; p < s.startPos; p++) preSlots32[2 * (ctxOff + p)] = this.slotOf(s, p);
+      for (let j = 0; j < s.tokenIds.length; j++) {
+        const r = (newOff + j) * width;
+        preMask.fill(0, r + ctxOff, r + ctxOff + s.startPos);
+        preMask.fill(0, r + Sp + newOff, r + Sp + newOff + j + 1);
+      }
+      ctxOff += s.startPos;
+      newOff += s.tokenIds.length;
+    }
+
+    // Logit rows, per sequence in the caller's order.
+    const logitRows: number[] = [];
+    const logitRanges: [number, number][] = [];
+    sequences.forEach((s, i) => {
+      const from = logitRows.length;
+      const n = s.tokenIds.length;
+      if (s.logits === "all") for (let j = 0; j < n; j++) logitRows.push(rowOf[i]! + j);
+      else if (s.logits === "last") logitRows.push(rowOf[i]! + n - 1);
+      logitRanges.push([from, logitRows.length]);
+    });
+    const logitIndex = BigInt64Array.from(logitRows, (r) => BigInt(r));
+
+    const inputs: Record<string, ort.Tensor> = {
+      input_ids: new ort.Tensor("int64", inputIds, [T]),
+      position_ids: new ort.Tensor("int64", positions, [T]),
+      group_sizes: new ort.Tensor("int64", BigInt64Array.of(BigInt(Bd), BigInt(Tp)), [2]),
+      dec_ctx_slots: new ort.Tensor("int64", decSlots, [Bd, Sd]),
+      dec_mask: new ort.Tensor("float32", decMask, [Bd, 1, 1, 1, Sd + 1]),
+      pre_ctx_slots: new ort.Tensor("int64", preSlots, [Sp]),
+      pre_mask: new ort.Tensor("float32", preMask, [1, 1, Tp, width]),
+      logit_index: new ort.Tensor("int64", logitIndex, [logitRows.length]),
+    };
+    const inputBytes =
+      inputIds.byteLength * 2 + decSlots.byteLength + decMask.byteLength + preSlots.byteLength + preMask.byteLength + logitIndex.byteLength;
+    return { inputs, slots, logitRanges, inputBytes };
+  }
+}

@@ -1,0 +1,58 @@
+import { EMBED_WEIGHT, FINAL_NORM_WEIGHT, LM_HEAD_WEIGHT, layerWeightNames, type DecoderSpec, type WeightSource } from "./decoder-spec";
+
+/**
+ * Seeded random weights for a decoder spec, in memory (tests and micro-benchmarks that need no
+ * checkpoint folder). Linear weights ~ U(-a, a) with std `std`; norm weights 1 + small noise.
+ *
+ * @example
+ * const weights = randomWeights(tinySpec, 42);
+ */
+export function randomWeights(spec: DecoderSpec, seed: number, std = 0.08): WeightSource & { tensors: Map<string, Float32Array> } {
+  const rand = mulberry32(seed);
+  const a = std * Math.sqrt(3);
+  const uniform = (n: number) => Float32Array.from({ length: n }, () => (rand() * 2 - 1) * a);
+  const norm = (n: number) => Float32Array.from({ length: n }, () => 1 + (rand() * 2 - 1) * 0.1);
+  const { hiddenSize: hid, numHeads: nh, numKvHeads: nkv, headDim: hd, intermediateSize: inter } = spec;
+  const tensors = new Map<string, Float32Array>();
+  tensors.set(EMBED_WEIGHT, uniform(spec.vocabSize * hid));
+  for (let l = 0; l < spec.numLayers; l++) {
+    const w = layerWeightNames(l);
+    tensors.set(w.inputNorm, norm(hid));
+    tensors.set(w.q, uniform(nh * hd * hid));
+    tensors.set(w.k, uniform(nkv * hd * hid));
+    tensors.set(w.v, uniform(nkv * hd * hid));
+    if (spec.attentionBias) {
+      tensors.set(w.qBias, uniform(nh * hd));
+      tensors.set(w.kBias, uniform(nkv * hd));
+      tensors.set(w.vBias, uniform(nkv * hd));
+    }
+    tensors.set(w.o, uniform(hid * nh * hd));
+    tensors.set(w.postNorm, norm(hid));
+    tensors.set(w.gate, uniform(inter * hid));
+    tensors.set(w.up, uniform(inter * hid));
+    tensors.set(w.down, uniform(hid * inter));
+  }
+  tensors.set(FINAL_NORM_WEIGHT, norm(hid));
+  if (!spec.tieWordEmbeddings) tensors.set(LM_HEAD_WEIGHT, uniform(spec.vocabSize * hid));
+  return {
+    tensors,
+    has: (name) => tensors.has(name),
+    take: (name) => {
+      const t = tensors.get(name);
+      if (!t) throw new Error(`no tensor ${name}`);
+      return t;
+    },
+  };
+}
+
+/** A small, fast, seedable PRNG returning floats in [0, 1). */
+export function mulberry32(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
