@@ -17,7 +17,7 @@ export interface CpuExecutorOptions {
 
 /**
  * The portable executor: the decoder graph of standard ONNX ops on onnxruntime's CPU provider.
- * The KV pool is one Float32Array per layer and kind, [numBlocks * blockSize, numKvHeads, headDim],
+ * The KV pool is one Float32Array per layer and kind, [numKvHeads, numBlocks * blockSize, headDim],
  * handed to onnxruntime as input tensors over the same memory (no copy) and updated in place
  * from the step's new keys and values.
  *
@@ -47,8 +47,8 @@ export class CpuExecutor implements Executor {
       const v = new Float32Array(numSlots * this.kvDim);
       this.poolK.push(k);
       this.poolV.push(v);
-      this.poolFeeds[GRAPH_IO.kvK(l)] = new ort.Tensor("float32", k, [numSlots, spec.numKvHeads, spec.headDim]);
-      this.poolFeeds[GRAPH_IO.kvV(l)] = new ort.Tensor("float32", v, [numSlots, spec.numKvHeads, spec.headDim]);
+      this.poolFeeds[GRAPH_IO.kvK(l)] = new ort.Tensor("float32", k, [spec.numKvHeads, numSlots, spec.headDim]);
+      this.poolFeeds[GRAPH_IO.kvV(l)] = new ort.Tensor("float32", v, [spec.numKvHeads, numSlots, spec.headDim]);
     }
     this.kvBytes = 2 * spec.numLayers * numSlots * this.kvDim * 4;
   }
@@ -72,8 +72,10 @@ export class CpuExecutor implements Executor {
     this.transfer.hostToDeviceBytes += feeds.inputBytes;
 
     // Write this step's keys and values into the pool at the tokens' slots.
+    // Pool layout per layer: [numKvHeads, numSlots, headDim]; new rows arrive as [T, numKvHeads, headDim].
     const slots = feeds.slots;
-    const kvDim = this.kvDim;
+    const { numKvHeads: nkv, headDim: hd } = this.spec;
+    const headStride = this.numBlocks * this.blockSize * hd;
     for (let l = 0; l < this.spec.numLayers; l++) {
       const newK = outputs[GRAPH_IO.newK(l)]!.data as Float32Array;
       const newV = outputs[GRAPH_IO.newV(l)]!.data as Float32Array;
@@ -81,9 +83,12 @@ export class CpuExecutor implements Executor {
       const pv = this.poolV[l]!;
       for (let t = 0; t < slots.length; t++) {
         if (slots[t]! < 0) continue;
-        const dst = slots[t]! * kvDim;
-        pk.set(newK.subarray(t * kvDim, (t + 1) * kvDim), dst);
-        pv.set(newV.subarray(t * kvDim, (t + 1) * kvDim), dst);
+        for (let h = 0; h < nkv; h++) {
+          const src = (t * nkv + h) * hd;
+          const dst = h * headStride + slots[t]! * hd;
+          pk.set(newK.subarray(src, src + hd), dst);
+          pv.set(newV.subarray(src, src + hd), dst);
+        }
       }
       this.transfer.deviceToHostBytes += newK.byteLength + newV.byteLength;
     }
@@ -99,11 +104,17 @@ export class CpuExecutor implements Executor {
     await this.session.release();
   }
 
-  /** Copies of pool rows, for tests: [numSlots of `slots`, kvDim] of layer `layer`. */
+  /** Copies of pool rows, for tests: [slots.length, numKvHeads, headDim] of layer `layer`. */
   readSlots(layer: number, kind: "k" | "v", slots: ArrayLike<number>): Float32Array {
     const pool = kind === "k" ? this.poolK[layer]! : this.poolV[layer]!;
+    const { numKvHeads: nkv, headDim: hd } = this.spec;
+    const headStride = this.numBlocks * this.blockSize * hd;
     const out = new Float32Array(slots.length * this.kvDim);
-    for (let i = 0; i < slots.length; i++) out.set(pool.subarray(slots[i]! * this.kvDim, (slots[i]! + 1) * this.kvDim), i * this.kvDim);
+    for (let i = 0; i < slots.length; i++)
+      for (let h = 0; h < nkv; h++) {
+        const src = h * headStride + slots[i]! * hd;
+        out.set(pool.subarray(src, src + hd), (i * nkv + h) * hd);
+      }
     return out;
   }
 
@@ -199,7 +210,7 @@ export class CpuExecutor implements Executor {
       position_ids: new ort.Tensor("int64", positions, [T]),
       group_sizes: new ort.Tensor("int64", BigInt64Array.of(BigInt(Bd), BigInt(Tp)), [2]),
       dec_ctx_slots: new ort.Tensor("int64", decSlots, [Bd, Sd]),
-      dec_mask: new ort.Tensor("float32", decMask, [Bd, 1, 1, 1, Sd + 1]),
+      dec_mask: new ort.Tensor("float32", decMask, [1, Bd, 1, Sd + 1]),
       pre_ctx_slots: new ort.Tensor("int64", preSlots, [Sp]),
       pre_mask: new ort.Tensor("float32", preMask, [1, 1, Tp, width]),
       logit_index: new ort.Tensor("int64", logitIndex, [logitRows.length]),

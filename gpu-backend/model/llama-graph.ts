@@ -19,11 +19,13 @@ import {
  *                   decode group:        prefill group:
  *                   one token per seq    the chunks of one or more sequences, in order
  *
- *   KV pool (per layer, input kv_k_L / kv_v_L):  [numSlots, numKvHeads, headDim]
+ *   KV pool (per layer, input kv_k_L / kv_v_L):  [numKvHeads, numSlots, headDim]
  *       slot = blockId * blockSize + offset     (the engine's block tables)
  *
  *   decode group:  keys of seq b = pool[dec_ctx_slots[b, 0..Sd)] ++ its own new key
- *                  dec_mask [Bd,1,1,1,Sd+1]: 0 where allowed, -1e30 on padding
+ *                  dec_mask [1,Bd,1,Sd+1]: 0 where allowed, -1e30 on padding; the past and the
+ *                  token's own key are scored separately, so the gathered past is never copied
+ *                  again (no concat, no transpose: FusedMatMul reads K transposed)
  *   prefill group: keys = pool[pre_ctx_slots[0..Sp)] ++ all Tp new keys
  *                  pre_mask [1,1,Tp,Sp+Tp]: each token sees its own sequence's context and the
  *                  new tokens of its own sequence at positions <= its own
@@ -44,7 +46,7 @@ export function buildLlamaGraph(spec: DecoderSpec, weights: WeightSource): Uint8
   const positionIds = g.input("position_ids", I64, ["T"]);
   const groupSizes = g.input("group_sizes", I64, [2]);
   const decSlots = g.input("dec_ctx_slots", I64, ["Bd", "Sd"]);
-  const decMask = g.input("dec_mask", F, ["Bd", 1, 1, 1, "Sd1"]);
+  const decMask = g.input("dec_mask", F, [1, "Bd", 1, "Sd1"]);
   const preSlots = g.input("pre_ctx_slots", I64, ["Sp"]);
   const preMask = g.input("pre_mask", F, [1, 1, "Tp", "Sp1"]);
   const logitIndex = g.input("logit_index", I64, ["R"]);
@@ -63,8 +65,8 @@ export function buildLlamaGraph(spec: DecoderSpec, weights: WeightSource): Uint8
 
   for (let l = 0; l < spec.numLayers; l++) {
     const w = layerWeightNames(l);
-    const poolK = g.input(`kv_k_${l}`, F, ["S", nkv, hd]);
-    const poolV = g.input(`kv_v_${l}`, F, ["S", nkv, hd]);
+    const poolK = g.input(`kv_k_${l}`, F, [nkv, "S", hd]);
+    const poolV = g.input(`kv_v_${l}`, F, [nkv, "S", hd]);
 
     const h = rmsNorm(g, x, g.weight(w.inputNorm, weights.take(w.inputNorm), [hid]), spec.rmsNormEps);
     const qkvW = concatTransposed([weights.take(w.q), weights.take(w.k), weights.take(w.v)], hid);
@@ -84,31 +86,8 @@ export function buildLlamaGraph(spec: DecoderSpec, weights: WeightSource): Uint8
     const [qd, qp] = g.opN("Split", [qScaled, groupSizes], 2, { attributes: { axis: 0 } });
     const [kd, kp] = g.opN("Split", [k, groupSizes], 2, { attributes: { axis: 0 } });
     const [vd, vp] = g.opN("Split", [v, groupSizes], 2, { attributes: { axis: 0 } });
-
-    // Decode group: [Bd, nkv, G, 1, hd] x [Bd, nkv, 1, hd, Sd+1].
-    const qd5 = g.op("Reshape", [qd!, g.int64s([-1, nkv, groups, 1, hd])]);
-    const kdAll = g.op("Concat", [g.op("Gather", [poolK, decSlots], { attributes: { axis: 0 } }), g.op("Unsqueeze", [kd!, g.int64s([1])])], {
-      attributes: { axis: 1 },
-    }); // [Bd, Sd+1, nkv, hd]
-    const vdAll = g.op("Concat", [g.op("Gather", [poolV, decSlots], { attributes: { axis: 0 } }), g.op("Unsqueeze", [vd!, g.int64s([1])])], {
-      attributes: { axis: 1 },
-    });
-    const kdT = g.op("Unsqueeze", [g.op("Transpose", [kdAll], { attributes: { perm: [0, 2, 3, 1] } }), g.int64s([2])]);
-    const vdT = g.op("Unsqueeze", [g.op("Transpose", [vdAll], { attributes: { perm: [0, 2, 1, 3] } }), g.int64s([2])]);
-    const decProbs = g.op("Softmax", [g.op("Add", [g.op("MatMul", [qd5, kdT]), decMask])], { attributes: { axis: -1 } });
-    const decOut = g.op("Reshape", [g.op("MatMul", [decProbs, vdT]), g.int64s([-1, nh * hd])]);
-
-    // Prefill group: [nkv, G, Tp, hd] x [nkv, 1, hd, Sp+Tp].
-    const qp4 = g.op("Transpose", [g.op("Reshape", [qp!, g.int64s([-1, nkv, groups, hd])])], { attributes: { perm: [1, 2, 0, 3] } });
-    const kpAll = g.op("Concat", [g.op("Gather", [poolK, preSlots], { attributes: { axis: 0 } }), kp!], { attributes: { axis: 0 } });
-    const vpAll = g.op("Concat", [g.op("Gather", [poolV, preSlots], { attributes: { axis: 0 } }), vp!], { attributes: { axis: 0 } });
-    const kpT = g.op("Unsqueeze", [g.op("Transpose", [kpAll], { attributes: { perm: [1, 2, 0] } }), g.int64s([1])]);
-    const vpT = g.op("Unsqueeze", [g.op("Transpose", [vpAll], { attributes: { perm: [1, 0, 2] } }), g.int64s([1])]);
-    const preProbs = g.op("Softmax", [g.op("Add", [g.op("MatMul", [qp4, kpT]), preMask])], { attributes: { axis: -1 } });
-    const preOut = g.op("Reshape", [
-      g.op("Transpose", [g.op("MatMul", [preProbs, vpT])], { attributes: { perm: [2, 0, 1, 3] } }),
-      g.int64s([-1, nh * hd]),
-    ]);
+    const decOut = decodeAttention(g, { q: qd!, k: kd!, v: vd!, poolK, poolV, slots: decSlots, mask: decMask, nkv, groups, hd });
+    const preOut = prefillAttention(g, { q: qp!, k: kp!, v: vp!, poolK, poolV, slots: preSlots, mask: preMask, nkv, groups, hd });
 
     const attn = g.op("Concat", [decOut, preOut], { attributes: { axis: 0 } });
     const oW = transpose(weights.take(w.o), nh * hd, hid);
@@ -139,6 +118,58 @@ export const GRAPH_IO = {
   newK: (layer: number) => `new_k_${layer}`,
   newV: (layer: number) => `new_v_${layer}`,
 } as const;
+
+interface AttentionArgs {
+  q: string;
+  k: string;
+  v: string;
+  poolK: string;
+  poolV: string;
+  slots: string;
+  mask: string;
+  nkv: number;
+  groups: number;
+  hd: number;
+}
+
+/** One new token per sequence: q [Bd, nh, hd] against its gathered past and its own key. */
+function decodeAttention(g: GraphBuilder, a: AttentionArgs): string {
+  const { nkv, groups, hd } = a;
+  const q4 = g.op("Transpose", [g.op("Reshape", [a.q, g.int64s([-1, nkv, groups, hd])])], { attributes: { perm: [1, 0, 2, 3] } }); // [nkv, Bd, G, hd]
+  const kPast = g.op("Gather", [a.poolK, a.slots], { attributes: { axis: 1 } }); // [nkv, Bd, Sd, hd]
+  const vPast = g.op("Gather", [a.poolV, a.slots], { attributes: { axis: 1 } });
+  const scoresPast = g.op("FusedMatMul", [q4, kPast], { domain: "com.microsoft", attributes: { transB: 1 } }); // [nkv, Bd, G, Sd]
+  const kSelf = g.op("Unsqueeze", [g.op("Transpose", [a.k], { attributes: { perm: [1, 0, 2] } }), g.int64s([-1])]); // [nkv, Bd, hd, 1]
+  const scoresSelf = g.op("MatMul", [q4, kSelf]); // [nkv, Bd, G, 1]
+  const scores = g.op("Add", [g.op("Concat", [scoresPast, scoresSelf], { attributes: { axis: -1 } }), a.mask]);
+  const probs = g.op("Softmax", [scores], { attributes: { axis: -1 } });
+  const pPast = g.op("Slice", [probs, g.int64s([0]), g.int64s([-1]), g.int64s([-1])]);
+  const pSelf = g.op("Slice", [probs, g.int64s([-1]), g.int64s([2 ** 31 - 1]), g.int64s([-1])]);
+  const vSelf = g.op("Unsqueeze", [g.op("Transpose", [a.v], { attributes: { perm: [1, 0, 2] } }), g.int64s([2])]); // [nkv, Bd, 1, hd]
+  const out = g.op("Add", [g.op("MatMul", [pPast, vPast]), g.op("Mul", [pSelf, vSelf])]); // [nkv, Bd, G, hd]
+  return g.op("Reshape", [g.op("Transpose", [out], { attributes: { perm: [1, 0, 2, 3] } }), g.int64s([-1, nkv * groups * hd])]);
+}
+
+/** Chunks of one or more sequences, flat: q [Tp, nh, hd] against gathered context ++ new keys. */
+function prefillAttention(g: GraphBuilder, a: AttentionArgs): string {
+  const { nkv, groups, hd } = a;
+  const q4 = g.op("Transpose", [g.op("Reshape", [a.q, g.int64s([-1, nkv, groups, hd])])], { attributes: { perm: [1, 2, 0, 3] } }); // [nkv, G, Tp, hd]
+  const q3 = g.op("Reshape", [q4, g.int64s([nkv, -1, hd])]); // [nkv, G*Tp, hd]
+  const kAll = g.op("Concat", [g.op("Gather", [a.poolK, a.slots], { attributes: { axis: 1 } }), g.op("Transpose", [a.k], { attributes: { perm: [1, 0, 2] } })], {
+    attributes: { axis: 1 },
+  }); // [nkv, Sp+Tp, hd]
+  const vAll = g.op("Concat", [g.op("Gather", [a.poolV, a.slots], { attributes: { axis: 1 } }), g.op("Transpose", [a.v], { attributes: { perm: [1, 0, 2] } })], {
+    attributes: { axis: 1 },
+  });
+  const scores = g.op("FusedMatMul", [q3, kAll], { domain: "com.microsoft", attributes: { transB: 1 } }); // [nkv, G*Tp, S2]
+  const s2 = g.op("Slice", [g.op("Shape", [kAll]), g.int64s([1]), g.int64s([2])]);
+  const shape4 = g.op("Concat", [g.int64s([nkv, groups, -1]), s2], { attributes: { axis: 0 } });
+  const shape3 = g.op("Concat", [g.int64s([nkv, -1]), s2], { attributes: { axis: 0 } });
+  const masked = g.op("Add", [g.op("Reshape", [scores, shape4]), a.mask]); // [nkv, G, Tp, S2]
+  const probs = g.op("Reshape", [g.op("Softmax", [masked], { attributes: { axis: -1 } }), shape3]);
+  const out = g.op("Reshape", [g.op("MatMul", [probs, vAll]), g.int64s([nkv, groups, -1, hd])]); // [nkv, G, Tp, hd]
+  return g.op("Reshape", [g.op("Transpose", [out], { attributes: { perm: [2, 0, 1, 3] } }), g.int64s([-1, nkv * groups * hd])]);
+}
 
 function rmsNorm(g: GraphBuilder, x: string, weight: string, eps: number): string {
   const meanSq = g.op("ReduceMean", [g.op("Mul", [x, x])], { attributes: { axes: [-1], keepdims: 1 } });
