@@ -61,6 +61,7 @@ export class CpuExecutor implements Executor {
       intraOpNumThreads: options.threads ?? 0,
       interOpNumThreads: 1,
       executionMode: "sequential",
+      logSeverityLevel: 3,
     });
     return new CpuExecutor(session, options.spec, options.numBlocks, options.blockSize);
   }

@@ -1,0 +1,15 @@
+import type { ChatMessage, ToolDefinition } from "../../protocol/messages";
+
+/** What the engine needs from a model's tokenizer and chat template. */
+export interface ChatCodec {
+  /** Renders a transcript with the model's chat template. */
+  render(params: { messages: ChatMessage[]; tools?: ToolDefinition[]; addGenerationPrompt: boolean }): string;
+  /** Tokenizes rendered text (special tokens in the text are recognised; none are added). */
+  encode(text: string): number[];
+  /** Decodes ids back to text, special tokens kept. */
+  decode(tokenIds: number[]): string;
+  /** A streaming decoder that never emits half a character. */
+  createDecoder(): { push(tokenId: number): string };
+  /** Tokens that end the model's turn. */
+  readonly eosTokenIds: readonly number[];
+}

@@ -1,0 +1,349 @@
+import { randomUUID } from "node:crypto";
+import { hashRoot, type BlockHash } from "../../protocol/block-hash";
+import { ProtocolError, toProtocolError } from "../../protocol/errors";
+import type { DoneFrame, FinishReason, Frame, GenerateRequest, SamplingParams } from "../../protocol/messages";
+import { KVCacheManager } from "../kv/kv-cache-manager";
+import type { BlockPool } from "../kv/block-pool";
+import type { Executor, StepSequence } from "../model/executor";
+import { Scheduler, type SchedulerConfig } from "../scheduler/scheduler";
+import { Sequence } from "../scheduler/sequence";
+import type { ChatCodec } from "./chat-codec";
+import { buildPrompt } from "./prompt-builder";
+import { Sampler } from "./sampler";
+import { StateStore } from "./state-store";
+import { StopChecker } from "./stop-checker";
+
+export interface EngineOptions {
+  executor: Executor;
+  pool: BlockPool;
+  codec: ChatCodec;
+  modelId: string;
+  scheduler: SchedulerConfig;
+  enablePrefixCache: boolean;
+  /** Turn states kept for delta turns. Default 4096. */
+  stateCapacity?: number;
+  /** Reported in done frames. */
+  backendId: string;
+}
+
+/** Raw-token generation, for tests and benchmarks that bypass the chat template. */
+export interface TokenRequest {
+  tokenIds: number[];
+  sampling: SamplingParams;
+  cacheSalt?: string;
+}
+
+export interface TokenResult {
+  tokenIds: number[];
+  finishReason: FinishReason;
+  usage: DoneFrame["usage"];
+  timings: DoneFrame["timings"];
+}
+
+/** Engine-wide counters, read by the server's /metrics. */
+export interface EngineCounters {
+  promptTokens: number;
+  cachedTokens: number;
+  computedTokens: number;
+  generatedTokens: number;
+  steps: number;
+  preemptions: number;
+  requests: number;
+  stepTokens: number;
+  stepMs: number;
+}
+
+interface Job {
+  seq: Sequence;
+  sampler: Sampler;
+  stops: StopChecker;
+  decoder: { push(tokenId: number): string };
+  stopTokenIds: Set<number>;
+  sink: (frame: Frame) => void;
+  signal: AbortSignal | undefined;
+  firstTokenMs: number | undefined;
+  lastTokenMs: number | undefined;
+  onFinish: (reason: FinishReason, job: Job) => void;
+  finished: boolean;
+}
+
+/**
+ * The step loop: turns requests into sequences, schedules them (continuous batching, chunked
+ * prefill, prefix-cache admission), runs the executor, samples, streams frames, and keeps each
+ * trajectory's token state for delta turns.
+ *
+ * @example
+ * const engine = new Engine({ executor, pool, codec, modelId, scheduler: { maxBatchTokens: 512, maxRunningSequences: 64 },
+ *   enablePrefixCache: true, backendId: "b0" });
+ * engine.submit(request, (frame) => send(frame));
+ */
+export class Engine {
+  readonly kv: KVCacheManager;
+  readonly scheduler: Scheduler;
+  readonly states: StateStore;
+  readonly counters: EngineCounters = {
+    promptTokens: 0,
+    cachedTokens: 0,
+    computedTokens: 0,
+    generatedTokens: 0,
+    steps: 0,
+    preemptions: 0,
+    requests: 0,
+    stepTokens: 0,
+    stepMs: 0,
+  };
+  private readonly jobs = new Map<number, Job>();
+  private readonly roots = new Map<string, BlockHash>();
+  private nextSeqId = 1;
+  private looping = false;
+  private idleWaiters: (() => void)[] = [];
+
+  constructor(readonly options: EngineOptions) {
+    this.kv = new KVCacheManager({ pool: options.pool, enablePrefixCache: options.enablePrefixCache });
+    this.scheduler = new Scheduler(this.kv, options.scheduler);
+    this.states = new StateStore(options.stateCapacity ?? 4096);
+  }
+
+  get modelId(): string {
+    return this.options.modelId;
+  }
+
+  get numRunning(): number {
+    return this.scheduler.running.length;
+  }
+
+  get numWaiting(): number {
+    return this.scheduler.waiting.length;
+  }
+
+  /**
+   * Starts one chat turn. Frames go to `sink` as they are produced: token frames, then exactly
+   * one done or error frame. Never throws: bad input becomes an error frame.
+   */
+  submit(req: GenerateRequest, sink: (frame: Frame) => void, signal?: AbortSignal): void {
+    try {
+      if (req.model && req.model !== this.options.modelId) {
+        throw new ProtocolError("unknown_model", `model ${JSON.stringify(req.model)} is not served here (this backend serves ${this.options.modelId})`);
+      }
+      const prompt = buildPrompt(req, this.options.codec, this.states);
+      const root = this.rootFor(req.cacheSalt ?? "");
+      this.enqueue(prompt.tokenIds, req.sampling, root, sink, signal, (reason, job) => {
+        if (reason === "cancelled") return;
+        const generated = job.seq.tokenIds.slice(job.seq.numPromptTokens);
+        const stateId = randomUUID();
+        const text = job.stops.fullText;
+        this.states.put({
+          stateId,
+          trajectoryId: req.trajectoryId,
+          hashRoot: root,
+          messages: [...prompt.messages, { role: "assistant", content: text }],
+          tools: prompt.tools,
+          promptText: prompt.promptText,
+          promptTokenIds: job.seq.tokenIds.slice(0, job.seq.numPromptTokens),
+          generatedTokenIds: reason === "stop_sequence" ? [] : generated,
+          generatedText: reason === "stop_sequence" ? "" : this.options.codec.decode(generated),
+        });
+        sink(this.doneFrame(job, reason, stateId, text));
+      });
+    } catch (e) {
+      const err = toProtocolError(e);
+      sink({ type: "error", code: err.code, message: err.message, retryable: err.retryable });
+    }
+  }
+
+  /** Generates from raw token ids (no template, no state). */
+  generateTokens(req: TokenRequest, signal?: AbortSignal): Promise<TokenResult> {
+    return new Promise((resolve, reject) => {
+      const sink = (frame: Frame) => {
+        if (frame.type === "error") reject(new ProtocolError(frame.code, frame.message));
+      };
+      try {
+        this.enqueue(req.tokenIds, req.sampling, this.rootFor(req.cacheSalt ?? ""), sink, signal, (reason, job) => {
+          resolve({
+            tokenIds: job.seq.tokenIds.slice(job.seq.numPromptTokens),
+            finishReason: reason,
+            usage: this.usage(job),
+            timings: this.timings(job),
+          });
+        });
+      } catch (e) {
+        reject(e);
+      }
+    });
+  }
+
+  releaseState(stateId: string): boolean {
+    return this.states.release(stateId);
+  }
+
+  /** Resolves when no sequence is waiting or running. */
+  idle(): Promise<void> {
+    if (!this.scheduler.hasWork) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private rootFor(salt: string): BlockHash {
+    let root = this.roots.get(salt);
+    if (!root) {
+      root = hashRoot({ modelId: this.options.modelId, salt });
+      this.roots.set(salt, root);
+    }
+    return root;
+  }
+
+  private enqueue(
+    tokenIds: number[],
+    sampling: SamplingParams,
+    root: BlockHash,
+    sink: (frame: Frame) => void,
+    signal: AbortSignal | undefined,
+    onFinish: (reason: FinishReason, job: Job) => void,
+  ): void {
+    const maxPositions = this.options.executor.spec.maxPositions;
+    if (tokenIds.length === 0) throw new ProtocolError("invalid_request", "the prompt is empty");
+    if (tokenIds.length + sampling.maxTokens > maxPositions) {
+      throw new ProtocolError(
+        "context_length_exceeded",
+        `prompt (${tokenIds.length} tokens) + max tokens (${sampling.maxTokens}) exceeds the model's context of ${maxPositions} tokens`,
+      );
+    }
+    const seq = new Sequence(this.nextSeqId++, [...tokenIds], tokenIds.length, sampling.maxTokens, root);
+    const job: Job = {
+      seq,
+      sampler: new Sampler(sampling),
+      stops: new StopChecker(sampling.stop),
+      decoder: this.options.codec.createDecoder(),
+      stopTokenIds: new Set([...sampling.stopTokenIds, ...(sampling.ignoreEos ? [] : this.options.codec.eosTokenIds)]),
+      sink,
+      signal,
+      firstTokenMs: undefined,
+      lastTokenMs: undefined,
+      onFinish,
+      finished: false,
+    };
+    this.jobs.set(seq.seqId, job);
+    this.counters.requests++;
+    signal?.addEventListener("abort", () => this.finish(job, "cancelled"), { once: true });
+    this.scheduler.add(seq);
+    void this.loop();
+  }
+
+  private async loop(): Promise<void> {
+    if (this.looping) return;
+    this.looping = true;
+    try {
+      while (this.scheduler.hasWork) {
+        const plan = this.scheduler.schedule();
+        this.counters.preemptions += plan.preempted.length;
+        for (const seq of plan.rejected) {
+          const job = this.jobs.get(seq.seqId);
+          if (job) this.fail(job, new ProtocolError("context_length_exceeded", `the sequence needs more KV blocks than this backend's pool holds (${this.options.pool.numBlocks} blocks of ${this.options.pool.blockSize} tokens)`));
+        }
+        if (plan.items.length === 0) {
+          if (plan.rejected.length === 0 && plan.preempted.length === 0) await new Promise((r) => setImmediate(r));
+          continue;
+        }
+        const steps: StepSequence[] = plan.items.map((item) => ({
+          tokenIds: item.seq.tokenIds.slice(item.startPos, item.startPos + item.numTokens),
+          startPos: item.startPos,
+          blockTable: this.kv.blockTable(item.seq.seqId),
+          logits: item.samples ? "last" : "none",
+        }));
+        const t0 = performance.now();
+        const { logits } = await this.options.executor.run(steps);
+        this.counters.steps++;
+        this.counters.stepTokens += steps.reduce((a, s) => a + s.tokenIds.length, 0);
+        this.counters.stepMs += performance.now() - t0;
+
+        plan.items.forEach((item, i) => {
+          const job = this.jobs.get(item.seq.seqId);
+          if (!job || job.finished) return;
+          this.kv.markComputed(item.seq.seqId, item.numTokens);
+          if (item.samples) this.accept(job, job.sampler.sample(logits[i]!));
+        });
+      }
+    } catch (e) {
+      const err = toProtocolError(e);
+      for (const job of [...this.jobs.values()]) this.fail(job, err);
+    } finally {
+      this.looping = false;
+      const waiters = this.idleWaiters;
+      this.idleWaiters = [];
+      for (const w of waiters) w();
+    }
+  }
+
+  private accept(job: Job, tokenId: number): void {
+    const seq = job.seq;
+    const now = performance.now();
+    job.firstTokenMs ??= now;
+    job.lastTokenMs = now;
+    seq.tokenIds.push(tokenId);
+    this.kv.appendTokens(seq.seqId, [tokenId]);
+    this.counters.generatedTokens++;
+
+    if (job.stopTokenIds.has(tokenId)) return this.finish(job, "stop");
+    const { emit, stopped } = job.stops.push(job.decoder.push(tokenId));
+    job.sink({ type: "token", tokenIds: [tokenId], text: emit });
+    if (stopped) return this.finish(job, "stop_sequence");
+    if (seq.numGenerated >= seq.maxTokens) return this.finish(job, "length");
+  }
+
+  private finish(job: Job, reason: FinishReason): void {
+    if (job.finished) return;
+    job.finished = true;
+    if (reason !== "stop_sequence" && reason !== "cancelled") {
+      const rest = job.stops.flush();
+      if (rest) job.sink({ type: "token", tokenIds: [], text: rest });
+    }
+    this.scheduler.finish(job.seq);
+    this.jobs.delete(job.seq.seqId);
+    this.counters.promptTokens += job.seq.numPromptTokens;
+    this.counters.cachedTokens += job.seq.numCachedTokens;
+    this.counters.computedTokens += job.seq.numPrefilledTokens;
+    job.onFinish(reason, job);
+  }
+
+  private fail(job: Job, err: ProtocolError): void {
+    if (job.finished) return;
+    job.finished = true;
+    this.scheduler.finish(job.seq);
+    this.jobs.delete(job.seq.seqId);
+    job.sink({ type: "error", code: err.code, message: err.message, retryable: err.retryable });
+  }
+
+  private usage(job: Job): DoneFrame["usage"] {
+    return {
+      promptTokens: job.seq.numPromptTokens,
+      cachedTokens: job.seq.numCachedTokens,
+      computedTokens: job.seq.numPrefilledTokens,
+      completionTokens: job.seq.numGenerated,
+    };
+  }
+
+  private timings(job: Job): DoneFrame["timings"] {
+    const arrival = job.seq.arrivalMs;
+    const scheduled = job.seq.firstScheduledMs ?? arrival;
+    const first = job.firstTokenMs ?? performance.now();
+    const last = job.lastTokenMs ?? first;
+    return {
+      queueMs: scheduled - arrival,
+      prefillMs: first - scheduled,
+      ttftMs: first - arrival,
+      decodeMs: last - first,
+      totalMs: performance.now() - arrival,
+    };
+  }
+
+  private doneFrame(job: Job, reason: FinishReason, stateId: string, text: string): DoneFrame {
+    return {
+      type: "done",
+      finishReason: reason,
+      stateId,
+      text,
+      usage: this.usage(job),
+      timings: this.timings(job),
+      backendId: this.options.backendId,
+    };
+  }
+}

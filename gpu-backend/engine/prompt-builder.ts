@@ -1,0 +1,95 @@
+import type { ChatMessage, GenerateRequest, ToolDefinition } from "../../protocol/messages";
+import { ProtocolError } from "../../protocol/errors";
+import type { ChatCodec } from "./chat-codec";
+import type { StateStore, TurnState } from "./state-store";
+
+/** How a turn's prompt ids were obtained. */
+export type PromptSource =
+  /** Appended to a kept state: earlier prompt ids and the model's generated ids reused as is. */
+  | "delta"
+  /** Appended to a kept state, but the model's reply re-rendered by the template differs from
+   * what it generated, so the reply's tokens come from the template (earlier prompt ids kept). */
+  | "delta-rerendered"
+  /** The whole transcript rendered and tokenized. */
+  | "full";
+
+export interface BuiltPrompt {
+  tokenIds: number[];
+  promptText: string;
+  messages: ChatMessage[];
+  tools: ToolDefinition[] | undefined;
+  source: PromptSource;
+}
+
+/**
+ * Turns a request into prompt token ids.
+ *
+ * A delta turn (or a full turn whose transcript extends the trajectory's kept state) renders the
+ * whole transcript with the chat template, checks that the previous prompt text is a prefix of
+ * it, and builds the ids as
+ *
+ *   previous prompt ids ++ generated ids ++ encode(rest of the text)
+ *
+ * where the generated ids are kept only if the template renders the reply as exactly the text the
+ * model produced. The model's own output is therefore never re-tokenized, and the block hashes of
+ * everything before stay identical, so the prefix cache hits all of it.
+ *
+ * @example
+ * const prompt = buildPrompt(request, codec, states); // throws ProtocolError("state_unknown")
+ */
+export function buildPrompt(req: GenerateRequest, codec: ChatCodec, states: StateStore): BuiltPrompt {
+  if (req.mode === "delta") {
+    const state = req.stateId === undefined ? undefined : states.get(req.stateId);
+    if (!state) {
+      throw new ProtocolError(
+        "state_unknown",
+        `state ${JSON.stringify(req.stateId ?? "")} is unknown or no longer the trajectory's latest: resend the full transcript`,
+      );
+    }
+    return extend(state, [...state.messages, ...req.messages], req.tools ?? state.tools, codec) ?? full([...state.messages, ...req.messages], req.tools ?? state.tools, codec);
+  }
+  if (req.trajectoryId !== undefined) {
+    const state = states.latestFor(req.trajectoryId);
+    if (state && sameTools(state.tools, req.tools) && isPrefix(state.messages, req.messages)) {
+      const extended = extend(state, req.messages, req.tools, codec);
+      if (extended) return extended;
+    }
+  }
+  return full(req.messages, req.tools, codec);
+}
+
+function full(messages: ChatMessage[], tools: ToolDefinition[] | undefined, codec: ChatCodec): BuiltPrompt {
+  const promptText = codec.render({ messages, tools, addGenerationPrompt: true });
+  return { tokenIds: codec.encode(promptText), promptText, messages, tools, source: "full" };
+}
+
+function extend(state: TurnState, messages: ChatMessage[], tools: ToolDefinition[] | undefined, codec: ChatCodec): BuiltPrompt | undefined {
+  const promptText = codec.render({ messages, tools, addGenerationPrompt: true });
+  if (!promptText.startsWith(state.promptText)) return undefined; // template not prefix-stable here
+  const rest = promptText.slice(state.promptText.length);
+  if (state.generatedText.length > 0 && rest.startsWith(state.generatedText)) {
+    const tail = codec.encode(rest.slice(state.generatedText.length));
+    return { tokenIds: [...state.promptTokenIds, ...state.generatedTokenIds, ...tail], promptText, messages, tools, source: "delta" };
+  }
+  return { tokenIds: [...state.promptTokenIds, ...codec.encode(rest)], promptText, messages, tools, source: "delta-rerendered" };
+}
+
+function isPrefix(prefix: ChatMessage[], messages: ChatMessage[]): boolean {
+  if (prefix.length > messages.length) return false;
+  for (let i = 0; i < prefix.length; i++) if (!sameMessage(prefix[i]!, messages[i]!)) return false;
+  return true;
+}
+
+function sameMessage(a: ChatMessage, b: ChatMessage): boolean {
+  return (
+    a.role === b.role &&
+    (a.content ?? "") === (b.content ?? "") &&
+    (a.tool_call_id ?? "") === (b.tool_call_id ?? "") &&
+    (a.name ?? "") === (b.name ?? "") &&
+    JSON.stringify(a.tool_calls ?? []) === JSON.stringify(b.tool_calls ?? [])
+  );
+}
+
+function sameTools(a: ToolDefinition[] | undefined, b: ToolDefinition[] | undefined): boolean {
+  return JSON.stringify(a ?? []) === JSON.stringify(b ?? []);
+}

@@ -1,0 +1,188 @@
+import type { BlockHash } from "../../protocol/block-hash";
+import type { Sequence } from "./sequence";
+
+/**
+ * What the scheduler needs from the KV cache manager (gpu-backend/kv). The scheduler never
+ * touches the block pool itself.
+ */
+export interface KVPort {
+  startSequence(params: { seqId: number; tokenIds: number[]; root: BlockHash }): { numCachedTokens: number };
+  restartSequence(seqId: number): { numCachedTokens: number };
+  allocateSlots(seqId: number, numNewTokens: number): boolean;
+  numComputedTokens(seqId: number): number;
+  freeSequence(seqId: number): void;
+  preempt(seqId: number): void;
+}
+
+export interface SchedulerConfig {
+  /** Token budget of one step: decode tokens plus prefill chunk tokens. Default 512. */
+  maxBatchTokens: number;
+  /** Most sequences running at once. Default 64. */
+  maxRunningSequences: number;
+}
+
+export interface ScheduledItem {
+  seq: Sequence;
+  /** First position computed this step (tokens before it are in the KV pool). */
+  startPos: number;
+  numTokens: number;
+  /** True when this chunk reaches the end of the known tokens: the step samples a token. */
+  samples: boolean;
+}
+
+export interface StepPlan {
+  items: ScheduledItem[];
+  /** Sequences preempted by this step (blocks freed; they recompute later). */
+  preempted: Sequence[];
+  /** Sequences that can never fit in the KV pool, even alone. */
+  rejected: Sequence[];
+}
+
+/**
+ * Continuous batching with chunked prefill, in the style of vLLM v1.
+ *
+ * Each step:
+ *   1. running sequences that decode (one token left to compute) go first, oldest first;
+ *   2. then running sequences still in prefill, a chunk each, within the token budget;
+ *   3. then waiting sequences are admitted (prefix-cache lookup, then their first chunk) while
+ *      budget, blocks and the running-sequence cap allow, first come first served.
+ * When blocks run out for a running sequence, the newest running sequence is preempted (blocks
+ * freed, recomputed later; its cached full blocks usually make that cheap) until it fits. Nothing
+ * is admitted in a step that preempted. A sequence that cannot fit even alone is rejected.
+ *
+ * @example
+ * const scheduler = new Scheduler(kvManager, { maxBatchTokens: 512, maxRunningSequences: 64 });
+ * scheduler.add(seq);
+ * const plan = scheduler.schedule();
+ */
+export class Scheduler {
+  readonly waiting: Sequence[] = [];
+  readonly running: Sequence[] = [];
+
+  constructor(
+    private readonly kv: KVPort,
+    readonly config: SchedulerConfig,
+  ) {}
+
+  add(seq: Sequence): void {
+    seq.status = "waiting";
+    this.waiting.push(seq);
+  }
+
+  get hasWork(): boolean {
+    return this.waiting.length > 0 || this.running.length > 0;
+  }
+
+  /** Removes a sequence (finished, cancelled or failed) and frees its blocks. */
+  finish(seq: Sequence): void {
+    if (seq.status === "finished") return;
+    const r = this.running.indexOf(seq);
+    if (r >= 0) this.running.splice(r, 1);
+    const w = this.waiting.indexOf(seq);
+    if (w >= 0) this.waiting.splice(w, 1);
+    if (seq.registered) this.kv.freeSequence(seq.seqId);
+    seq.registered = false;
+    seq.status = "finished";
+  }
+
+  schedule(): StepPlan {
+    let budget = this.config.maxBatchTokens;
+    const items: ScheduledItem[] = [];
+    const preempted: Sequence[] = [];
+    const rejected: Sequence[] = [];
+    const scheduled = new Set<Sequence>();
+
+    const byRemaining = [...this.running].sort((a, b) => {
+      const da = this.remaining(a) === 1 ? 0 : 1;
+      const db = this.remaining(b) === 1 ? 0 : 1;
+      return da - db || a.arrivalMs - b.arrivalMs;
+    });
+    for (const seq of byRemaining) {
+      if (budget === 0) break;
+      if (seq.status !== "running") continue; // preempted earlier in this loop
+      const n = Math.min(this.remaining(seq), budget);
+      let fits = this.kv.allocateSlots(seq.seqId, n);
+      while (!fits) {
+        const victim = this.newestRunning(scheduled);
+        if (!victim) break;
+        this.preempt(victim);
+        preempted.push(victim);
+        if (victim === seq) break;
+        fits = this.kv.allocateSlots(seq.seqId, n);
+      }
+      if (!fits) {
+        if (seq.status === "running") {
+          // Nothing left to preempt and it still does not fit: it can never run here.
+          this.finish(seq);
+          rejected.push(seq);
+        }
+        continue;
+      }
+      items.push(this.item(seq, n));
+      scheduled.add(seq);
+      budget -= n;
+    }
+
+    if (preempted.length === 0) {
+      while (budget > 0 && this.waiting.length > 0 && this.running.length < this.config.maxRunningSequences) {
+        const seq = this.waiting[0]!;
+        const wasRegistered = seq.registered;
+        if (wasRegistered) {
+          this.kv.restartSequence(seq.seqId);
+        } else {
+          const { numCachedTokens } = this.kv.startSequence({ seqId: seq.seqId, tokenIds: seq.tokenIds, root: seq.hashRoot });
+          seq.registered = true;
+          seq.numCachedTokens = numCachedTokens;
+        }
+        const n = Math.min(this.remaining(seq), budget);
+        if (!this.kv.allocateSlots(seq.seqId, n)) {
+          if (this.running.length === 0 && items.length === 0) {
+            this.waiting.shift();
+            this.finish(seq);
+            rejected.push(seq);
+            continue;
+          }
+          // Give its cached blocks back; it is looked up again when it is admitted.
+          if (wasRegistered) this.kv.preempt(seq.seqId);
+          else {
+            this.kv.freeSequence(seq.seqId);
+            seq.registered = false;
+          }
+          break;
+        }
+        this.waiting.shift();
+        seq.status = "running";
+        seq.firstScheduledMs ??= performance.now();
+        this.running.push(seq);
+        items.push(this.item(seq, n));
+        scheduled.add(seq);
+        budget -= n;
+      }
+    }
+    return { items, preempted, rejected };
+  }
+
+  private remaining(seq: Sequence): number {
+    return seq.tokenIds.length - this.kv.numComputedTokens(seq.seqId);
+  }
+
+  private item(seq: Sequence, numTokens: number): ScheduledItem {
+    const startPos = this.kv.numComputedTokens(seq.seqId);
+    if (numTokens > 1 || startPos < seq.numPromptTokens) seq.numPrefilledTokens += numTokens;
+    return { seq, startPos, numTokens, samples: startPos + numTokens === seq.tokenIds.length };
+  }
+
+  private newestRunning(exclude: Set<Sequence>): Sequence | undefined {
+    let newest: Sequence | undefined;
+    for (const s of this.running) if (!exclude.has(s) && (!newest || s.arrivalMs > newest.arrivalMs)) newest = s;
+    return newest;
+  }
+
+  private preempt(seq: Sequence): void {
+    this.kv.preempt(seq.seqId);
+    seq.numPreemptions++;
+    seq.status = "waiting";
+    this.running.splice(this.running.indexOf(seq), 1);
+    this.waiting.unshift(seq);
+  }
+}

@@ -1,0 +1,139 @@
+import { timingSafeEqual } from "node:crypto";
+import { Hono, type Context } from "hono";
+import { decodeGenerateRequest, decodeReleaseStateRequest, encode } from "../../protocol/codec";
+import { ProtocolError, toProtocolError } from "../../protocol/errors";
+import { MSGPACK_CONTENT_TYPE, ROUTES, SECRET_HEADER, type ErrorFrame, type Frame } from "../../protocol/messages";
+import type { Engine } from "../engine/engine";
+import { createMetrics } from "./metrics";
+
+export interface BackendAppOptions {
+  engine: Engine;
+  /** Shared secret required in `x-agent-edge-secret` on every route but /healthz. */
+  secret: string;
+  backendId: string;
+  /** Largest accepted request body. Default 32 MiB. */
+  maxBodyBytes?: number;
+}
+
+/**
+ * The backend's HTTP surface (HTTP only: the engine does the work).
+ *
+ * - `POST /v1/generate`: msgpack `GenerateRequest` in, a stream of msgpack frames out.
+ * - `POST /v1/states/release`: msgpack `ReleaseStateRequest`, answers a msgpack `{ released }`.
+ * - `GET /v1/models`: JSON list of served models.
+ * - `GET /healthz`: JSON liveness, no secret needed.
+ * - `GET /metrics`: Prometheus text.
+ *
+ * Errors before streaming starts answer with the error code's HTTP status and one msgpack
+ * error frame; errors after it are an error frame at the end of the stream.
+ *
+ * @example
+ * serve({ fetch: createBackendApp({ engine, secret, backendId: "b0" }).fetch, port: 8080 });
+ */
+export function createBackendApp(options: BackendAppOptions): Hono {
+  const { engine } = options;
+  const maxBodyBytes = options.maxBodyBytes ?? 32 * 1024 * 1024;
+  const metrics = createMetrics(engine);
+  const app = new Hono();
+
+  app.get(ROUTES.healthz, (c) =>
+    c.json({ ok: true, backendId: options.backendId, model: engine.modelId, running: engine.numRunning, waiting: engine.numWaiting }),
+  );
+
+  app.use("*", async (c, next) => {
+    if (c.req.path === ROUTES.healthz) return next();
+    if (!secretMatches(c.req.header(SECRET_HEADER), options.secret)) {
+      return errorResponse(c, new ProtocolError("unauthorized", `missing or wrong ${SECRET_HEADER} header`));
+    }
+    return next();
+  });
+
+  app.get(ROUTES.metrics, async (c) => c.body(await metrics.registry.metrics(), 200, { "content-type": metrics.registry.contentType }));
+
+  app.get(ROUTES.models, (c) => c.json({ object: "list", data: [{ id: engine.modelId, object: "model", owned_by: "agent-edge" }] }));
+
+  app.post(ROUTES.releaseState, async (c) => {
+    const body = await readBody(c, maxBodyBytes);
+    if (body instanceof ProtocolError) return errorResponse(c, body);
+    const decoded = decodeReleaseStateRequest(body);
+    if (!decoded.ok) return errorResponse(c, decoded.error);
+    const released = engine.releaseState(decoded.value.stateId);
+    return new Response(encode({ released }), { status: 200, headers: { "content-type": MSGPACK_CONTENT_TYPE } });
+  });
+
+  app.post(ROUTES.generate, async (c) => {
+    const body = await readBody(c, maxBodyBytes);
+    if (body instanceof ProtocolError) return errorResponse(c, body);
+    const decoded = decodeGenerateRequest(body);
+    if (!decoded.ok) return errorResponse(c, decoded.error);
+
+    // The first frame decides the status: an immediate error (unknown state, bad model, too long)
+    // answers with its HTTP status; otherwise a 200 stream relays frames as they are produced.
+    const abort = new AbortController();
+    c.req.raw.signal.addEventListener("abort", () => abort.abort(), { once: true });
+    let controller: ReadableStreamDefaultController<Uint8Array> | undefined;
+    const early: Frame[] = [];
+    let closed = false;
+    let resolveFirst!: (f: Frame) => void;
+    const first = new Promise<Frame>((r) => (resolveFirst = r));
+    const sink = (frame: Frame) => {
+      if (closed) return;
+      if (early.length === 0 && !controller) resolveFirst(frame);
+      if (controller) controller.enqueue(encode(frame));
+      else early.push(frame);
+      if (frame.type !== "token") {
+        closed = true;
+        controller?.close();
+      }
+    };
+    abort.signal.addEventListener(
+      "abort",
+      () => resolveFirst({ type: "error", code: "internal_error", message: "the client went away", retryable: true }),
+      { once: true },
+    );
+    engine.submit(decoded.value, sink, abort.signal);
+    const head = await first;
+    if (head.type === "error" && early.length === 1) return errorResponse(c, frameError(head));
+
+    const stream = new ReadableStream<Uint8Array>({
+      start(ctrl) {
+        controller = ctrl;
+        for (const f of early) ctrl.enqueue(encode(f));
+        if (closed) ctrl.close();
+      },
+      cancel() {
+        abort.abort();
+      },
+    });
+    return new Response(stream, { status: 200, headers: { "content-type": MSGPACK_CONTENT_TYPE, "cache-control": "no-store" } });
+  });
+
+  app.notFound((c) => errorResponse(c, new ProtocolError("not_found", `no route ${c.req.method} ${c.req.path}`)));
+  app.onError((e, c) => errorResponse(c, toProtocolError(e)));
+  return app;
+}
+
+function frameError(f: ErrorFrame): ProtocolError {
+  return new ProtocolError(f.code, f.message);
+}
+
+function errorResponse(c: Context, err: ProtocolError): Response {
+  const frame: ErrorFrame = { type: "error", code: err.code, message: err.message, retryable: err.retryable };
+  void c;
+  return new Response(encode(frame), { status: err.httpStatus, headers: { "content-type": MSGPACK_CONTENT_TYPE } });
+}
+
+async function readBody(c: Context, maxBytes: number): Promise<Uint8Array | ProtocolError> {
+  const declared = Number(c.req.header("content-length") ?? "0");
+  if (declared > maxBytes) return new ProtocolError("invalid_request", `request body of ${declared} bytes exceeds the limit of ${maxBytes}`);
+  const buf = new Uint8Array(await c.req.arrayBuffer());
+  if (buf.byteLength > maxBytes) return new ProtocolError("invalid_request", `request body of ${buf.byteLength} bytes exceeds the limit of ${maxBytes}`);
+  return buf;
+}
+
+function secretMatches(given: string | undefined, expected: string): boolean {
+  if (given === undefined) return false;
+  const a = Buffer.from(given);
+  const b = Buffer.from(expected);
+  return a.length === b.length && timingSafeEqual(a, b);
+}

@@ -1,0 +1,60 @@
+import { Engine } from "../engine/engine";
+import { BlockPool, blocksForBudget } from "../kv/block-pool";
+import { CpuExecutor } from "../model/cpu-executor";
+import { loadModel } from "../model/load-model";
+
+export interface BackendOptions {
+  /** Hugging Face-style folder; undefined means the embedded demo model. */
+  modelDir: string | undefined;
+  kvMemoryBytes: number;
+  blockSize: number;
+  maxBatchTokens: number;
+  enablePrefixCache: boolean;
+  threads?: number | undefined;
+  backendId: string;
+  maxRunningSequences?: number;
+  log?: (line: string) => void;
+}
+
+export interface Backend {
+  engine: Engine;
+  executor: CpuExecutor;
+  close(): Promise<void>;
+}
+
+/**
+ * Loads a model, sizes the KV pool from the memory budget, and wires executor and engine.
+ *
+ * @example
+ * const { engine } = await createBackend({ modelDir: undefined, kvMemoryBytes: 2 ** 30, blockSize: 16,
+ *   maxBatchTokens: 512, enablePrefixCache: true, backendId: "b0" });
+ */
+export async function createBackend(options: BackendOptions): Promise<Backend> {
+  const log = options.log ?? (() => {});
+  const t0 = performance.now();
+  const model = await loadModel({ dir: options.modelDir, log });
+  const { spec } = model;
+  const numBlocks = blocksForBudget({
+    budgetBytes: options.kvMemoryBytes,
+    blockSize: options.blockSize,
+    numLayers: spec.numLayers,
+    numKvHeads: spec.numKvHeads,
+    headDim: spec.headDim,
+    bytesPerElement: 4,
+  });
+  if (numBlocks < 2) throw new Error(`--kv-memory ${options.kvMemoryBytes} bytes holds fewer than 2 blocks of ${options.blockSize} tokens`);
+  log(`building the ONNX graph and the onnxruntime session (cpu), KV pool ${numBlocks} blocks x ${options.blockSize} tokens`);
+  const executor = await CpuExecutor.create({ spec, weights: model.weights, numBlocks, blockSize: options.blockSize, threads: options.threads });
+  const pool = new BlockPool({ numBlocks, blockSize: options.blockSize });
+  const engine = new Engine({
+    executor,
+    pool,
+    codec: model.codec,
+    modelId: spec.modelId,
+    scheduler: { maxBatchTokens: options.maxBatchTokens, maxRunningSequences: options.maxRunningSequences ?? 64 },
+    enablePrefixCache: options.enablePrefixCache,
+    backendId: options.backendId,
+  });
+  log(`ready in ${((performance.now() - t0) / 1000).toFixed(1)} s: ${spec.modelId}, ${(executor.kvBytes / 2 ** 20).toFixed(0)} MiB KV, prefix cache ${options.enablePrefixCache ? "on" : "off"}`);
+  return { engine, executor, close: () => executor.dispose() };
+}

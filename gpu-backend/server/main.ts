@@ -1,0 +1,81 @@
+import { serve } from "@hono/node-server";
+import { parseArgs } from "node:util";
+import { createBackend } from "./backend";
+import { createBackendApp } from "./app";
+
+/**
+ * `npm run backend -- [flags]`: one backend process serving one model.
+ *
+ *   --model DIR            Hugging Face-style folder (default: the embedded demo-llama-random)
+ *   --kv-memory SIZE       KV pool budget, e.g. 512MiB, 2GiB (default 1GiB)
+ *   --block-size N         tokens per KV block (default 16)
+ *   --max-batch-tokens N   token budget of one engine step (default 512)
+ *   --no-prefix-cache      disable prefix reuse (the benchmark baseline)
+ *   --port N               default 8080 (env PORT)
+ *   --host H               default 127.0.0.1
+ *   --secret S             shared secret (env AGENT_EDGE_SECRET; default "dev-secret" with a warning)
+ *   --threads N            onnxruntime intra-op threads (default: all cores)
+ *   --id NAME              backend id reported to the edge (default backend-<port>)
+ */
+const { values } = parseArgs({
+  options: {
+    model: { type: "string" },
+    "kv-memory": { type: "string", default: "1GiB" },
+    "block-size": { type: "string", default: "16" },
+    "max-batch-tokens": { type: "string", default: "512" },
+    "no-prefix-cache": { type: "boolean", default: false },
+    port: { type: "string", default: process.env.PORT ?? "8080" },
+    host: { type: "string", default: "127.0.0.1" },
+    secret: { type: "string", default: process.env.AGENT_EDGE_SECRET },
+    threads: { type: "string" },
+    id: { type: "string" },
+  },
+  strict: true,
+});
+
+const port = positiveInt(values.port!, "--port");
+const secret = values.secret ?? "dev-secret";
+if (!values.secret) console.warn('[backend] no --secret / AGENT_EDGE_SECRET given: using "dev-secret" (local development only)');
+const backendId = values.id ?? `backend-${port}`;
+
+const backend = await createBackend({
+  modelDir: values.model,
+  kvMemoryBytes: parseSize(values["kv-memory"]!),
+  blockSize: positiveInt(values["block-size"]!, "--block-size"),
+  maxBatchTokens: positiveInt(values["max-batch-tokens"]!, "--max-batch-tokens"),
+  enablePrefixCache: !values["no-prefix-cache"],
+  threads: values.threads ? positiveInt(values.threads, "--threads") : undefined,
+  backendId,
+  log: (line) => console.log(`[backend] ${line}`),
+});
+
+const app = createBackendApp({ engine: backend.engine, secret, backendId });
+const server = serve({ fetch: app.fetch, port, hostname: values.host }, (info) => {
+  console.log(`[backend] ${backendId} serving ${backend.engine.modelId} on http://${values.host}:${info.port}`);
+});
+
+const shutdown = () => {
+  server.close();
+  void backend.close().then(() => process.exit(0));
+};
+process.on("SIGINT", shutdown);
+process.on("SIGTERM", shutdown);
+
+function positiveInt(v: string, flag: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n <= 0) {
+    console.error(`${flag} must be a positive integer, got ${JSON.stringify(v)}`);
+    process.exit(2);
+  }
+  return n;
+}
+
+function parseSize(v: string): number {
+  const m = /^(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|KB|MB|GB)?$/i.exec(v.trim());
+  if (!m) {
+    console.error(`--kv-memory must look like 512MiB or 2GiB, got ${JSON.stringify(v)}`);
+    process.exit(2);
+  }
+  const units: Record<string, number> = { b: 1, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3, kb: 1e3, mb: 1e6, gb: 1e9 };
+  return Math.floor(Number(m[1]) * units[(m[2] ?? "b").toLowerCase()]!);
+}

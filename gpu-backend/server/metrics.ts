@@ -1,0 +1,52 @@
+import { Counter, Gauge, Registry, collectDefaultMetrics } from "prom-client";
+import type { Engine } from "../engine/engine";
+
+/**
+ * Prometheus metrics of one backend, read from the engine's counters at scrape time.
+ *
+ * @example
+ * const metrics = createMetrics(engine);
+ * res.end(await metrics.registry.metrics());
+ */
+export function createMetrics(engine: Engine): { registry: Registry } {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: "agent_edge_process_" });
+  const last = { queried: 0, hit: 0, prompt: 0, computed: 0, generated: 0, preemptions: 0, requests: 0 };
+
+  /** A counter that follows a monotonically growing engine value. */
+  const follow = (name: string, help: string, read: () => number, key: keyof typeof last) =>
+    new Counter({
+      name,
+      help,
+      registers: [registry],
+      collect() {
+        const now = read();
+        if (now > last[key]) this.inc(now - last[key]);
+        last[key] = now;
+      },
+    });
+
+  follow("agent_edge_prefix_cache_queried_tokens_total", "Prompt tokens looked up in the prefix cache.", () => engine.kv.stats.queriedTokens, "queried");
+  follow("agent_edge_prefix_cache_hit_tokens_total", "Prompt tokens found in the prefix cache.", () => engine.kv.stats.hitTokens, "hit");
+  follow("agent_edge_prompt_tokens_total", "Prompt tokens of finished turns.", () => engine.counters.promptTokens, "prompt");
+  follow("agent_edge_computed_prompt_tokens_total", "Prompt tokens computed by prefill (recomputation included).", () => engine.counters.computedTokens, "computed");
+  follow("agent_edge_generated_tokens_total", "Generated tokens.", () => engine.counters.generatedTokens, "generated");
+  follow("agent_edge_preemptions_total", "Sequences preempted for lack of KV blocks.", () => engine.counters.preemptions, "preemptions");
+  follow("agent_edge_requests_total", "Turns accepted by the engine.", () => engine.counters.requests, "requests");
+
+  new Gauge({ name: "agent_edge_kv_usage_ratio", help: "Fraction of KV blocks in use by running sequences.", registers: [registry], collect() { this.set(engine.kv.usage()); } });
+  new Gauge({ name: "agent_edge_kv_blocks_total", help: "KV blocks in the pool.", registers: [registry], collect() { this.set(engine.kv.pool.numBlocks); } });
+  new Gauge({ name: "agent_edge_kv_cached_blocks", help: "KV blocks holding a content-addressed prefix.", registers: [registry], collect() { this.set(engine.kv.pool.numCached); } });
+  new Gauge({ name: "agent_edge_running_sequences", help: "Sequences running.", registers: [registry], collect() { this.set(engine.numRunning); } });
+  new Gauge({ name: "agent_edge_waiting_sequences", help: "Sequences waiting for admission.", registers: [registry], collect() { this.set(engine.numWaiting); } });
+  new Gauge({
+    name: "agent_edge_step_tokens_per_second",
+    help: "Tokens processed per second of executor time since start (prefill and decode).",
+    registers: [registry],
+    collect() {
+      const c = engine.counters;
+      this.set(c.stepMs > 0 ? (c.stepTokens / c.stepMs) * 1000 : 0);
+    },
+  });
+  return { registry };
+}
