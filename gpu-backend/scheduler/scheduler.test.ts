@@ -1,0 +1,120 @@
+import { describe, expect, it } from "vitest";
+import { hashRoot } from "../../protocol/block-hash";
+import { BlockPool } from "../kv/block-pool";
+import { KVCacheManager } from "../kv/kv-cache-manager";
+import { Scheduler, type StepPlan } from "./scheduler";
+import { Sequence } from "./sequence";
+
+const root = hashRoot({ modelId: "m", salt: "" });
+let nextId = 1;
+const seqOf = (n: number, maxTokens = 4, offset = 0) =>
+  new Sequence(nextId++, Array.from({ length: n }, (_, i) => (i + offset) % 1000), n, maxTokens, root);
+
+/** A stand-in for the engine's side of a step: mark computed, sample a fixed token, finish at max. */
+function runStep(s: Scheduler, kv: KVCacheManager, plan: StepPlan): void {
+  for (const item of plan.items) {
+    kv.markComputed(item.seq.seqId, item.numTokens);
+    if (item.samples) {
+      item.seq.tokenIds.push(7);
+      kv.appendTokens(item.seq.seqId, [7]);
+      if (item.seq.numGenerated >= item.seq.maxTokens) s.finish(item.seq);
+    }
+  }
+  kv.checkInvariants();
+}
+
+function setup(numBlocks: number, maxBatchTokens = 64, maxRunningSequences = 8) {
+  const kv = new KVCacheManager({ pool: new BlockPool({ numBlocks, blockSize: 4 }), enablePrefixCache: true });
+  return { kv, s: new Scheduler(kv, { maxBatchTokens, maxRunningSequences }) };
+}
+
+describe("Scheduler", () => {
+  it("chunks a long prefill under the token budget, then decodes", () => {
+    const { kv, s } = setup(64, 16);
+    const a = seqOf(40, 2);
+    s.add(a);
+    const sizes: number[] = [];
+    while (s.hasWork) {
+      const plan = s.schedule();
+      sizes.push(plan.items[0]!.numTokens);
+      runStep(s, kv, plan);
+    }
+    expect(sizes).toEqual([16, 16, 8, 1]);
+    expect(a.numPrefilledTokens).toBe(40);
+  });
+
+  it("puts decode tokens first and fills the rest of the budget with prefill", () => {
+    const { kv, s } = setup(64, 16);
+    const a = seqOf(6, 8);
+    s.add(a);
+    runStep(s, kv, s.schedule()); // a prefilled, sampled once
+    const b = seqOf(30, 2, 500);
+    s.add(b);
+    const plan = s.schedule();
+    expect(plan.items.map((i) => [i.seq.seqId, i.numTokens])).toEqual([
+      [a.seqId, 1],
+      [b.seqId, 15],
+    ]);
+    expect(plan.items[0]!.samples).toBe(true);
+    expect(plan.items[1]!.samples).toBe(false);
+  });
+
+  it("admits first come first served and respects the running cap", () => {
+    const { s } = setup(64, 100, 2);
+    const seqs = [seqOf(5), seqOf(5, 4, 100), seqOf(5, 4, 200)];
+    seqs.forEach((q) => s.add(q));
+    const plan = s.schedule();
+    expect(plan.items.map((i) => i.seq)).toEqual(seqs.slice(0, 2));
+    expect(s.waiting).toEqual([seqs[2]]);
+  });
+
+  it("admits a sequence past its cached prefix", () => {
+    const { kv, s } = setup(64, 100);
+    const a = seqOf(20, 1);
+    s.add(a);
+    while (s.hasWork) runStep(s, kv, s.schedule());
+    const b = new Sequence(nextId++, [...a.tokenIds.slice(0, 20), 1, 2, 3], 23, 1, root);
+    s.add(b);
+    const plan = s.schedule();
+    expect(b.numCachedTokens).toBe(20);
+    expect(plan.items[0]!.startPos).toBe(20);
+    expect(plan.items[0]!.numTokens).toBe(3);
+  });
+
+  it("preempts the newest running sequence when blocks run out, and it finishes later", () => {
+    // 6 blocks of 4 tokens; two sequences of 8 tokens generating 8 tokens each need 4 blocks each.
+    const { kv, s } = setup(6, 64);
+    const a = seqOf(8, 8);
+    const b = seqOf(8, 8, 300);
+    s.add(a);
+    s.add(b);
+    let preempted = 0;
+    let steps = 0;
+    while (s.hasWork && steps++ < 100) {
+      const plan = s.schedule();
+      preempted += plan.preempted.length;
+      expect(plan.preempted.every((p) => p === b)).toBe(true);
+      expect(plan.rejected).toEqual([]);
+      runStep(s, kv, plan);
+    }
+    expect(preempted).toBeGreaterThan(0);
+    expect(a.numGenerated).toBe(8);
+    expect(b.numGenerated).toBe(8);
+    expect(b.numPreemptions).toBeGreaterThan(0);
+    expect(kv.numSequences).toBe(0);
+  });
+
+  it("rejects a sequence that cannot fit even alone", () => {
+    const { kv, s } = setup(4, 64);
+    const big = seqOf(40);
+    const small = seqOf(4, 1, 900);
+    s.add(big);
+    s.add(small);
+    const plan = s.schedule();
+    expect(plan.rejected).toEqual([big]);
+    expect(big.status).toBe("finished");
+    runStep(s, kv, plan);
+    while (s.hasWork) runStep(s, kv, s.schedule());
+    expect(small.numGenerated).toBe(1);
+  });
+});
