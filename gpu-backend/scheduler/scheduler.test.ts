@@ -25,7 +25,7 @@ function runStep(s: Scheduler, kv: KVCacheManager, plan: StepPlan): void {
 
 function setup(numBlocks: number, maxBatchTokens = 64, maxRunningSequences = 8) {
   const kv = new KVCacheManager({ pool: new BlockPool({ numBlocks, blockSize: 4 }), enablePrefixCache: true });
-  return { kv, s: new Scheduler(kv, { maxBatchTokens, maxRunningSequences }) };
+  return { kv, s: new Scheduler(kv, { maxBatchTokens, maxRunningSequences, blockSize: 4 }) };
 }
 
 describe("Scheduler", () => {
@@ -102,6 +102,28 @@ describe("Scheduler", () => {
     expect(b.numGenerated).toBe(8);
     expect(b.numPreemptions).toBeGreaterThan(0);
     expect(kv.numSequences).toBe(0);
+  });
+
+  it("holds back a sequence whose prefix another sequence is prefilling, then admits it past that prefix", () => {
+    const { kv, s } = setup(64, 16);
+    const a = seqOf(40, 1);
+    const b = new Sequence(nextId++, [...a.tokenIds.slice(0, 36), 901, 902, 903], 39, 1, root);
+    const c = seqOf(8, 1, 700); // unrelated: admitted right away
+    s.add(a);
+    s.add(b);
+    s.add(c);
+    let plan = s.schedule();
+    expect(plan.items.map((i) => i.seq)).toEqual([a]); // budget 16 all used by a's first chunk
+    runStep(s, kv, plan);
+    plan = s.schedule();
+    expect(plan.items.map((i) => i.seq)).toEqual([a]);
+    runStep(s, kv, plan);
+    plan = s.schedule(); // a: last 8 tokens; b still waits; c fills the rest
+    expect(plan.items.map((i) => i.seq)).toEqual([a, c]);
+    runStep(s, kv, plan);
+    plan = s.schedule();
+    expect(plan.items.map((i) => i.seq)).toContain(b);
+    expect(b.numCachedTokens).toBe(36);
   });
 
   it("rejects a sequence that cannot fit even alone", () => {

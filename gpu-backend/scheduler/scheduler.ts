@@ -6,6 +6,7 @@ import type { Sequence } from "./sequence";
  * touches the block pool itself.
  */
 export interface KVPort {
+  findCachedPrefix(params: { tokenIds: number[]; root: BlockHash }): { numCachedTokens: number };
   startSequence(params: { seqId: number; tokenIds: number[]; root: BlockHash }): { numCachedTokens: number };
   restartSequence(seqId: number): { numCachedTokens: number };
   allocateSlots(seqId: number, numNewTokens: number): boolean;
@@ -19,6 +20,8 @@ export interface SchedulerConfig {
   maxBatchTokens: number;
   /** Most sequences running at once. Default 64. */
   maxRunningSequences: number;
+  /** Tokens per KV block (to judge which in-flight prefills a waiting sequence can reuse). */
+  blockSize: number;
 }
 
 export interface ScheduledItem {
@@ -45,7 +48,9 @@ export interface StepPlan {
  *   1. running sequences that decode (one token left to compute) go first, oldest first;
  *   2. then running sequences still in prefill, a chunk each, within the token budget;
  *   3. then waiting sequences are admitted (prefix-cache lookup, then their first chunk) while
- *      budget, blocks and the running-sequence cap allow, first come first served.
+ *      budget, blocks and the running-sequence cap allow, first come first served; a sequence
+ *      whose prompt shares uncached full blocks with a running prefill waits until those blocks
+ *      are cached, so a prefix is never computed twice at once.
  * When blocks run out for a running sequence, the newest running sequence is preempted (blocks
  * freed, recomputed later; its cached full blocks usually make that cheap) until it fits. Nothing
  * is admitted in a step that preempted. A sequence that cannot fit even alone is rejected.
@@ -124,9 +129,13 @@ export class Scheduler {
     }
 
     if (preempted.length === 0) {
-      while (budget > 0 && this.waiting.length > 0 && this.running.length < this.config.maxRunningSequences) {
-        const seq = this.waiting[0]!;
+      for (let w = 0; w < this.waiting.length && budget > 0 && this.running.length < this.config.maxRunningSequences; ) {
+        const seq = this.waiting[w]!;
         const wasRegistered = seq.registered;
+        if (!wasRegistered && this.prefixInFlight(seq)) {
+          w++; // another sequence is computing blocks this one can reuse: admit it once they are cached
+          continue;
+        }
         if (wasRegistered) {
           this.kv.restartSequence(seq.seqId);
         } else {
@@ -137,7 +146,7 @@ export class Scheduler {
         const n = Math.min(this.remaining(seq), budget);
         if (!this.kv.allocateSlots(seq.seqId, n)) {
           if (this.running.length === 0 && items.length === 0) {
-            this.waiting.shift();
+            this.waiting.splice(w, 1);
             this.finish(seq);
             rejected.push(seq);
             continue;
@@ -150,7 +159,7 @@ export class Scheduler {
           }
           break;
         }
-        this.waiting.shift();
+        this.waiting.splice(w, 1);
         seq.status = "running";
         seq.firstScheduledMs ??= performance.now();
         this.running.push(seq);
@@ -160,6 +169,26 @@ export class Scheduler {
       }
     }
     return { items, preempted, rejected };
+  }
+
+  /**
+   * True when a running sequence is still prefilling at least one more full block of this
+   * sequence's prompt than the cache holds now (same hash root, same tokens). Admitting now would
+   * compute those blocks twice: common when many trajectories start at once with one system prompt.
+   */
+  private prefixInFlight(seq: Sequence): boolean {
+    const bs = this.config.blockSize;
+    const cached = this.kv.findCachedPrefix({ tokenIds: seq.tokenIds, root: seq.hashRoot }).numCachedTokens;
+    for (const r of this.running) {
+      if (r.hashRoot !== seq.hashRoot) continue;
+      const computed = this.kv.numComputedTokens(r.seqId);
+      if (computed >= r.numPromptTokens) continue;
+      const limit = Math.min(r.numPromptTokens, seq.tokenIds.length - 1);
+      let common = 0;
+      while (common < limit && r.tokenIds[common] === seq.tokenIds[common]) common++;
+      if (Math.floor(common / bs) * bs >= cached + bs) return true;
+    }
+    return false;
   }
 
   private remaining(seq: Sequence): number {

@@ -51,7 +51,7 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
     pool,
     codec: model.codec,
     modelId: spec.modelId,
-    scheduler: { maxBatchTokens: options.maxBatchTokens, maxRunningSequences: options.maxRunningSequences ?? 64 },
+    scheduler: { maxBatchTokens: options.maxBatchTokens, maxRunningSequences: options.maxRunningSequences ?? 64, blockSize: options.blockSize },
     enablePrefixCache: options.enablePrefixCache,
     backendId: options.backendId,
   });
