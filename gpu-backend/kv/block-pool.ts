@@ -1,0 +1,278 @@
+import type { BlockHash } from "../../protocol/block-hash";
+import { FreeBlockQueue } from "./free-block-queue";
+
+/**
+ * The block pool owns every KV block: its reference count, its content hash (when it is a cached
+ * full block), the hash -> block map of the prefix cache, and the free queue that is also the
+ * eviction (LRU) order. It deals in block ids only; the KV tensors live in the model executor
+ * (slot = blockId * blockSize + offset).
+ *
+ * Block states:
+ *
+ *   in use      refCount > 0, not in the free queue, hash or no hash
+ *   free cached refCount = 0, in the free queue, hash in the map  (reusable by `acquire` until evicted)
+ *   free        refCount = 0, in the free queue, no hash
+ *
+ * Eviction order (front of the free queue first):
+ *   1. free blocks without a hash (pushed to the front on release: their KV is worth nothing)
+ *   2. free cached blocks, least recently released first; within one released block table, the
+ *      tail of the chain before its head (a later block is useless without the earlier ones).
+ *
+ * Running out of blocks is a return value (`null`); a broken invariant is a thrown Error.
+ * Per-tenant separation needs nothing here: the tenant salt is inside every hash.
+ */
+export class BlockPool {
+  readonly numBlocks: number;
+  readonly blockSize: number;
+  private readonly refCounts: Int32Array;
+  private readonly hashes: (BlockHash | null)[];
+  private readonly hashToBlock = new Map<BlockHash, number>();
+  private readonly freeQueue: FreeBlockQueue;
+  private numEvictions = 0;
+
+  /**
+   * Creates a pool of `numBlocks` blocks of `blockSize` tokens, all free.
+   *
+   * @example
+   * const pool = new BlockPool({ numBlocks: 1024, blockSize: 16 });
+   * const pool2 = BlockPool.fromBudget({ budgetBytes: 2 ** 30, blockSize: 16, numLayers: 28, numKvHeads: 8, headDim: 128, bytesPerElement: 2 });
+   */
+  constructor(params: BlockPoolParams) {
+    const { numBlocks, blockSize } = params;
+    if (!Number.isInteger(numBlocks) || numBlocks < 1) throw new Error(`BlockPool: numBlocks must be a positive integer, got ${numBlocks}`);
+    if (!Number.isInteger(blockSize) || blockSize < 1) throw new Error(`BlockPool: blockSize must be a positive integer, got ${blockSize}`);
+    this.numBlocks = numBlocks;
+    this.blockSize = blockSize;
+    this.refCounts = new Int32Array(numBlocks);
+    this.hashes = new Array<BlockHash | null>(numBlocks).fill(null);
+    this.freeQueue = new FreeBlockQueue(numBlocks);
+  }
+
+  /**
+   * A pool sized to fit a KV memory budget (see `blocksForBudget`).
+   *
+   * @example BlockPool.fromBudget({ budgetBytes: 512 << 20, blockSize: 16, numLayers: 2, numKvHeads: 2, headDim: 64, bytesPerElement: 4 })
+   */
+  static fromBudget(params: KvBudgetParams): BlockPool {
+    return new BlockPool({ numBlocks: blocksForBudget(params), blockSize: params.blockSize });
+  }
+
+  /** Blocks in the free queue (free or free cached). */
+  get numFree(): number {
+    return this.freeQueue.length;
+  }
+
+  /** Blocks that carry a hash (cached full blocks, in use or free). */
+  get numCached(): number {
+    return this.hashToBlock.size;
+  }
+
+  /** Counters since construction: `evictions` counts cached blocks whose hash was dropped to reuse them. */
+  get stats(): BlockPoolStats {
+    return { evictions: this.numEvictions };
+  }
+
+  /** Fraction of blocks in use (refCount > 0), in [0, 1]. @example pool.usage() // 0.25 */
+  usage(): number {
+    return (this.numBlocks - this.freeQueue.length) / this.numBlocks;
+  }
+
+  /**
+   * Takes `n` blocks from the front of the free queue with refCount 1. A cached block taken this
+   * way is evicted: its hash leaves the map. Returns `null`, changing nothing, when fewer than `n`
+   * blocks are free.
+   *
+   * @example const blockIds = pool.allocate(3); if (blockIds === null) preemptSomething();
+   */
+  allocate(n: number): number[] | null {
+    if (!Number.isInteger(n) || n < 0) throw new Error(`BlockPool.allocate: bad count ${n}`);
+    if (n > this.freeQueue.length) return null;
+    const out = new Array<number>(n);
+    for (let i = 0; i < n; i++) {
+      const id = this.freeQueue.popFront()!;
+      const hash = this.hashes[id]!;
+      if (hash !== null) {
+        this.hashToBlock.delete(hash);
+        this.hashes[id] = null;
+        this.numEvictions++;
+      }
+      this.refCounts[id] = 1;
+      out[i] = id;
+    }
+    return out;
+  }
+
+  /** The cached block holding `blockHash` (free or in use), if any. @example pool.lookup(h) // 17 | undefined */
+  lookup(blockHash: BlockHash): number | undefined {
+    return this.hashToBlock.get(blockHash);
+  }
+
+  /**
+   * Adds a reference to each block. A free cached block leaves the free queue (it is "touched":
+   * when released again it goes to the back). Acquiring a free block without a hash is an error:
+   * its contents are garbage.
+   *
+   * @example pool.acquire(prefix.blockIds)
+   */
+  acquire(blockIds: readonly number[]): void {
+    for (const id of blockIds) {
+      this.assertId(id, "acquire");
+      if (this.refCounts[id] === 0 && this.hashes[id] === null) {
+        throw new Error(`BlockPool.acquire: block ${id} is free and uncached; only in-use or cached blocks can be acquired`);
+      }
+    }
+    for (const id of blockIds) {
+      if (this.refCounts[id] === 0) this.freeQueue.remove(id);
+      this.refCounts[id]!++;
+    }
+  }
+
+  /**
+   * Drops one reference from each block. Blocks reaching refCount 0 enter the free queue, visited
+   * in REVERSE order of `blockIds`: cached ones go to the back, so for a table [b0, b1, b2] the
+   * tail b2 is evicted before b1 before b0; uncached ones go to the front (evicted before any
+   * cached block).
+   *
+   * @example pool.release(sequenceBlockTable)
+   */
+  release(blockIds: readonly number[]): void {
+    for (const id of blockIds) this.assertId(id, "release");
+    for (let i = 0; i < blockIds.length; i++) {
+      const id = blockIds[i]!;
+      if (this.refCounts[id]! <= 0) {
+        for (let j = 0; j < i; j++) this.refCounts[blockIds[j]!]!++;
+        throw new Error(`BlockPool.release: block ${id} has refCount ${this.refCounts[id]} (double free?)`);
+      }
+      this.refCounts[id]!--;
+    }
+    for (let i = blockIds.length - 1; i >= 0; i--) {
+      const id = blockIds[i]!;
+      if (this.refCounts[id] !== 0 || this.freeQueue.has(id)) continue;
+      if (this.hashes[id] === null) this.freeQueue.pushFront(id);
+      else this.freeQueue.pushBack(id);
+    }
+  }
+
+  /**
+   * Marks a FULL, in-use block as holding the content named by `blockHash`. Returns false, and
+   * leaves both the map and the block unchanged, when another block already holds that hash (the
+   * duplicate stays uncached and is evicted first once free). Caching a block again under the same
+   * hash is a no-op returning true; under a different hash it is an error.
+   *
+   * @example if (!pool.cache(blockId, h)) duplicates++;
+   */
+  cache(blockId: number, blockHash: BlockHash): boolean {
+    this.assertId(blockId, "cache");
+    if (this.refCounts[blockId]! <= 0) throw new Error(`BlockPool.cache: block ${blockId} is not in use`);
+    const current = this.hashes[blockId]!;
+    if (current !== null) {
+      if (current === blockHash) return true;
+      throw new Error(`BlockPool.cache: block ${blockId} already holds hash ${current}, cannot re-cache as ${blockHash}`);
+    }
+    const holder = this.hashToBlock.get(blockHash);
+    if (holder !== undefined) return false;
+    this.hashToBlock.set(blockHash, blockId);
+    this.hashes[blockId] = blockHash;
+    return true;
+  }
+
+  /** Reference count of one block. @example pool.refCount(3) // 2 */
+  refCount(blockId: number): number {
+    this.assertId(blockId, "refCount");
+    return this.refCounts[blockId]!;
+  }
+
+  /** Hash of one block, or null when it is not a cached full block. @example pool.blockHash(3) */
+  blockHash(blockId: number): BlockHash | null {
+    this.assertId(blockId, "blockHash");
+    return this.hashes[blockId]!;
+  }
+
+  /** Free block ids in eviction order, front first (allocates; for tests and debugging). */
+  freeOrder(): number[] {
+    return this.freeQueue.toArray();
+  }
+
+  /**
+   * Throws a descriptive Error if any bookkeeping invariant is broken. O(numBlocks); tests call it
+   * after every operation.
+   *
+   * @example pool.checkInvariants()
+   */
+  checkInvariants(): void {
+    this.freeQueue.checkIntegrity();
+    let zeroRef = 0;
+    for (let id = 0; id < this.numBlocks; id++) {
+      const rc = this.refCounts[id]!;
+      const queued = this.freeQueue.has(id);
+      if (rc < 0) throw new Error(`BlockPool invariant: block ${id} has negative refCount ${rc}`);
+      if (rc > 0 && queued) throw new Error(`BlockPool invariant: block ${id} has refCount ${rc} but is in the free queue`);
+      if (rc === 0) {
+        zeroRef++;
+        if (!queued) throw new Error(`BlockPool invariant: block ${id} has refCount 0 but is not in the free queue (leak)`);
+      }
+      const hash = this.hashes[id]!;
+      if (hash !== null && this.hashToBlock.get(hash) !== id) {
+        throw new Error(`BlockPool invariant: block ${id} has hash ${hash} but the map sends it to ${this.hashToBlock.get(hash)}`);
+      }
+    }
+    if (this.freeQueue.length !== zeroRef) {
+      throw new Error(`BlockPool invariant: free queue holds ${this.freeQueue.length} blocks, ${zeroRef} have refCount 0`);
+    }
+    for (const [hash, id] of this.hashToBlock) {
+      if (this.hashes[id] !== hash) {
+        throw new Error(`BlockPool invariant: map sends ${hash} to block ${id}, whose hash is ${this.hashes[id]}`);
+      }
+    }
+  }
+
+  private assertId(blockId: number, op: string): void {
+    if (!Number.isInteger(blockId) || blockId < 0 || blockId >= this.numBlocks) {
+      throw new Error(`BlockPool.${op}: block id ${blockId} out of range [0, ${this.numBlocks})`);
+    }
+  }
+}
+
+export interface BlockPoolParams {
+  numBlocks: number;
+  /** Tokens per block. */
+  blockSize: number;
+}
+
+export interface KvBudgetParams {
+  /** Bytes available for the KV pool (K and V, all layers). */
+  budgetBytes: number;
+  blockSize: number;
+  numLayers: number;
+  numKvHeads: number;
+  headDim: number;
+  /** 4 for fp32, 2 for fp16. */
+  bytesPerElement: number;
+}
+
+export interface BlockPoolStats {
+  evictions: number;
+}
+
+/**
+ * How many blocks fit in a byte budget: one block costs
+ * `2 (K and V) * numLayers * blockSize * numKvHeads * headDim * bytesPerElement` bytes.
+ * Returns 0 when not even one block fits.
+ *
+ * @example
+ * blocksForBudget({ budgetBytes: 64 << 20, blockSize: 16, numLayers: 2, numKvHeads: 2, headDim: 64, bytesPerElement: 4 })
+ * // 64 MiB / (2 * 2 * 16 * 2 * 64 * 4 = 32 KiB) = 2048
+ */
+export function blocksForBudget(params: KvBudgetParams): number {
+  const { budgetBytes, blockSize, numLayers, numKvHeads, headDim, bytesPerElement } = params;
+  for (const [name, v] of Object.entries({ blockSize, numLayers, numKvHeads, headDim, bytesPerElement })) {
+    if (!Number.isInteger(v) || v < 1) throw new Error(`blocksForBudget: ${name} must be a positive integer, got ${v}`);
+  }
+  if (!Number.isFinite(budgetBytes) || budgetBytes < 0) throw new Error(`blocksForBudget: bad budgetBytes ${budgetBytes}`);
+  return Math.floor(budgetBytes / bytesPerBlock(params));
+}
+
+/** Bytes of K and V for one block across all layers. @example bytesPerBlock({ blockSize: 16, numLayers: 2, numKvHeads: 2, headDim: 64, bytesPerElement: 4 }) // 32768 */
+export function bytesPerBlock(params: Omit<KvBudgetParams, "budgetBytes">): number {
+  return 2 * params.numLayers * params.blockSize * params.numKvHeads * params.headDim * params.bytesPerElement;
+}

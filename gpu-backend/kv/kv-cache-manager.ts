@@ -1,0 +1,419 @@
+import { hashBlock, type BlockHash } from "../../protocol/block-hash";
+import type { BlockPool } from "./block-pool";
+
+/**
+ * Per-sequence block tables over a `BlockPool`, with exact prefix reuse by chained block hashes.
+ * The scheduler and the engine talk to this class, never to the pool.
+ *
+ * Life of a sequence (one trajectory turn):
+ *
+ *   startSequence ──> [allocateSlots ──> engine writes KV ──> markComputed]* ──> freeSequence
+ *        │                 │ false: pool short, nothing changed; preempt someone and retry
+ *        │                 └─ appendTokens between steps (sampled token, next-turn delta)
+ *        └─ prefix hit: the cached blocks are acquired, numComputedTokens starts past them
+ *   preempt ──> (tokens kept, blocks released) ──> restartSequence ──> as after startSequence
+ *
+ * Each sequence keeps the hashes of its full blocks once computed (they depend only on its tokens
+ * and root, so they survive preemption). With `enablePrefixCache` off nothing is hashed or cached.
+ */
+export class KVCacheManager {
+  private readonly pool: BlockPool;
+  readonly blockSize: number;
+  readonly enablePrefixCache: boolean;
+  private readonly sequences = new Map<number, SequenceState>();
+  private readonly scratch: number[];
+  private queriedTokens = 0;
+  private hitTokens = 0;
+
+  /**
+   * @example const kv = new KVCacheManager({ pool: new BlockPool({ numBlocks: 4096, blockSize: 16 }), enablePrefixCache: true });
+   */
+  constructor(params: KVCacheManagerParams) {
+    this.pool = params.pool;
+    this.blockSize = params.pool.blockSize;
+    this.enablePrefixCache = params.enablePrefixCache;
+    this.scratch = new Array<number>(this.blockSize).fill(0);
+  }
+
+  /** Prefix-cache counters in tokens: every start/restart adds its prompt length to `queriedTokens` and its hit to `hitTokens`. */
+  get stats(): KVCacheStats {
+    return { queriedTokens: this.queriedTokens, hitTokens: this.hitTokens };
+  }
+
+  /** Number of registered sequences (running or preempted). */
+  get numSequences(): number {
+    return this.sequences.size;
+  }
+
+  /** Free blocks in the pool (free and free cached). */
+  get numFreeBlocks(): number {
+    return this.pool.numFree;
+  }
+
+  /** Fraction of the pool in use. */
+  usage(): number {
+    return this.pool.usage();
+  }
+
+  /**
+   * The longest run of full blocks, from the first, whose chained hashes are all cached in the
+   * pool. At least one token is always left to compute (the model needs logits for the last
+   * prompt token), so `numCachedTokens <= floor((tokenIds.length - 1) / blockSize) * blockSize`.
+   * Changes no reference counts; with prefix caching off it returns no blocks.
+   *
+   * @example
+   * const { numCachedTokens } = kv.findCachedPrefix({ tokenIds, root: hashRoot({ modelId, salt }) });
+   */
+  findCachedPrefix(params: { tokenIds: ArrayLike<number>; root: BlockHash }): CachedPrefix {
+    return this.longestCachedPrefix(params.tokenIds, params.root, []);
+  }
+
+  /**
+   * Registers a sequence and takes a reference on its cached prefix blocks, which become the start
+   * of its block table. Its computed tokens start at the cached ones.
+   *
+   * @example const { numCachedTokens } = kv.startSequence({ seqId: 1, tokenIds: prompt, root });
+   */
+  startSequence(params: { seqId: number; tokenIds: ArrayLike<number>; root: BlockHash }): { numCachedTokens: number } {
+    const { seqId, tokenIds, root } = params;
+    if (this.sequences.has(seqId)) throw new Error(`KVCacheManager.startSequence: sequence ${seqId} is already registered`);
+    const seq: SequenceState = {
+      tokenIds: Array.from(tokenIds),
+      root,
+      blockTable: [],
+      blockHashes: [],
+      numComputedTokens: 0,
+      preempted: false,
+    };
+    this.sequences.set(seqId, seq);
+    return { numCachedTokens: this.attachCachedPrefix(seq) };
+  }
+
+  /**
+   * Re-attaches a preempted sequence: looks up the cached prefix of its current tokens (prompt
+   * plus anything generated) and acquires it, exactly like `startSequence`.
+   *
+   * @example kv.preempt(7); ...; const { numCachedTokens } = kv.restartSequence(7);
+   */
+  restartSequence(seqId: number): { numCachedTokens: number } {
+    const seq = this.get(seqId, "restartSequence");
+    if (!seq.preempted) throw new Error(`KVCacheManager.restartSequence: sequence ${seqId} is not preempted`);
+    seq.preempted = false;
+    return { numCachedTokens: this.attachCachedPrefix(seq) };
+  }
+
+  /**
+   * Appends tokens to a sequence (a sampled token, or the delta of the next turn). Their KV is
+   * computed later through `allocateSlots` + `markComputed`.
+   *
+   * @example kv.appendTokens(1, [sampledTokenId]);
+   */
+  appendTokens(seqId: number, tokenIds: ArrayLike<number>): void {
+    const tokens = this.get(seqId, "appendTokens").tokenIds;
+    for (let i = 0; i < tokenIds.length; i++) tokens.push(tokenIds[i]!);
+  }
+
+  /**
+   * Grows the block table to cover `numComputedTokens + numNewTokens` tokens. Returns false, and
+   * changes nothing, when the pool cannot supply the blocks.
+   *
+   * @example if (!kv.allocateSlots(1, chunkLen)) preemptLowestPriority();
+   */
+  allocateSlots(seqId: number, numNewTokens: number): boolean {
+    const seq = this.getRunning(seqId, "allocateSlots");
+    if (!Number.isInteger(numNewTokens) || numNewTokens < 0) throw new Error(`KVCacheManager.allocateSlots: bad numNewTokens ${numNewTokens}`);
+    const total = seq.numComputedTokens + numNewTokens;
+    if (total > seq.tokenIds.length) {
+      throw new Error(`KVCacheManager.allocateSlots: sequence ${seqId} would cover ${total} tokens but has only ${seq.tokenIds.length}`);
+    }
+    const needed = Math.ceil(total / this.blockSize) - seq.blockTable.length;
+    if (needed <= 0) return true;
+    const blockIds = this.pool.allocate(needed);
+    if (blockIds === null) return false;
+    for (const id of blockIds) seq.blockTable.push(id);
+    return true;
+  }
+
+  /**
+   * Number of blocks `allocateSlots(seqId, numNewTokens)` would take from the pool.
+   *
+   * @example if (kv.numBlocksNeeded(1, 512) > kv.numFreeBlocks) deferPrefill();
+   */
+  numBlocksNeeded(seqId: number, numNewTokens: number): number {
+    const seq = this.get(seqId, "numBlocksNeeded");
+    return Math.max(0, Math.ceil((seq.numComputedTokens + numNewTokens) / this.blockSize) - seq.blockTable.length);
+  }
+
+  /*
+   * Slot arithmetic. A position p of a sequence lives in block blockTable[floor(p / B)] at offset
+   * p % B; its slot (row of the engine's [numBlocks * B, kvHeads, headDim] K/V tensors) is
+   * blockId * B + offset.
+   *
+   *   B = 4, blockTable = [7, 2, 9]
+   *
+   *   position   0  1  2  3 |  4  5  6  7 |  8  9
+   *   table idx  ---- 0 ----|----- 1 -----|-- 2 ...
+   *   blockId    ---- 7 ----|----- 2 -----|-- 9 ...
+   *   slot      28 29 30 31 |  8  9 10 11 | 36 37      slot = blockId * 4 + (p % 4)
+   *
+   * The loop walks block by block: one table read and one multiply per block, then a run of
+   * consecutive slots, so 10k positions cost ~10k typed-array stores and no allocation but `out`.
+   */
+
+  /**
+   * Slot ids of positions `[fromPos, toPos)`, for writing the KV of new tokens. Pass `out` (at
+   * least `toPos - fromPos` long) to reuse a buffer; the result is then a view of it.
+   *
+   * @example const slots = kv.slotMapping(1, computed, computed + chunkLen);
+   */
+  slotMapping(seqId: number, fromPos: number, toPos: number, out?: Int32Array): Int32Array {
+    const seq = this.get(seqId, "slotMapping");
+    const B = this.blockSize;
+    const table = seq.blockTable;
+    if (!Number.isInteger(fromPos) || !Number.isInteger(toPos) || fromPos < 0 || toPos < fromPos || toPos > table.length * B) {
+      throw new Error(`KVCacheManager.slotMapping: range [${fromPos}, ${toPos}) outside the ${table.length * B} allocated slots of sequence ${seqId}`);
+    }
+    const n = toPos - fromPos;
+    let dst: Int32Array;
+    if (out === undefined) dst = new Int32Array(n);
+    else if (out.length < n) throw new Error(`KVCacheManager.slotMapping: out has ${out.length} entries, need ${n}`);
+    else dst = out.length === n ? out : out.subarray(0, n);
+    let k = 0;
+    let p = fromPos;
+    while (p < toPos) {
+      const b = Math.floor(p / B);
+      const offset = p - b * B;
+      const run = Math.min(B - offset, toPos - p);
+      const base = table[b]! * B + offset;
+      for (let i = 0; i < run; i++) dst[k++] = base + i;
+      p += run;
+    }
+    return dst;
+  }
+
+  /**
+   * Slots of positions `[0, numTokens)`: what attention reads for this sequence.
+   *
+   * @example const ctx = kv.contextSlots(1, kv.numComputedTokens(1) + chunkLen);
+   */
+  contextSlots(seqId: number, numTokens: number, out?: Int32Array): Int32Array {
+    return this.slotMapping(seqId, 0, numTokens, out);
+  }
+
+  /**
+   * Records that the engine wrote the KV of the next `numNewTokens` tokens. Every block that
+   * became full is hashed (chained from the previous block's hash, or the root) and offered to the
+   * pool's prefix cache, whether it was filled by prefill or by decode.
+   *
+   * @example kv.markComputed(1, chunkLen);
+   */
+  markComputed(seqId: number, numNewTokens: number): void {
+    const seq = this.getRunning(seqId, "markComputed");
+    if (!Number.isInteger(numNewTokens) || numNewTokens < 0) throw new Error(`KVCacheManager.markComputed: bad numNewTokens ${numNewTokens}`);
+    const before = seq.numComputedTokens;
+    const after = before + numNewTokens;
+    if (after > seq.tokenIds.length) {
+      throw new Error(`KVCacheManager.markComputed: sequence ${seqId} has ${seq.tokenIds.length} tokens, cannot mark ${after} computed`);
+    }
+    if (after > seq.blockTable.length * this.blockSize) {
+      throw new Error(`KVCacheManager.markComputed: sequence ${seqId} has slots for ${seq.blockTable.length * this.blockSize} tokens, cannot mark ${after} computed`);
+    }
+    seq.numComputedTokens = after;
+    if (!this.enablePrefixCache) return;
+    const firstNewFull = Math.floor(before / this.blockSize);
+    const fullAfter = Math.floor(after / this.blockSize);
+    for (let b = firstNewFull; b < fullAfter; b++) {
+      this.pool.cache(seq.blockTable[b]!, this.blockHashAt(seq.tokenIds, seq.root, seq.blockHashes, b));
+    }
+  }
+
+  /**
+   * Releases the sequence's blocks (tail first into the LRU order) and forgets it. Its cached full
+   * blocks stay reusable until evicted.
+   *
+   * @example kv.freeSequence(1);
+   */
+  freeSequence(seqId: number): void {
+    const seq = this.get(seqId, "freeSequence");
+    this.pool.release(seq.blockTable);
+    this.sequences.delete(seqId);
+  }
+
+  /**
+   * Releases the sequence's blocks but keeps its tokens; numComputedTokens returns to 0. Call
+   * `restartSequence` before scheduling it again.
+   *
+   * @example kv.preempt(7);
+   */
+  preempt(seqId: number): void {
+    const seq = this.getRunning(seqId, "preempt");
+    this.pool.release(seq.blockTable);
+    seq.blockTable = [];
+    seq.numComputedTokens = 0;
+    seq.preempted = true;
+  }
+
+  /** Whether a sequence is registered. */
+  has(seqId: number): boolean {
+    return this.sequences.has(seqId);
+  }
+
+  /** Whether a sequence is preempted (waiting for `restartSequence`). */
+  isPreempted(seqId: number): boolean {
+    return this.get(seqId, "isPreempted").preempted;
+  }
+
+  /** Tokens whose KV is in the pool. @example kv.numComputedTokens(1) */
+  numComputedTokens(seqId: number): number {
+    return this.get(seqId, "numComputedTokens").numComputedTokens;
+  }
+
+  /** The sequence's tokens (live; do not mutate). @example kv.tokenIds(1).length */
+  tokenIds(seqId: number): readonly number[] {
+    return this.get(seqId, "tokenIds").tokenIds;
+  }
+
+  /** The sequence's block table (live; do not mutate), what PagedAttention reads. @example kv.blockTable(1) */
+  blockTable(seqId: number): readonly number[] {
+    return this.get(seqId, "blockTable").blockTable;
+  }
+
+  /**
+   * Chained hashes of the sequence's computed full blocks (a copy; empty with prefix caching off):
+   * the chain a backend reports as its cached prefix.
+   *
+   * @example kv.blockHashes(1).at(-1)
+   */
+  blockHashes(seqId: number): BlockHash[] {
+    const seq = this.get(seqId, "blockHashes");
+    if (!this.enablePrefixCache) return [];
+    return seq.blockHashes.slice(0, Math.floor(seq.numComputedTokens / this.blockSize));
+  }
+
+  /**
+   * Throws if the pool's invariants or the manager's are broken: a table shorter than its
+   * computed tokens, a preempted sequence holding blocks, a block twice in one table, a pool
+   * refCount that differs from the number of tables holding the block (this manager is assumed to
+   * be the pool's only client), or a block shared by two tables that is not a cached, computed,
+   * full block at the same index in both. O(numBlocks + total table length); for tests.
+   *
+   * @example kv.checkInvariants()
+   */
+  checkInvariants(): void {
+    this.pool.checkInvariants();
+    const B = this.blockSize;
+    const holders = new Int32Array(this.pool.numBlocks);
+    const indexOf = new Int32Array(this.pool.numBlocks).fill(-1);
+    const firstComputed = new Uint8Array(this.pool.numBlocks);
+    for (const [seqId, seq] of this.sequences) {
+      const where = `KVCacheManager invariant (sequence ${seqId})`;
+      if (seq.numComputedTokens > seq.tokenIds.length) throw new Error(`${where}: ${seq.numComputedTokens} computed of ${seq.tokenIds.length} tokens`);
+      if (seq.numComputedTokens > seq.blockTable.length * B) throw new Error(`${where}: ${seq.numComputedTokens} computed but slots for ${seq.blockTable.length * B}`);
+      if (seq.preempted && (seq.blockTable.length > 0 || seq.numComputedTokens > 0)) throw new Error(`${where}: preempted but holds blocks or computed tokens`);
+      const fullComputed = Math.floor(seq.numComputedTokens / B);
+      const seen = new Set<number>();
+      for (let b = 0; b < seq.blockTable.length; b++) {
+        const id = seq.blockTable[b]!;
+        if (seen.has(id)) throw new Error(`${where}: block ${id} appears twice in the table`);
+        seen.add(id);
+        holders[id]!++;
+        if (holders[id]! === 1) {
+          indexOf[id] = b;
+          firstComputed[id] = b < fullComputed ? 1 : 0;
+          continue;
+        }
+        if (indexOf[id] !== b) throw new Error(`${where}: shared block ${id} at table index ${b} here, ${indexOf[id]} elsewhere`);
+        if (this.pool.blockHash(id) === null) throw new Error(`${where}: block ${id} is shared but not cached`);
+        if (b >= fullComputed || firstComputed[id] === 0) throw new Error(`${where}: block ${id} is shared but is not a computed full block of every holder`);
+      }
+      for (let b = 0; b < fullComputed && this.enablePrefixCache; b++) {
+        const id = seq.blockTable[b]!;
+        const hash = this.pool.blockHash(id);
+        if (hash !== null && hash !== seq.blockHashes[b]) throw new Error(`${where}: block ${id} caches ${hash}, the sequence's chain says ${seq.blockHashes[b]}`);
+      }
+    }
+    for (let id = 0; id < this.pool.numBlocks; id++) {
+      if (this.pool.refCount(id) !== holders[id]) {
+        throw new Error(`KVCacheManager invariant: block ${id} has refCount ${this.pool.refCount(id)} but ${holders[id]} tables hold it`);
+      }
+    }
+  }
+
+  private attachCachedPrefix(seq: SequenceState): number {
+    const prefix = this.longestCachedPrefix(seq.tokenIds, seq.root, seq.blockHashes);
+    this.pool.acquire(prefix.blockIds);
+    seq.blockTable = prefix.blockIds;
+    seq.numComputedTokens = prefix.numCachedTokens;
+    this.queriedTokens += seq.tokenIds.length;
+    this.hitTokens += prefix.numCachedTokens;
+    return prefix.numCachedTokens;
+  }
+
+  /** `hashes` is a memo of the chain for these tokens; it is extended in place as blocks are hashed. */
+  private longestCachedPrefix(tokenIds: ArrayLike<number>, root: BlockHash, hashes: BlockHash[]): CachedPrefix {
+    const blockIds: number[] = [];
+    const blockHashes: BlockHash[] = [];
+    if (!this.enablePrefixCache) return { blockIds, blockHashes, numCachedTokens: 0 };
+    const maxBlocks = Math.max(0, Math.floor((tokenIds.length - 1) / this.blockSize));
+    for (let b = 0; b < maxBlocks; b++) {
+      const hash = this.blockHashAt(tokenIds, root, hashes, b);
+      const id = this.pool.lookup(hash);
+      if (id === undefined) break;
+      blockIds.push(id);
+      blockHashes.push(hash);
+    }
+    return { blockIds, blockHashes, numCachedTokens: blockIds.length * this.blockSize };
+  }
+
+  /** Hash of full block `b`, from the memo or computed (extending the memo up to `b`). */
+  private blockHashAt(tokenIds: ArrayLike<number>, root: BlockHash, hashes: BlockHash[], b: number): BlockHash {
+    const B = this.blockSize;
+    const scratch = this.scratch;
+    while (hashes.length <= b) {
+      const k = hashes.length;
+      const parent = k === 0 ? root : hashes[k - 1]!;
+      for (let i = 0; i < B; i++) scratch[i] = tokenIds[k * B + i]!;
+      hashes.push(hashBlock(parent, scratch));
+    }
+    return hashes[b]!;
+  }
+
+  private get(seqId: number, op: string): SequenceState {
+    const seq = this.sequences.get(seqId);
+    if (seq === undefined) throw new Error(`KVCacheManager.${op}: unknown sequence ${seqId}`);
+    return seq;
+  }
+
+  private getRunning(seqId: number, op: string): SequenceState {
+    const seq = this.get(seqId, op);
+    if (seq.preempted) throw new Error(`KVCacheManager.${op}: sequence ${seqId} is preempted; call restartSequence first`);
+    return seq;
+  }
+}
+
+export interface KVCacheManagerParams {
+  pool: BlockPool;
+  enablePrefixCache: boolean;
+}
+
+export interface CachedPrefix {
+  blockIds: number[];
+  blockHashes: BlockHash[];
+  /** blockIds.length * blockSize */
+  numCachedTokens: number;
+}
+
+export interface KVCacheStats {
+  queriedTokens: number;
+  hitTokens: number;
+}
+
+interface SequenceState {
+  tokenIds: number[];
+  root: BlockHash;
+  blockTable: number[];
+  /** Memo of the chained hashes of this sequence's full blocks, from block 0, in order. */
+  blockHashes: BlockHash[];
+  numComputedTokens: number;
+  preempted: boolean;
+}
