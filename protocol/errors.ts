@@ -1,0 +1,114 @@
+import type { ErrorCode, ErrorFrame } from "./messages";
+
+/**
+ * The project's one error type: a stable `code` from the closed {@link ErrorCode} union, a
+ * human-readable message, whether a retry may succeed, and the HTTP status to answer with.
+ *
+ * Throw it for expected failures anywhere (edge, Durable Objects, backend); everything else is
+ * turned into `internal_error` by {@link toProtocolError}.
+ */
+
+/** HTTP status and retry default of one error code. */
+export interface ErrorCodeInfo {
+  httpStatus: number;
+  retryable: boolean;
+}
+
+/** Every {@link ErrorCode} with its HTTP status and whether a retry may succeed by default. */
+export const ERROR_CODE_INFO = {
+  malformed_msgpack: { httpStatus: 400, retryable: false },
+  invalid_request: { httpStatus: 400, retryable: false },
+  unauthorized: { httpStatus: 401, retryable: false },
+  unknown_model: { httpStatus: 404, retryable: false },
+  state_unknown: { httpStatus: 409, retryable: false },
+  context_length_exceeded: { httpStatus: 400, retryable: false },
+  overloaded: { httpStatus: 503, retryable: true },
+  not_found: { httpStatus: 404, retryable: false },
+  internal_error: { httpStatus: 500, retryable: false },
+} as const satisfies Record<ErrorCode, ErrorCodeInfo>;
+
+/** The HTTP statuses error codes answer with (400, 401, 404, 409, 500, 503). */
+export type ErrorHttpStatus = (typeof ERROR_CODE_INFO)[ErrorCode]["httpStatus"];
+
+/** All error codes, in the order of {@link ERROR_CODE_INFO}. */
+export const ERROR_CODES: readonly ErrorCode[] = Object.freeze(Object.keys(ERROR_CODE_INFO) as ErrorCode[]);
+
+/**
+ * True when `value` is one of the {@link ErrorCode} strings.
+ *
+ * @example isErrorCode("overloaded") // true
+ */
+export function isErrorCode(value: unknown): value is ErrorCode {
+  return typeof value === "string" && Object.prototype.hasOwnProperty.call(ERROR_CODE_INFO, value);
+}
+
+export interface ProtocolErrorOptions {
+  /** Overrides the code's default from {@link ERROR_CODE_INFO}. */
+  retryable?: boolean;
+  /** The underlying failure, kept for logs (standard `Error.cause`). */
+  cause?: unknown;
+}
+
+/**
+ * An expected failure with a stable code.
+ *
+ * @example
+ * throw new ProtocolError("state_unknown", "state s-42 is unknown: resend the full transcript");
+ * // err.httpStatus === 409, err.retryable === false
+ */
+export class ProtocolError extends Error {
+  override readonly name = "ProtocolError";
+  readonly code: ErrorCode;
+  readonly retryable: boolean;
+  readonly httpStatus: ErrorHttpStatus;
+
+  constructor(code: ErrorCode, message: string, options: ProtocolErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    const info = ERROR_CODE_INFO[code];
+    this.code = code;
+    this.retryable = options.retryable ?? info.retryable;
+    this.httpStatus = info.httpStatus;
+  }
+
+  /**
+   * The error as a wire frame (the last frame of a failed `/v1/generate` stream).
+   *
+   * @example new ProtocolError("overloaded", "queue full").toFrame()
+   * // { type: "error", code: "overloaded", message: "queue full", retryable: true }
+   */
+  toFrame(): ErrorFrame {
+    return { type: "error", code: this.code, message: this.message, retryable: this.retryable };
+  }
+
+  /**
+   * The error carried by a received error frame, so it can be rethrown on this side.
+   *
+   * @example throw ProtocolError.fromFrame(frame) // frame.type === "error"
+   */
+  static fromFrame(frame: ErrorFrame): ProtocolError {
+    return new ProtocolError(frame.code, frame.message, { retryable: frame.retryable });
+  }
+}
+
+/**
+ * Turns any thrown value into a {@link ProtocolError}: a `ProtocolError` is returned as is,
+ * anything else becomes `internal_error` with the original message (and the value as `cause`).
+ *
+ * @example
+ * try { await work(); } catch (e) { const err = toProtocolError(e); sink(err.toFrame()); }
+ */
+export function toProtocolError(e: unknown): ProtocolError {
+  if (e instanceof ProtocolError) return e;
+  return new ProtocolError("internal_error", messageOf(e), { cause: e });
+}
+
+function messageOf(e: unknown): string {
+  if (e instanceof Error) return e.message || e.name;
+  if (typeof e === "string") return e;
+  if (typeof e === "object" && e !== null && "message" in e && typeof e.message === "string") return e.message;
+  try {
+    return `non-error value thrown: ${String(e)}`;
+  } catch {
+    return "non-error value thrown";
+  }
+}

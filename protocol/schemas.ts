@@ -1,0 +1,226 @@
+import { z } from "zod";
+import { ERROR_CODES } from "./errors";
+import type {
+  ChatMessage,
+  DoneFrame,
+  ErrorCode,
+  ErrorFrame,
+  FinishReason,
+  Frame,
+  GenerateRequest,
+  ReleaseStateRequest,
+  Role,
+  SamplingParams,
+  Timings,
+  TokenFrame,
+  ToolCall,
+  ToolDefinition,
+  Usage,
+} from "./messages";
+
+/**
+ * Zod schemas for every message decoded from the wire, typed to match `messages.ts` exactly: each
+ * schema `satisfies z.ZodType<T>` and a type-level equality check at the bottom of this file turns
+ * any drift between a schema and its TypeScript type (a field added, removed, made optional or
+ * retyped on either side) into a compile error.
+ *
+ * Issue messages are phrased to follow the field path, which `codec.ts` prepends:
+ * "sampling.maxTokens must be an integer >= 1", "messages[0].role is required".
+ * Unknown keys are stripped (a newer peer may add fields), never an error.
+ */
+
+// ---------------------------------------------------------------------------------------------
+// Building blocks
+// ---------------------------------------------------------------------------------------------
+
+/** Error option: "is required" when the field is absent, else `text`. */
+function expect(text: string): { error: (issue: { input?: unknown }) => string } {
+  return { error: (issue) => (issue.input === undefined ? "is required" : text) };
+}
+
+function integer(min: number, max: number = Number.MAX_SAFE_INTEGER): z.ZodNumber {
+  const text = max === Number.MAX_SAFE_INTEGER ? `must be an integer >= ${min}` : `must be an integer in [${min}, ${max}]`;
+  return z.number(expect(text)).int(text).min(min, text).max(max, text);
+}
+
+function oneOf(values: readonly string[]): string {
+  return `must be one of ${values.map((v) => JSON.stringify(v)).join(", ")}`;
+}
+
+const string = z.string(expect("must be a string"));
+const nonEmptyString = z.string(expect("must be a non-empty string")).min(1, "must be a non-empty string");
+const boolean = z.boolean(expect("must be a boolean"));
+/** Token ids are u32 (the block hash writes them as u32le). */
+const tokenId = integer(0, 0xffff_ffff);
+const count = integer(0);
+const milliseconds = z.number(expect("must be a finite number >= 0")).min(0, "must be a finite number >= 0");
+
+function map<S extends z.core.$ZodLooseShape>(shape: S) {
+  return z.object(shape, expect("must be a map"));
+}
+
+function array<T extends z.core.SomeType>(item: T) {
+  return z.array(item, expect("must be an array"));
+}
+
+export const ROLES = ["system", "user", "assistant", "tool"] as const satisfies readonly Role[];
+export const FINISH_REASONS = ["stop", "length", "stop_sequence", "cancelled"] as const satisfies readonly FinishReason[];
+export const GENERATE_MODES = ["full", "delta"] as const satisfies readonly GenerateRequest["mode"][];
+
+/** True for a tree of JSON values (null, boolean, finite number, string, array, plain object). */
+function isJsonValue(value: unknown, depth = 0): boolean {
+  if (depth > 64) return false;
+  if (value === null || typeof value === "string" || typeof value === "boolean") return true;
+  if (typeof value === "number") return Number.isFinite(value);
+  if (Array.isArray(value)) return value.every((v) => isJsonValue(v, depth + 1));
+  if (typeof value === "object") {
+    const proto: unknown = Object.getPrototypeOf(value);
+    if (proto !== Object.prototype && proto !== null) return false;
+    return Object.values(value).every((v) => isJsonValue(v, depth + 1));
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Requests
+// ---------------------------------------------------------------------------------------------
+
+export const toolCallSchema = map({
+  id: string,
+  type: z.literal("function", expect('must be "function"')),
+  function: map({ name: nonEmptyString, arguments: string }),
+}) satisfies z.ZodType<ToolCall>;
+
+export const chatMessageSchema = map({
+  role: z.enum(ROLES, expect(oneOf(ROLES))),
+  content: z.string(expect("must be a string or null")).nullable(),
+  tool_calls: array(toolCallSchema).optional(),
+  tool_call_id: string.optional(),
+  name: string.optional(),
+}) satisfies z.ZodType<ChatMessage>;
+
+export const toolDefinitionSchema = map({
+  type: z.literal("function", expect('must be "function"')),
+  function: map({
+    name: nonEmptyString,
+    description: string.optional(),
+    parameters: z
+      .record(z.string(), z.unknown(), expect("must be a map"))
+      .refine((v) => isJsonValue(v), "must hold only JSON values (null, booleans, finite numbers, strings, arrays, maps)")
+      .optional(),
+  }),
+}) satisfies z.ZodType<ToolDefinition>;
+
+export const samplingParamsSchema = map({
+  maxTokens: integer(1),
+  temperature: z.number(expect("must be a finite number >= 0")).min(0, "must be a finite number >= 0"),
+  topP: z
+    .number(expect("must be a number in (0, 1]"))
+    .gt(0, "must be a number in (0, 1]")
+    .max(1, "must be a number in (0, 1]"),
+  topK: count,
+  seed: z.number(expect("must be an integer")).int("must be an integer").optional(),
+  stop: array(nonEmptyString),
+  stopTokenIds: array(tokenId),
+  ignoreEos: boolean.optional(),
+}) satisfies z.ZodType<SamplingParams>;
+
+export const generateRequestSchema = map({
+  requestId: nonEmptyString,
+  model: string.optional(),
+  trajectoryId: string.optional(),
+  cacheSalt: string.optional(),
+  mode: z.enum(GENERATE_MODES, expect(oneOf(GENERATE_MODES))),
+  messages: array(chatMessageSchema).min(1, "must be a non-empty array"),
+  stateId: nonEmptyString.optional(),
+  tools: array(toolDefinitionSchema).optional(),
+  sampling: samplingParamsSchema,
+}).refine((r) => r.mode !== "delta" || r.stateId !== undefined, {
+  path: ["stateId"],
+  error: 'is required when mode is "delta"',
+}) satisfies z.ZodType<GenerateRequest>;
+
+export const releaseStateRequestSchema = map({
+  stateId: nonEmptyString,
+}) satisfies z.ZodType<ReleaseStateRequest>;
+
+// ---------------------------------------------------------------------------------------------
+// Frames
+// ---------------------------------------------------------------------------------------------
+
+export const usageSchema = map({
+  promptTokens: count,
+  cachedTokens: count,
+  computedTokens: count,
+  completionTokens: count,
+}).refine((u) => u.cachedTokens <= u.promptTokens, {
+  path: ["cachedTokens"],
+  error: "must be <= promptTokens",
+}) satisfies z.ZodType<Usage>;
+
+export const timingsSchema = map({
+  queueMs: milliseconds,
+  prefillMs: milliseconds,
+  ttftMs: milliseconds,
+  decodeMs: milliseconds,
+  totalMs: milliseconds,
+}) satisfies z.ZodType<Timings>;
+
+export const tokenFrameSchema = map({
+  type: z.literal("token"),
+  tokenIds: array(tokenId),
+  text: string,
+}) satisfies z.ZodType<TokenFrame>;
+
+export const doneFrameSchema = map({
+  type: z.literal("done"),
+  finishReason: z.enum(FINISH_REASONS, expect(oneOf(FINISH_REASONS))),
+  stateId: nonEmptyString,
+  text: string,
+  usage: usageSchema,
+  timings: timingsSchema,
+  backendId: string,
+}) satisfies z.ZodType<DoneFrame>;
+
+export const errorFrameSchema = map({
+  type: z.literal("error"),
+  code: z.enum(ERROR_CODES, expect(oneOf(ERROR_CODES))),
+  message: string,
+  retryable: boolean,
+}) satisfies z.ZodType<ErrorFrame>;
+
+const FRAME_TYPES = ["token", "done", "error"] as const satisfies readonly Frame["type"][];
+
+export const frameSchema = z.discriminatedUnion("type", [tokenFrameSchema, doneFrameSchema, errorFrameSchema], {
+  error: (issue) => {
+    const input = issue.input;
+    if (typeof input !== "object" || input === null || Array.isArray(input)) return "must be a map";
+    return "type" in input ? oneOf(FRAME_TYPES) : "is required";
+  },
+}) satisfies z.ZodType<Frame>;
+
+// ---------------------------------------------------------------------------------------------
+// Drift checks: each line fails to compile when a schema and its messages.ts type differ.
+// ---------------------------------------------------------------------------------------------
+
+type Equals<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
+type Assert<T extends true> = T;
+
+export type SchemaDriftChecks = [
+  Assert<Equals<z.output<typeof toolCallSchema>, ToolCall>>,
+  Assert<Equals<z.output<typeof chatMessageSchema>, ChatMessage>>,
+  Assert<Equals<z.output<typeof toolDefinitionSchema>, ToolDefinition>>,
+  Assert<Equals<z.output<typeof samplingParamsSchema>, SamplingParams>>,
+  Assert<Equals<z.output<typeof generateRequestSchema>, GenerateRequest>>,
+  Assert<Equals<z.output<typeof releaseStateRequestSchema>, ReleaseStateRequest>>,
+  Assert<Equals<z.output<typeof usageSchema>, Usage>>,
+  Assert<Equals<z.output<typeof timingsSchema>, Timings>>,
+  Assert<Equals<z.output<typeof tokenFrameSchema>, TokenFrame>>,
+  Assert<Equals<z.output<typeof doneFrameSchema>, DoneFrame>>,
+  Assert<Equals<z.output<typeof errorFrameSchema>, ErrorFrame>>,
+  Assert<Equals<z.output<typeof frameSchema>, Frame>>,
+  Assert<Equals<(typeof ROLES)[number], Role>>,
+  Assert<Equals<(typeof FINISH_REASONS)[number], FinishReason>>,
+  Assert<Equals<(typeof GENERATE_MODES)[number], GenerateRequest["mode"]>>,
+  Assert<Equals<(typeof FRAME_TYPES)[number], Frame["type"]>>,
+];
