@@ -6,15 +6,25 @@ const TOKENS_48 = Array.from({ length: 48 }, (_, i) => i);
 
 // Golden values: any change to the hash function breaks these on purpose (the edge and every
 // backend must agree on them, and cached blocks are named by them).
-const GOLDEN_ROOT_NO_SALT = "c1da9fe59e6b8a8139d2e3c08d727306";
-const GOLDEN_ROOT = "271db67f68ac2a19314dbf2f2ca38e08";
+const GOLDEN_ROOT_NO_SALT = "175ea155388ca7e9d8a3ef414685d1fd";
+const GOLDEN_ROOT = "43d4e6184d740b1a3010fd5cc96144c6";
 const GOLDEN_BLOCKS_0_TO_47 = [
-  "b0e41adfec222aa44ecbdb2abd7e0241",
-  "5810d505edfa4a5b984720c31138eceb",
-  "82ae57e08ba21e59523ebd9e5eea1ba3",
+  "b983496407b3ad95c153bfb08bdbd359",
+  "bc7fb66876e40fd033713cba82fd9935",
+  "26f493ab099112e07a8fd5721d78fa08",
 ];
 
 describe("hashRoot", () => {
+  it("length-prefixes its fields, so they cannot run into each other", () => {
+    expect(hashRoot({ modelId: "a\u0000", salt: "b" })).not.toBe(hashRoot({ modelId: "a", salt: "\u0000b" }));
+  });
+
+  it("rejects bad block sizes, parents and token ids", () => {
+    expect(() => hashBlocks(hashRoot(EXTRA), TOKENS_48, 0)).toThrow(/blockSize/);
+    expect(() => hashBlock("xyz", [1])).toThrow(/hex/);
+    expect(() => hashBlock(hashRoot(EXTRA), [-1])).toThrow(/u32/);
+  });
+
   it("matches the pinned values", () => {
     expect(hashRoot({ modelId: "demo-llama-random", salt: "" })).toBe(GOLDEN_ROOT_NO_SALT);
     expect(hashRoot(EXTRA)).toBe(GOLDEN_ROOT);

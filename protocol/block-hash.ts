@@ -5,7 +5,7 @@ import { createHash } from "node:crypto";
  *
  * A block hash names the whole prefix up to and including one full block of tokens:
  *
- *   root = H("agent-edge/block-hash/v1" 0x00 modelId 0x00 salt)
+ *   root = H("agent-edge/block-hash/v1" || u32le(len) modelId || u32le(len) salt)   (UTF-8)
  *   h_0  = H(root    || u32le(tokens_0))
  *   h_i  = H(h_{i-1} || u32le(tokens_i))
  *
@@ -24,22 +24,31 @@ export interface HashExtra {
 }
 
 const HASH_BYTES = 16;
+const HEX_HASH = /^[0-9a-f]{32}$/;
 
 /** @example hashRoot({ modelId: "demo-llama-random", salt: "" }) */
 export function hashRoot(extra: HashExtra): BlockHash {
-  return createHash("sha256")
-    .update(`agent-edge/block-hash/v1\u0000${extra.modelId}\u0000${extra.salt}`, "utf8")
-    .digest()
-    .subarray(0, HASH_BYTES)
-    .toString("hex");
+  const h = createHash("sha256").update("agent-edge/block-hash/v1", "utf8");
+  for (const field of [extra.modelId, extra.salt]) {
+    const bytes = Buffer.from(field, "utf8");
+    const len = Buffer.alloc(4);
+    len.writeUInt32LE(bytes.length, 0);
+    h.update(len).update(bytes);
+  }
+  return h.digest().subarray(0, HASH_BYTES).toString("hex");
 }
 
 /** Hash of one full block given its parent's hash (or the root for the first block). */
 export function hashBlock(parent: BlockHash, tokenIds: ArrayLike<number>): BlockHash {
+  if (!HEX_HASH.test(parent)) throw new Error(`hashBlock: parent must be ${HASH_BYTES * 2} lowercase hex characters`);
   const body = new Uint8Array(HASH_BYTES + tokenIds.length * 4);
   body.set(Buffer.from(parent, "hex"), 0);
   const view = new DataView(body.buffer);
-  for (let i = 0; i < tokenIds.length; i++) view.setUint32(HASH_BYTES + i * 4, tokenIds[i]! >>> 0, true);
+  for (let i = 0; i < tokenIds.length; i++) {
+    const t = tokenIds[i]!;
+    if (!Number.isInteger(t) || t < 0 || t > 0xffffffff) throw new Error(`hashBlock: token id ${t} is not a u32`);
+    view.setUint32(HASH_BYTES + i * 4, t, true);
+  }
   return createHash("sha256").update(body).digest().subarray(0, HASH_BYTES).toString("hex");
 }
 
@@ -49,6 +58,7 @@ export function hashBlock(parent: BlockHash, tokenIds: ArrayLike<number>): Block
  * @example hashBlocks(hashRoot(extra), [1, 2, 3, ...], 16) // one hash per 16 tokens
  */
 export function hashBlocks(root: BlockHash, tokenIds: ArrayLike<number>, blockSize: number): BlockHash[] {
+  if (!Number.isInteger(blockSize) || blockSize < 1) throw new Error(`hashBlocks: blockSize must be a positive integer, got ${blockSize}`);
   const out: BlockHash[] = [];
   let parent = root;
   const full = Math.floor(tokenIds.length / blockSize);

@@ -35,8 +35,8 @@ export function createMetrics(engine: Engine): { registry: Registry } {
   follow("agent_edge_requests_total", "Turns accepted by the engine.", () => engine.counters.requests, "requests");
 
   new Gauge({ name: "agent_edge_kv_usage_ratio", help: "Fraction of KV blocks in use by running sequences.", registers: [registry], collect() { this.set(engine.kv.usage()); } });
-  new Gauge({ name: "agent_edge_kv_blocks_total", help: "KV blocks in the pool.", registers: [registry], collect() { this.set(engine.kv.pool.numBlocks); } });
-  new Gauge({ name: "agent_edge_kv_cached_blocks", help: "KV blocks holding a content-addressed prefix.", registers: [registry], collect() { this.set(engine.kv.pool.numCached); } });
+  new Gauge({ name: "agent_edge_kv_blocks_total", help: "KV blocks in the pool.", registers: [registry], collect() { this.set(engine.options.pool.numBlocks); } });
+  new Gauge({ name: "agent_edge_kv_cached_blocks", help: "KV blocks holding a content-addressed prefix.", registers: [registry], collect() { this.set(engine.options.pool.numCached); } });
   new Gauge({ name: "agent_edge_running_sequences", help: "Sequences running.", registers: [registry], collect() { this.set(engine.numRunning); } });
   new Gauge({ name: "agent_edge_waiting_sequences", help: "Sequences waiting for admission.", registers: [registry], collect() { this.set(engine.numWaiting); } });
   new Gauge({

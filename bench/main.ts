@@ -1,0 +1,42 @@
+import { parseArgs } from "node:util";
+import { runAgentBench } from "./agent-bench";
+
+/**
+ * `npm run bench -- <name> [flags]`
+ *
+ *   agent    synthetic agent trajectories, prefix cache on vs off, decode batch 1 vs 8
+ *            flags: --quick, --json, --trajectories N, --turns N, --model DIR, --out DIR
+ *
+ * Progress goes to stderr; with --json the last stdout line is one JSON object.
+ */
+const [name, ...rest] = process.argv.slice(2);
+const { values } = parseArgs({
+  args: rest,
+  options: {
+    quick: { type: "boolean", default: false },
+    json: { type: "boolean", default: false },
+    trajectories: { type: "string" },
+    turns: { type: "string" },
+    model: { type: "string" },
+    out: { type: "string", default: "bench/out" },
+  },
+  strict: true,
+});
+
+switch (name) {
+  case "agent": {
+    const summary = await runAgentBench({
+      quick: values.quick!,
+      json: values.json!,
+      trajectories: values.trajectories ? Number(values.trajectories) : undefined,
+      turns: values.turns ? Number(values.turns) : undefined,
+      model: values.model,
+      outDir: values.out!,
+    });
+    console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
+    break;
+  }
+  default:
+    console.error(`unknown benchmark ${JSON.stringify(name ?? "")}; available: agent`);
+    process.exit(2);
+}
