@@ -36,7 +36,7 @@ interface TurnRecord {
  * then without it (the `--no-prefix-cache` baseline), and measures batch-1 vs batch-8 decode.
  */
 export async function runAgentBench(o: AgentBenchOptions): Promise<Record<string, unknown>> {
-  const model = await loadModel({ dir: o.model, log: (l) => note("agent", l) });
+  const model = await loadModel({ dir: o.model, log: (line: string) => note("agent", line) });
   const { spec, codec } = model;
   const trajectories = o.trajectories ?? (o.quick ? 2 : 4);
   const turns = o.turns ?? (o.quick ? 20 : 24);
