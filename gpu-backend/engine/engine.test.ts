@@ -1,0 +1,231 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { DoneFrame, ErrorFrame, Frame, GenerateRequest, SamplingParams } from "../../protocol/messages";
+import { BlockPool } from "../kv/block-pool";
+import { CpuExecutor } from "../model/cpu-executor";
+import { materializeTinyModel } from "../model/demo-model";
+import type { Executor, StepSequence } from "../model/executor";
+import { loadModel, type LoadedModel } from "../model/load-model";
+import { Engine } from "./engine";
+
+const BLOCK = 16;
+let dir: string;
+let model: LoadedModel;
+const executors: CpuExecutor[] = [];
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "agent-edge-engine-"));
+  model = await loadModel({ dir: await materializeTinyModel(join(dir, "tiny")) });
+});
+
+afterAll(async () => {
+  for (const e of executors) await e.dispose();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Records every step's sequences, so tests can look at batching and block sharing. */
+class RecordingExecutor implements Executor {
+  readonly steps: { sequences: StepSequence[]; refCounts: number[][] }[] = [];
+  pool: BlockPool | undefined;
+  constructor(private readonly inner: CpuExecutor) {}
+  get device() { return this.inner.device; }
+  get spec() { return this.inner.spec; }
+  get numBlocks() { return this.inner.numBlocks; }
+  get blockSize() { return this.inner.blockSize; }
+  get kvBytes() { return this.inner.kvBytes; }
+  get transfer() { return this.inner.transfer; }
+  run(sequences: readonly StepSequence[]) {
+    this.steps.push({
+      sequences: sequences.map((s) => ({ ...s, blockTable: [...(s.blockTable as number[])] })),
+      refCounts: sequences.map((s) => Array.from(s.blockTable, (b) => this.pool?.refCount(b) ?? 0)),
+    });
+    return this.inner.run(sequences);
+  }
+  dispose() { return this.inner.dispose(); }
+}
+
+async function makeEngine(options: { numBlocks?: number; prefixCache?: boolean; maxBatchTokens?: number } = {}) {
+  const numBlocks = options.numBlocks ?? 256;
+  const inner = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks, blockSize: BLOCK, threads: 1 });
+  executors.push(inner);
+  const executor = new RecordingExecutor(inner);
+  const pool = new BlockPool({ numBlocks, blockSize: BLOCK });
+  executor.pool = pool;
+  const engine = new Engine({
+    executor,
+    pool,
+    codec: model.codec,
+    modelId: model.spec.modelId,
+    scheduler: { maxBatchTokens: options.maxBatchTokens ?? 64, maxRunningSequences: 16, blockSize: BLOCK },
+    enablePrefixCache: options.prefixCache ?? true,
+    backendId: "test",
+  });
+  return { engine, executor, pool };
+}
+
+const greedy = (maxTokens: number, over: Partial<SamplingParams> = {}): SamplingParams => ({
+  maxTokens,
+  temperature: 0,
+  topP: 1,
+  topK: 0,
+  stop: [],
+  stopTokenIds: [],
+  ignoreEos: true,
+  ...over,
+});
+
+const prompt = (n: number, offset = 0) => Array.from({ length: n }, (_, i) => 100 + ((i * 31 + offset) % 5000));
+
+function turn(engine: Engine, req: GenerateRequest): Promise<{ frames: Frame[]; last: Frame }> {
+  return new Promise((resolve) => {
+    const frames: Frame[] = [];
+    engine.submit(req, (f) => {
+      frames.push(f);
+      if (f.type !== "token") resolve({ frames, last: f });
+    });
+  });
+}
+
+describe("Engine: reuse never changes an answer", () => {
+  it("gives identical greedy generations with the prefix cache on and off", async () => {
+    const on = await makeEngine({ prefixCache: true });
+    const off = await makeEngine({ prefixCache: false });
+    const shared = prompt(70);
+    const prompts = [shared, [...shared, 7, 8, 9], [...shared.slice(0, 40), 11, 12], [...shared, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22]];
+    const cached: number[] = [];
+    for (const p of prompts) {
+      const a = await on.engine.generateTokens({ tokenIds: p, sampling: greedy(20) });
+      const b = await off.engine.generateTokens({ tokenIds: p, sampling: greedy(20) });
+      expect(a.tokenIds).toEqual(b.tokenIds);
+      expect(b.usage.cachedTokens).toBe(0);
+      cached.push(a.usage.cachedTokens);
+    }
+    expect(cached).toEqual([0, 64, 32, 64]);
+  });
+
+  it("shares a common prefix's blocks between two running sequences (reference count 2), and both stay correct", async () => {
+    const { engine, executor } = await makeEngine();
+    const solo = await makeEngine();
+    const shared = prompt(50, 3);
+    const a = engine.generateTokens({ tokenIds: [...shared, 1, 2], sampling: greedy(30) });
+    // Submit b once a has computed its prompt, so b's prefix is cached and a is still decoding.
+    while (!executor.steps.some((s) => s.sequences.some((q) => q.startPos >= 52))) await new Promise((r) => setTimeout(r, 1));
+    const b = engine.generateTokens({ tokenIds: [...shared, 3, 4, 5], sampling: greedy(10) });
+    const [ra, rb] = await Promise.all([a, b]);
+    expect(rb.usage.cachedTokens).toBe(48);
+    const sharedStep = executor.steps.find((s) => s.sequences.length === 2);
+    expect(sharedStep).toBeDefined();
+    const [ta, tb] = sharedStep!.sequences.map((s) => s.blockTable as number[]);
+    expect(ta!.slice(0, 3)).toEqual(tb!.slice(0, 3));
+    expect(sharedStep!.refCounts[0]!.slice(0, 3)).toEqual([2, 2, 2]);
+    expect(ra.tokenIds).toEqual((await solo.engine.generateTokens({ tokenIds: [...shared, 1, 2], sampling: greedy(30) })).tokenIds);
+    expect(rb.tokenIds).toEqual((await solo.engine.generateTokens({ tokenIds: [...shared, 3, 4, 5], sampling: greedy(10) })).tokenIds);
+  });
+
+  it("keeps outputs correct when a tiny pool evicts cached blocks", async () => {
+    const tiny = await makeEngine({ numBlocks: 10 });
+    const big = await makeEngine();
+    const prompts = [0, 1, 2, 3, 0, 2].map((k) => prompt(60, k * 1000));
+    for (const p of prompts) {
+      const a = await tiny.engine.generateTokens({ tokenIds: p, sampling: greedy(12) });
+      const b = await big.engine.generateTokens({ tokenIds: p, sampling: greedy(12) });
+      expect(a.tokenIds).toEqual(b.tokenIds);
+    }
+    expect(tiny.pool.stats.evictions).toBeGreaterThan(0);
+    tiny.pool.checkInvariants();
+  });
+
+  it("keeps outputs correct under preemption", async () => {
+    // 4 sequences of 40 + 40 tokens need 5 blocks each at the end; the pool has 12.
+    const small = await makeEngine({ numBlocks: 12 });
+    const big = await makeEngine();
+    const prompts = [0, 1, 2, 3].map((k) => prompt(40, k * 777));
+    const got = await Promise.all(prompts.map((p) => small.engine.generateTokens({ tokenIds: p, sampling: greedy(40) })));
+    expect(small.engine.counters.preemptions).toBeGreaterThan(0);
+    for (let i = 0; i < prompts.length; i++) {
+      const want = await big.engine.generateTokens({ tokenIds: prompts[i]!, sampling: greedy(40) });
+      expect(got[i]!.tokenIds).toEqual(want.tokenIds);
+    }
+    small.pool.checkInvariants();
+  });
+
+  it("batches decode steps of concurrent sequences with prefill chunks under the token budget", async () => {
+    const { engine, executor } = await makeEngine({ maxBatchTokens: 32 });
+    await Promise.all([0, 1, 2].map((k) => engine.generateTokens({ tokenIds: prompt(70, k * 99), sampling: greedy(8) })));
+    for (const s of executor.steps) expect(s.sequences.reduce((a, q) => a + q.tokenIds.length, 0)).toBeLessThanOrEqual(32);
+    expect(executor.steps.some((s) => s.sequences.some((q) => q.tokenIds.length === 1) && s.sequences.some((q) => q.tokenIds.length > 1))).toBe(true);
+  });
+});
+
+describe("Engine: turns and states", () => {
+  const base = (over: Partial<GenerateRequest> = {}): GenerateRequest => ({
+    requestId: "r",
+    trajectoryId: "traj",
+    mode: "full",
+    messages: [
+      { role: "system", content: "You are an agent. ".repeat(12) },
+      { role: "user", content: "Start." },
+    ],
+    sampling: greedy(9),
+    ...over,
+  });
+
+  it("extends a delta turn from the exact prompt and generated ids, and reuses them from the cache", async () => {
+    const { engine } = await makeEngine();
+    const t1 = (await turn(engine, base())).last as DoneFrame;
+    const s1 = engine.states.get(t1.stateId)!;
+    expect(s1.generatedTokenIds).toHaveLength(9);
+    const t2 = (await turn(engine, base({ mode: "delta", stateId: t1.stateId, messages: [{ role: "tool", content: "ok", tool_call_id: "c1" }] }))).last as DoneFrame;
+    expect(t2.type).toBe("done");
+    const s2 = engine.states.get(t2.stateId)!;
+    expect(s2.promptTokenIds.slice(0, s1.promptTokenIds.length + 9)).toEqual([...s1.promptTokenIds, ...s1.generatedTokenIds]);
+    const before = s1.promptTokenIds.length + 9;
+    expect(t2.usage.cachedTokens).toBe(Math.floor(before / BLOCK) * BLOCK);
+    // The same transcript as a full turn takes the same path (no re-tokenization of the reply).
+    const t3 = (await turn(engine, base({ trajectoryId: "traj", messages: [...s2.messages, { role: "user", content: "next" }] }))).last as DoneFrame;
+    const s3 = engine.states.get(t3.stateId)!;
+    expect(s3.promptTokenIds.slice(0, s2.promptTokenIds.length + 9)).toEqual([...s2.promptTokenIds, ...s2.generatedTokenIds]);
+  });
+
+  it("answers state_unknown for an unknown or superseded state, without touching the trajectory", async () => {
+    const { engine } = await makeEngine();
+    const t1 = (await turn(engine, base({ trajectoryId: "x" }))).last as DoneFrame;
+    const t2 = (await turn(engine, base({ trajectoryId: "x", mode: "delta", stateId: t1.stateId, messages: [{ role: "user", content: "a" }] }))).last as DoneFrame;
+    const stale = (await turn(engine, base({ trajectoryId: "x", mode: "delta", stateId: t1.stateId, messages: [{ role: "user", content: "b" }] }))).last as ErrorFrame;
+    expect(stale.code).toBe("state_unknown");
+    const ok = (await turn(engine, base({ trajectoryId: "x", mode: "delta", stateId: t2.stateId, messages: [{ role: "user", content: "c" }] }))).last;
+    expect(ok.type).toBe("done");
+  });
+
+  it("stops on stop strings (not returned), stop token ids and max tokens; rejects over-long requests", async () => {
+    const { engine } = await makeEngine();
+    const free = (await turn(engine, base({ trajectoryId: undefined, sampling: greedy(12) }))).last as DoneFrame;
+    expect(free.finishReason).toBe("length");
+    const text = free.text;
+    const stopAt = text.slice(3, 6);
+    expect(stopAt.length).toBe(3);
+    const stopped = (await turn(engine, base({ trajectoryId: undefined, sampling: greedy(12, { stop: [stopAt] }) }))).last as DoneFrame;
+    expect(stopped.finishReason).toBe("stop_sequence");
+    expect(stopped.text).toBe(text.slice(0, text.indexOf(stopAt)));
+
+    const ids = engine.states.get(free.stateId)!.generatedTokenIds;
+    const byId = (await turn(engine, base({ trajectoryId: undefined, sampling: greedy(12, { stopTokenIds: [ids[4]!] }) }))).last as DoneFrame;
+    expect(byId.finishReason).toBe("stop");
+    expect(byId.usage.completionTokens).toBe(ids.indexOf(ids[4]!) + 1);
+
+    const tooLong = (await turn(engine, base({ sampling: greedy(model.spec.maxPositions) }))).last as ErrorFrame;
+    expect(tooLong.code).toBe("context_length_exceeded");
+  });
+
+  it("samples reproducibly from a seed", async () => {
+    const { engine } = await makeEngine();
+    const sample = (seed: number) => engine.generateTokens({ tokenIds: prompt(30), sampling: greedy(16, { temperature: 1, topP: 0.9, topK: 50, seed }) });
+    const a = await sample(1);
+    const b = await sample(1);
+    const c = await sample(2);
+    expect(a.tokenIds).toEqual(b.tokenIds);
+    expect(c.tokenIds).not.toEqual(a.tokenIds);
+  });
+});
