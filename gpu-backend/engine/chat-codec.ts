@@ -8,8 +8,8 @@ export interface ChatCodec {
   encode(text: string): number[];
   /** Decodes ids back to text, special tokens kept. */
   decode(tokenIds: number[]): string;
-  /** A streaming decoder that never emits half a character. */
-  createDecoder(): { push(tokenId: number): string };
+  /** A streaming decoder that never emits half a character; `flush` releases what it held back. */
+  createDecoder(): { push(tokenId: number): string; flush(): string };
   /** Tokens that end the model's turn. */
   readonly eosTokenIds: readonly number[];
 }

@@ -57,7 +57,7 @@ interface Job {
   seq: Sequence;
   sampler: Sampler;
   stops: StopChecker;
-  decoder: { push(tokenId: number): string };
+  decoder: { push(tokenId: number): string; flush(): string };
   stopTokenIds: Set<number>;
   sink: (frame: Frame) => void;
   signal: AbortSignal | undefined;
@@ -247,10 +247,10 @@ export class Engine {
           tokenIds: item.seq.tokenIds.slice(item.startPos, item.startPos + item.numTokens),
           startPos: item.startPos,
           blockTable: this.kv.blockTable(item.seq.seqId),
-          logits: item.samples ? "last" : "none",
+          logits: !item.samples ? "none" : this.jobs.get(item.seq.seqId)?.sampler.greedy ? "argmax" : "last",
         }));
         const t0 = performance.now();
-        const { logits } = await this.options.executor.run(steps);
+        const { logits, argmax } = await this.options.executor.run(steps);
         this.counters.steps++;
         this.counters.stepTokens += steps.reduce((a, s) => a + s.tokenIds.length, 0);
         this.counters.stepMs += performance.now() - t0;
@@ -259,7 +259,7 @@ export class Engine {
           const job = this.jobs.get(item.seq.seqId);
           if (!job || job.finished) return;
           this.kv.markComputed(item.seq.seqId, item.numTokens);
-          if (item.samples) this.accept(job, job.sampler.sample(logits[i]!));
+          if (item.samples) this.accept(job, job.sampler.greedy ? argmax[i]! : job.sampler.sample(logits[i]!));
         });
       }
     } catch (e) {
@@ -293,7 +293,8 @@ export class Engine {
     if (job.finished) return;
     job.finished = true;
     if (reason !== "stop_sequence" && reason !== "cancelled") {
-      const rest = job.stops.flush();
+      // Bytes that never formed a whole character come out here, then any held-back text.
+      const rest = job.stops.push(job.decoder.flush()).emit + job.stops.flush();
       if (rest) job.sink({ type: "token", tokenIds: [], text: rest });
     }
     this.scheduler.finish(job.seq);

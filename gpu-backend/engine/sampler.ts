@@ -22,6 +22,11 @@ export interface SamplerParams {
 export class Sampler {
   private readonly random: () => number;
 
+  /** Greedy sampling needs only the argmax, which the executor computes on the device. */
+  get greedy(): boolean {
+    return this.params.temperature <= 0;
+  }
+
   constructor(private readonly params: SamplerParams) {
     this.random = mulberry32(params.seed ?? Math.floor(Math.random() * 2 ** 32));
   }
@@ -57,7 +62,14 @@ export class Sampler {
 
 export function argmax(row: Float32Array): number {
   let best = 0;
-  for (let i = 1; i < row.length; i++) if (row[i]! > row[best]!) best = i;
+  let bestValue = row[0]!;
+  for (let i = 1; i < row.length; i++) {
+    const v = row[i]!;
+    if (v > bestValue) {
+      bestValue = v;
+      best = i;
+    }
+  }
   return best;
 }
 

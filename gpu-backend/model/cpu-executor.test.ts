@@ -82,6 +82,15 @@ for (const variant of [
       expect(logits[3]!.length).toBe(0);
     });
 
+    it("returns the argmax of the last row without fetching logits", async () => {
+      const { logits, argmax } = await exec.run([
+        { tokenIds: [tokens[20]!], startPos: 20, blockTable: table, logits: "argmax" },
+        { tokenIds: tokens.slice(6, 10), startPos: 6, blockTable: table, logits: "argmax" },
+      ]);
+      expect(logits.map((l) => l.length)).toEqual([0, 0]);
+      expect(argmax).toEqual([argmaxRows(full.subarray(20 * V, 21 * V), V)[0], argmaxRows(full.subarray(9 * V, 10 * V), V)[0]]);
+    });
+
     it("writes the same KV into the pool wherever the blocks are", async () => {
       const other = [14, 15, 1, 4, 6, 8];
       await exec.run([{ tokenIds: tokens.slice(0, 21), startPos: 0, blockTable: other, logits: "none" }]);

@@ -33,6 +33,8 @@ export class CpuExecutor implements Executor {
   private readonly poolK: Float32Array[] = [];
   private readonly poolV: Float32Array[] = [];
   private readonly poolFeeds: Record<string, ort.Tensor> = {};
+  private readonly fetchesArgmaxOnly: string[];
+  private readonly fetchesWithLogits: string[];
 
   private constructor(
     private readonly session: ort.InferenceSession,
@@ -51,6 +53,9 @@ export class CpuExecutor implements Executor {
       this.poolFeeds[GRAPH_IO.kvV(l)] = new ort.Tensor("float32", v, [spec.numKvHeads, numSlots, spec.headDim]);
     }
     this.kvBytes = 2 * spec.numLayers * numSlots * this.kvDim * 4;
+    const kv = Array.from({ length: spec.numLayers }, (_, l) => [GRAPH_IO.newK(l), GRAPH_IO.newV(l)]).flat();
+    this.fetchesArgmaxOnly = [...kv, GRAPH_IO.nextToken];
+    this.fetchesWithLogits = [...kv, GRAPH_IO.nextToken, GRAPH_IO.logits];
   }
 
   static async create(options: CpuExecutorOptions): Promise<CpuExecutor> {
@@ -68,7 +73,9 @@ export class CpuExecutor implements Executor {
 
   async run(sequences: readonly StepSequence[]): Promise<StepResult> {
     const feeds = this.buildFeeds(sequences);
-    const outputs = await this.session.run({ ...feeds.inputs, ...this.poolFeeds });
+    const wantLogits = sequences.some((s) => s.logits === "last" || s.logits === "all");
+    const fetches = wantLogits ? this.fetchesWithLogits : this.fetchesArgmaxOnly;
+    const outputs = await this.session.run({ ...feeds.inputs, ...this.poolFeeds }, fetches);
     this.transfer.steps++;
     this.transfer.hostToDeviceBytes += feeds.inputBytes;
 
@@ -94,11 +101,19 @@ export class CpuExecutor implements Executor {
       this.transfer.deviceToHostBytes += newK.byteLength + newV.byteLength;
     }
 
-    const logitsAll = outputs.logits!.data as Float32Array;
-    this.transfer.deviceToHostBytes += logitsAll.byteLength;
+    const next = outputs[GRAPH_IO.nextToken]!.data as BigInt64Array;
+    this.transfer.deviceToHostBytes += next.byteLength;
+    const argmax = feeds.logitRanges.map(([from, to]) => (to > from ? Number(next[to - 1]) : -1));
     const V = this.spec.vocabSize;
-    const logits = feeds.logitRanges.map(([from, to]) => logitsAll.slice(from * V, to * V));
-    return { logits };
+    const empty = new Float32Array(0);
+    if (!wantLogits) return { logits: sequences.map(() => empty), argmax };
+    const logitsAll = outputs[GRAPH_IO.logits]!.data as Float32Array;
+    this.transfer.deviceToHostBytes += logitsAll.byteLength;
+    // Views into this step's output buffer (fresh per run): no copy.
+    const logits = feeds.logitRanges.map(([from, to], i) =>
+      sequences[i]!.logits === "argmax" ? empty : logitsAll.subarray(from * V, to * V),
+    );
+    return { logits, argmax };
   }
 
   async dispose(): Promise<void> {
@@ -201,7 +216,7 @@ export class CpuExecutor implements Executor {
       const from = logitRows.length;
       const n = s.tokenIds.length;
       if (s.logits === "all") for (let j = 0; j < n; j++) logitRows.push(rowOf[i]! + j);
-      else if (s.logits === "last") logitRows.push(rowOf[i]! + n - 1);
+      else if (s.logits !== "none") logitRows.push(rowOf[i]! + n - 1);
       logitRanges.push([from, logitRows.length]);
     });
     const logitIndex = BigInt64Array.from(logitRows, (r) => BigInt(r));

@@ -28,13 +28,19 @@ export interface StepSequence {
   startPos: number;
   /** Block table covering at least startPos + tokenIds.length tokens. */
   blockTable: ArrayLike<number>;
-  /** Which rows of logits to return: none (a middle prefill chunk), the last token, or all. */
-  logits: "none" | "last" | "all";
+  /**
+   * What to return for this sequence: nothing (a middle prefill chunk), only the argmax of the
+   * last token's logits (greedy decoding: the step then skips fetching logits), the last token's
+   * logits, or every new token's logits.
+   */
+  logits: "none" | "argmax" | "last" | "all";
 }
 
 export interface StepResult {
-  /** Per sequence: [rows * vocabSize] logits (empty for `logits: "none"`). */
+  /** Per sequence: [rows * vocabSize] logits (empty for "none" and "argmax"). */
   logits: Float32Array[];
+  /** Per sequence: argmax of its last logits row (-1 for "none"). */
+  argmax: number[];
 }
 
 export interface TransferStats {

@@ -30,7 +30,7 @@ import {
  *                  pre_mask [1,1,Tp,Sp+Tp]: each token sees its own sequence's context and the
  *                  new tokens of its own sequence at positions <= its own
  *
- * Outputs: logits for the rows in `logit_index`, and each layer's new keys (after rotary) and
+ * Outputs: logits for the rows in `logit_index` (and their argmax, `next_token`), and each layer's new keys (after rotary) and
  * values [T, numKvHeads, headDim], which the executor writes into the pool at the tokens' slots.
  * The graph never copies the pool: it only gathers the context slots a step attends to.
  */
@@ -108,6 +108,8 @@ export function buildLlamaGraph(spec: DecoderSpec, weights: WeightSource): Uint8
   const head = spec.tieWordEmbeddings ? embed : g.weight(LM_HEAD_WEIGHT, weights.take(LM_HEAD_WEIGHT), [spec.vocabSize, hid]);
   const logits = g.op("Gemm", [normed, head], { attributes: { transB: 1 } });
   g.output(logits, F, ["R", spec.vocabSize], "logits");
+  // Greedy decoding reads only this: the step need not fetch R x vocab logits at all.
+  g.output(g.op("ArgMax", [logits], { attributes: { axis: 1, keepdims: 0 } }), DataType.INT64, ["R"], "next_token");
   return g.encode();
 }
 
@@ -117,6 +119,8 @@ export const GRAPH_IO = {
   kvV: (layer: number) => `kv_v_${layer}`,
   newK: (layer: number) => `new_k_${layer}`,
   newV: (layer: number) => `new_v_${layer}`,
+  logits: "logits",
+  nextToken: "next_token",
 } as const;
 
 interface AttentionArgs {
