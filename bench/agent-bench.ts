@@ -5,6 +5,7 @@ import { Engine } from "../gpu-backend/engine/engine";
 import { BlockPool, blocksForBudget } from "../gpu-backend/kv/block-pool";
 import { CpuExecutor } from "../gpu-backend/model/cpu-executor";
 import { loadModel } from "../gpu-backend/model/load-model";
+import { prefillWastePerToken } from "../gpu-backend/model/decoder-spec";
 import { makeAgentWorkload, type AgentTrajectory } from "./agent-workload";
 import { Progress, note } from "./progress";
 import { lineChart } from "./svg-plot";
@@ -61,7 +62,7 @@ export async function runAgentBench(o: AgentBenchOptions): Promise<Record<string
       pool: new BlockPool({ numBlocks, blockSize }),
       codec,
       modelId: spec.modelId,
-      scheduler: { maxBatchTokens: 512, maxRunningSequences: 64, blockSize },
+      scheduler: { maxBatchTokens: 512, maxRunningSequences: 64, blockSize, prefillWastePerToken: prefillWastePerToken(spec) },
       enablePrefixCache,
       backendId: "bench",
     });
@@ -83,10 +84,9 @@ export async function runAgentBench(o: AgentBenchOptions): Promise<Record<string
         }),
       ),
     );
-    const firsts = results.map((r) => r.timings.ttftMs);
-    const lasts = results.map((r) => r.timings.ttftMs + r.timings.decodeMs);
-    const tokens = results.reduce((a, r) => a + r.tokenIds.length - 1, 0);
-    return (tokens / (Math.max(...lasts) - Math.min(...firsts))) * 1000;
+    // Aggregate decode throughput: each sequence's tokens after its first over its own decode
+    // time, summed over the sequences decoding together (prefill time is not decode time).
+    return results.reduce((a, r) => a + ((r.tokenIds.length - 1) / r.timings.decodeMs) * 1000, 0);
   };
   await decodeRate(1); // warm the shared prefix
   const decode1 = await decodeRate(1);

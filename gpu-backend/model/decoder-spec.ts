@@ -71,3 +71,16 @@ export function ropeTables(spec: DecoderSpec): { cos: Float32Array; sin: Float32
   }
   return { cos, sin };
 }
+
+/**
+ * How many wasted attention score entries one batched prefill token may cost: half the ratio of a
+ * token's linear-layer FLOPs (2 x linear parameters) to one score entry's FLOPs across layers
+ * (QK and PV: 4 x heads x headDim x layers). For the demo model about 1460.
+ *
+ * @example new Scheduler(kv, { ..., prefillWastePerToken: prefillWastePerToken(spec) })
+ */
+export function prefillWastePerToken(spec: DecoderSpec): number {
+  const { hiddenSize: h, numHeads: nh, numKvHeads: nkv, headDim: hd, intermediateSize: inter, numLayers: L } = spec;
+  const linearParams = L * (h * (nh + 2 * nkv) * hd + nh * hd * h + 3 * h * inter);
+  return Math.round((0.5 * 2 * linearParams) / (4 * nh * hd * L));
+}

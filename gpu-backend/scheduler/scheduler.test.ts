@@ -23,9 +23,9 @@ function runStep(s: Scheduler, kv: KVCacheManager, plan: StepPlan): void {
   kv.checkInvariants();
 }
 
-function setup(numBlocks: number, maxBatchTokens = 64, maxRunningSequences = 8) {
+function setup(numBlocks: number, maxBatchTokens = 64, maxRunningSequences = 8, prefillWastePerToken = 1024) {
   const kv = new KVCacheManager({ pool: new BlockPool({ numBlocks, blockSize: 4 }), enablePrefixCache: true });
-  return { kv, s: new Scheduler(kv, { maxBatchTokens, maxRunningSequences, blockSize: 4 }) };
+  return { kv, s: new Scheduler(kv, { maxBatchTokens, maxRunningSequences, blockSize: 4, prefillWastePerToken }) };
 }
 
 describe("Scheduler", () => {
@@ -124,6 +124,22 @@ describe("Scheduler", () => {
     plan = s.schedule();
     expect(plan.items.map((i) => i.seq)).toContain(b);
     expect(b.numCachedTokens).toBe(36);
+  });
+
+  it("lets long-context prefills take turns instead of sharing one flat attention", () => {
+    const { kv, s } = setup(512, 512, 8, 500);
+    const long = Array.from({ length: 3 }, (_, k) => seqOf(400, 1, k * 300 + 7));
+    long.forEach((q) => s.add(q));
+    while (s.hasWork) runStep(s, kv, s.schedule()); // all three computed and finished: cached
+    const next = long.map((q) => new Sequence(nextId++, [...q.tokenIds.slice(0, 400), 5, 6, 7, 8, 9, 10, 11, 12], 408, 1, root));
+    next.forEach((q) => s.add(q));
+    const plan = s.schedule();
+    expect(next.every((q) => q.numCachedTokens === 0 || q.numCachedTokens === 400)).toBe(true);
+    // 8-token turns on 400 cached tokens each: two waste 16 x 816 - 2 x 8 x 408 = 6528 <= 500 x 16
+    // entries; three would waste 19584 > 500 x 24.
+    expect(plan.items.length).toBe(2);
+    runStep(s, kv, plan);
+    expect(s.schedule().items.map((i) => i.seq)).toContain(next[2]);
   });
 
   it("rejects a sequence that cannot fit even alone", () => {

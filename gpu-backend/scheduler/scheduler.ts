@@ -22,7 +22,15 @@ export interface SchedulerConfig {
   maxRunningSequences: number;
   /** Tokens per KV block (to judge which in-flight prefills a waiting sequence can reuse). */
   blockSize: number;
+  /**
+   * Wasted attention score entries allowed per prefill token when several sequences prefill in
+   * one step (see PrefillGroupCost). A good value is half the ratio of a token's linear FLOPs to
+   * one score entry's FLOPs: `prefillWastePerToken(spec)` in the engine. Default 1024.
+   */
+  prefillWastePerToken?: number;
 }
+
+export const DEFAULT_PREFILL_WASTE_PER_TOKEN = 1024;
 
 export interface ScheduledItem {
   seq: Sequence;
@@ -51,6 +59,8 @@ export interface StepPlan {
  *      budget, blocks and the running-sequence cap allow, first come first served; a sequence
  *      whose prompt shares uncached full blocks with a running prefill waits until those blocks
  *      are cached, so a prefix is never computed twice at once.
+ * Prefill chunks of several sequences share a step only while their flat attention stays cheap
+ * (see PrefillGroupCost): long-context sequences with short new turns take turns instead.
  * When blocks run out for a running sequence, the newest running sequence is preempted (blocks
  * freed, recomputed later; its cached full blocks usually make that cheap) until it fits. Nothing
  * is admitted in a step that preempted. A sequence that cannot fit even alone is rejected.
@@ -96,6 +106,7 @@ export class Scheduler {
     const preempted: Sequence[] = [];
     const rejected: Sequence[] = [];
     const scheduled = new Set<Sequence>();
+    const prefill = new PrefillGroupCost(this.config.prefillWastePerToken ?? DEFAULT_PREFILL_WASTE_PER_TOKEN);
 
     const byRemaining = [...this.running].sort((a, b) => {
       const da = this.remaining(a) === 1 ? 0 : 1;
@@ -106,6 +117,8 @@ export class Scheduler {
       if (budget === 0) break;
       if (seq.status !== "running") continue; // preempted earlier in this loop
       const n = Math.min(this.remaining(seq), budget);
+      const startPos = this.kv.numComputedTokens(seq.seqId);
+      if (!prefill.admits(startPos, n)) continue; // next step: batching it now would waste attention
       let fits = this.kv.allocateSlots(seq.seqId, n);
       while (!fits) {
         const victim = this.newestRunning(scheduled);
@@ -124,6 +137,7 @@ export class Scheduler {
         continue;
       }
       items.push(this.item(seq, n));
+      prefill.add(startPos, n);
       scheduled.add(seq);
       budget -= n;
     }
@@ -134,6 +148,11 @@ export class Scheduler {
         const wasRegistered = seq.registered;
         if (!wasRegistered && this.prefixInFlight(seq)) {
           w++; // another sequence is computing blocks this one can reuse: admit it once they are cached
+          continue;
+        }
+        const cachedNow = this.kv.findCachedPrefix({ tokenIds: seq.tokenIds, root: seq.hashRoot }).numCachedTokens;
+        if (!prefill.admits(cachedNow, Math.min(seq.tokenIds.length - cachedNow, budget))) {
+          w++;
           continue;
         }
         if (wasRegistered) {
@@ -163,6 +182,7 @@ export class Scheduler {
         seq.status = "running";
         seq.firstScheduledMs ??= performance.now();
         this.running.push(seq);
+        prefill.add(this.kv.numComputedTokens(seq.seqId), n);
         items.push(this.item(seq, n));
         scheduled.add(seq);
         budget -= n;
@@ -213,5 +233,36 @@ export class Scheduler {
     seq.status = "waiting";
     this.running.splice(this.running.indexOf(seq), 1);
     this.waiting.unshift(seq);
+  }
+}
+
+/**
+ * Attention cost of the step's prefill group. The executor attends a prefill group as one flat
+ * batch (every new token against every sequence's context, masked), so it computes
+ * (sum T) x (sum S + sum T) score entries where running each sequence alone would compute
+ * sum T_i x (S_i + T_i). Another prefill sequence joins the step only while the difference stays
+ * within `wastePerToken` entries per prefill token (see SchedulerConfig); otherwise it runs next
+ * step. Decode tokens (one per sequence) are batched separately and always join.
+ */
+class PrefillGroupCost {
+  private tokens = 0;
+  private context = 0;
+  private ideal = 0;
+
+  constructor(private readonly wastePerToken: number) {}
+
+  admits(startPos: number, numTokens: number): boolean {
+    if (numTokens <= 1 || this.tokens === 0) return true;
+    const t = this.tokens + numTokens;
+    const flat = t * (this.context + startPos + t);
+    const ideal = this.ideal + numTokens * (startPos + numTokens);
+    return flat - ideal <= this.wastePerToken * t;
+  }
+
+  add(startPos: number, numTokens: number): void {
+    if (numTokens <= 1) return;
+    this.tokens += numTokens;
+    this.context += startPos;
+    this.ideal += numTokens * (startPos + numTokens);
   }
 }

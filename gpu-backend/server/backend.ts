@@ -2,6 +2,7 @@ import { Engine } from "../engine/engine";
 import { BlockPool, blocksForBudget } from "../kv/block-pool";
 import { CpuExecutor } from "../model/cpu-executor";
 import { loadModel } from "../model/load-model";
+import { prefillWastePerToken } from "../model/decoder-spec";
 
 export interface BackendOptions {
   /** Hugging Face-style folder; undefined means the embedded demo model. */
@@ -51,7 +52,12 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
     pool,
     codec: model.codec,
     modelId: spec.modelId,
-    scheduler: { maxBatchTokens: options.maxBatchTokens, maxRunningSequences: options.maxRunningSequences ?? 64, blockSize: options.blockSize },
+    scheduler: {
+      maxBatchTokens: options.maxBatchTokens,
+      maxRunningSequences: options.maxRunningSequences ?? 64,
+      blockSize: options.blockSize,
+      prefillWastePerToken: prefillWastePerToken(spec),
+    },
     enablePrefixCache: options.enablePrefixCache,
     backendId: options.backendId,
   });

@@ -3,20 +3,21 @@ import { parseArgs } from "node:util";
 import { createBackend } from "./backend";
 import { createBackendApp } from "./app";
 
-/**
- * `npm run backend -- [flags]`: one backend process serving one model.
- *
- *   --model DIR            Hugging Face-style folder (default: the embedded demo-llama-random)
- *   --kv-memory SIZE       KV pool budget, e.g. 512MiB, 2GiB (default 1GiB)
- *   --block-size N         tokens per KV block (default 16)
- *   --max-batch-tokens N   token budget of one engine step (default 512)
- *   --no-prefix-cache      disable prefix reuse (the benchmark baseline)
- *   --port N               default 8080 (env PORT)
- *   --host H               default 127.0.0.1
- *   --secret S             shared secret (env AGENT_EDGE_SECRET; default "dev-secret" with a warning)
- *   --threads N            onnxruntime intra-op threads (default: all cores)
- *   --id NAME              backend id reported to the edge (default backend-<port>)
- */
+/** `npm start -- --help` prints this. */
+const USAGE = `npm start -- [flags]   (or npm run backend -- [flags]): one backend process serving one model.
+
+  --model DIR            Hugging Face-style folder (default: the embedded demo-llama-random)
+  --kv-memory SIZE       KV pool budget, e.g. 512MiB, 2GiB (default 1GiB)
+  --block-size N         tokens per KV block (default 16)
+  --max-batch-tokens N   token budget of one engine step (default 512)
+  --no-prefix-cache      disable prefix reuse (the benchmark baseline)
+  --port N               default 8080 (env PORT)
+  --host H               default 127.0.0.1
+  --secret S             shared secret (env AGENT_EDGE_SECRET; default "dev-secret" with a warning)
+  --threads N            onnxruntime intra-op threads (default: all cores)
+  --id NAME              backend id reported to the edge (default backend-<port>)
+  --help                 this text
+`;
 const { values } = parseArgs({
   options: {
     model: { type: "string" },
@@ -29,9 +30,14 @@ const { values } = parseArgs({
     secret: { type: "string", default: process.env.AGENT_EDGE_SECRET },
     threads: { type: "string" },
     id: { type: "string" },
+    help: { type: "boolean", default: false },
   },
   strict: true,
 });
+if (values.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
 
 const port = positiveInt(values.port!, "--port");
 const secret = values.secret ?? "dev-secret";
