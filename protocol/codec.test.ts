@@ -363,7 +363,7 @@ const FRAME_FAILURES: [string, unknown][] = [
   ["backendId must be a string", { ...DONE, backendId: 0 }],
   [
     'code must be one of "malformed_msgpack", "invalid_request", "unauthorized", "unknown_model", "state_unknown", ' +
-      '"context_length_exceeded", "overloaded", "not_found", "internal_error"',
+      '"context_length_exceeded", "overloaded", "not_found", "payload_too_large", "trajectory_busy", "backend_unavailable", "internal_error"',
     { ...ERROR, code: "teapot" },
   ],
   ["message must be a string", { ...ERROR, message: 1 }],

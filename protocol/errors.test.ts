@@ -12,6 +12,9 @@ const EXPECTED: [ErrorCode, number, boolean][] = [
   ["context_length_exceeded", 400, false],
   ["overloaded", 503, true],
   ["not_found", 404, false],
+  ["payload_too_large", 413, false],
+  ["trajectory_busy", 409, true],
+  ["backend_unavailable", 503, true],
   ["internal_error", 500, false],
 ];
 

@@ -24,10 +24,13 @@ export const ERROR_CODE_INFO = {
   context_length_exceeded: { httpStatus: 400, retryable: false },
   overloaded: { httpStatus: 503, retryable: true },
   not_found: { httpStatus: 404, retryable: false },
+  payload_too_large: { httpStatus: 413, retryable: false },
+  trajectory_busy: { httpStatus: 409, retryable: true },
+  backend_unavailable: { httpStatus: 503, retryable: true },
   internal_error: { httpStatus: 500, retryable: false },
 } as const satisfies Record<ErrorCode, ErrorCodeInfo>;
 
-/** The HTTP statuses error codes answer with (400, 401, 404, 409, 500, 503). */
+/** The HTTP statuses error codes answer with (400, 401, 404, 409, 413, 500, 503). */
 export type ErrorHttpStatus = (typeof ERROR_CODE_INFO)[ErrorCode]["httpStatus"];
 
 /** All error codes, in the order of {@link ERROR_CODE_INFO}. */

@@ -177,4 +177,7 @@ export type ErrorCode =
   | "context_length_exceeded"
   | "overloaded"
   | "not_found"
+  | "payload_too_large"
+  | "trajectory_busy"
+  | "backend_unavailable"
   | "internal_error";
