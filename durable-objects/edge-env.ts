@@ -1,0 +1,33 @@
+import type { BackendTarget } from "./backend-client";
+
+/** Bindings and settings of the edge Worker and its Durable Objects (wrangler.toml, secrets). */
+export interface EdgeEnv {
+  TRAJECTORY: DurableObjectNamespace<import("./trajectory-do").TrajectoryDO>;
+  /** Comma-separated base URLs of the GPU backends. */
+  BACKEND_URLS: string;
+  /** Shared secret sent to backends in `x-agent-edge-secret` (a Worker secret in production). */
+  AGENT_EDGE_SECRET?: string;
+  /**
+   * API keys: JSON object mapping the SHA-256 hex digest of each key to its tenant, e.g.
+   * `{"3f1c...": "acme"}` (a Worker secret). Unset: the key `sk-local-dev` for tenant `local`.
+   */
+  API_KEYS?: string;
+  /** Secret mixed with the tenant name into each tenant's block-hash salt. */
+  CACHE_SALT_SECRET?: string;
+  /** Largest accepted request body in bytes (default 4 MiB). */
+  MAX_BODY_BYTES?: string;
+  /** Wait for a backend's first byte, then between chunks (default 120000). */
+  BACKEND_TIMEOUT_MS?: string;
+}
+
+export const DEV_SECRET = "dev-secret";
+
+/** The configured backends. */
+export function backendTargets(env: EdgeEnv): BackendTarget[] {
+  const secret = env.AGENT_EDGE_SECRET ?? DEV_SECRET;
+  return (env.BACKEND_URLS ?? "")
+    .split(",")
+    .map((u) => u.trim().replace(/\/+$/, ""))
+    .filter((u) => u.length > 0)
+    .map((url) => ({ url, secret }));
+}

@@ -1,0 +1,131 @@
+import { DurableObject } from "cloudflare:workers";
+import { ProtocolError, toProtocolError } from "../protocol/errors";
+import type { ChatMessage } from "../protocol/messages";
+import { releaseState, type BackendTarget } from "./backend-client";
+import { backendTargets, type EdgeEnv } from "./edge-env";
+import { TrajectoryStore } from "./trajectory-store";
+import { runTurn } from "./turn-runner";
+import type { TrajectoryState, TurnEvent, TurnInput } from "./turn-types";
+
+/**
+ * One trajectory: its transcript (the source of truth), turn records, pinned backend and the
+ * backend's state id, in SQLite storage. Named `<tenant>/<trajectory id>`.
+ *
+ * Thin by design: storage is `TrajectoryStore`, the turn logic `runTurn`. Turns are handled one
+ * at a time: a turn that arrives while another runs is refused with `trajectory_busy` (409,
+ * retryable) rather than queued, so a client never waits behind a turn it cannot see.
+ *
+ * - `fetch(POST /turn)`: body `TurnInput`, answers NDJSON `TurnEvent`s as they happen.
+ * - RPC: `create`, `state`, `end`.
+ */
+export class TrajectoryDO extends DurableObject<EdgeEnv> {
+  private readonly store: TrajectoryStore;
+  private transcript: ChatMessage[] = [];
+  private busy = false;
+
+  constructor(ctx: DurableObjectState, env: EdgeEnv) {
+    super(ctx, env);
+    this.store = new TrajectoryStore(ctx.storage);
+    void ctx.blockConcurrencyWhile(async () => {
+      this.store.migrate();
+      this.transcript = this.store.messages();
+    });
+  }
+
+  /** Creates the trajectory if new; answers whether it was created now. */
+  async create(params: { tenant: string; trajectoryId: string }): Promise<{ created: boolean; createdAt: string }> {
+    const meta = this.store.meta();
+    if (meta) return { created: false, createdAt: meta.createdAt };
+    const createdAt = new Date().toISOString();
+    this.store.create({ ...params, createdAt });
+    return { created: true, createdAt };
+  }
+
+  async state(): Promise<TrajectoryState | null> {
+    const meta = this.store.meta();
+    if (!meta) return null;
+    return {
+      id: meta.trajectoryId,
+      tenant: meta.tenant,
+      createdAt: meta.createdAt,
+      messageCount: this.transcript.length,
+      backendUrl: meta.backendUrl,
+      turns: this.store.turns(),
+    };
+  }
+
+  /** The stored transcript (for tests and the inspector). */
+  async messages(): Promise<ChatMessage[] | null> {
+    return this.store.meta() ? this.transcript : null;
+  }
+
+  /** Ends the trajectory: releases the backend state and deletes everything stored. */
+  async end(): Promise<{ ended: boolean }> {
+    const meta = this.store.meta();
+    if (!meta) return { ended: false };
+    if (this.busy) return { ended: false };
+    const target = meta.backendUrl ? this.backends().find((b) => b.url === meta.backendUrl) : undefined;
+    if (target && meta.stateId) await releaseState(target, meta.stateId, 5000);
+    this.store.deleteAll();
+    this.transcript = [];
+    return { ended: true };
+  }
+
+  override async fetch(request: Request): Promise<Response> {
+    const url = new URL(request.url);
+    if (request.method !== "POST" || url.pathname !== "/turn") return new Response("not found", { status: 404 });
+    const input = (await request.json()) as TurnInput;
+    const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
+    const writer = writable.getWriter();
+    const encoder = new TextEncoder();
+    const abort = new AbortController();
+    let open = true;
+    const emit = async (event: TurnEvent): Promise<boolean> => {
+      if (!open) return false;
+      try {
+        await writer.write(encoder.encode(`${JSON.stringify(event)}\n`));
+        return true;
+      } catch {
+        open = false;
+        abort.abort();
+        return false;
+      }
+    };
+    void this.turn(input, emit, abort.signal).finally(() => {
+      if (open) void writer.close().catch(() => {});
+    });
+    return new Response(readable, { headers: { "content-type": "application/x-ndjson" } });
+  }
+
+  private async turn(input: TurnInput, emit: (e: TurnEvent) => Promise<boolean>, signal: AbortSignal): Promise<void> {
+    if (this.busy) {
+      await emit(errorEvent(new ProtocolError("trajectory_busy", "another turn of this trajectory is in progress; retry when it has finished")));
+      return;
+    }
+    this.busy = true;
+    try {
+      if (input.kind === "chat") await this.create({ tenant: input.tenant, trajectoryId: input.trajectoryId });
+      this.transcript = await runTurn(
+        { store: this.store, transcript: this.transcript, backends: this.backends(), timeoutMs: timeoutOf(this.env), emit, signal },
+        input,
+      );
+    } catch (e) {
+      await emit(errorEvent(toProtocolError(e)));
+    } finally {
+      this.busy = false;
+    }
+  }
+
+  private backends(): BackendTarget[] {
+    return backendTargets(this.env);
+  }
+}
+
+function errorEvent(err: ProtocolError): TurnEvent {
+  return { type: "error", code: err.code, message: err.message, retryable: err.retryable };
+}
+
+function timeoutOf(env: EdgeEnv): number {
+  const n = Number(env.BACKEND_TIMEOUT_MS ?? "");
+  return Number.isFinite(n) && n > 0 ? n : 120_000;
+}

@@ -1,0 +1,157 @@
+import type { ChatMessage } from "../protocol/messages";
+import type { TurnEvent, TurnRecord } from "./turn-types";
+
+/** The slice of `DurableObjectStorage` the store needs (real SQLite storage in workerd). */
+export interface SqlHost {
+  sql: SqlStorage;
+  transactionSync<T>(fn: () => T): T;
+}
+
+export interface TrajectoryMeta {
+  tenant: string;
+  trajectoryId: string;
+  createdAt: string;
+  backendUrl: string | null;
+  stateId: string | null;
+  toolsJson: string;
+}
+
+/** A turn's stored outcome, replayed for a retried request with the same Idempotency-Key. */
+export type StoredResult = Extract<TurnEvent, { type: "done" }> & { text: string };
+
+export interface CommitTurn {
+  /** Keep stored messages [0, keep) and append `messages` after them. */
+  keep: number;
+  messages: ChatMessage[];
+  record: TurnRecord;
+  backendUrl: string;
+  stateId: string;
+  toolsJson: string;
+  idempotencyKey: string | undefined;
+  result: StoredResult;
+}
+
+const SCHEMA_VERSION = 1;
+/** Largest piece of one message's JSON in one row (characters); longer messages span rows. */
+const PART_CHARS = 256 * 1024;
+
+/**
+ * SQLite storage of one trajectory: metadata, the transcript as append-only rows (a message's
+ * JSON split into parts, so no value nears the storage limits whatever its length), turn records
+ * and idempotency results. Every turn commits in one transaction, or not at all.
+ *
+ * @example
+ * const store = new TrajectoryStore(ctx.storage);
+ * store.migrate();
+ * store.commitTurn({ keep: 3, messages: [toolResult, reply], record, ... });
+ */
+export class TrajectoryStore {
+  constructor(private readonly host: SqlHost) {}
+
+  /** Creates the tables, or checks the schema version of existing ones. */
+  migrate(): void {
+    const sql = this.host.sql;
+    sql.exec(`CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`);
+    const version = sql.exec<{ value: string }>(`SELECT value FROM meta WHERE key = 'schema_version'`).toArray()[0]?.value;
+    if (version !== undefined && Number(version) !== SCHEMA_VERSION) {
+      throw new Error(`trajectory storage has schema version ${version}, this code expects ${SCHEMA_VERSION}`);
+    }
+    sql.exec(`CREATE TABLE IF NOT EXISTS messages (idx INTEGER NOT NULL, part INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (idx, part))`);
+    sql.exec(`CREATE TABLE IF NOT EXISTS turns (turn INTEGER PRIMARY KEY, record TEXT NOT NULL)`);
+    sql.exec(`CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, turn INTEGER NOT NULL, result TEXT NOT NULL)`);
+    sql.exec(`INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)`, String(SCHEMA_VERSION));
+  }
+
+  meta(): TrajectoryMeta | null {
+    const rows = this.host.sql.exec<{ key: string; value: string }>(`SELECT key, value FROM meta`).toArray();
+    const m = new Map(rows.map((r) => [r.key, r.value]));
+    if (!m.has("created_at")) return null;
+    return {
+      tenant: m.get("tenant")!,
+      trajectoryId: m.get("trajectory_id")!,
+      createdAt: m.get("created_at")!,
+      backendUrl: m.get("backend_url") ?? null,
+      stateId: m.get("state_id") ?? null,
+      toolsJson: m.get("tools_json") ?? "[]",
+    };
+  }
+
+  create(params: { tenant: string; trajectoryId: string; createdAt: string }): void {
+    this.host.transactionSync(() => {
+      this.setMeta("tenant", params.tenant);
+      this.setMeta("trajectory_id", params.trajectoryId);
+      this.setMeta("created_at", params.createdAt);
+    });
+  }
+
+  messages(): ChatMessage[] {
+    const rows = this.host.sql.exec<{ idx: number; data: string }>(`SELECT idx, data FROM messages ORDER BY idx, part`).toArray();
+    const out: ChatMessage[] = [];
+    let current = -1;
+    let buf = "";
+    for (const r of rows) {
+      if (r.idx !== current) {
+        if (current >= 0) out.push(JSON.parse(buf) as ChatMessage);
+        current = r.idx;
+        buf = "";
+      }
+      buf += r.data;
+    }
+    if (current >= 0) out.push(JSON.parse(buf) as ChatMessage);
+    return out;
+  }
+
+  turns(): TurnRecord[] {
+    return this.host.sql
+      .exec<{ record: string }>(`SELECT record FROM turns ORDER BY turn`)
+      .toArray()
+      .map((r) => JSON.parse(r.record) as TurnRecord);
+  }
+
+  numTurns(): number {
+    return Number(this.host.sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM turns`).one().n);
+  }
+
+  idempotentResult(key: string): StoredResult | null {
+    const row = this.host.sql.exec<{ result: string }>(`SELECT result FROM idempotency WHERE key = ?`, key).toArray()[0];
+    return row ? (JSON.parse(row.result) as StoredResult) : null;
+  }
+
+  /** Writes one finished turn atomically: transcript, turn record, metadata, idempotency result. */
+  commitTurn(c: CommitTurn): void {
+    const sql = this.host.sql;
+    this.host.transactionSync(() => {
+      sql.exec(`DELETE FROM messages WHERE idx >= ?`, c.keep);
+      c.messages.forEach((m, i) => {
+        const json = JSON.stringify(m);
+        for (let part = 0, off = 0; off < json.length || part === 0; part++, off += PART_CHARS) {
+          sql.exec(`INSERT INTO messages (idx, part, data) VALUES (?, ?, ?)`, c.keep + i, part, json.slice(off, off + PART_CHARS));
+        }
+      });
+      sql.exec(`INSERT INTO turns (turn, record) VALUES (?, ?)`, c.record.turn, JSON.stringify(c.record));
+      this.setMeta("backend_url", c.backendUrl);
+      this.setMeta("state_id", c.stateId);
+      this.setMeta("tools_json", c.toolsJson);
+      if (c.idempotencyKey !== undefined) {
+        sql.exec(`INSERT OR REPLACE INTO idempotency (key, turn, result) VALUES (?, ?, ?)`, c.idempotencyKey, c.record.turn, JSON.stringify(c.result));
+      }
+    });
+  }
+
+  /** Forgets the backend state id (after `state_unknown`, or when the trajectory ends). */
+  clearState(): void {
+    this.host.sql.exec(`DELETE FROM meta WHERE key = 'state_id'`);
+  }
+
+  /** Deletes everything this trajectory stored. */
+  deleteAll(): void {
+    this.host.transactionSync(() => {
+      for (const table of ["messages", "turns", "idempotency", "meta"]) this.host.sql.exec(`DELETE FROM ${table}`);
+      this.host.sql.exec(`INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)`, String(SCHEMA_VERSION));
+    });
+  }
+
+  private setMeta(key: string, value: string): void {
+    this.host.sql.exec(`INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)`, key, value);
+  }
+}

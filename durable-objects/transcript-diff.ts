@@ -1,0 +1,42 @@
+import type { ChatMessage, ToolDefinition } from "../protocol/messages";
+
+export type TranscriptDiff =
+  /** The incoming transcript extends the stored one: only `newMessages` are new. */
+  | { kind: "append"; newMessages: ChatMessage[] }
+  /** The incoming transcript differs from the stored one at message `index`. */
+  | { kind: "diverged"; index: number };
+
+/**
+ * Compares a client's full transcript with the stored one. Messages are compared by their
+ * canonical form (see `canonicalMessage`), so key order in the client's JSON does not matter.
+ *
+ * @example
+ * diffTranscript(stored, incoming) // { kind: "append", newMessages: [toolResult] }
+ */
+export function diffTranscript(stored: readonly ChatMessage[], incoming: readonly ChatMessage[]): TranscriptDiff {
+  const n = Math.min(stored.length, incoming.length);
+  for (let i = 0; i < n; i++) {
+    if (canonicalMessage(stored[i]!) !== canonicalMessage(incoming[i]!)) return { kind: "diverged", index: i };
+  }
+  if (incoming.length < stored.length) return { kind: "diverged", index: incoming.length };
+  return { kind: "append", newMessages: incoming.slice(stored.length) };
+}
+
+/** A message as the edge stores and compares it: known fields only, fixed order. */
+export function normalizeMessage(m: ChatMessage): ChatMessage {
+  const out: ChatMessage = { role: m.role, content: m.content ?? null };
+  if (m.tool_calls && m.tool_calls.length > 0) {
+    out.tool_calls = m.tool_calls.map((c) => ({ id: c.id, type: "function", function: { name: c.function.name, arguments: c.function.arguments } }));
+  }
+  if (m.tool_call_id !== undefined) out.tool_call_id = m.tool_call_id;
+  if (m.name !== undefined) out.name = m.name;
+  return out;
+}
+
+export function canonicalMessage(m: ChatMessage): string {
+  return JSON.stringify(normalizeMessage(m));
+}
+
+export function canonicalTools(tools: readonly ToolDefinition[] | undefined): string {
+  return JSON.stringify(tools ?? []);
+}

@@ -1,0 +1,191 @@
+import { ProtocolError, toProtocolError } from "../protocol/errors";
+import type { ChatMessage, DoneFrame, GenerateRequest } from "../protocol/messages";
+import { generateFrames, type BackendTarget } from "./backend-client";
+import type { TrajectoryMeta, TrajectoryStore } from "./trajectory-store";
+import { canonicalTools, diffTranscript, normalizeMessage } from "./transcript-diff";
+import type { AssistantReply, FullReason, TurnEvent, TurnInput, TurnRecord } from "./turn-types";
+
+export interface TurnContext {
+  store: TrajectoryStore;
+  /** The transcript as stored (the Durable Object keeps it in memory between turns). */
+  transcript: ChatMessage[];
+  backends: BackendTarget[];
+  timeoutMs: number;
+  /** Receives events; returns false once the client is gone (then nothing is committed). */
+  emit: (event: TurnEvent) => Promise<boolean>;
+  signal: AbortSignal;
+}
+
+/**
+ * Runs one turn of a trajectory: compares the incoming messages with the stored transcript,
+ * forwards a delta turn (new messages + the backend's state id) when the transcript only grew,
+ * or the full transcript when it diverged, the tools changed, there is no state yet or the
+ * backend answered `state_unknown`; relays tokens as they arrive; and commits transcript, turn
+ * record and idempotency result in one transaction when the backend finished, so a failed or
+ * abandoned turn leaves storage exactly as it was. Returns the new transcript (or the old one).
+ *
+ * @example
+ * ctx.transcript = await runTurn(ctx, input);
+ */
+export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatMessage[]> {
+  const { store } = ctx;
+  const meta = store.meta();
+  if (!meta) throw new ProtocolError("not_found", `trajectory ${input.trajectoryId} does not exist`);
+
+  if (input.idempotencyKey !== undefined) {
+    const stored = store.idempotentResult(input.idempotencyKey);
+    if (stored) {
+      if (stored.text) await ctx.emit({ type: "token", text: stored.text });
+      await ctx.emit({ ...withoutText(stored), replayed: true });
+      return ctx.transcript;
+    }
+  }
+
+  const plan = planTurn(meta, ctx.transcript, input, ctx.backends);
+  const started = Date.now();
+  const t0 = performance.now();
+  const stats = { requestBytes: 0 };
+  let done: DoneFrame | undefined;
+  let firstTokenMs: number | undefined;
+  let mode = plan.mode;
+  let fullReason = plan.fullReason;
+
+  for (let attempt = 0; attempt < 2 && !done; attempt++) {
+    const request: GenerateRequest = {
+      requestId: crypto.randomUUID(),
+      trajectoryId: `${input.tenant}/${input.trajectoryId}`,
+      cacheSalt: input.cacheSalt,
+      mode,
+      messages: mode === "delta" ? plan.newMessages : plan.fullTranscript,
+      sampling: input.sampling,
+      ...(plan.tools.length > 0 ? { tools: plan.tools } : {}),
+      ...(input.model ? { model: input.model } : {}),
+      ...(mode === "delta" && meta.stateId ? { stateId: meta.stateId } : {}),
+    };
+    try {
+      for await (const frame of generateFrames(plan.backend, request, { timeoutMs: ctx.timeoutMs, signal: ctx.signal, stats })) {
+        if (frame.type === "token") {
+          firstTokenMs ??= performance.now() - t0;
+          if (frame.text && !(await ctx.emit({ type: "token", text: frame.text }))) throw new ProtocolError("backend_unavailable", "the client went away");
+        } else if (frame.type === "done") {
+          done = frame;
+        } else {
+          throw new ProtocolError(frame.code, frame.message, { retryable: frame.retryable });
+        }
+      }
+    } catch (e) {
+      const err = toProtocolError(e);
+      // The backend lost (or never had) our state: resend the whole transcript once.
+      if (err.code === "state_unknown" && mode === "delta" && firstTokenMs === undefined) {
+        mode = "full";
+        fullReason = "state-unknown";
+        continue;
+      }
+      throw err;
+    }
+  }
+  if (!done) throw new ProtocolError("backend_unavailable", "the backend ended the turn without a result");
+  if (ctx.signal.aborted) throw new ProtocolError("backend_unavailable", "the client went away");
+
+  const reply = replyOf(done);
+  const record: TurnRecord = {
+    turn: store.numTurns() + 1,
+    startedAt: new Date(started).toISOString(),
+    mode,
+    fullReason,
+    promptTokens: done.usage.promptTokens,
+    cachedTokens: done.usage.cachedTokens,
+    computedTokens: done.usage.computedTokens,
+    completionTokens: done.usage.completionTokens,
+    ttftMs: round(firstTokenMs ?? performance.now() - t0),
+    backendTtftMs: round(done.timings.ttftMs),
+    totalMs: round(performance.now() - t0),
+    backend: done.backendId,
+    backendUrl: plan.backend.url,
+    finishReason: done.finishReason,
+    requestBytes: stats.requestBytes,
+  };
+  const event = { type: "done" as const, message: reply, finishReason: done.finishReason, usage: done.usage, turn: record, replayed: false };
+  const transcript = [...plan.fullTranscript, reply as ChatMessage];
+  store.commitTurn({
+    keep: plan.keep,
+    messages: transcript.slice(plan.keep),
+    record,
+    backendUrl: plan.backend.url,
+    stateId: done.stateId,
+    toolsJson: canonicalTools(plan.tools),
+    idempotencyKey: input.idempotencyKey,
+    result: { ...event, text: done.text },
+  });
+  await ctx.emit(event);
+  return transcript;
+}
+
+interface TurnPlan {
+  mode: "delta" | "full";
+  fullReason: FullReason | null;
+  /** Stored messages kept as they are; the rest of `fullTranscript` is written by the commit. */
+  keep: number;
+  newMessages: ChatMessage[];
+  fullTranscript: ChatMessage[];
+  tools: NonNullable<TurnInput["tools"]>;
+  backend: BackendTarget;
+}
+
+function planTurn(meta: TrajectoryMeta, stored: ChatMessage[], input: TurnInput, backends: BackendTarget[]): TurnPlan {
+  const incoming = input.messages.map(normalizeMessage);
+  let keep = stored.length;
+  let newMessages: ChatMessage[];
+  let fullTranscript: ChatMessage[];
+  let diverged = false;
+  if (input.kind === "append") {
+    if (incoming.length === 0) throw new ProtocolError("invalid_request", "messages must hold at least one new message");
+    newMessages = incoming;
+    fullTranscript = [...stored, ...incoming];
+  } else {
+    const diff = diffTranscript(stored, incoming);
+    if (diff.kind === "append") {
+      newMessages = diff.newMessages;
+    } else {
+      diverged = true;
+      keep = diff.index;
+      newMessages = incoming.slice(diff.index);
+    }
+    fullTranscript = incoming;
+  }
+  if (fullTranscript.length === 0) throw new ProtocolError("invalid_request", "messages must not be empty");
+
+  const tools = input.tools ?? (JSON.parse(meta.toolsJson) as NonNullable<TurnInput["tools"]>);
+  const backend = pickBackend(meta, input.trajectoryId, backends);
+  let fullReason: FullReason | null = null;
+  if (stored.length === 0 || !meta.stateId) fullReason = "first-turn";
+  else if (diverged) fullReason = "diverged";
+  else if (canonicalTools(tools) !== meta.toolsJson) fullReason = "tools-changed";
+  else if (backend.url !== meta.backendUrl) fullReason = "backend-changed";
+  return { mode: fullReason ? "full" : "delta", fullReason, keep, newMessages, fullTranscript, tools, backend };
+}
+
+/** The pinned backend while it is configured; otherwise a stable choice by trajectory id. */
+function pickBackend(meta: TrajectoryMeta, trajectoryId: string, backends: BackendTarget[]): BackendTarget {
+  if (backends.length === 0) throw new ProtocolError("backend_unavailable", "no backend is configured (BACKEND_URLS is empty)");
+  const pinned = backends.find((b) => b.url === meta.backendUrl);
+  if (pinned) return pinned;
+  let h = 2166136261;
+  for (let i = 0; i < trajectoryId.length; i++) h = Math.imul(h ^ trajectoryId.charCodeAt(i), 16777619) >>> 0;
+  return backends[h % backends.length]!;
+}
+
+function replyOf(done: DoneFrame): AssistantReply {
+  const parsed = (done as DoneFrame & { message?: AssistantReply }).message;
+  if (parsed) return normalizeMessage(parsed as ChatMessage) as AssistantReply;
+  return { role: "assistant", content: done.text };
+}
+
+function withoutText(r: Extract<TurnEvent, { type: "done" }> & { text: string }): Extract<TurnEvent, { type: "done" }> {
+  const { text: _text, ...event } = r;
+  return event;
+}
+
+function round(ms: number): number {
+  return Math.round(ms * 10) / 10;
+}

@@ -1,0 +1,69 @@
+import type { ChatMessage, ErrorCode, FinishReason, SamplingParams, ToolCall, ToolDefinition, Usage } from "../protocol/messages";
+
+/** The assistant reply of a turn, as stored in the transcript and returned to clients. */
+export interface AssistantReply {
+  role: "assistant";
+  content: string | null;
+  tool_calls?: ToolCall[];
+}
+
+/** What the Worker asks a TrajectoryDO to do for one turn. */
+export interface TurnInput {
+  tenant: string;
+  trajectoryId: string;
+  /** Per-tenant salt for block hashes (the backend mixes it into every hash). */
+  cacheSalt: string;
+  /**
+   * `chat`: `messages` is the client's whole transcript (chat completions route).
+   * `append`: `messages` holds only the new messages (session URL `/turns`).
+   */
+  kind: "chat" | "append";
+  messages: ChatMessage[];
+  /** Undefined on an append turn means "the trajectory's current tools". */
+  tools: ToolDefinition[] | undefined;
+  sampling: SamplingParams;
+  model: string | undefined;
+  idempotencyKey: string | undefined;
+}
+
+/** Why a turn sent the backend the full transcript instead of a delta. */
+export type FullReason = "first-turn" | "diverged" | "tools-changed" | "state-unknown" | "backend-changed";
+
+/** One turn as the trajectory's state reports it. */
+export interface TurnRecord {
+  turn: number;
+  startedAt: string;
+  /** `delta`: only new messages went to the backend; `full`: the whole transcript. */
+  mode: "delta" | "full";
+  fullReason: FullReason | null;
+  promptTokens: number;
+  cachedTokens: number;
+  computedTokens: number;
+  completionTokens: number;
+  /** Time to first token as the Durable Object saw it (includes forwarding). */
+  ttftMs: number;
+  /** Time to first token inside the backend. */
+  backendTtftMs: number;
+  totalMs: number;
+  backend: string;
+  backendUrl: string;
+  finishReason: FinishReason;
+  /** Bytes of the request sent to the backend (msgpack). */
+  requestBytes: number;
+}
+
+/** Events from the Durable Object to the Worker, one JSON object per line (NDJSON). */
+export type TurnEvent =
+  | { type: "token"; text: string }
+  | { type: "done"; message: AssistantReply; finishReason: FinishReason; usage: Usage; turn: TurnRecord; replayed: boolean }
+  | { type: "error"; code: ErrorCode; message: string; retryable: boolean };
+
+/** The trajectory's state as `GET /v1/tenants/{tenant}/trajectories/{id}` shows it. */
+export interface TrajectoryState {
+  id: string;
+  tenant: string;
+  createdAt: string;
+  messageCount: number;
+  backendUrl: string | null;
+  turns: TurnRecord[];
+}

@@ -1,0 +1,121 @@
+import { z } from "zod";
+import { ProtocolError } from "../protocol";
+import type { ChatMessage, SamplingParams, ToolDefinition } from "../protocol/messages";
+
+const contentPart = z.object({ type: z.literal("text"), text: z.string() }).loose();
+const content = z.union([z.string(), z.null(), z.array(contentPart)]);
+
+const toolCall = z
+  .object({
+    id: z.string().min(1),
+    type: z.literal("function").default("function"),
+    function: z.object({ name: z.string().min(1), arguments: z.string() }).loose(),
+  })
+  .loose();
+
+const message = z
+  .object({
+    role: z.enum(["system", "developer", "user", "assistant", "tool"]),
+    content: content.optional(),
+    tool_calls: z.array(toolCall).optional(),
+    tool_call_id: z.string().optional(),
+    name: z.string().optional(),
+  })
+  .loose();
+
+const tool = z
+  .object({
+    type: z.literal("function"),
+    function: z.object({ name: z.string().min(1), description: z.string().optional(), parameters: z.record(z.string(), z.unknown()).optional() }).loose(),
+  })
+  .loose();
+
+const sampling = {
+  max_tokens: z.number().int().min(1).optional(),
+  max_completion_tokens: z.number().int().min(1).optional(),
+  temperature: z.number().min(0).max(2).optional(),
+  top_p: z.number().gt(0).max(1).optional(),
+  seed: z.number().int().optional(),
+  stop: z.union([z.string().min(1), z.array(z.string().min(1)).max(4)]).optional(),
+  n: z.literal(1).optional(),
+  stream: z.boolean().optional(),
+  stream_options: z.object({ include_usage: z.boolean().optional() }).loose().nullable().optional(),
+  tool_choice: z.unknown().optional(),
+};
+
+const chatBody = z
+  .object({
+    model: z.string().optional(),
+    messages: z.array(message).min(1),
+    tools: z.array(tool).optional(),
+    prompt_cache_key: z.string().min(1).max(256).optional(),
+    ...sampling,
+  })
+  .loose();
+
+const turnBody = z
+  .object({
+    messages: z.array(message).min(1),
+    tools: z.array(tool).optional(),
+    model: z.string().optional(),
+    ...sampling,
+  })
+  .loose();
+
+export interface ParsedTurn {
+  model: string | undefined;
+  messages: ChatMessage[];
+  tools: ToolDefinition[] | undefined;
+  sampling: SamplingParams;
+  stream: boolean;
+  includeUsage: boolean;
+  promptCacheKey: string | undefined;
+}
+
+/** Default reply budget when the request names none. */
+export const DEFAULT_MAX_TOKENS = 256;
+
+/**
+ * Validates an OpenAI chat-completions body (or a session-URL turn body) into the turn the
+ * Durable Object runs. Wrong shapes answer `invalid_request` naming the field.
+ *
+ * @example parseChatBody(await c.req.json(), "chat")
+ */
+export function parseChatBody(json: unknown, kind: "chat" | "turn"): ParsedTurn {
+  const result = (kind === "chat" ? chatBody : turnBody).safeParse(json);
+  if (!result.success) {
+    const issue = result.error.issues[0]!;
+    const path = issue.path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("").replace(/^\./, "");
+    throw new ProtocolError("invalid_request", `${path || "body"}: ${issue.message}`);
+  }
+  const b = result.data;
+  const stop = b.stop === undefined ? [] : typeof b.stop === "string" ? [b.stop] : b.stop;
+  return {
+    model: b.model,
+    messages: b.messages.map(toChatMessage),
+    tools: b.tools?.map((t) => ({ type: "function", function: t.function as ToolDefinition["function"] })),
+    sampling: {
+      maxTokens: b.max_completion_tokens ?? b.max_tokens ?? DEFAULT_MAX_TOKENS,
+      temperature: b.temperature ?? 1,
+      topP: b.top_p ?? 1,
+      topK: 0,
+      stop,
+      stopTokenIds: [],
+      ...(b.seed !== undefined ? { seed: b.seed >>> 0 } : {}),
+    },
+    stream: b.stream ?? false,
+    includeUsage: b.stream_options?.include_usage ?? false,
+    promptCacheKey: "prompt_cache_key" in b ? (b.prompt_cache_key as string | undefined) : undefined,
+  };
+}
+
+function toChatMessage(m: z.infer<typeof message>): ChatMessage {
+  const text = Array.isArray(m.content) ? m.content.map((p) => p.text).join("") : (m.content ?? null);
+  const out: ChatMessage = { role: m.role === "developer" ? "system" : m.role, content: text };
+  if (m.tool_calls && m.tool_calls.length > 0) {
+    out.tool_calls = m.tool_calls.map((c) => ({ id: c.id, type: "function", function: { name: c.function.name, arguments: c.function.arguments } }));
+  }
+  if (m.tool_call_id !== undefined) out.tool_call_id = m.tool_call_id;
+  if (m.name !== undefined) out.name = m.name;
+  return out;
+}

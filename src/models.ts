@@ -1,0 +1,2 @@
+/** The model the local backend pool serves by default. */
+export const DEFAULT_MODEL_ID = "demo-llama-random";

@@ -1,0 +1,101 @@
+import type { FinishReason, Usage } from "../protocol/messages";
+import type { AssistantReply, TurnEvent } from "../durable-objects/turn-types";
+
+type DoneEvent = Extract<TurnEvent, { type: "done" }>;
+
+export interface CompletionMeta {
+  id: string;
+  created: number;
+  model: string;
+}
+
+/** OpenAI's usage object, with `prompt_tokens_details.cached_tokens`. */
+export function openAiUsage(u: Usage) {
+  return {
+    prompt_tokens: u.promptTokens,
+    completion_tokens: u.completionTokens,
+    total_tokens: u.promptTokens + u.completionTokens,
+    prompt_tokens_details: { cached_tokens: u.cachedTokens },
+  };
+}
+
+export function openAiFinishReason(reason: FinishReason, reply: AssistantReply): string {
+  if (reply.tool_calls && reply.tool_calls.length > 0) return "tool_calls";
+  return reason === "length" ? "length" : "stop";
+}
+
+/** The non-streaming `chat.completion` object. */
+export function completionJson(meta: CompletionMeta, done: DoneEvent) {
+  return {
+    id: meta.id,
+    object: "chat.completion",
+    created: meta.created,
+    model: meta.model,
+    choices: [
+      {
+        index: 0,
+        message: { role: "assistant", content: done.message.content, ...(done.message.tool_calls ? { tool_calls: done.message.tool_calls } : {}), refusal: null },
+        logprobs: null,
+        finish_reason: openAiFinishReason(done.finishReason, done.message),
+      },
+    ],
+    usage: openAiUsage(done.usage),
+    system_fingerprint: null,
+  };
+}
+
+const TOOL_CALL_OPEN = "<tool_call>";
+
+/**
+ * Turns the Durable Object's events into OpenAI's SSE `chat.completion.chunk` stream: a role
+ * chunk, content deltas as tokens arrive, tool-call deltas once the reply is parsed, a finish
+ * chunk, an optional usage chunk, then `data: [DONE]`. With tools in the request, text from a
+ * `<tool_call>` marker on is held back (it becomes `tool_calls`, not content).
+ *
+ * @example for await (const line of sseChunks(meta, events, { includeUsage: true, hasTools: false })) write(line);
+ */
+export async function* sseChunks(
+  meta: CompletionMeta,
+  events: AsyncIterable<TurnEvent>,
+  options: { includeUsage: boolean; hasTools: boolean },
+): AsyncGenerator<string> {
+  const chunk = (delta: object, finishReason: string | null, extra: object = {}) =>
+    `data: ${JSON.stringify({ id: meta.id, object: "chat.completion.chunk", created: meta.created, model: meta.model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }], ...extra })}\n\n`;
+  yield chunk({ role: "assistant", content: "" }, null);
+  let text = "";
+  let emitted = 0;
+  let held = false;
+  for await (const event of events) {
+    if (event.type === "token") {
+      text += event.text;
+      if (!options.hasTools) {
+        yield chunk({ content: event.text }, null);
+        continue;
+      }
+      if (held) continue;
+      const at = text.indexOf(TOOL_CALL_OPEN);
+      if (at >= 0) held = true;
+      // Emit what cannot be the start of a tool call.
+      const safe = at >= 0 ? at : Math.max(emitted, text.length - (TOOL_CALL_OPEN.length - 1));
+      if (safe > emitted) {
+        yield chunk({ content: text.slice(emitted, safe) }, null);
+        emitted = safe;
+      }
+    } else if (event.type === "done") {
+      if (options.hasTools && !held && text.length > emitted) yield chunk({ content: text.slice(emitted) }, null);
+      const calls = event.message.tool_calls ?? [];
+      for (const [index, call] of calls.entries()) {
+        yield chunk({ tool_calls: [{ index, id: call.id, type: "function", function: { name: call.function.name, arguments: call.function.arguments } }] }, null);
+      }
+      yield chunk({}, openAiFinishReason(event.finishReason, event.message));
+      if (options.includeUsage) {
+        yield `data: ${JSON.stringify({ id: meta.id, object: "chat.completion.chunk", created: meta.created, model: meta.model, choices: [], usage: openAiUsage(event.usage) })}\n\n`;
+      }
+    } else {
+      // Mid-stream failure: OpenAI-style error object, then end the stream.
+      yield `data: ${JSON.stringify({ error: { message: event.message, type: "server_error", code: event.code } })}\n\n`;
+      return;
+    }
+  }
+  yield "data: [DONE]\n\n";
+}

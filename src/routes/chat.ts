@@ -1,0 +1,49 @@
+import { Hono } from "hono";
+import { ProtocolError } from "../../protocol";
+import type { EdgeEnv } from "../../durable-objects/edge-env";
+import type { AuthVariables } from "../auth";
+import { maxBodyBytes, readJson } from "../body";
+import { parseChatBody } from "../chat-request";
+import { DEFAULT_MODEL_ID } from "../models";
+import { respondWithTurn } from "../respond";
+import { statelessTurn, trajectoryTurn } from "../turn-events";
+import { checkTrajectoryId } from "../trajectory-id";
+
+/**
+ * `POST /v1/chat/completions`, OpenAI-compatible. The trajectory comes from `x-trajectory-id`,
+ * else `x-session-affinity`, else the body's `prompt_cache_key`; without one the turn is served
+ * statelessly (full transcript to a backend, still using its prefix cache).
+ */
+export const chatRoutes = new Hono<{ Bindings: EdgeEnv; Variables: AuthVariables }>().post("/v1/chat/completions", async (c) => {
+  const parsed = parseChatBody(await readJson(c, maxBodyBytes(c.env)), "chat");
+  const trajectoryId = c.req.header("x-trajectory-id") ?? c.req.header("x-session-affinity") ?? parsed.promptCacheKey;
+  const tenant = c.get("tenant");
+  const common = { model: parsed.model ?? DEFAULT_MODEL_ID, stream: parsed.stream, includeUsage: parsed.includeUsage, hasTools: (parsed.tools?.length ?? 0) > 0 };
+  if (trajectoryId === undefined) {
+    const events = statelessTurn(c.env, { tenant, cacheSalt: c.get("cacheSalt"), messages: parsed.messages, tools: parsed.tools, sampling: parsed.sampling, model: parsed.model }, c.req.raw.signal);
+    return respondWithTurn(c, events, { ...common, headers: {} });
+  }
+  checkTrajectoryId(trajectoryId);
+  const events = trajectoryTurn(
+    c.env,
+    {
+      tenant,
+      trajectoryId,
+      cacheSalt: c.get("cacheSalt"),
+      kind: "chat",
+      messages: parsed.messages,
+      tools: parsed.tools ?? [],
+      sampling: parsed.sampling,
+      model: parsed.model,
+      idempotencyKey: idempotencyKey(c.req.header("idempotency-key")),
+    },
+    c.req.raw.signal,
+  );
+  return respondWithTurn(c, events, { ...common, headers: { "x-trajectory-id": trajectoryId } });
+});
+
+export function idempotencyKey(header: string | undefined): string | undefined {
+  if (header === undefined) return undefined;
+  if (header.length === 0 || header.length > 256) throw new ProtocolError("invalid_request", "Idempotency-Key must be 1-256 characters");
+  return header;
+}

@@ -1,0 +1,110 @@
+import { Hono } from "hono";
+import { ProtocolError } from "../../protocol";
+import type { EdgeEnv } from "../../durable-objects/edge-env";
+import type { AuthVariables } from "../auth";
+import { maxBodyBytes, readJson } from "../body";
+import { parseChatBody } from "../chat-request";
+import { DEFAULT_MODEL_ID } from "../models";
+import { respondWithTurn } from "../respond";
+import { checkTrajectoryId } from "../trajectory-id";
+import { trajectoryTurn } from "../turn-events";
+import { idempotencyKey } from "./chat";
+
+type App = { Bindings: EdgeEnv; Variables: AuthVariables };
+
+/**
+ * Per-tenant session URLs: `/v1/tenants/{tenant}/trajectories[/{id}[/turns]]`. A tenant reaches
+ * only its own trajectories: another tenant's URL answers 404, like a missing one.
+ */
+export const trajectoryRoutes = new Hono<App>()
+  .post("/v1/tenants/:tenant/trajectories", async (c) => {
+    const tenant = ownTenant(c.req.param("tenant"), c.get("tenant"));
+    const declared = Number(c.req.header("content-length") ?? "0");
+    const body = declared > 0 ? ((await readJson(c, maxBodyBytes(c.env))) as { id?: unknown }) : {};
+    const id = body.id === undefined ? `traj_${crypto.randomUUID().replace(/-/g, "")}` : String(body.id);
+    checkTrajectoryId(id);
+    const stub = stubOf(c.env, tenant, id);
+    const { created, createdAt } = await stub.create({ tenant, trajectoryId: id });
+    const url = new URL(`/v1/tenants/${tenant}/trajectories/${id}`, c.req.url).toString();
+    return c.json({ object: "trajectory", id, tenant, url, created_at: createdAt }, created ? 201 : 200, { location: url });
+  })
+  .get("/v1/tenants/:tenant/trajectories/:id", async (c) => {
+    const tenant = ownTenant(c.req.param("tenant"), c.get("tenant"));
+    const id = c.req.param("id");
+    checkTrajectoryId(id);
+    const state = await stubOf(c.env, tenant, id).state();
+    if (!state) throw notFound(id);
+    return c.json({
+      object: "trajectory",
+      id: state.id,
+      tenant: state.tenant,
+      created_at: state.createdAt,
+      message_count: state.messageCount,
+      backend: state.backendUrl,
+      turns: state.turns.map((t) => ({
+        turn: t.turn,
+        started_at: t.startedAt,
+        mode: t.mode,
+        full_reason: t.fullReason,
+        prompt_tokens: t.promptTokens,
+        cached_tokens: t.cachedTokens,
+        computed_tokens: t.computedTokens,
+        completion_tokens: t.completionTokens,
+        ttft_ms: t.ttftMs,
+        backend_ttft_ms: t.backendTtftMs,
+        total_ms: t.totalMs,
+        backend: t.backend,
+        finish_reason: t.finishReason,
+        request_bytes: t.requestBytes,
+      })),
+    });
+  })
+  .post("/v1/tenants/:tenant/trajectories/:id/turns", async (c) => {
+    const tenant = ownTenant(c.req.param("tenant"), c.get("tenant"));
+    const id = c.req.param("id");
+    checkTrajectoryId(id);
+    const parsed = parseChatBody(await readJson(c, maxBodyBytes(c.env)), "turn");
+    const events = trajectoryTurn(
+      c.env,
+      {
+        tenant,
+        trajectoryId: id,
+        cacheSalt: c.get("cacheSalt"),
+        kind: "append",
+        messages: parsed.messages,
+        tools: parsed.tools,
+        sampling: parsed.sampling,
+        model: parsed.model,
+        idempotencyKey: idempotencyKey(c.req.header("idempotency-key")),
+      },
+      c.req.raw.signal,
+    );
+    return respondWithTurn(c, events, {
+      model: parsed.model ?? DEFAULT_MODEL_ID,
+      stream: parsed.stream,
+      includeUsage: parsed.includeUsage,
+      hasTools: (parsed.tools?.length ?? 0) > 0,
+      headers: { "x-trajectory-id": id },
+    });
+  })
+  .delete("/v1/tenants/:tenant/trajectories/:id", async (c) => {
+    const tenant = ownTenant(c.req.param("tenant"), c.get("tenant"));
+    const id = c.req.param("id");
+    checkTrajectoryId(id);
+    const { ended } = await stubOf(c.env, tenant, id).end();
+    if (!ended) throw notFound(id);
+    return c.json({ object: "trajectory.deleted", id, deleted: true });
+  });
+
+function stubOf(env: EdgeEnv, tenant: string, id: string) {
+  return env.TRAJECTORY.get(env.TRAJECTORY.idFromName(`${tenant}/${id}`));
+}
+
+function ownTenant(inUrl: string, authenticated: string): string {
+  if (inUrl !== authenticated) throw new ProtocolError("not_found", `no such trajectory for this API key`);
+  return inUrl;
+}
+
+function notFound(id: string): ProtocolError {
+  return new ProtocolError("not_found", `trajectory ${id} does not exist`);
+}
