@@ -3,7 +3,7 @@ import { ProtocolError } from "../protocol";
 import type { EdgeEnv } from "../durable-objects/edge-env";
 import { auth, type AuthVariables } from "./auth";
 import { edgeError, errorResponse } from "./errors";
-import { DEFAULT_MODEL_ID } from "./models";
+import { servedModels } from "./models";
 import { chatRoutes } from "./routes/chat";
 import { trajectoryRoutes } from "./routes/trajectories";
 
@@ -20,10 +20,10 @@ app.get("/healthz", (c) => c.json({ ok: true }));
 
 app.use("/v1/*", auth());
 
-app.get("/v1/models", (c) =>
+app.get("/v1/models", async (c) =>
   c.json({
     object: "list",
-    data: [{ id: DEFAULT_MODEL_ID, object: "model", created: 0, owned_by: "agent-edge" }],
+    data: (await servedModels(c.env)).map((id) => ({ id, object: "model", created: 0, owned_by: "agent-edge" })),
   }),
 );
 

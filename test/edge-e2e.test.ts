@@ -1,0 +1,160 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import OpenAI from "openai";
+import type { ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { materializeTinyModel } from "../gpu-backend/model/demo-model";
+import { freePort, startStack, type Stack } from "../scripts/stack";
+
+/**
+ * End to end: a real backend process and `wrangler dev` (workerd, real Durable Objects with
+ * SQLite), driven by the official `openai` client, streaming and not.
+ */
+const MODEL = "tiny-llama-random";
+
+describe("edge end to end (wrangler dev + backend + openai client)", () => {
+  let dir: string;
+  let stack: Stack;
+  let client: OpenAI;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "agent-edge-e2e-"));
+    const modelDir = await materializeTinyModel(join(dir, "tiny"));
+    stack = await startStack({
+      modelDir,
+      backendPorts: [await freePort()],
+      edgePort: await freePort(),
+      inspectorPort: await freePort(),
+      persistTo: join(dir, "wrangler-state"),
+      kvMemory: "64MiB",
+      threads: 1,
+      onLine: () => {},
+    });
+    client = new OpenAI({ apiKey: "sk-local-dev", baseURL: `${stack.edgeUrl}/v1`, maxRetries: 0 });
+  });
+
+  afterAll(async () => {
+    await stack?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const tools: ChatCompletionTool[] = [
+    {
+      type: "function",
+      function: {
+        name: "read_file",
+        description: "Read a file of the repository",
+        parameters: { type: "object", properties: { path: { type: "string" } }, required: ["path"] },
+      },
+    },
+    {
+      type: "function",
+      function: { name: "run_tests", description: "Run the test suite", parameters: { type: "object", properties: {} } },
+    },
+  ];
+
+  it("runs a 10-turn tool-calling trajectory whose cached tokens grow every turn", async () => {
+    const trajectoryId = "e2e-agent-1";
+    const messages: ChatCompletionMessageParam[] = [
+      { role: "system", content: `You are a coding agent working in a repository. ${"Follow the rules. ".repeat(20)}` },
+      { role: "user", content: "The tests fail. Find out why and fix it." },
+    ];
+    const cached: number[] = [];
+    const prompts: number[] = [];
+    for (let turn = 1; turn <= 10; turn++) {
+      const stream = turn % 2 === 0;
+      let content = "";
+      let toolCalls: { id: string; type: "function"; function: { name: string; arguments: string } }[] = [];
+      let usage: OpenAI.CompletionUsage | undefined;
+      if (stream) {
+        const s = await client.chat.completions.create(
+          { model: MODEL, messages, tools, max_tokens: 6, temperature: 0, stream: true, stream_options: { include_usage: true } },
+          { headers: { "x-trajectory-id": trajectoryId } },
+        );
+        let sawFinish = false;
+        for await (const chunk of s) {
+          content += chunk.choices[0]?.delta?.content ?? "";
+          if (chunk.choices[0]?.finish_reason) sawFinish = true;
+          if (chunk.usage) usage = chunk.usage;
+        }
+        expect(sawFinish).toBe(true);
+      } else {
+        const r = await client.chat.completions.create(
+          { model: MODEL, messages, tools, max_tokens: 6, temperature: 0 },
+          { headers: { "x-trajectory-id": trajectoryId } },
+        );
+        expect(r.object).toBe("chat.completion");
+        content = r.choices[0]!.message.content ?? "";
+        toolCalls = (r.choices[0]!.message.tool_calls ?? []) as typeof toolCalls;
+        usage = r.usage;
+      }
+      expect(usage).toBeDefined();
+      expect(usage!.completion_tokens).toBe(6);
+      prompts.push(usage!.prompt_tokens);
+      cached.push(usage!.prompt_tokens_details?.cached_tokens ?? -1);
+      // The agent keeps the reply as the server gave it, then answers with a tool result.
+      messages.push(toolCalls.length > 0 ? { role: "assistant", content: content || null, tool_calls: toolCalls } : { role: "assistant", content });
+      const callId = toolCalls[0]?.id ?? `call_${turn}`;
+      messages.push({ role: "tool", tool_call_id: callId, content: `output of step ${turn}: ${"line of output ".repeat(8)}` });
+    }
+    expect(cached[0]).toBe(0);
+    for (let i = 1; i < cached.length; i++) {
+      expect(cached[i]!, `turn ${i + 1}`).toBeGreaterThan(cached[i - 1]!);
+      // Everything up to the previous reply is reused, bar the partial last block.
+      expect(cached[i]!, `turn ${i + 1}`).toBeGreaterThanOrEqual(prompts[i - 1]! + 6 - 16);
+    }
+
+    // The session URL of the same tenant and id shows every turn.
+    const state = (await (await fetch(`${stack.edgeUrl}/v1/tenants/local/trajectories/${trajectoryId}`, { headers: { authorization: "Bearer sk-local-dev" } })).json()) as {
+      turns: { turn: number; mode: string; prompt_tokens: number; cached_tokens: number; computed_tokens: number; completion_tokens: number; ttft_ms: number; backend: string; finish_reason: string }[];
+      message_count: number;
+    };
+    expect(state.turns.map((t) => t.turn)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    expect(state.turns.map((t) => t.cached_tokens)).toEqual(cached);
+    expect(state.turns.slice(1).every((t) => t.mode === "delta")).toBe(true);
+    for (const t of state.turns) {
+      expect(t.cached_tokens + t.computed_tokens).toBe(t.prompt_tokens);
+      expect(t.completion_tokens).toBe(6);
+      expect(t.ttft_ms).toBeGreaterThan(0);
+      expect(t.backend).toMatch(/^backend-/);
+      expect(t.finish_reason).toBe("length");
+    }
+    expect(state.message_count).toBe(2 + 10 * 1 + 9); // system, user, 10 replies, 9 tool results before the last turn
+
+    // A delta turn through the session URL gets the same reuse.
+    const res = await fetch(`${stack.edgeUrl}/v1/tenants/local/trajectories/${trajectoryId}/turns`, {
+      method: "POST",
+      headers: { authorization: "Bearer sk-local-dev", "content-type": "application/json" },
+      body: JSON.stringify({ messages: [messages.at(-1)], max_tokens: 6, temperature: 0 }),
+    });
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as OpenAI.ChatCompletion;
+    expect(body.object).toBe("chat.completion");
+    expect(body.usage!.prompt_tokens_details!.cached_tokens).toBeGreaterThanOrEqual(prompts.at(-1)! + 6 - 16);
+    expect(res.headers.get("x-agent-edge-mode")).toBe("delta");
+  });
+
+  it("lists the backends' models", async () => {
+    const models = await client.models.list();
+    expect(models.data.map((m) => m.id)).toEqual([MODEL]);
+  });
+
+  it("serves a request without a trajectory id statelessly", async () => {
+    const r = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "hi" }], max_tokens: 3 });
+    expect(r.choices[0]!.message.role).toBe("assistant");
+    expect(r.usage!.completion_tokens).toBeLessThanOrEqual(3);
+  });
+
+  it("answers OpenAI-style errors the client understands", async () => {
+    const bad = new OpenAI({ apiKey: "sk-wrong", baseURL: `${stack.edgeUrl}/v1`, maxRetries: 0 });
+    await expect(bad.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "hi" }] })).rejects.toMatchObject({
+      status: 401,
+      code: "unauthorized",
+    });
+    await expect(client.chat.completions.create({ model: "no-such-model", messages: [{ role: "user", content: "hi" }] })).rejects.toMatchObject({
+      status: 404,
+      code: "unknown_model",
+    });
+  });
+});
