@@ -59,9 +59,21 @@ const DONE: DoneFrame = {
   finishReason: "stop",
   stateId: "s-1",
   text: "Hello",
+  message: { role: "assistant", content: "Hello" },
   usage: { promptTokens: 48, cachedTokens: 32, computedTokens: 16, completionTokens: 3 },
   timings: { queueMs: 0, prefillMs: 1.5, ttftMs: 2.25, decodeMs: 10, totalMs: 12.25 },
   backendId: "b-0",
+};
+
+/** A reply that is only a tool call (Qwen's `<tool_call>` block), parsed: content null. */
+const DONE_TOOL_CALL: DoneFrame = {
+  ...DONE,
+  text: '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
+  message: {
+    role: "assistant",
+    content: null,
+    tool_calls: [{ id: "call_0123456789abcdef01234567", type: "function", function: { name: "get_weather", arguments: '{"city": "Paris"}' } }],
+  },
 };
 
 const ERROR: ErrorFrame = { type: "error", code: "state_unknown", message: "state s-9 is unknown", retryable: false };
@@ -104,10 +116,11 @@ const GOLDEN_REQUEST =
   "656d706572617475726500a4746f705001a4746f704b00a47365656407a473746f7091a20a0aac73746f70546f6b656e49647391ce0002505d";
 const GOLDEN_TOKEN = "83a474797065a5746f6b656ea8746f6b656e49647393cd25eb00cdffffa474657874a548656c6c6f";
 const GOLDEN_DONE =
-  "87a474797065a4646f6e65ac66696e697368526561736f6ea473746f70a773746174654964a3732d31a474657874a548656c6c6fa5757361676584" +
-  "ac70726f6d7074546f6b656e7330ac636163686564546f6b656e7320ae636f6d7075746564546f6b656e7310b0636f6d706c6574696f6e546f6b656e" +
-  "7303a774696d696e677385a771756575654d7300a970726566696c6c4d73cb3ff8000000000000a6747466744d73cb4002000000000000a86465636f" +
-  "64654d730aa7746f74616c4d73cb4028800000000000a96261636b656e644964a3622d30";
+  "88a474797065a4646f6e65ac66696e697368526561736f6ea473746f70a773746174654964a3732d31a474657874a548656c6c6fa76d657373616765" +
+  "82a4726f6c65a9617373697374616e74a7636f6e74656e74a548656c6c6fa5757361676584ac70726f6d7074546f6b656e7330ac636163686564546f" +
+  "6b656e7320ae636f6d7075746564546f6b656e7310b0636f6d706c6574696f6e546f6b656e7303a774696d696e677385a771756575654d7300a97072" +
+  "6566696c6c4d73cb3ff8000000000000a6747466744d73cb4002000000000000a86465636f64654d730aa7746f74616c4d73cb4028800000000000a9" +
+  "6261636b656e644964a3622d30";
 const GOLDEN_ERROR =
   "84a474797065a56572726f72a4636f6465ad73746174655f756e6b6e6f776ea76d657373616765b4737461746520732d3920697320756e6b6e6f776e" +
   "a9726574727961626c65c2";
@@ -172,6 +185,8 @@ describe("round trips", () => {
       { type: "token", tokenIds: [], text: "" },
       { type: "token", tokenIds: [0xffff_ffff], text: "é😀" },
       ...(["stop", "length", "stop_sequence", "cancelled"] as const).map((finishReason) => ({ ...DONE, finishReason })),
+      DONE_TOOL_CALL,
+      { ...DONE, text: "", message: { role: "assistant", content: "" } },
       ...(
         [
           "malformed_msgpack",
@@ -361,6 +376,14 @@ const FRAME_FAILURES: [string, unknown][] = [
   ["usage.cachedTokens must be <= promptTokens", { ...DONE, usage: { ...DONE.usage, cachedTokens: 49 } }],
   ["timings.ttftMs must be a finite number >= 0", { ...DONE, timings: { ...DONE.timings, ttftMs: -1 } }],
   ["backendId must be a string", { ...DONE, backendId: 0 }],
+  ["message is required", { ...DONE, message: undefined }],
+  ['message.role must be "assistant"', { ...DONE, message: { ...DONE.message, role: "user" } }],
+  ["message.content is required", { ...DONE, message: { role: "assistant" } }],
+  ["message.content must be a string or null", { ...DONE, message: { role: "assistant", content: 5 } }],
+  [
+    "message.tool_calls[0].function.name must be a non-empty string",
+    { ...DONE_TOOL_CALL, message: { ...DONE_TOOL_CALL.message, tool_calls: [{ id: "c", type: "function", function: { name: "", arguments: "{}" } }] } },
+  ],
   [
     'code must be one of "malformed_msgpack", "invalid_request", "unauthorized", "unknown_model", "state_unknown", ' +
       '"context_length_exceeded", "overloaded", "not_found", "payload_too_large", "trajectory_busy", "backend_unavailable", "internal_error"',

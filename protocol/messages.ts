@@ -47,6 +47,17 @@ export interface ChatMessage {
   name?: string;
 }
 
+/**
+ * The model's reply of one turn, parsed per the model's chat-template convention (e.g. Qwen's
+ * `<tool_call>` blocks) into OpenAI's shape. `content` is `null` when the reply is only tool calls;
+ * each call's `function.arguments` is JSON text.
+ */
+export interface AssistantMessage {
+  role: "assistant";
+  content: string | null;
+  tool_calls?: ToolCall[];
+}
+
 export interface ToolDefinition {
   type: "function";
   function: { name: string; description?: string; parameters?: Record<string, unknown> };
@@ -147,6 +158,8 @@ export interface DoneFrame {
   stateId: string;
   /** Full generated text of this turn (after stop-string trimming). */
   text: string;
+  /** `text` parsed per the model's tool-call convention: what an OpenAI-style answer returns. */
+  message: AssistantMessage;
   usage: Usage;
   timings: Timings;
   /** Backend instance id that served the turn. */

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { ERROR_CODES } from "./errors";
 import type {
+  AssistantMessage,
   ChatMessage,
   DoneFrame,
   ErrorCode,
@@ -166,6 +167,12 @@ export const timingsSchema = map({
   totalMs: milliseconds,
 }) satisfies z.ZodType<Timings>;
 
+export const assistantMessageSchema = map({
+  role: z.literal("assistant", expect('must be "assistant"')),
+  content: z.string(expect("must be a string or null")).nullable(),
+  tool_calls: array(toolCallSchema).optional(),
+}) satisfies z.ZodType<AssistantMessage>;
+
 export const tokenFrameSchema = map({
   type: z.literal("token"),
   tokenIds: array(tokenId),
@@ -177,6 +184,7 @@ export const doneFrameSchema = map({
   finishReason: z.enum(FINISH_REASONS, expect(oneOf(FINISH_REASONS))),
   stateId: nonEmptyString,
   text: string,
+  message: assistantMessageSchema,
   usage: usageSchema,
   timings: timingsSchema,
   backendId: string,
@@ -215,6 +223,7 @@ export type SchemaDriftChecks = [
   Assert<Equals<z.output<typeof releaseStateRequestSchema>, ReleaseStateRequest>>,
   Assert<Equals<z.output<typeof usageSchema>, Usage>>,
   Assert<Equals<z.output<typeof timingsSchema>, Timings>>,
+  Assert<Equals<z.output<typeof assistantMessageSchema>, AssistantMessage>>,
   Assert<Equals<z.output<typeof tokenFrameSchema>, TokenFrame>>,
   Assert<Equals<z.output<typeof doneFrameSchema>, DoneFrame>>,
   Assert<Equals<z.output<typeof errorFrameSchema>, ErrorFrame>>,

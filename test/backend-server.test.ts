@@ -56,6 +56,7 @@ describe("backend server (real process, msgpack over HTTP)", () => {
     expect(done.usage.promptTokens).toBeGreaterThan(50);
     expect(done.usage.cachedTokens + done.usage.computedTokens).toBe(done.usage.promptTokens);
     expect(done.text).toBe(tokens.map((t) => (t.type === "token" ? t.text : "")).join(""));
+    expect(done.message).toEqual({ role: "assistant", content: done.text }); // random text: no tool calls
     expect(done.timings.ttftMs).toBeGreaterThan(0);
   });
 

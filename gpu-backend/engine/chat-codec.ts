@@ -1,4 +1,4 @@
-import type { ChatMessage, ToolDefinition } from "../../protocol/messages";
+import type { AssistantMessage, ChatMessage, ToolDefinition } from "../../protocol/messages";
 
 /** What the engine needs from a model's tokenizer and chat template. */
 export interface ChatCodec {
@@ -10,6 +10,11 @@ export interface ChatCodec {
   decode(tokenIds: number[]): string;
   /** A streaming decoder that never emits half a character; `flush` releases what it held back. */
   createDecoder(): { push(tokenId: number): string; flush(): string };
+  /**
+   * Parses the text of a reply (stop tokens excluded) per the template's tool-call convention.
+   * Must never throw; a reply without tool calls keeps its text unchanged as content.
+   */
+  parseAssistant(text: string): AssistantMessage;
   /** Tokens that end the model's turn. */
   readonly eosTokenIds: readonly number[];
 }

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { DoneFrame, ErrorFrame, Frame, GenerateRequest, SamplingParams } from "../../protocol/messages";
+import type { DoneFrame, ErrorFrame, Frame, GenerateRequest, SamplingParams, ToolDefinition } from "../../protocol/messages";
 import { BlockPool } from "../kv/block-pool";
 import { CpuExecutor } from "../model/cpu-executor";
 import { materializeTinyModel } from "../model/demo-model";
@@ -46,11 +46,24 @@ class RecordingExecutor implements Executor {
   dispose() { return this.inner.dispose(); }
 }
 
+/**
+ * Makes the (untrained) model say something: while `script` holds ids, each sampled argmax is the
+ * next one of them (the real model still runs, so the KV cache is filled as usual).
+ */
+class ScriptedExecutor extends RecordingExecutor {
+  script: number[] = [];
+  override async run(sequences: readonly StepSequence[]) {
+    const result = await super.run(sequences);
+    const argmax = result.argmax.map((id, i) => (sequences[i]!.logits === "argmax" && this.script.length > 0 ? this.script.shift()! : id));
+    return { ...result, argmax };
+  }
+}
+
 async function makeEngine(options: { numBlocks?: number; prefixCache?: boolean; maxBatchTokens?: number } = {}) {
   const numBlocks = options.numBlocks ?? 256;
   const inner = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks, blockSize: BLOCK, threads: 1 });
   executors.push(inner);
-  const executor = new RecordingExecutor(inner);
+  const executor = new ScriptedExecutor(inner);
   const pool = new BlockPool({ numBlocks, blockSize: BLOCK });
   executor.pool = pool;
   const engine = new Engine({
@@ -175,6 +188,7 @@ describe("Engine: turns and states", () => {
   it("extends a delta turn from the exact prompt and generated ids, and reuses them from the cache", async () => {
     const { engine } = await makeEngine();
     const t1 = (await turn(engine, base())).last as DoneFrame;
+    expect(t1.message).toEqual({ role: "assistant", content: t1.text });
     const s1 = engine.states.get(t1.stateId)!;
     expect(s1.generatedTokenIds).toHaveLength(9);
     const t2 = (await turn(engine, base({ mode: "delta", stateId: t1.stateId, messages: [{ role: "tool", content: "ok", tool_call_id: "c1" }] }))).last as DoneFrame;
@@ -187,6 +201,63 @@ describe("Engine: turns and states", () => {
     const t3 = (await turn(engine, base({ trajectoryId: "traj", messages: [...s2.messages, { role: "user", content: "next" }] }))).last as DoneFrame;
     const s3 = engine.states.get(t3.stateId)!;
     expect(s3.promptTokenIds.slice(0, s2.promptTokenIds.length + 9)).toEqual([...s2.promptTokenIds, ...s2.generatedTokenIds]);
+  });
+
+  const tools: ToolDefinition[] = [
+    { type: "function", function: { name: "x", description: "Does x", parameters: { type: "object", properties: { a: { type: "integer" } } } } },
+  ];
+  const imEnd = () => model.codec.encode("<|im_end|>");
+
+  it("answers a tool call as a parsed message, and keeps its generated ids in the next turn's prompt", async () => {
+    const { engine, executor } = await makeEngine();
+    const reply = '<tool_call>\n{"name": "x", "arguments": {"a": 1}}\n</tool_call>';
+    // One token per character: not how the tokenizer would encode the text, so a re-encoded reply
+    // would show in the next prompt's ids.
+    executor.script = [...[...reply].flatMap((c) => model.codec.encode(c)), ...imEnd()];
+    const t1 = (await turn(engine, base({ tools, sampling: greedy(96, { ignoreEos: false }) }))).last as DoneFrame;
+    expect([t1.finishReason, t1.text]).toEqual(["stop", reply]);
+    expect(t1.message).toEqual({
+      role: "assistant",
+      content: null,
+      tool_calls: [{ id: expect.stringMatching(/^call_[0-9a-f]{24}$/), type: "function", function: { name: "x", arguments: '{"a": 1}' } }],
+    });
+    const s1 = engine.states.get(t1.stateId)!;
+    expect(s1.messages.at(-1)).toEqual(t1.message);
+    expect(s1.generatedText).toBe(`${reply}<|im_end|>`);
+    expect(s1.generatedTokenIds).not.toEqual(model.codec.encode(s1.generatedText));
+
+    const result = { role: "tool" as const, content: '{"ok": true}', tool_call_id: t1.message.tool_calls![0]!.id };
+    executor.script = [];
+    const t2 = (await turn(engine, base({ mode: "delta", stateId: t1.stateId, messages: [result], sampling: greedy(4) }))).last as DoneFrame;
+    const s2 = engine.states.get(t2.stateId)!;
+    // The template re-renders the parsed call byte for byte, so the reply's ids are the generated ones.
+    expect(s2.promptText.slice(s1.promptText.length)).toBe(`${reply}<|im_end|>\n<|im_start|>user\n<tool_response>\n{"ok": true}\n</tool_response><|im_end|>\n<|im_start|>assistant\n`);
+    const tail = model.codec.encode(s2.promptText.slice(s1.promptText.length + s1.generatedText.length));
+    expect(s2.promptTokenIds).toEqual([...s1.promptTokenIds, ...s1.generatedTokenIds, ...tail]);
+    expect(t2.usage.cachedTokens).toBe(Math.floor((s1.promptTokenIds.length + s1.generatedTokenIds.length) / BLOCK) * BLOCK);
+    // On another trajectory, the same transcript sent in full (the client echoing the parsed
+    // message back) takes the same path.
+    executor.script = [...[...reply].flatMap((c) => model.codec.encode(c)), ...imEnd()];
+    const u1 = (await turn(engine, base({ trajectoryId: "other", tools, sampling: greedy(96, { ignoreEos: false }) }))).last as DoneFrame;
+    executor.script = [];
+    const echoed = { ...result, tool_call_id: u1.message.tool_calls![0]!.id };
+    const u2 = (await turn(engine, base({ trajectoryId: "other", tools, messages: [...base().messages, u1.message, echoed], sampling: greedy(4) }))).last as DoneFrame;
+    expect(engine.states.get(u2.stateId)!.promptTokenIds).toEqual(s2.promptTokenIds);
+  });
+
+  it("re-encodes a reply the template lays out differently, keeping the earlier prompt ids", async () => {
+    const { engine, executor } = await makeEngine();
+    const reply = '<tool_call>\n{"name": "x", "arguments": {"a": 1}}\n</tool_call>\nDone.';
+    executor.script = [...model.codec.encode(reply), ...imEnd()];
+    const t1 = (await turn(engine, base({ tools, sampling: greedy(64, { ignoreEos: false }) }))).last as DoneFrame;
+    expect(t1.message.content).toBe("Done.");
+    expect(t1.message.tool_calls).toHaveLength(1);
+    const s1 = engine.states.get(t1.stateId)!;
+    const t2 = (await turn(engine, base({ mode: "delta", stateId: t1.stateId, messages: [{ role: "tool", content: "1", tool_call_id: "c" }], sampling: greedy(4) }))).last as DoneFrame;
+    const s2 = engine.states.get(t2.stateId)!;
+    const rest = s2.promptText.slice(s1.promptText.length);
+    expect(rest.startsWith('Done.\n<tool_call>\n{"name": "x", "arguments": {"a": 1}}\n</tool_call><|im_end|>')).toBe(true);
+    expect(s2.promptTokenIds).toEqual([...s1.promptTokenIds, ...model.codec.encode(rest)]);
   });
 
   it("answers state_unknown for an unknown or superseded state, without touching the trajectory", async () => {

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { hashRoot, type BlockHash } from "../../protocol/block-hash";
 import { ProtocolError, toProtocolError } from "../../protocol/errors";
-import type { DoneFrame, FinishReason, Frame, GenerateRequest, SamplingParams } from "../../protocol/messages";
+import type { AssistantMessage, DoneFrame, FinishReason, Frame, GenerateRequest, SamplingParams } from "../../protocol/messages";
 import { KVCacheManager } from "../kv/kv-cache-manager";
 import type { BlockPool } from "../kv/block-pool";
 import type { Executor, StepSequence } from "../model/executor";
@@ -132,18 +132,21 @@ export class Engine {
         const generated = job.seq.tokenIds.slice(job.seq.numPromptTokens);
         const stateId = randomUUID();
         const text = job.stops.fullText;
+        // The reply as the template will render it next turn: a well-formed tool call re-renders
+        // to the very text generated, so the next turn's prompt keeps the generated ids.
+        const message = this.options.codec.parseAssistant(text);
         this.states.put({
           stateId,
           trajectoryId: req.trajectoryId,
           hashRoot: root,
-          messages: [...prompt.messages, { role: "assistant", content: text }],
+          messages: [...prompt.messages, message],
           tools: prompt.tools,
           promptText: prompt.promptText,
           promptTokenIds: job.seq.tokenIds.slice(0, job.seq.numPromptTokens),
           generatedTokenIds: reason === "stop_sequence" ? [] : generated,
           generatedText: reason === "stop_sequence" ? "" : this.options.codec.decode(generated),
         });
-        sink(this.doneFrame(job, reason, stateId, text));
+        sink(this.doneFrame(job, reason, stateId, text, message));
       });
     } catch (e) {
       const err = toProtocolError(e);
@@ -336,12 +339,13 @@ export class Engine {
     };
   }
 
-  private doneFrame(job: Job, reason: FinishReason, stateId: string, text: string): DoneFrame {
+  private doneFrame(job: Job, reason: FinishReason, stateId: string, text: string, message: AssistantMessage): DoneFrame {
     return {
       type: "done",
       finishReason: reason,
       stateId,
       text,
+      message,
       usage: this.usage(job),
       timings: this.timings(job),
       backendId: this.options.backendId,

@@ -1,4 +1,6 @@
 import type { ChatCodec } from "../engine/chat-codec";
+import { newToolCallId } from "../tokenizer/tool-call-id";
+import { detectToolCallConvention, parseAssistantText } from "../tokenizer/tool-call-parser";
 import { loadCheckpoint, type Checkpoint } from "./checkpoint";
 import type { DecoderSpec, WeightSource } from "./decoder-spec";
 import { materializeDemoModel } from "./demo-model";
@@ -34,11 +36,13 @@ export async function loadModel(options: { dir: string | undefined; maxContext?:
     take: (name) => checkpoint.getTensor(name).data,
   };
   const eos = new Set([...tokenizer.eosTokenIds, ...checkpoint.config.eosTokenIds]);
+  const toolCalls = detectToolCallConvention(checkpoint.chatTemplate);
   const codec: ChatCodec = {
     render: (p) => template.render(p),
     encode: (text) => tokenizer.encode(text, { addSpecialTokens: false }),
     decode: (ids) => tokenizer.decode(ids, { skipSpecialTokens: false }),
     createDecoder: () => tokenizer.createDecoder({ skipSpecialTokens: false }),
+    parseAssistant: (text) => parseAssistantText(text, toolCalls, newToolCallId),
     eosTokenIds: [...eos],
   };
   return { spec, weights, codec, checkpoint };
