@@ -1,11 +1,14 @@
 import { parseArgs } from "node:util";
 import { runAgentBench } from "./agent-bench";
+import { runEdgeBench } from "./edge-bench";
 
 /**
  * `npm run bench -- <name> [flags]`
  *
  *   agent    synthetic agent trajectories, prefix cache on vs off, decode batch 1 vs 8
  *            flags: --quick, --json, --trajectories N, --turns N, --model DIR, --out DIR
+ *   edge     per-turn latency client -> Worker -> DO -> backend vs client -> backend, and bytes
+ *            sent to the backend per delta turn vs the transcript; flags: --quick, --json, --turns N
  *
  * Progress goes to stderr; with --json the last stdout line is one JSON object.
  */
@@ -36,7 +39,12 @@ switch (name) {
     console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
     break;
   }
+  case "edge": {
+    const summary = await runEdgeBench({ quick: values.quick!, turns: values.turns ? Number(values.turns) : undefined, model: values.model });
+    console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
+    break;
+  }
   default:
-    console.error(`unknown benchmark ${JSON.stringify(name ?? "")}; available: agent`);
+    console.error(`unknown benchmark ${JSON.stringify(name ?? "")}; available: agent, edge`);
     process.exit(2);
 }

@@ -59,7 +59,7 @@ export async function* generateFrames(
     let sawFinal = false;
     for (;;) {
       arm();
-      let chunk: ReadableStreamReadResult<Uint8Array>;
+      let chunk: Awaited<ReturnType<typeof reader.read>>;
       try {
         chunk = await reader.read();
       } catch (e) {
