@@ -177,9 +177,7 @@ function pickBackend(meta: TrajectoryMeta, trajectoryId: string, backends: Backe
 }
 
 function replyOf(done: DoneFrame): AssistantReply {
-  const parsed = (done as DoneFrame & { message?: AssistantReply }).message;
-  if (parsed) return normalizeMessage(parsed as ChatMessage) as AssistantReply;
-  return { role: "assistant", content: done.text };
+  return normalizeMessage(done.message) as AssistantReply;
 }
 
 function withoutText(r: Extract<TurnEvent, { type: "done" }> & { text: string }): Extract<TurnEvent, { type: "done" }> {

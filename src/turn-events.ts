@@ -64,8 +64,7 @@ export async function* statelessTurn(
       if (frame.type === "token") {
         if (frame.text) yield { type: "token", text: frame.text };
       } else if (frame.type === "done") {
-        const parsed = (frame as typeof frame & { message?: AssistantReply }).message;
-        const message = (parsed ? normalizeMessage(parsed as ChatMessage) : { role: "assistant", content: frame.text }) as AssistantReply;
+        const message = normalizeMessage(frame.message) as AssistantReply;
         yield {
           type: "done",
           message,
