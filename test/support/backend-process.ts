@@ -1,20 +1,10 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
+import { freePort } from "../../scripts/free-port";
 
-const repoRoot = fileURLToPath(new URL("../..", import.meta.url));
+export { freePort };
 
-/** A free TCP port on 127.0.0.1. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.listen(0, "127.0.0.1", () => {
-      const { port } = srv.address() as { port: number };
-      srv.close(() => resolve(port));
-    });
-    srv.on("error", reject);
-  });
-}
+const repoRoot = fileURLToPath(new URL("../..", import.meta.url).href);
 
 export interface BackendProcess {
   url: string;

@@ -1,0 +1,152 @@
+import { availableParallelism } from "node:os";
+import { parseArgs } from "node:util";
+import { resolveSecret, startStack, StackStartError, type Stack } from "./stack";
+
+/** `npm start -- --help` prints this. */
+const USAGE = `npm start -- [flags]: the whole local stack, i.e. local GPU backend(s) serving the embedded
+demo model and the edge Worker (wrangler dev) wired to them. Ctrl-C stops everything.
+
+  --backends N           local backends on consecutive ports from --backend-port (default 1)
+  --backend-port N       port of the first backend (default 8080)
+  --port N               port of the edge (default 8787)
+  --model DIR            backend model folder (default: the embedded demo-llama-random)
+  --kv-memory SIZE       backend KV pool budget, e.g. 512MiB (default 1GiB)
+  --no-prefix-cache      backends without prefix reuse (the benchmark baseline)
+  --timeout SECONDS      how long start-up may take (default 300)
+  --help                 this text
+
+The edge-backend secret comes from env AGENT_EDGE_SECRET, else .dev.vars, else "dev-secret".
+One backend alone: npm run backend -- --help.
+`;
+
+const values = parseCli();
+if (values.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
+
+const backends = positiveInt(values.backends, "--backends");
+const { secret, source } = resolveSecret();
+const controller = new AbortController();
+let stack: Stack | undefined;
+let signals = 0;
+let firstSignalAt = 0;
+
+const onSignal = (signal: NodeJS.Signals) => {
+  // One Ctrl-C can arrive twice (from the terminal and relayed by npm and tsx): only a second
+  // signal well after the first means "kill now".
+  if (signals > 0 && Date.now() - firstSignalAt < 1000) return;
+  signals += 1;
+  if (signals === 1) {
+    firstSignalAt = Date.now();
+    console.log(`\n[start] ${signal}: stopping every part (again to kill at once)`);
+    controller.abort();
+  } else {
+    console.log(`[start] ${signal} again: killing every part now`);
+    // startStack's process "exit" hook SIGKILLs every process group it started.
+    process.exit(130);
+  }
+};
+process.on("SIGINT", onSignal);
+process.on("SIGTERM", onSignal);
+
+console.log(`[start] secret from ${source === "default" ? 'the default "dev-secret" (local only)' : source}`);
+try {
+  stack = await startStack({
+    backends,
+    backendPort: positiveInt(values["backend-port"], "--backend-port"),
+    edgePort: positiveInt(values.port, "--port"),
+    modelDir: values.model,
+    kvMemory: values["kv-memory"],
+    noPrefixCache: values["no-prefix-cache"],
+    // N backends on one machine: share the cores instead of each taking all of them.
+    threads: backends > 1 ? Math.max(1, Math.floor(availableParallelism() / backends)) : undefined,
+    secret,
+    readyTimeoutMs: positiveInt(values.timeout, "--timeout") * 1000,
+    signal: controller.signal,
+  });
+} catch (e) {
+  if (e instanceof StackStartError && e.reason === "aborted") {
+    console.log("[start] stopped before start-up finished");
+    process.exit(signals > 0 ? 0 : 1);
+  }
+  console.error(`\n[start] FAILED: ${e instanceof Error ? e.message : String(e)}`);
+  process.exit(1);
+}
+
+const modelId = await servedModelId(stack.backendUrls[0]!, secret);
+console.log(`
+Agent Edge is up: ${stack.edgeUrl}   (ready in ${stack.readySeconds.toFixed(1)} s)
+  backends: ${stack.parts
+    .filter((p) => p.kind === "backend")
+    .map((p) => `${p.name} ${p.url}`)
+    .join(", ")}
+
+  curl ${stack.edgeUrl}/v1/chat/completions \\
+    -H 'Authorization: Bearer sk-local-dev' \\
+    -H 'x-trajectory-id: demo-1' \\
+    -H 'Content-Type: application/json' \\
+    -d '{"model":"${modelId}","messages":[{"role":"user","content":"Hello"}],"max_tokens":16}'
+
+Ctrl-C stops everything.
+`);
+
+const aborted = new Promise<void>((resolve) => {
+  if (controller.signal.aborted) resolve();
+  controller.signal.addEventListener("abort", () => resolve(), { once: true });
+});
+const outcome = await Promise.race([stack.exited, aborted.then(() => undefined)]);
+if (outcome) {
+  const { part, exit } = outcome;
+  const how = exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`;
+  console.error(`[start] ${part.name} ${how}; stopping the rest`);
+}
+await stack.stop();
+console.log("[start] stopped");
+process.exit(outcome ? 1 : 0);
+
+// ---------------------------------------------------------------------------------------------
+
+/** The model id the backend serves (for the sample curl); the demo model's id if it cannot say. */
+async function servedModelId(backendUrl: string, secret: string): Promise<string> {
+  try {
+    const res = await fetch(`${backendUrl}/v1/models`, { headers: { "x-agent-edge-secret": secret }, signal: AbortSignal.timeout(2000) });
+    const body = (await res.json()) as { data?: { id?: unknown }[] };
+    const id = body.data?.[0]?.id;
+    if (typeof id === "string") return id;
+  } catch {
+    /* fall through */
+  }
+  return "demo-llama-random";
+}
+
+function parseCli() {
+  try {
+    return parseArgs({
+      options: {
+        backends: { type: "string", default: "1" },
+        "backend-port": { type: "string", default: "8080" },
+        port: { type: "string", default: "8787" },
+        model: { type: "string" },
+        "kv-memory": { type: "string" },
+        "no-prefix-cache": { type: "boolean", default: false },
+        timeout: { type: "string", default: "300" },
+        help: { type: "boolean", default: false },
+      },
+      strict: true,
+      allowPositionals: false,
+    }).values;
+  } catch (e) {
+    console.error(`${(e as Error).message}\n\n${USAGE}`);
+    process.exit(2);
+  }
+}
+
+function positiveInt(v: string, flag: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n <= 0) {
+    console.error(`${flag} must be a positive integer, got ${JSON.stringify(v)}`);
+    process.exit(2);
+  }
+  return n;
+}
