@@ -3,8 +3,8 @@ import { parseArgs } from "node:util";
 import { createBackend } from "./backend";
 import { createBackendApp } from "./app";
 
-/** `npm start -- --help` prints this. */
-const USAGE = `npm start -- [flags]   (or npm run backend -- [flags]): one backend process serving one model.
+/** `npm run backend -- --help` prints this. */
+const USAGE = `npm run backend -- [flags]: one backend process serving one model (npm start runs it together with the edge).
 
   --model DIR            Hugging Face-style folder (default: the embedded demo-llama-random)
   --kv-memory SIZE       KV pool budget, e.g. 512MiB, 2GiB (default 1GiB)
