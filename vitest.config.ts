@@ -1,10 +1,73 @@
-import { defineConfig } from "vitest/config";
+import { createHash } from "node:crypto";
+import { cloudflareTest } from "@cloudflare/vitest-pool-workers";
+import { configDefaults, defineConfig } from "vitest/config";
+import { CLOSED_BACKEND_URL, TENANTS, TEST_MAX_BODY_BYTES } from "./test/workers/tenants";
+
+/** API_KEYS as the edge expects it: SHA-256 hex digest of each key -> tenant (no key in clear). */
+const apiKeys = JSON.stringify(
+  Object.fromEntries(Object.values(TENANTS).map((t) => [createHash("sha256").update(t.key).digest("hex"), t.name])),
+);
 
 export default defineConfig({
   test: {
-    include: ["protocol/**/*.test.ts", "gpu-backend/**/*.test.ts", "test/**/*.test.ts", "bench/**/*.test.ts"],
-    pool: "forks",
-    testTimeout: 120_000,
-    hookTimeout: 300_000,
+    projects: [
+      {
+        // Node: protocol, backend, bench and backend-process tests.
+        test: {
+          name: "node",
+          include: ["protocol/**/*.test.ts", "gpu-backend/**/*.test.ts", "test/**/*.test.ts", "bench/**/*.test.ts"],
+          exclude: [...configDefaults.exclude, "test/workers/**"],
+          pool: "forks",
+          testTimeout: 120_000,
+          hookTimeout: 300_000,
+        },
+      },
+      {
+        // The edge inside workerd with real Durable Objects (SQLite storage), against a real
+        // backend process started by the global setup.
+        plugins: [
+          cloudflareTest(({ inject }) => ({
+            wrangler: { configPath: "./wrangler.toml" },
+            miniflare: {
+              bindings: {
+                BACKEND_URLS: inject("backendUrl"),
+                AGENT_EDGE_SECRET: inject("backendSecret"),
+                API_KEYS: apiKeys,
+                MAX_BODY_BYTES: String(TEST_MAX_BODY_BYTES),
+              },
+            },
+          })),
+        ],
+        test: {
+          name: "workers",
+          include: ["test/workers/**/*.test.ts"],
+          exclude: [...configDefaults.exclude, "test/workers/backend-down/**"],
+          globalSetup: ["test/workers/global-setup.ts"],
+          testTimeout: 60_000,
+          hookTimeout: 300_000,
+        },
+      },
+      {
+        // The edge inside workerd with BACKEND_URLS pointing where nothing listens.
+        plugins: [
+          cloudflareTest({
+            wrangler: { configPath: "./wrangler.toml" },
+            miniflare: {
+              bindings: {
+                BACKEND_URLS: CLOSED_BACKEND_URL,
+                AGENT_EDGE_SECRET: "unused-secret",
+                API_KEYS: apiKeys,
+                MAX_BODY_BYTES: String(TEST_MAX_BODY_BYTES),
+              },
+            },
+          }),
+        ],
+        test: {
+          name: "workers-backend-down",
+          include: ["test/workers/backend-down/**/*.test.ts"],
+          testTimeout: 60_000,
+        },
+      },
+    ],
   },
 });

@@ -59,15 +59,21 @@ export class TrajectoryDO extends DurableObject<EdgeEnv> {
     return this.store.meta() ? this.transcript : null;
   }
 
-  /** Ends the trajectory: releases the backend state and deletes everything stored. */
-  async end(): Promise<{ ended: boolean }> {
+  /** Ends the trajectory: releases the backend state and deletes everything stored. Refused (`busy`) while a turn runs. */
+  async end(): Promise<{ ended: boolean; busy?: boolean }> {
     const meta = this.store.meta();
     if (!meta) return { ended: false };
-    if (this.busy) return { ended: false };
-    const target = meta.backendUrl ? this.backends().find((b) => b.url === meta.backendUrl) : undefined;
-    if (target && meta.stateId) await releaseState(target, meta.stateId, 5000);
-    this.store.deleteAll();
-    this.transcript = [];
+    if (this.busy) return { ended: false, busy: true };
+    // Busy while the backend state is released, so no turn starts between that and the delete.
+    this.busy = true;
+    try {
+      const target = meta.backendUrl ? this.backends().find((b) => b.url === meta.backendUrl) : undefined;
+      if (target && meta.stateId) await releaseState(target, meta.stateId, 5000);
+      this.store.deleteAll();
+      this.transcript = [];
+    } finally {
+      this.busy = false;
+    }
     return { ended: true };
   }
 

@@ -124,8 +124,12 @@ export class TrajectoryStore {
       sql.exec(`DELETE FROM messages WHERE idx >= ?`, c.keep);
       c.messages.forEach((m, i) => {
         const json = JSON.stringify(m);
-        for (let part = 0, off = 0; off < json.length || part === 0; part++, off += PART_CHARS) {
-          sql.exec(`INSERT INTO messages (idx, part, data) VALUES (?, ?, ?)`, c.keep + i, part, json.slice(off, off + PART_CHARS));
+        for (let part = 0, off = 0; off < json.length || part === 0; part++) {
+          let end = Math.min(off + PART_CHARS, json.length);
+          // Never split a surrogate pair: SQLite keeps text as UTF-8, where half a pair is lost.
+          if (end < json.length && isHighSurrogate(json.charCodeAt(end - 1))) end--;
+          sql.exec(`INSERT INTO messages (idx, part, data) VALUES (?, ?, ?)`, c.keep + i, part, json.slice(off, end));
+          off = end;
         }
       });
       sql.exec(`INSERT INTO turns (turn, record) VALUES (?, ?)`, c.record.turn, JSON.stringify(c.record));
@@ -154,4 +158,8 @@ export class TrajectoryStore {
   private setMeta(key: string, value: string): void {
     this.host.sql.exec(`INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)`, key, value);
   }
+}
+
+function isHighSurrogate(code: number): boolean {
+  return code >= 0xd800 && code <= 0xdbff;
 }

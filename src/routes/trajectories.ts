@@ -91,7 +91,8 @@ export const trajectoryRoutes = new Hono<App>()
     const tenant = ownTenant(c.req.param("tenant"), c.get("tenant"));
     const id = c.req.param("id");
     checkTrajectoryId(id);
-    const { ended } = await stubOf(c.env, tenant, id).end();
+    const { ended, busy } = await stubOf(c.env, tenant, id).end();
+    if (busy) throw new ProtocolError("trajectory_busy", `trajectory ${id} has a turn in progress; retry when it has finished`);
     if (!ended) throw notFound(id);
     return c.json({ object: "trajectory.deleted", id, deleted: true });
   });
