@@ -28,6 +28,8 @@ export interface CommitTurn {
   stateId: string;
   toolsJson: string;
   idempotencyKey: string | undefined;
+  /** SHA-256 of the request, so a reused key with another request is refused. */
+  fingerprint: string;
   result: StoredResult;
 }
 
@@ -58,7 +60,7 @@ export class TrajectoryStore {
     }
     sql.exec(`CREATE TABLE IF NOT EXISTS messages (idx INTEGER NOT NULL, part INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (idx, part))`);
     sql.exec(`CREATE TABLE IF NOT EXISTS turns (turn INTEGER PRIMARY KEY, record TEXT NOT NULL)`);
-    sql.exec(`CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, turn INTEGER NOT NULL, result TEXT NOT NULL)`);
+    sql.exec(`CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, turn INTEGER NOT NULL, fingerprint TEXT NOT NULL, result TEXT NOT NULL)`);
     sql.exec(`INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)`, String(SCHEMA_VERSION));
   }
 
@@ -112,9 +114,10 @@ export class TrajectoryStore {
     return Number(this.host.sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM turns`).one().n);
   }
 
-  idempotentResult(key: string): StoredResult | null {
-    const row = this.host.sql.exec<{ result: string }>(`SELECT result FROM idempotency WHERE key = ?`, key).toArray()[0];
-    return row ? (JSON.parse(row.result) as StoredResult) : null;
+  /** The stored outcome of the turn that used `key`, and the fingerprint of its request. */
+  idempotentResult(key: string): { result: StoredResult; fingerprint: string } | null {
+    const row = this.host.sql.exec<{ result: string; fingerprint: string }>(`SELECT result, fingerprint FROM idempotency WHERE key = ?`, key).toArray()[0];
+    return row ? { result: JSON.parse(row.result) as StoredResult, fingerprint: row.fingerprint } : null;
   }
 
   /** Writes one finished turn atomically: transcript, turn record, metadata, idempotency result. */
@@ -137,7 +140,13 @@ export class TrajectoryStore {
       this.setMeta("state_id", c.stateId);
       this.setMeta("tools_json", c.toolsJson);
       if (c.idempotencyKey !== undefined) {
-        sql.exec(`INSERT OR REPLACE INTO idempotency (key, turn, result) VALUES (?, ?, ?)`, c.idempotencyKey, c.record.turn, JSON.stringify(c.result));
+        sql.exec(
+          `INSERT OR REPLACE INTO idempotency (key, turn, fingerprint, result) VALUES (?, ?, ?, ?)`,
+          c.idempotencyKey,
+          c.record.turn,
+          c.fingerprint,
+          JSON.stringify(c.result),
+        );
       }
     });
   }

@@ -32,11 +32,15 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
   const meta = store.meta();
   if (!meta) throw new ProtocolError("not_found", `trajectory ${input.trajectoryId} does not exist`);
 
+  const fingerprint = await requestFingerprint(input);
   if (input.idempotencyKey !== undefined) {
     const stored = store.idempotentResult(input.idempotencyKey);
     if (stored) {
-      if (stored.text) await ctx.emit({ type: "token", text: stored.text });
-      await ctx.emit({ ...withoutText(stored), replayed: true });
+      if (stored.fingerprint !== fingerprint) {
+        throw new ProtocolError("invalid_request", "this Idempotency-Key was already used for a different request");
+      }
+      if (stored.result.text) await ctx.emit({ type: "token", text: stored.result.text });
+      await ctx.emit({ ...withoutText(stored.result), replayed: true });
       return ctx.transcript;
     }
   }
@@ -116,6 +120,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     stateId: done.stateId,
     toolsJson: canonicalTools(plan.tools),
     idempotencyKey: input.idempotencyKey,
+    fingerprint,
     result: { ...event, text: done.text },
   });
   await ctx.emit(event);
@@ -183,6 +188,13 @@ function replyOf(done: DoneFrame): AssistantReply {
 function withoutText(r: Extract<TurnEvent, { type: "done" }> & { text: string }): Extract<TurnEvent, { type: "done" }> {
   const { text: _text, ...event } = r;
   return event;
+}
+
+/** SHA-256 hex of what defines a turn's request (not its idempotency key or tenant salt). */
+async function requestFingerprint(input: TurnInput): Promise<string> {
+  const canonical = JSON.stringify([input.kind, input.messages.map(normalizeMessage), input.tools ?? null, input.sampling, input.model ?? null]);
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(canonical));
+  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
 }
 
 function round(ms: number): number {

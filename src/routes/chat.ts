@@ -4,7 +4,7 @@ import type { EdgeEnv } from "../../durable-objects/edge-env";
 import type { AuthVariables } from "../auth";
 import { maxBodyBytes, readJson } from "../body";
 import { parseChatBody } from "../chat-request";
-import { DEFAULT_MODEL_ID } from "../models";
+import { DEFAULT_MODEL_ID, servedModels } from "../models";
 import { respondWithTurn } from "../respond";
 import { statelessTurn, trajectoryTurn } from "../turn-events";
 import { checkTrajectoryId } from "../trajectory-id";
@@ -18,7 +18,7 @@ export const chatRoutes = new Hono<{ Bindings: EdgeEnv; Variables: AuthVariables
   const parsed = parseChatBody(await readJson(c, maxBodyBytes(c.env)), "chat");
   const trajectoryId = c.req.header("x-trajectory-id") ?? c.req.header("x-session-affinity") ?? parsed.promptCacheKey;
   const tenant = c.get("tenant");
-  const common = { model: parsed.model ?? DEFAULT_MODEL_ID, stream: parsed.stream, includeUsage: parsed.includeUsage, hasTools: (parsed.tools?.length ?? 0) > 0 };
+  const common = { model: parsed.model ?? (await servedModels(c.env))[0] ?? DEFAULT_MODEL_ID, stream: parsed.stream, includeUsage: parsed.includeUsage, hasTools: (parsed.tools?.length ?? 0) > 0 };
   if (trajectoryId === undefined) {
     const events = statelessTurn(c.env, { tenant, cacheSalt: c.get("cacheSalt"), messages: parsed.messages, tools: parsed.tools, sampling: parsed.sampling, model: parsed.model }, c.req.raw.signal);
     return respondWithTurn(c, events, { ...common, headers: {} });

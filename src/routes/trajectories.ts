@@ -4,7 +4,7 @@ import type { EdgeEnv } from "../../durable-objects/edge-env";
 import type { AuthVariables } from "../auth";
 import { maxBodyBytes, readJson } from "../body";
 import { parseChatBody } from "../chat-request";
-import { DEFAULT_MODEL_ID } from "../models";
+import { DEFAULT_MODEL_ID, servedModels } from "../models";
 import { respondWithTurn } from "../respond";
 import { checkTrajectoryId } from "../trajectory-id";
 import { trajectoryTurn } from "../turn-events";
@@ -19,8 +19,8 @@ type App = { Bindings: EdgeEnv; Variables: AuthVariables };
 export const trajectoryRoutes = new Hono<App>()
   .post("/v1/tenants/:tenant/trajectories", async (c) => {
     const tenant = ownTenant(c.req.param("tenant"), c.get("tenant"));
-    const declared = Number(c.req.header("content-length") ?? "0");
-    const body = declared > 0 ? ((await readJson(c, maxBodyBytes(c.env))) as { id?: unknown }) : {};
+    const hasBody = Number(c.req.header("content-length") ?? "0") > 0 || c.req.header("transfer-encoding") !== undefined;
+    const body = hasBody ? ((await readJson(c, maxBodyBytes(c.env))) as { id?: unknown } | null) ?? {} : {};
     const id = body.id === undefined ? `traj_${crypto.randomUUID().replace(/-/g, "")}` : String(body.id);
     checkTrajectoryId(id);
     const stub = stubOf(c.env, tenant, id);
@@ -80,7 +80,7 @@ export const trajectoryRoutes = new Hono<App>()
       c.req.raw.signal,
     );
     return respondWithTurn(c, events, {
-      model: parsed.model ?? DEFAULT_MODEL_ID,
+      model: parsed.model ?? (await servedModels(c.env))[0] ?? DEFAULT_MODEL_ID,
       stream: parsed.stream,
       includeUsage: parsed.includeUsage,
       hasTools: (parsed.tools?.length ?? 0) > 0,

@@ -33,6 +33,9 @@ describe("idempotency", () => {
       .join("");
     expect(content).toBe(c1.choices[0]!.message.content);
 
+    // The same key with another request is refused, and changes nothing.
+    await expectError(await chat({ messages: [...messages, { role: "user", content: "different" }], ...sampling }, { headers }), 400, "invalid_request");
+
     const after = await stored("a", id);
     expect(after).toEqual(after1);
     expect(after.messages).toEqual([...messages, replyOf(c1)]);

@@ -84,6 +84,7 @@ describe("Durable Object storage of long transcripts", () => {
         stateId: "s-1",
         toolsJson: "[]",
         idempotencyKey: undefined,
+        fingerprint: "",
         result: undefined as never,
       });
       return state.storage.sql.exec<{ idx: number; parts: number }>(`SELECT idx, COUNT(*) AS parts FROM messages GROUP BY idx ORDER BY idx`).toArray();
