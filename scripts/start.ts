@@ -1,6 +1,7 @@
 import { availableParallelism } from "node:os";
 import { parseArgs } from "node:util";
 import { resolveSecret, startStack, StackStartError, type Stack } from "./stack";
+import { positiveInt } from "../gpu-backend/server/cli-args";
 
 /** `npm start -- --help` prints this. */
 const USAGE = `npm start -- [flags]: the whole local stack, i.e. local GPU backend(s) serving the embedded
@@ -142,11 +143,3 @@ function parseCli() {
   }
 }
 
-function positiveInt(v: string, flag: string): number {
-  const n = Number(v);
-  if (!Number.isInteger(n) || n <= 0) {
-    console.error(`${flag} must be a positive integer, got ${JSON.stringify(v)}`);
-    process.exit(2);
-  }
-  return n;
-}

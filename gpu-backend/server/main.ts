@@ -2,6 +2,7 @@ import { serve } from "@hono/node-server";
 import { parseArgs } from "node:util";
 import { createBackend } from "./backend";
 import { createBackendApp } from "./app";
+import { parseSize, positiveInt } from "./cli-args";
 
 /** `npm run backend -- --help` prints this. */
 const USAGE = `npm run backend -- [flags]: one backend process serving one model (npm start runs it together with the edge).
@@ -46,7 +47,7 @@ const backendId = values.id ?? `backend-${port}`;
 
 const backend = await createBackend({
   modelDir: values.model,
-  kvMemoryBytes: parseSize(values["kv-memory"]!),
+  kvMemoryBytes: parseSize(values["kv-memory"]!, "--kv-memory"),
   blockSize: positiveInt(values["block-size"]!, "--block-size"),
   maxBatchTokens: positiveInt(values["max-batch-tokens"]!, "--max-batch-tokens"),
   enablePrefixCache: !values["no-prefix-cache"],
@@ -66,22 +67,3 @@ const shutdown = () => {
 };
 process.on("SIGINT", shutdown);
 process.on("SIGTERM", shutdown);
-
-function positiveInt(v: string, flag: string): number {
-  const n = Number(v);
-  if (!Number.isInteger(n) || n <= 0) {
-    console.error(`${flag} must be a positive integer, got ${JSON.stringify(v)}`);
-    process.exit(2);
-  }
-  return n;
-}
-
-function parseSize(v: string): number {
-  const m = /^(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|KB|MB|GB)?$/i.exec(v.trim());
-  if (!m) {
-    console.error(`--kv-memory must look like 512MiB or 2GiB, got ${JSON.stringify(v)}`);
-    process.exit(2);
-  }
-  const units: Record<string, number> = { b: 1, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3, kb: 1e3, mb: 1e6, gb: 1e9 };
-  return Math.floor(Number(m[1]) * units[(m[2] ?? "b").toLowerCase()]!);
-}
