@@ -1,0 +1,155 @@
+/**
+ * Routing policies: which backend serves a trajectory's next turn. Pure functions over a
+ * snapshot of the pool; the Durable Objects hold the state (pins, counters) and call these.
+ *
+ * Cache-aware affinity with bounded load (the default, `affinity`):
+ *
+ *   1. Keep the pinned backend unless it is down or overloaded: its load exceeds the least
+ *      loaded backend's by more than `absMargin` AND by more than `relMargin` times.
+ *   2. Otherwise (new trajectory, pin down or overloaded) take the backend holding the longest
+ *      cached prefix of this trajectory's blocks (from KV events), unless that one is overloaded
+ *      by the same test; ties go to the less loaded one.
+ *   3. Otherwise the least loaded backend (ties: stable by rendezvous hash of the trajectory id,
+ *      so equal backends split new trajectories evenly instead of piling onto the first one).
+ *
+ * Rule 2's load bound is what avoids the hotspot where every new trajectory sharing a popular
+ * system prompt lands on the one backend that caches it: once that backend runs `absMargin`
+ * and `relMargin` x more than the least loaded one, new trajectories go elsewhere (and cache the
+ * prompt there too).
+ *
+ * Tunables and defaults:
+ *   absMargin = 4     (sequences running + waiting)
+ *   relMargin = 1.5   (x the least loaded backend's load)
+ *   minPrefixBlocks = 1 (a prefix hit shorter than this is ignored)
+ *
+ * Alternatives for comparison: `round-robin`, `least-loaded`, `consistent-hash` (rendezvous
+ * hashing on the trajectory id: stable, load-blind).
+ */
+
+export type RoutingPolicyName = "affinity" | "round-robin" | "least-loaded" | "consistent-hash";
+
+export const ROUTING_POLICIES: readonly RoutingPolicyName[] = ["affinity", "round-robin", "least-loaded", "consistent-hash"];
+
+export interface BackendSnapshot {
+  id: string;
+  up: boolean;
+  /** Sequences running plus waiting on the backend. */
+  load: number;
+}
+
+export interface RouteRequest {
+  trajectoryId: string;
+  /** The backend this trajectory is pinned to, if any. */
+  pinned?: string | undefined;
+  /** Per backend id: how many of this trajectory's leading blocks it holds (from KV events). */
+  prefixBlocks?: ReadonlyMap<string, number> | undefined;
+  /** For round-robin: the policy's turn counter (the caller keeps and increments it). */
+  counter?: number | undefined;
+}
+
+export interface RoutingTunables {
+  absMargin: number;
+  relMargin: number;
+  minPrefixBlocks: number;
+}
+
+export const DEFAULT_TUNABLES: RoutingTunables = { absMargin: 4, relMargin: 1.5, minPrefixBlocks: 1 };
+
+export type RouteReason = "pinned" | "prefix" | "least-loaded" | "round-robin" | "hash" | "pinned-down" | "pinned-overloaded";
+
+export interface RouteDecision {
+  backendId: string;
+  reason: RouteReason;
+  /** Set when the trajectory leaves its pinned backend. */
+  movedFrom?: string;
+}
+
+/**
+ * Picks the backend for a turn; `null` when no backend is up.
+ *
+ * @example
+ * route("affinity", { trajectoryId: "t1", pinned: "b0" }, [{ id: "b0", up: true, load: 3 }, { id: "b1", up: true, load: 0 }])
+ * // { backendId: "b0", reason: "pinned" }   (3 is within 0 + 4)
+ */
+export function route(
+  policy: RoutingPolicyName,
+  req: RouteRequest,
+  backends: readonly BackendSnapshot[],
+  tunables: RoutingTunables = DEFAULT_TUNABLES,
+): RouteDecision | null {
+  const up = backends.filter((b) => b.up);
+  if (up.length === 0) return null;
+  switch (policy) {
+    case "round-robin": {
+      const sorted = [...up].sort((a, b) => (a.id < b.id ? -1 : 1));
+      return { backendId: sorted[(req.counter ?? 0) % sorted.length]!.id, reason: "round-robin" };
+    }
+    case "least-loaded":
+      return { backendId: leastLoaded(up, req.trajectoryId).id, reason: "least-loaded" };
+    case "consistent-hash":
+      return { backendId: byHash(up, req.trajectoryId).id, reason: "hash" };
+    case "affinity":
+      return affinity(req, backends, up, tunables);
+  }
+}
+
+function affinity(req: RouteRequest, all: readonly BackendSnapshot[], up: BackendSnapshot[], t: RoutingTunables): RouteDecision {
+  const minLoad = Math.min(...up.map((b) => b.load));
+  const overloaded = (b: BackendSnapshot) => b.load > minLoad + t.absMargin && b.load > minLoad * t.relMargin;
+
+  let movedFrom: string | undefined;
+  let why: RouteReason | undefined;
+  if (req.pinned !== undefined) {
+    const pinned = all.find((b) => b.id === req.pinned);
+    if (pinned?.up && !overloaded(pinned)) return { backendId: pinned.id, reason: "pinned" };
+    movedFrom = req.pinned;
+    why = pinned?.up ? "pinned-overloaded" : "pinned-down";
+  }
+
+  let best: BackendSnapshot | undefined;
+  let bestBlocks = t.minPrefixBlocks - 1;
+  for (const b of up) {
+    const blocks = req.prefixBlocks?.get(b.id) ?? 0;
+    if (overloaded(b) || blocks < t.minPrefixBlocks) continue;
+    if (blocks > bestBlocks || (blocks === bestBlocks && best !== undefined && b.load < best.load)) {
+      best = b;
+      bestBlocks = blocks;
+    }
+  }
+  const choice = best ?? leastLoaded(up, req.trajectoryId);
+  const decision: RouteDecision = { backendId: choice.id, reason: best ? "prefix" : (why ?? "least-loaded") };
+  if (movedFrom !== undefined && movedFrom !== choice.id) decision.movedFrom = movedFrom;
+  return decision;
+}
+
+function leastLoaded(up: BackendSnapshot[], key: string): BackendSnapshot {
+  const min = Math.min(...up.map((b) => b.load));
+  return byHash(
+    up.filter((b) => b.load === min),
+    key,
+  );
+}
+
+/** Rendezvous (highest random weight) hashing: stable, and moves only 1/n keys when n changes. */
+function byHash(candidates: BackendSnapshot[], key: string): BackendSnapshot {
+  let best = candidates[0]!;
+  let bestScore = -1;
+  for (const b of candidates) {
+    const score = fnv1a(`${key}\u0000${b.id}`);
+    if (score > bestScore) {
+      best = b;
+      bestScore = score;
+    }
+  }
+  return best;
+}
+
+function fnv1a(s: string): number {
+  let h = 2166136261;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 16777619) >>> 0;
+  // Final avalanche so nearby keys spread.
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b) >>> 0;
+  h ^= h >>> 13;
+  return h >>> 0;
+}

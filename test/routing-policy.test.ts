@@ -1,0 +1,101 @@
+import { describe, expect, it } from "vitest";
+import { route, type BackendSnapshot, type RouteDecision, type RouteRequest, type RoutingPolicyName } from "../durable-objects/routing-policy";
+
+const b = (id: string, load: number, up = true): BackendSnapshot => ({ id, load, up });
+const prefix = (entries: [string, number][]) => new Map(entries);
+
+interface Case {
+  name: string;
+  policy: RoutingPolicyName;
+  req: RouteRequest;
+  backends: BackendSnapshot[];
+  want: Partial<RouteDecision> | null;
+}
+
+const cases: Case[] = [
+  { name: "keeps the pin under equal load", policy: "affinity", req: { trajectoryId: "t", pinned: "b1" }, backends: [b("b0", 2), b("b1", 2)], want: { backendId: "b1", reason: "pinned" } },
+  { name: "keeps the pin within the absolute margin", policy: "affinity", req: { trajectoryId: "t", pinned: "b1" }, backends: [b("b0", 0), b("b1", 4)], want: { backendId: "b1", reason: "pinned" } },
+  { name: "keeps the pin within the relative margin", policy: "affinity", req: { trajectoryId: "t", pinned: "b1" }, backends: [b("b0", 20), b("b1", 29)], want: { backendId: "b1", reason: "pinned" } },
+  {
+    name: "moves off a pin over both margins, to the least loaded",
+    policy: "affinity",
+    req: { trajectoryId: "t", pinned: "b1" },
+    backends: [b("b0", 1), b("b1", 9), b("b2", 3)],
+    want: { backendId: "b0", reason: "pinned-overloaded", movedFrom: "b1" },
+  },
+  {
+    name: "moves off a down pin, to the backend with its prefix",
+    policy: "affinity",
+    req: { trajectoryId: "t", pinned: "b1", prefixBlocks: prefix([["b2", 5]]) },
+    backends: [b("b0", 0), b("b1", 0, false), b("b2", 2)],
+    want: { backendId: "b2", reason: "prefix", movedFrom: "b1" },
+  },
+  {
+    name: "places a new trajectory where its longest prefix is",
+    policy: "affinity",
+    req: { trajectoryId: "t", prefixBlocks: prefix([["b0", 3], ["b2", 8]]) },
+    backends: [b("b0", 0), b("b1", 0), b("b2", 3)],
+    want: { backendId: "b2", reason: "prefix" },
+  },
+  {
+    name: "skips the prefix holder when it is overloaded (no hotspot)",
+    policy: "affinity",
+    req: { trajectoryId: "t", prefixBlocks: prefix([["b0", 40]]) },
+    backends: [b("b0", 12), b("b1", 2), b("b2", 3)],
+    want: { backendId: "b1", reason: "least-loaded" },
+  },
+  {
+    name: "prefers the less loaded of equal prefixes",
+    policy: "affinity",
+    req: { trajectoryId: "t", prefixBlocks: prefix([["b0", 4], ["b1", 4]]) },
+    backends: [b("b0", 3), b("b1", 1)],
+    want: { backendId: "b1", reason: "prefix" },
+  },
+  { name: "no backend up", policy: "affinity", req: { trajectoryId: "t" }, backends: [b("b0", 0, false)], want: null },
+  { name: "least-loaded ignores pins", policy: "least-loaded", req: { trajectoryId: "t", pinned: "b0" }, backends: [b("b0", 3), b("b1", 2)], want: { backendId: "b1", reason: "least-loaded" } },
+  { name: "round-robin follows the counter over sorted ids", policy: "round-robin", req: { trajectoryId: "t", counter: 4 }, backends: [b("b2", 0), b("b0", 9), b("b1", 0)], want: { backendId: "b1" } },
+  { name: "round-robin skips down backends", policy: "round-robin", req: { trajectoryId: "t", counter: 1 }, backends: [b("b0", 0), b("b1", 0, false), b("b2", 0)], want: { backendId: "b2" } },
+];
+
+describe("routing policy (table)", () => {
+  it.each(cases)("$policy: $name", ({ policy, req, backends, want }) => {
+    const got = route(policy, req, backends);
+    if (want === null) expect(got).toBeNull();
+    else expect(got).toMatchObject(want);
+  });
+});
+
+describe("routing policy (properties)", () => {
+  const ids = Array.from({ length: 4000 }, (_, i) => `trajectory-${i}`);
+  const four = [b("b0", 0), b("b1", 0), b("b2", 0), b("b3", 0)];
+
+  it("consistent hashing is stable and moves only the removed backend's trajectories", () => {
+    const before = ids.map((id) => route("consistent-hash", { trajectoryId: id }, four)!.backendId);
+    const after = ids.map((id) => route("consistent-hash", { trajectoryId: id }, four.slice(0, 3))!.backendId);
+    ids.forEach((_, i) => {
+      if (before[i] !== "b3") expect(after[i]).toBe(before[i]);
+    });
+    const counts = new Map<string, number>();
+    for (const x of before) counts.set(x, (counts.get(x) ?? 0) + 1);
+    for (const n of counts.values()) expect(n).toBeGreaterThan(800); // 1000 each, spread evenly
+  });
+
+  it("spreads new trajectories over equally loaded backends instead of the first one", () => {
+    const picks = ids.map((id) => route("affinity", { trajectoryId: id }, four)!.backendId);
+    for (const id of ["b0", "b1", "b2", "b3"]) expect(picks.filter((p) => p === id).length).toBeGreaterThan(800);
+  });
+
+  it("bounds the load a popular prefix attracts", () => {
+    // Every new trajectory shares a system prompt cached on b0; admit them one by one.
+    const loads = new Map([["b0", 0], ["b1", 0], ["b2", 0], ["b3", 0]]);
+    for (let i = 0; i < 100; i++) {
+      const snapshot = [...loads].map(([id, load]) => b(id, load));
+      const d = route("affinity", { trajectoryId: `n${i}`, prefixBlocks: prefix([["b0", 10]]) }, snapshot)!;
+      loads.set(d.backendId, loads.get(d.backendId)! + 1);
+    }
+    const values = [...loads.values()];
+    const mean = values.reduce((a, v) => a + v, 0) / values.length;
+    expect(Math.max(...values) / mean).toBeLessThanOrEqual(1.5);
+    expect(loads.get("b0")).toBe(Math.max(...values)); // it still gets the most: its cache is warm
+  });
+});
