@@ -1,6 +1,7 @@
 import { ProtocolError, toProtocolError } from "../protocol/errors";
 import type { ChatMessage, DoneFrame, GenerateRequest } from "../protocol/messages";
 import { generateFrames, type BackendTarget } from "./backend-client";
+import { route } from "./routing-policy";
 import type { TrajectoryMeta, TrajectoryStore } from "./trajectory-store";
 import { canonicalTools, diffTranscript, normalizeMessage } from "./transcript-diff";
 import type { AssistantReply, FullReason, TurnEvent, TurnInput, TurnRecord } from "./turn-types";
@@ -53,8 +54,13 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
   let firstTokenMs: number | undefined;
   let mode = plan.mode;
   let fullReason = plan.fullReason;
+  let backend = plan.backend;
+  const tried = new Set<string>();
+  let clientGone = false;
 
-  for (let attempt = 0; attempt < 2 && !done; attempt++) {
+  // At most: the planned attempt, one resend in full after state_unknown, one failover.
+  for (let attempt = 0; attempt < 3 && !done; attempt++) {
+    tried.add(backend.url);
     const request: GenerateRequest = {
       requestId: crypto.randomUUID(),
       trajectoryId: `${input.tenant}/${input.trajectoryId}`,
@@ -68,10 +74,13 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
       ...(mode === "delta" && meta.stateId ? { stateId: meta.stateId } : {}),
     };
     try {
-      for await (const frame of generateFrames(plan.backend, request, { timeoutMs: ctx.timeoutMs, signal: ctx.signal, stats })) {
+      for await (const frame of generateFrames(backend, request, { timeoutMs: ctx.timeoutMs, signal: ctx.signal, stats })) {
         if (frame.type === "token") {
           firstTokenMs ??= performance.now() - t0;
-          if (frame.text && !(await ctx.emit({ type: "token", text: frame.text }))) throw new ProtocolError("backend_unavailable", "the client went away");
+          if (frame.text && !(await ctx.emit({ type: "token", text: frame.text }))) {
+            clientGone = true;
+            throw new ProtocolError("backend_unavailable", "the client went away");
+          }
         } else if (frame.type === "done") {
           done = frame;
         } else {
@@ -80,11 +89,25 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
       }
     } catch (e) {
       const err = toProtocolError(e);
-      // The backend lost (or never had) our state: resend the whole transcript once.
-      if (err.code === "state_unknown" && mode === "delta" && firstTokenMs === undefined) {
+      const nothingSent = firstTokenMs === undefined;
+      // The backend lost (or never had) our state: resend the whole transcript.
+      if (err.code === "state_unknown" && mode === "delta" && nothingSent) {
         mode = "full";
         fullReason = "state-unknown";
         continue;
+      }
+      // The backend is gone before it answered: the transcript lives here, so another backend
+      // can take the turn in full. After tokens went out, retrying here would duplicate text:
+      // the client gets a retryable error instead, and its retry fails over from the start.
+      const next = err.code === "backend_unavailable" && nothingSent && !clientGone && !ctx.signal.aborted ? failoverTarget(ctx.backends, tried, input.trajectoryId) : undefined;
+      if (next) {
+        backend = next;
+        mode = "full";
+        fullReason = "failover";
+        continue;
+      }
+      if (err.code === "backend_unavailable" && !nothingSent && !clientGone) {
+        throw new ProtocolError("backend_unavailable", `the backend failed during the turn (${err.message}); nothing was stored: retry the turn`, { retryable: true });
       }
       throw err;
     }
@@ -106,7 +129,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     backendTtftMs: round(done.timings.ttftMs),
     totalMs: round(performance.now() - t0),
     backend: done.backendId,
-    backendUrl: plan.backend.url,
+    backendUrl: backend.url,
     finishReason: done.finishReason,
     requestBytes: stats.requestBytes,
   };
@@ -116,7 +139,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     keep: plan.keep,
     messages: transcript.slice(plan.keep),
     record,
-    backendUrl: plan.backend.url,
+    backendUrl: backend.url,
     stateId: done.stateId,
     toolsJson: canonicalTools(plan.tools),
     idempotencyKey: input.idempotencyKey,
@@ -171,14 +194,21 @@ function planTurn(meta: TrajectoryMeta, stored: ChatMessage[], input: TurnInput,
   return { mode: fullReason ? "full" : "delta", fullReason, keep, newMessages, fullTranscript, tools, backend };
 }
 
+/** Another configured backend not tried yet for this turn (stable order by trajectory id). */
+function failoverTarget(backends: BackendTarget[], tried: Set<string>, trajectoryId: string): BackendTarget | undefined {
+  const rest = backends.filter((b) => !tried.has(b.url));
+  if (rest.length === 0) return undefined;
+  const d = route("consistent-hash", { trajectoryId }, rest.map((b) => ({ id: b.url, up: true, load: 0 })));
+  return rest.find((b) => b.url === d?.backendId);
+}
+
 /** The pinned backend while it is configured; otherwise a stable choice by trajectory id. */
 function pickBackend(meta: TrajectoryMeta, trajectoryId: string, backends: BackendTarget[]): BackendTarget {
   if (backends.length === 0) throw new ProtocolError("backend_unavailable", "no backend is configured (BACKEND_URLS is empty)");
   const pinned = backends.find((b) => b.url === meta.backendUrl);
   if (pinned) return pinned;
-  let h = 2166136261;
-  for (let i = 0; i < trajectoryId.length; i++) h = Math.imul(h ^ trajectoryId.charCodeAt(i), 16777619) >>> 0;
-  return backends[h % backends.length]!;
+  const d = route("consistent-hash", { trajectoryId }, backends.map((b) => ({ id: b.url, up: true, load: 0 })));
+  return backends.find((b) => b.url === d?.backendId) ?? backends[0]!;
 }
 
 function replyOf(done: DoneFrame): AssistantReply {

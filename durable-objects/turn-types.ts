@@ -27,7 +27,7 @@ export interface TurnInput {
 }
 
 /** Why a turn sent the backend the full transcript instead of a delta. */
-export type FullReason = "first-turn" | "diverged" | "tools-changed" | "state-unknown" | "backend-changed";
+export type FullReason = "first-turn" | "diverged" | "tools-changed" | "state-unknown" | "backend-changed" | "failover";
 
 /** One turn as the trajectory's state reports it. */
 export interface TurnRecord {

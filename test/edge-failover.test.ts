@@ -1,0 +1,130 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { materializeTinyModel } from "../gpu-backend/model/demo-model";
+import { freePort, startStack, type Stack } from "../scripts/stack";
+
+/**
+ * Two real backend processes behind `wrangler dev`; the trajectory's backend is killed between
+ * turns and in the middle of a streamed turn. The transcript lives in the Durable Object, so
+ * another backend takes the turn in full and the trajectory goes on intact.
+ */
+describe("edge failover (two backends, one killed)", () => {
+  let dir: string;
+  let stack: Stack;
+  const auth = { authorization: "Bearer sk-local-dev", "content-type": "application/json" };
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "agent-edge-failover-"));
+    const modelDir = await materializeTinyModel(join(dir, "tiny"));
+    stack = await startStack({
+      modelDir,
+      backendPorts: [await freePort(), await freePort(), await freePort()],
+      edgePort: await freePort(),
+      inspectorPort: await freePort(),
+      persistTo: join(dir, "state"),
+      kvMemory: "64MiB",
+      threads: 1,
+      onLine: () => {},
+    });
+  });
+
+  afterAll(async () => {
+    await stack?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const chat = (trajectoryId: string, messages: unknown[], extra: object = {}) =>
+    fetch(`${stack.edgeUrl}/v1/chat/completions`, {
+      method: "POST",
+      headers: { ...auth, "x-trajectory-id": trajectoryId },
+      body: JSON.stringify({ model: "tiny-llama-random", messages, max_tokens: 4, temperature: 0, ...extra }),
+    });
+  const state = async (id: string) =>
+    (await (await fetch(`${stack.edgeUrl}/v1/tenants/local/trajectories/${id}`, { headers: auth })).json()) as {
+      message_count: number;
+      backend: string;
+      turns: { turn: number; mode: string; full_reason: string | null; backend: string; cached_tokens: number }[];
+    };
+  const kill = (url: string) => {
+    const part = stack.parts.find((p) => p.url === url);
+    expect(part, `a backend at ${url}`).toBeDefined();
+    part!.process.signalGroup("SIGKILL");
+  };
+
+  it("moves a trajectory whose backend died between turns, with its transcript intact", async () => {
+    const id = "failover-between";
+    const messages: { role: string; content: string }[] = [
+      { role: "system", content: "You are an agent. ".repeat(30) },
+      { role: "user", content: "Start." },
+    ];
+    for (let turn = 1; turn <= 2; turn++) {
+      const r = await chat(id, messages);
+      expect(r.status).toBe(200);
+      messages.push({ role: "assistant", content: ((await r.json()) as { choices: { message: { content: string } }[] }).choices[0]!.message.content });
+      messages.push({ role: "user", content: `step ${turn}` });
+    }
+    const before = await state(id);
+    kill(before.backend);
+
+    const r3 = await chat(id, messages);
+    expect(r3.status).toBe(200);
+    const after = await state(id);
+    expect(after.turns).toHaveLength(3);
+    expect(after.turns[2]).toMatchObject({ mode: "full", full_reason: "failover" });
+    expect(after.backend).not.toBe(before.backend);
+    expect(after.message_count).toBe(messages.length + 1);
+
+    // The next turn is a delta on the new backend again.
+    messages.push({ role: "assistant", content: ((await r3.json()) as { choices: { message: { content: string } }[] }).choices[0]!.message.content });
+    messages.push({ role: "user", content: "step 3" });
+    expect((await chat(id, messages)).status).toBe(200);
+    const last = (await state(id)).turns[3]!;
+    expect(last.mode).toBe("delta");
+    expect(last.cached_tokens).toBeGreaterThan(0);
+  });
+
+  it("answers a retryable error when the backend dies mid-stream, stores nothing, and the retry completes", async () => {
+    const id = "failover-mid-stream";
+    const messages = [
+      { role: "system", content: "You are an agent. ".repeat(30) },
+      { role: "user", content: "Write a long answer." },
+    ];
+    const r1 = await chat(id, messages);
+    expect(r1.status).toBe(200);
+    await r1.json();
+    const before = await state(id);
+
+    // A long streamed turn; kill its backend as soon as the first token arrives.
+    const next = [...messages, { role: "assistant", content: "x" }, { role: "user", content: "more" }];
+    const res = await chat(id, next, { max_tokens: 3000, stream: true, temperature: 0 });
+    expect(res.status).toBe(200);
+    const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+    let text = "";
+    let killed = false;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += value;
+      if (!killed && text.includes('"content":"') && /"content":"[^"]/.test(text)) {
+        kill(before.backend);
+        killed = true;
+      }
+    }
+    expect(killed).toBe(true);
+    expect(text).toMatch(/"code":"backend_unavailable"/);
+    expect(text).not.toContain("[DONE]");
+    const mid = await state(id);
+    expect(mid.turns).toHaveLength(1);
+    expect(mid.message_count).toBe(before.message_count);
+
+    // The client retries the same turn: another backend takes it in full.
+    const retry = await chat(id, next, { max_tokens: 4 });
+    expect(retry.status).toBe(200);
+    const after = await state(id);
+    expect(after.turns).toHaveLength(2);
+    expect(after.turns[1]).toMatchObject({ full_reason: expect.stringMatching(/failover|diverged/) });
+    expect(after.backend).not.toBe(before.backend);
+  });
+});
