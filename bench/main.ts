@@ -1,6 +1,7 @@
 import { parseArgs } from "node:util";
 import { runAgentBench } from "./agent-bench";
 import { runEdgeBench } from "./edge-bench";
+import { runTraceBench } from "./trace-replay";
 
 /**
  * `npm run bench -- <name> [flags]`
@@ -14,7 +15,7 @@ import { runEdgeBench } from "./edge-bench";
  */
 const [name, ...rest] = process.argv.slice(2);
 const { values } = parseArgs({
-  args: rest,
+  args: name === "trace" ? [] : rest, // trace parses its own flags (a FILE and --capacity/--policy/--sweep)
   options: {
     quick: { type: "boolean", default: false },
     json: { type: "boolean", default: false },
@@ -44,6 +45,9 @@ switch (name) {
     console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
     break;
   }
+  case "trace":
+    await runTraceBench(rest);
+    break;
   default:
     console.error(`unknown benchmark ${JSON.stringify(name ?? "")}; available: agent, edge`);
     process.exit(2);

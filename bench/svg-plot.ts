@@ -5,12 +5,13 @@ export interface Series {
 }
 
 /**
- * A small dependency-free SVG line chart (linear axes, legend), for benchmark reports.
+ * A small dependency-free SVG line chart (linear axes, legend), for benchmark reports. `logY` /
+ * `logX` put an axis on a log10 scale (x values must then be > 0; ticks stay at the data's x values).
  *
  * @example
  * writeFileSync("ttft.svg", lineChart({ title: "TTFT per turn", xLabel: "turn", yLabel: "ms", series }));
  */
-export function lineChart(opts: { title: string; xLabel: string; yLabel: string; series: Series[]; logY?: boolean; width?: number; height?: number }): string {
+export function lineChart(opts: { title: string; xLabel: string; yLabel: string; series: Series[]; logY?: boolean; logX?: boolean; width?: number; height?: number }): string {
   const W = opts.width ?? 760;
   const H = opts.height ?? 420;
   const m = { l: 70, r: 20, t: 40, b: 50 };
@@ -24,7 +25,10 @@ export function lineChart(opts: { title: string; xLabel: string; yLabel: string;
     opts.logY
       ? m.t + (H - m.t - m.b) * (1 - (Math.log10(Math.max(y, yMin)) - Math.log10(yMin)) / (Math.log10(yMax) - Math.log10(yMin)))
       : m.t + (H - m.t - m.b) * (1 - (y - yMin) / (yMax - yMin || 1));
-  const fx = (x: number) => m.l + ((W - m.l - m.r) * (x - xMin)) / (xMax - xMin || 1);
+  const fx = (x: number) =>
+    opts.logX
+      ? m.l + ((W - m.l - m.r) * (Math.log10(x) - Math.log10(xMin))) / (Math.log10(xMax) - Math.log10(xMin) || 1)
+      : m.l + ((W - m.l - m.r) * (x - xMin)) / (xMax - xMin || 1);
   const out: string[] = [];
   out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="12">`);
   out.push(`<rect width="${W}" height="${H}" fill="white"/>`);
