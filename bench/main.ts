@@ -10,6 +10,8 @@ import { runTraceBench } from "./trace-replay";
  *            flags: --quick, --json, --trajectories N, --turns N, --model DIR, --out DIR
  *   edge     per-turn latency client -> Worker -> DO -> backend vs client -> backend, and bytes
  *            sent to the backend per delta turn vs the transcript; flags: --quick, --json, --turns N
+ *   trace    replay a Mooncake trace through the block pool: trace FILE --capacity N --policy P
+ *            [--json], or --sweep (every policy and capacity, plot)
  *
  * Progress goes to stderr; with --json the last stdout line is one JSON object.
  */
@@ -49,6 +51,6 @@ switch (name) {
     await runTraceBench(rest);
     break;
   default:
-    console.error(`unknown benchmark ${JSON.stringify(name ?? "")}; available: agent, edge`);
+    console.error(`unknown benchmark ${JSON.stringify(name ?? "")}; available: agent, edge, trace`);
     process.exit(2);
 }

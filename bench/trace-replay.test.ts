@@ -110,6 +110,8 @@ const dir = defaultTraceDir();
 const synthetic = join(dir, "mooncake_synthetic_trace.jsonl");
 const conversation = join(dir, "mooncake_conversation_trace.jsonl");
 
+// The traces live in the workplace's shared/ folder beside the checkout (CI has it); a checkout
+// without them (someone else's machine) skips only these two data-dependent tests.
 describe.skipIf(!existsSync(synthetic) || !existsSync(conversation))("Mooncake traces against SOURCES.md", () => {
   for (const file of [synthetic, conversation]) {
     const name = file.split("/").at(-1)!;
