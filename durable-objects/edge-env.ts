@@ -3,6 +3,7 @@ import type { BackendTarget } from "./backend-client";
 /** Bindings and settings of the edge Worker and its Durable Objects (wrangler.toml, secrets). */
 export interface EdgeEnv {
   TRAJECTORY: DurableObjectNamespace<import("./trajectory-do").TrajectoryDO>;
+  POOL: DurableObjectNamespace<import("./pool-do").PoolDO>;
   /** Comma-separated base URLs of the GPU backends. */
   BACKEND_URLS: string;
   /** Shared secret sent to backends in `x-agent-edge-secret` (a Worker secret in production). */
@@ -18,6 +19,10 @@ export interface EdgeEnv {
   MAX_BODY_BYTES?: string;
   /** Wait for a backend's first byte, then between chunks (default 120000). */
   BACKEND_TIMEOUT_MS?: string;
+  /** A registered backend silent for this long is down (default 6000). */
+  POOL_DOWN_AFTER_MS?: string;
+  /** How long a trajectory object reuses the pool's view before asking again (default 1000). */
+  POOL_VIEW_TTL_MS?: string;
 }
 
 export const DEV_SECRET = "dev-secret";

@@ -1,10 +1,11 @@
 import { DurableObject } from "cloudflare:workers";
 import { ProtocolError, toProtocolError } from "../protocol/errors";
 import type { ChatMessage } from "../protocol/messages";
-import { releaseState, type BackendTarget } from "./backend-client";
-import { backendTargets, type EdgeEnv } from "./edge-env";
+import { releaseState } from "./backend-client";
+import { DEV_SECRET, type EdgeEnv } from "./edge-env";
+import { poolOf, type PoolBackend } from "./pool-do";
 import { TrajectoryStore } from "./trajectory-store";
-import { runTurn } from "./turn-runner";
+import { runTurn, type RoutedBackend } from "./turn-runner";
 import type { TrajectoryState, TurnEvent, TurnInput } from "./turn-types";
 
 /**
@@ -22,6 +23,7 @@ export class TrajectoryDO extends DurableObject<EdgeEnv> {
   private readonly store: TrajectoryStore;
   private transcript: ChatMessage[] = [];
   private busy = false;
+  private poolCache: { at: number; backends: PoolBackend[] } | undefined;
 
   constructor(ctx: DurableObjectState, env: EdgeEnv) {
     super(ctx, env);
@@ -67,7 +69,7 @@ export class TrajectoryDO extends DurableObject<EdgeEnv> {
     // Busy while the backend state is released, so no turn starts between that and the delete.
     this.busy = true;
     try {
-      const target = meta.backendUrl ? this.backends().find((b) => b.url === meta.backendUrl) : undefined;
+      const target = meta.backendUrl ? (await this.backends()).find((b) => b.url === meta.backendUrl) : undefined;
       if (target && meta.stateId) await releaseState(target, meta.stateId, 5000);
       this.store.deleteAll();
       this.transcript = [];
@@ -112,7 +114,7 @@ export class TrajectoryDO extends DurableObject<EdgeEnv> {
     try {
       if (input.kind === "chat") await this.create({ tenant: input.tenant, trajectoryId: input.trajectoryId });
       this.transcript = await runTurn(
-        { store: this.store, transcript: this.transcript, backends: this.backends(), timeoutMs: timeoutOf(this.env), emit, signal },
+        { store: this.store, transcript: this.transcript, backends: await this.backends(), timeoutMs: timeoutOf(this.env), emit, signal },
         input,
       );
     } catch (e) {
@@ -122,8 +124,14 @@ export class TrajectoryDO extends DurableObject<EdgeEnv> {
     }
   }
 
-  private backends(): BackendTarget[] {
-    return backendTargets(this.env);
+  /** The pool's view (registered and static backends), reused for POOL_VIEW_TTL_MS. */
+  private async backends(): Promise<RoutedBackend[]> {
+    const ttl = Number(this.env.POOL_VIEW_TTL_MS ?? "") || 1000;
+    if (!this.poolCache || Date.now() - this.poolCache.at > ttl) {
+      this.poolCache = { at: Date.now(), backends: await poolOf(this.env).view() };
+    }
+    const secret = this.env.AGENT_EDGE_SECRET ?? DEV_SECRET;
+    return this.poolCache.backends.map((b) => ({ url: b.url, secret, up: b.up, load: b.running + b.waiting }));
   }
 }
 

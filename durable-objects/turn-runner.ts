@@ -6,11 +6,18 @@ import type { TrajectoryMeta, TrajectoryStore } from "./trajectory-store";
 import { canonicalTools, diffTranscript, normalizeMessage } from "./transcript-diff";
 import type { AssistantReply, FullReason, TurnEvent, TurnInput, TurnRecord } from "./turn-types";
 
+/** A backend as routing sees it: where it is, whether it is up, how loaded. */
+export interface RoutedBackend extends BackendTarget {
+  up: boolean;
+  /** Sequences running plus waiting (0 when unknown). */
+  load: number;
+}
+
 export interface TurnContext {
   store: TrajectoryStore;
   /** The transcript as stored (the Durable Object keeps it in memory between turns). */
   transcript: ChatMessage[];
-  backends: BackendTarget[];
+  backends: RoutedBackend[];
   timeoutMs: number;
   /** Receives events; returns false once the client is gone (then nothing is committed). */
   emit: (event: TurnEvent) => Promise<boolean>;
@@ -161,7 +168,7 @@ interface TurnPlan {
   backend: BackendTarget;
 }
 
-function planTurn(meta: TrajectoryMeta, stored: ChatMessage[], input: TurnInput, backends: BackendTarget[]): TurnPlan {
+function planTurn(meta: TrajectoryMeta, stored: ChatMessage[], input: TurnInput, backends: RoutedBackend[]): TurnPlan {
   const incoming = input.messages.map(normalizeMessage);
   let keep = stored.length;
   let newMessages: ChatMessage[];
@@ -194,21 +201,26 @@ function planTurn(meta: TrajectoryMeta, stored: ChatMessage[], input: TurnInput,
   return { mode: fullReason ? "full" : "delta", fullReason, keep, newMessages, fullTranscript, tools, backend };
 }
 
-/** Another configured backend not tried yet for this turn (stable order by trajectory id). */
-function failoverTarget(backends: BackendTarget[], tried: Set<string>, trajectoryId: string): BackendTarget | undefined {
+/** Another up backend not tried yet for this turn: the least loaded (ties by trajectory id). */
+function failoverTarget(backends: RoutedBackend[], tried: Set<string>, trajectoryId: string): BackendTarget | undefined {
   const rest = backends.filter((b) => !tried.has(b.url));
-  if (rest.length === 0) return undefined;
-  const d = route("consistent-hash", { trajectoryId }, rest.map((b) => ({ id: b.url, up: true, load: 0 })));
+  const d = route("least-loaded", { trajectoryId }, rest.map(snapshotOf));
   return rest.find((b) => b.url === d?.backendId);
 }
 
-/** The pinned backend while it is configured; otherwise a stable choice by trajectory id. */
-function pickBackend(meta: TrajectoryMeta, trajectoryId: string, backends: BackendTarget[]): BackendTarget {
-  if (backends.length === 0) throw new ProtocolError("backend_unavailable", "no backend is configured (BACKEND_URLS is empty)");
-  const pinned = backends.find((b) => b.url === meta.backendUrl);
-  if (pinned) return pinned;
-  const d = route("consistent-hash", { trajectoryId }, backends.map((b) => ({ id: b.url, up: true, load: 0 })));
-  return backends.find((b) => b.url === d?.backendId) ?? backends[0]!;
+/**
+ * The backend for this turn by the affinity policy (routing-policy.ts): the pinned one unless
+ * it is down or overloaded past the bounds, else the least loaded.
+ */
+function pickBackend(meta: TrajectoryMeta, trajectoryId: string, backends: RoutedBackend[]): BackendTarget {
+  if (backends.length === 0) throw new ProtocolError("backend_unavailable", "no backend is configured or registered");
+  const d = route("affinity", { trajectoryId, pinned: meta.backendUrl ?? undefined }, backends.map(snapshotOf));
+  if (!d) throw new ProtocolError("backend_unavailable", "no backend is up (none answered its heartbeats)");
+  return backends.find((b) => b.url === d.backendId)!;
+}
+
+function snapshotOf(b: RoutedBackend) {
+  return { id: b.url, up: b.up, load: b.load };
 }
 
 function replyOf(done: DoneFrame): AssistantReply {

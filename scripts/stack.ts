@@ -38,6 +38,8 @@ export interface StackOptions {
   threads?: number;
   /** More backend flags, appended as given. */
   backendArgs?: string[];
+  /** Backends heartbeat into the edge's pool (`--register`); default true. */
+  register?: boolean;
   /** More Worker vars, each passed as `--var NAME:VALUE`. */
   vars?: Record<string, string>;
   /** How long every part may take to answer GET /healthz (default 300 000 ms). */
@@ -146,6 +148,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       if (options.kvMemory !== undefined) args.push("--kv-memory", options.kvMemory);
       if (options.noPrefixCache) args.push("--no-prefix-cache");
       if (options.threads !== undefined) args.push("--threads", String(options.threads));
+      // Heartbeat into the edge's pool (load for routing, up/down); retried until the edge is up.
+      if (options.register !== false) args.push("--register", `http://${host}:${edgePort}`);
       args.push(...(options.backendArgs ?? []));
       const proc = new ManagedProcess({
         name,

@@ -6,8 +6,10 @@ import { edgeError, errorResponse } from "./errors";
 import { servedModels } from "./models";
 import { chatRoutes } from "./routes/chat";
 import { trajectoryRoutes } from "./routes/trajectories";
+import { poolRoutes } from "./routes/pool";
 
 export { TrajectoryDO } from "../durable-objects/trajectory-do";
+export { PoolDO } from "../durable-objects/pool-do";
 export type { EdgeEnv as Env } from "../durable-objects/edge-env";
 
 /**
@@ -18,7 +20,9 @@ const app = new Hono<{ Bindings: EdgeEnv; Variables: AuthVariables }>();
 
 app.get("/healthz", (c) => c.json({ ok: true }));
 
-app.use("/v1/*", auth());
+// Backends heartbeat into the pool with the shared secret; everything else under /v1 needs a key.
+app.route("/", poolRoutes);
+app.use("/v1/*", async (c, next) => (c.req.path === "/v1/pool" || c.req.path.startsWith("/v1/pool/") ? next() : auth()(c, next)));
 
 app.get("/v1/models", async (c) =>
   c.json({

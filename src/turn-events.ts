@@ -1,7 +1,9 @@
 import { ProtocolError, toProtocolError } from "../protocol";
 import type { SamplingParams, ToolDefinition, ChatMessage } from "../protocol/messages";
 import { generateFrames } from "../durable-objects/backend-client";
-import { backendTargets, type EdgeEnv } from "../durable-objects/edge-env";
+import { DEV_SECRET, type EdgeEnv } from "../durable-objects/edge-env";
+import { poolOf } from "../durable-objects/pool-do";
+import { route } from "../durable-objects/routing-policy";
 import { normalizeMessage } from "../durable-objects/transcript-diff";
 import type { AssistantReply, TurnEvent, TurnInput } from "../durable-objects/turn-types";
 
@@ -43,9 +45,10 @@ export async function* statelessTurn(
   params: { tenant: string; cacheSalt: string; messages: ChatMessage[]; tools: ToolDefinition[] | undefined; sampling: SamplingParams; model: string | undefined },
   signal?: AbortSignal,
 ): AsyncGenerator<TurnEvent> {
-  const backends = backendTargets(env);
-  if (backends.length === 0) throw new ProtocolError("backend_unavailable", "no backend is configured (BACKEND_URLS is empty)");
-  const target = backends[Math.floor(Math.random() * backends.length)]!;
+  const pool = (await poolOf(env).view()).filter((b) => b.up);
+  const choice = route("least-loaded", { trajectoryId: crypto.randomUUID() }, pool.map((b) => ({ id: b.url, up: b.up, load: b.running + b.waiting })));
+  if (!choice) throw new ProtocolError("backend_unavailable", "no backend is configured or up");
+  const target = { url: choice.backendId, secret: env.AGENT_EDGE_SECRET ?? DEV_SECRET };
   const t0 = Date.now();
   try {
     for await (const frame of generateFrames(

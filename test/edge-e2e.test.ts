@@ -135,6 +135,16 @@ describe("edge end to end (wrangler dev + backend + openai client)", () => {
     expect(res.headers.get("x-agent-edge-mode")).toBe("delta");
   });
 
+  it("has the backend registered in the pool by its heartbeats", async () => {
+    let backends: { id: string; source: string; up: boolean; url: string }[] = [];
+    for (let i = 0; i < 50 && !backends.some((b) => b.source === "registered"); i++) {
+      const res = await fetch(`${stack.edgeUrl}/v1/pool`, { headers: { "x-agent-edge-secret": stack.secret } });
+      backends = ((await res.json()) as { backends: typeof backends }).backends;
+      if (!backends.some((b) => b.source === "registered")) await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(backends).toEqual([expect.objectContaining({ source: "registered", up: true, url: stack.backendUrls[0] })]);
+  });
+
   it("lists the backends' models", async () => {
     const models = await client.models.list();
     expect(models.data.map((m) => m.id)).toEqual([MODEL]);

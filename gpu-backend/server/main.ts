@@ -3,6 +3,7 @@ import { parseArgs } from "node:util";
 import { createBackend } from "./backend";
 import { createBackendApp } from "./app";
 import { parseSize, positiveInt } from "./cli-args";
+import { startHeartbeat } from "./heartbeat";
 
 /** `npm run backend -- --help` prints this. */
 const USAGE = `npm run backend -- [flags]: one backend process serving one model (npm start runs it together with the edge).
@@ -17,6 +18,8 @@ const USAGE = `npm run backend -- [flags]: one backend process serving one model
   --secret S             shared secret (env AGENT_EDGE_SECRET; default "dev-secret" with a warning)
   --threads N            onnxruntime intra-op threads (default: all cores)
   --id NAME              backend id reported to the edge (default backend-<port>)
+  --register URL         heartbeat into the edge's pool at URL (e.g. https://edge.example.com)
+  --advertise URL        the URL the edge reaches this backend at (default http://HOST:PORT)
   --help                 this text
 `;
 const { values } = parseArgs({
@@ -31,6 +34,8 @@ const { values } = parseArgs({
     secret: { type: "string", default: process.env.AGENT_EDGE_SECRET },
     threads: { type: "string" },
     id: { type: "string" },
+    register: { type: "string" },
+    advertise: { type: "string" },
     help: { type: "boolean", default: false },
   },
   strict: true,
@@ -61,7 +66,19 @@ const server = serve({ fetch: app.fetch, port, hostname: values.host }, (info) =
   console.log(`[backend] ${backendId} serving ${backend.engine.modelId} on http://${values.host}:${info.port}`);
 });
 
+const stopHeartbeat = values.register
+  ? startHeartbeat({
+      edgeUrl: values.register,
+      secret,
+      backendId,
+      advertiseUrl: values.advertise ?? `http://${values.host}:${port}`,
+      engine: backend.engine,
+      log: (line) => console.log(`[backend] ${line}`),
+    })
+  : () => {};
+
 const shutdown = () => {
+  stopHeartbeat();
   server.close();
   void backend.close().then(() => process.exit(0));
 };

@@ -1,0 +1,58 @@
+import { Hono } from "hono";
+import { z } from "zod";
+import { ProtocolError } from "../../protocol";
+import { SECRET_HEADER } from "../../protocol/messages";
+import { DEV_SECRET, type EdgeEnv } from "../../durable-objects/edge-env";
+import { poolOf, type BackendHeartbeat } from "../../durable-objects/pool-do";
+import { maxBodyBytes, readJson } from "../body";
+
+const heartbeat = z.object({
+  id: z.string().regex(/^[A-Za-z0-9._:-]{1,128}$/),
+  url: z.url(),
+  model: z.string().min(1),
+  kvCapacityBlocks: z.number().int().min(0),
+  running: z.number().int().min(0),
+  waiting: z.number().int().min(0),
+  kvUsage: z.number().min(0).max(1),
+  tokensPerS: z.number().min(0),
+});
+
+/**
+ * The backends' side of the pool: `POST /v1/pool/heartbeat` (register or refresh) and
+ * `GET /v1/pool` (the pool as routing sees it). Authenticated with the shared backend secret
+ * (`x-agent-edge-secret`), not with tenant API keys.
+ */
+export const poolRoutes = new Hono<{ Bindings: EdgeEnv }>()
+  .use("/v1/pool/*", async (c, next) => {
+    checkSecret(c.req.header(SECRET_HEADER), c.env.AGENT_EDGE_SECRET ?? DEV_SECRET);
+    await next();
+  })
+  .use("/v1/pool", async (c, next) => {
+    checkSecret(c.req.header(SECRET_HEADER), c.env.AGENT_EDGE_SECRET ?? DEV_SECRET);
+    await next();
+  })
+  .post("/v1/pool/heartbeat", async (c) => {
+    const parsed = heartbeat.safeParse(await readJson(c, maxBodyBytes(c.env)));
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0]!;
+      throw new ProtocolError("invalid_request", `${issue.path.join(".") || "body"}: ${issue.message}`);
+    }
+    const h: BackendHeartbeat = { ...parsed.data, url: parsed.data.url.replace(/\/+$/, "") };
+    return c.json(await poolOf(c.env).heartbeat(h));
+  })
+  .get("/v1/pool", async (c) => c.json({ object: "pool", backends: await poolOf(c.env).view() }));
+
+function checkSecret(given: string | undefined, expected: string): void {
+  // Compare digests of equal length so timing says nothing about the secret.
+  if (given === undefined || !timingSafeEqualStrings(given, expected)) {
+    throw new ProtocolError("unauthorized", `missing or wrong ${SECRET_HEADER} header`);
+  }
+}
+
+function timingSafeEqualStrings(a: string, b: string): boolean {
+  const ea = new TextEncoder().encode(a);
+  const eb = new TextEncoder().encode(b);
+  let diff = ea.length ^ eb.length;
+  for (let i = 0; i < Math.max(ea.length, eb.length); i++) diff |= (ea[i] ?? 0) ^ (eb[i] ?? 0);
+  return diff === 0;
+}
