@@ -1,6 +1,8 @@
 import { Engine } from "../engine/engine";
 import { BlockPool, blocksForBudget } from "../kv/block-pool";
-import { CpuExecutor } from "../model/cpu-executor";
+import { createExecutor } from "../model/create-executor";
+import { resolveDevice, type DeviceRequest } from "../model/device";
+import type { Executor } from "../model/executor";
 import { loadModel } from "../model/load-model";
 import { prefillWastePerToken } from "../model/decoder-spec";
 
@@ -12,6 +14,8 @@ export interface BackendOptions {
   maxBatchTokens: number;
   enablePrefixCache: boolean;
   threads?: number | undefined;
+  /** cpu | webgpu | cuda | auto (default auto: cuda, then a hardware WebGPU adapter, then cpu). */
+  device?: DeviceRequest;
   backendId: string;
   maxRunningSequences?: number;
   log?: (line: string) => void;
@@ -19,7 +23,7 @@ export interface BackendOptions {
 
 export interface Backend {
   engine: Engine;
-  executor: CpuExecutor;
+  executor: Executor;
   close(): Promise<void>;
 }
 
@@ -44,8 +48,10 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
     bytesPerElement: 4,
   });
   if (numBlocks < 2) throw new Error(`--kv-memory ${options.kvMemoryBytes} bytes holds fewer than 2 blocks of ${options.blockSize} tokens`);
-  log(`building the ONNX graph and the onnxruntime session (cpu), KV pool ${numBlocks} blocks x ${options.blockSize} tokens`);
-  const executor = await CpuExecutor.create({ spec, weights: model.weights, numBlocks, blockSize: options.blockSize, threads: options.threads });
+  const { device, reason } = await resolveDevice(options.device ?? "auto");
+  log(`device ${device} (${reason})`);
+  log(`building the ONNX graph and the onnxruntime session (${device}), KV pool ${numBlocks} blocks x ${options.blockSize} tokens`);
+  const executor = await createExecutor({ device, spec, weights: model.weights, numBlocks, blockSize: options.blockSize, threads: options.threads });
   const pool = new BlockPool({ numBlocks, blockSize: options.blockSize });
   const engine = new Engine({
     executor,

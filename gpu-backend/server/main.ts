@@ -4,6 +4,7 @@ import { createBackend } from "./backend";
 import { createBackendApp } from "./app";
 import { parseSize, positiveInt } from "./cli-args";
 import { startHeartbeat } from "./heartbeat";
+import type { DeviceRequest } from "../model/device";
 
 /** `npm run backend -- --help` prints this. */
 const USAGE = `npm run backend -- [flags]: one backend process serving one model (npm start runs it together with the edge).
@@ -17,6 +18,8 @@ const USAGE = `npm run backend -- [flags]: one backend process serving one model
   --host H               default 127.0.0.1
   --secret S             shared secret (env AGENT_EDGE_SECRET; default "dev-secret" with a warning)
   --threads N            onnxruntime intra-op threads (default: all cores)
+  --device D             cpu | webgpu | cuda | auto (default auto: cuda if its provider is installed
+                         and an NVIDIA device is present, then a hardware WebGPU adapter, then cpu)
   --id NAME              backend id reported to the edge (default backend-<port>)
   --register URL         heartbeat into the edge's pool at URL (e.g. https://edge.example.com)
   --advertise URL        the URL the edge reaches this backend at (default http://HOST:PORT)
@@ -33,6 +36,7 @@ const { values } = parseArgs({
     host: { type: "string", default: "127.0.0.1" },
     secret: { type: "string", default: process.env.AGENT_EDGE_SECRET },
     threads: { type: "string" },
+    device: { type: "string", default: "auto" },
     id: { type: "string" },
     register: { type: "string" },
     advertise: { type: "string" },
@@ -57,6 +61,7 @@ const backend = await createBackend({
   maxBatchTokens: positiveInt(values["max-batch-tokens"]!, "--max-batch-tokens"),
   enablePrefixCache: !values["no-prefix-cache"],
   threads: values.threads ? positiveInt(values.threads, "--threads") : undefined,
+  device: deviceFlag(values.device!),
   backendId,
   log: (line) => console.log(`[backend] ${line}`),
 });
@@ -84,3 +89,9 @@ const shutdown = () => {
 };
 process.on("SIGINT", shutdown);
 process.on("SIGTERM", shutdown);
+
+function deviceFlag(v: string): DeviceRequest {
+  if (v === "cpu" || v === "webgpu" || v === "cuda" || v === "auto") return v;
+  console.error(`--device must be cpu, webgpu, cuda or auto, got ${JSON.stringify(v)}`);
+  process.exit(2);
+}

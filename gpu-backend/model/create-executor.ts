@@ -1,0 +1,28 @@
+import type { DecoderSpec, WeightSource } from "./decoder-spec";
+import { CpuExecutor } from "./cpu-executor";
+import type { Device } from "./device";
+import type { Executor } from "./executor";
+
+export interface CreateExecutorOptions {
+  device: Device;
+  spec: DecoderSpec;
+  weights: WeightSource;
+  numBlocks: number;
+  blockSize: number;
+  threads?: number | undefined;
+}
+
+/**
+ * The executor for a resolved device (see `resolveDevice`).
+ *
+ * @example const executor = await createExecutor({ device: "cpu", spec, weights, numBlocks, blockSize: 16 });
+ */
+export async function createExecutor(o: CreateExecutorOptions): Promise<Executor> {
+  switch (o.device) {
+    case "cpu":
+      return CpuExecutor.create({ spec: o.spec, weights: o.weights, numBlocks: o.numBlocks, blockSize: o.blockSize, threads: o.threads });
+    case "webgpu":
+    case "cuda":
+      throw new Error(`the ${o.device} executor is not available in this build yet (see docs/webgpu.md); use --device cpu or auto`);
+  }
+}
