@@ -1,4 +1,7 @@
 import { createHash } from "node:crypto";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { cloudflareTest } from "@cloudflare/vitest-pool-workers";
 import { configDefaults, defineConfig } from "vitest/config";
 import { CLOSED_BACKEND_URL, TENANTS, TEST_MAX_BODY_BYTES } from "./test/workers/tenants";
@@ -16,10 +19,23 @@ export default defineConfig({
         test: {
           name: "node",
           include: ["protocol/**/*.test.ts", "gpu-backend/**/*.test.ts", "test/**/*.test.ts", "bench/**/*.test.ts"],
-          exclude: [...configDefaults.exclude, "test/workers/**"],
+          exclude: [...configDefaults.exclude, "test/workers/**", "**/*.webgpu.test.ts"],
           pool: "forks",
           testTimeout: 120_000,
           hookTimeout: 300_000,
+        },
+      },
+      {
+        // The `webgpu` executor on a WebGPU adapter (Dawn from the `webgpu` npm package); on a
+        // CPU-only machine Mesa lavapipe (scripts/install-webgpu-deps.sh). No adapter: the tests
+        // fail with that message. Slow on lavapipe (shader compilation on first use of each shape).
+        test: {
+          name: "webgpu",
+          include: ["gpu-backend/**/*.webgpu.test.ts"],
+          pool: "forks",
+          testTimeout: 300_000,
+          hookTimeout: 600_000,
+          env: { XDG_RUNTIME_DIR: process.env.XDG_RUNTIME_DIR || mkdtempSync(join(tmpdir(), "xdg-")) },
         },
       },
       {

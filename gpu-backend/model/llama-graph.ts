@@ -175,21 +175,21 @@ function prefillAttention(g: GraphBuilder, a: AttentionArgs): string {
   return g.op("Reshape", [g.op("Transpose", [out], { attributes: { perm: [2, 0, 1, 3] } }), g.int64s([-1, nkv * groups * hd])]);
 }
 
-function rmsNorm(g: GraphBuilder, x: string, weight: string, eps: number): string {
+export function rmsNorm(g: GraphBuilder, x: string, weight: string, eps: number): string {
   const meanSq = g.op("ReduceMean", [g.op("Mul", [x, x])], { attributes: { axes: [-1], keepdims: 1 } });
   const inv = g.op("Reciprocal", [g.op("Sqrt", [g.op("Add", [meanSq, g.scalar(eps)])])]);
   return g.op("Mul", [g.op("Mul", [x, inv]), weight]);
 }
 
 /** HF Llama rotary: x * cos + rotate_half(x) * sin, on [T, heads, hd] with cos/sin [T, 1, hd]. */
-function rope(g: GraphBuilder, x: string, cos: string, sin: string, hd: number): string {
+export function rope(g: GraphBuilder, x: string, cos: string, sin: string, hd: number): string {
   const [x1, x2] = g.opN("Split", [x, g.int64s([hd / 2, hd / 2])], 2, { attributes: { axis: -1 } });
   const rotated = g.op("Concat", [g.op("Neg", [x2!]), x1!], { attributes: { axis: -1 } });
   return g.op("Add", [g.op("Mul", [x, cos]), g.op("Mul", [rotated, sin])]);
 }
 
 /** [out, in] (HF linear layout) -> [in, out] for MatMul. */
-function transpose(w: Float32Array, inDim: number, outDim: number): Float32Array {
+export function transpose(w: Float32Array, inDim: number, outDim: number): Float32Array {
   if (w.length !== inDim * outDim) throw new Error(`weight has ${w.length} values, expected ${outDim}x${inDim}`);
   const out = new Float32Array(w.length);
   for (let o = 0; o < outDim; o++) {
@@ -200,7 +200,7 @@ function transpose(w: Float32Array, inDim: number, outDim: number): Float32Array
 }
 
 /** Several [out_k, in] weights -> one [in, sum(out_k)] matrix, so one MatMul computes them all. */
-function concatTransposed(ws: Float32Array[], inDim: number): Float32Array {
+export function concatTransposed(ws: Float32Array[], inDim: number): Float32Array {
   const outs = ws.map((w) => w.length / inDim);
   const total = outs.reduce((a, b) => a + b, 0);
   const out = new Float32Array(inDim * total);
@@ -216,7 +216,7 @@ function concatTransposed(ws: Float32Array[], inDim: number): Float32Array {
   return out;
 }
 
-function concatVectors(vs: Float32Array[]): Float32Array {
+export function concatVectors(vs: Float32Array[]): Float32Array {
   const out = new Float32Array(vs.reduce((a, v) => a + v.length, 0));
   let off = 0;
   for (const v of vs) {

@@ -1,0 +1,198 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { DecoderSpec, WeightSource } from "./decoder-spec";
+import type { Executor } from "./executor";
+import { randomWeights } from "./random-weights";
+import { referenceForward } from "./reference-forward";
+import { tinySpec } from "./tiny-spec";
+
+/**
+ * One conformance suite for every executor: registers vitest tests for an executor factory.
+ *
+ * Checks, on a tiny random-weight Llama (two layers, GQA 4 over 2 heads, vocab 97; logits of
+ * magnitude ~1-3):
+ *   1. a 40-token prefill (three blocks of 16, scattered block table) against the plain
+ *      TypeScript reference forward pass (float64): max |diff| <= `tolerances.reference`, and the
+ *      same argmax on every row whose reference top-2 margin exceeds 2 x that tolerance;
+ *   2. cached vs computed from scratch: the same prompt with the first `split` tokens taken from
+ *      the pool, for several splits (inside a block, on block boundaries): max |diff| <=
+ *      `tolerances.cached`, identical argmax;
+ *   3. one step batching decode tokens, prefill chunks and a "none" chunk of several sequences;
+ *   4. "argmax" sequences return no logits and the right argmax;
+ *   5. greedy generation, `greedyTokens` decode steps after a prompt, equal to greedy decoding of
+ *      the reference; a divergence passes only where the reference's top-2 margin at that step is
+ *      within 2 x `tolerances.reference` (a near tie that rounding may flip), and is reported;
+ *   6. host <-> device bytes per decode step (from `transfer`), reported.
+ *
+ * @example
+ * executorConformance({ name: "cpu", tolerances: { reference: 1e-4, cached: 1e-5 }, greedyTokens: 16,
+ *   create: (o) => CpuExecutor.create({ ...o, threads: 1 }) });
+ */
+export interface ConformanceTarget {
+  name: string;
+  create(options: { spec: DecoderSpec; weights: WeightSource; numBlocks: number; blockSize: number }): Promise<Executor>;
+  tolerances: { reference: number; cached: number };
+  greedyTokens: number;
+  /** Where numbers for the docs go (default console.log). */
+  report?: (line: string) => void;
+}
+
+export const CONFORMANCE_BLOCK_SIZE = 16;
+export const CONFORMANCE_NUM_BLOCKS = 16;
+const PROMPT = Array.from({ length: 40 }, (_, i) => (i * 37 + 11) % 97);
+const TABLE = [5, 2, 9]; // deliberately not in order: paging must not care
+const SPLITS = [1, 7, 16, 17, 32, 39];
+
+export function maxAbsDiff(a: Float32Array, b: Float32Array): number {
+  if (a.length !== b.length) throw new Error(`length ${a.length} vs ${b.length}`);
+  let m = 0;
+  for (let i = 0; i < a.length; i++) {
+    const d = Math.abs(a[i]! - b[i]!);
+    if (!(d <= m)) m = Number.isNaN(d) ? Infinity : d;
+  }
+  return m;
+}
+
+/** Per row: argmax and the margin between the top two logits. */
+export function topRows(x: Float32Array, V: number): { argmax: number; margin: number }[] {
+  const out: { argmax: number; margin: number }[] = [];
+  for (let r = 0; r < x.length / V; r++) {
+    let best = 0;
+    for (let i = 1; i < V; i++) if (x[r * V + i]! > x[r * V + best]!) best = i;
+    let second = -Infinity;
+    for (let i = 0; i < V; i++) if (i !== best) second = Math.max(second, x[r * V + i]!);
+    out.push({ argmax: best, margin: x[r * V + best]! - second });
+  }
+  return out;
+}
+
+/** Greedy decoding with the reference forward pass (recomputed from scratch each step). */
+export function referenceGreedy(spec: DecoderSpec, weights: WeightSource, prompt: number[], n: number) {
+  const seq = [...prompt];
+  const steps: { token: number; margin: number }[] = [];
+  for (let i = 0; i < n; i++) {
+    const ref = referenceForward(spec, weights, seq);
+    const top = topRows(ref.subarray((seq.length - 1) * spec.vocabSize), spec.vocabSize)[0]!;
+    steps.push({ token: top.argmax, margin: top.margin });
+    seq.push(top.argmax);
+  }
+  return steps;
+}
+
+/** Greedy decoding with an executor: one prefill step, then one "argmax" decode step per token. */
+export async function executorGreedy(exec: Executor, prompt: number[], n: number, table: number[]) {
+  const tokens: number[] = [];
+  let next = (await exec.run([{ tokenIds: prompt, startPos: 0, blockTable: table, logits: "argmax" }])).argmax[0]!;
+  tokens.push(next);
+  for (let i = 1; i < n; i++) {
+    next = (await exec.run([{ tokenIds: [next], startPos: prompt.length + i - 1, blockTable: table, logits: "argmax" }])).argmax[0]!;
+    tokens.push(next);
+  }
+  return tokens;
+}
+
+export function executorConformance(target: ConformanceTarget): void {
+  const report = target.report ?? ((line: string) => console.log(line));
+  const spec = tinySpec();
+  const V = spec.vocabSize;
+  const { reference: REF_TOL, cached: CACHE_TOL } = target.tolerances;
+
+  describe(`executor conformance: ${target.name}`, () => {
+    const weights = randomWeights(spec, 1234);
+    const ref = referenceForward(spec, weights, PROMPT);
+    let exec: Executor;
+    let full: Float32Array;
+
+    beforeAll(async () => {
+      let t = performance.now();
+      exec = await target.create({ spec, weights, numBlocks: CONFORMANCE_NUM_BLOCKS, blockSize: CONFORMANCE_BLOCK_SIZE });
+      const createMs = performance.now() - t;
+      t = performance.now();
+      full = (await exec.run([{ tokenIds: PROMPT, startPos: 0, blockTable: TABLE, logits: "all" }])).logits[0]!;
+      report(`[${target.name}] create ${createMs.toFixed(0)} ms, first 40-token prefill ${(performance.now() - t).toFixed(0)} ms`);
+    });
+    afterAll(() => exec?.dispose());
+
+    it(`matches the TypeScript reference forward pass (max |diff| <= ${REF_TOL})`, () => {
+      const diff = maxAbsDiff(full, ref);
+      report(`[${target.name}] prefill logits vs reference: max |diff| ${diff.toExponential(2)} (tolerance ${REF_TOL})`);
+      expect(diff).toBeLessThanOrEqual(REF_TOL);
+      const got = topRows(full, V);
+      topRows(ref, V).forEach((r, i) => {
+        if (r.margin > 2 * REF_TOL) expect(got[i]!.argmax, `row ${i}`).toBe(r.argmax);
+      });
+    });
+
+    for (const split of SPLITS) {
+      it(`gives the same logits with the first ${split} tokens cached (max |diff| <= ${CACHE_TOL})`, async () => {
+        const { logits } = await exec.run([{ tokenIds: PROMPT.slice(split), startPos: split, blockTable: TABLE, logits: "all" }]);
+        const expected = full.subarray(split * V);
+        expect(maxAbsDiff(logits[0]!, expected)).toBeLessThanOrEqual(CACHE_TOL);
+        expect(topRows(logits[0]!, V).map((r) => r.argmax)).toEqual(topRows(expected, V).map((r) => r.argmax));
+      });
+    }
+
+    it("batches decode tokens and prefill chunks of several sequences in one step", async () => {
+      const { logits, argmax } = await exec.run([
+        { tokenIds: [PROMPT[35]!], startPos: 35, blockTable: TABLE, logits: "last" },
+        { tokenIds: PROMPT.slice(6, 20), startPos: 6, blockTable: TABLE, logits: "all" },
+        { tokenIds: [PROMPT[2]!], startPos: 2, blockTable: TABLE, logits: "last" },
+        { tokenIds: PROMPT.slice(12, 15), startPos: 12, blockTable: TABLE, logits: "none" },
+        { tokenIds: PROMPT.slice(30, 33), startPos: 30, blockTable: TABLE, logits: "argmax" },
+      ]);
+      expect(maxAbsDiff(logits[0]!, full.subarray(35 * V, 36 * V))).toBeLessThanOrEqual(CACHE_TOL);
+      expect(maxAbsDiff(logits[1]!, full.subarray(6 * V, 20 * V))).toBeLessThanOrEqual(CACHE_TOL);
+      expect(maxAbsDiff(logits[2]!, full.subarray(2 * V, 3 * V))).toBeLessThanOrEqual(CACHE_TOL);
+      expect(logits[3]!.length).toBe(0);
+      expect(logits[4]!.length).toBe(0);
+      const fullTop = topRows(full, V);
+      expect(argmax).toEqual([fullTop[35]!.argmax, fullTop[19]!.argmax, fullTop[2]!.argmax, -1, fullTop[32]!.argmax]);
+    });
+
+    it("returns the argmax of the last row without fetching logits", async () => {
+      const before = exec.transfer.deviceToHostBytes;
+      const { logits, argmax } = await exec.run([
+        { tokenIds: [PROMPT[20]!], startPos: 20, blockTable: TABLE, logits: "argmax" },
+        { tokenIds: PROMPT.slice(6, 10), startPos: 6, blockTable: TABLE, logits: "argmax" },
+      ]);
+      expect(logits.map((l) => l.length)).toEqual([0, 0]);
+      const fullTop = topRows(full, V);
+      expect(argmax).toEqual([fullTop[20]!.argmax, fullTop[9]!.argmax]);
+      // Whatever else crosses the bus, it is not a logits row.
+      if (exec.device !== "cpu") expect(exec.transfer.deviceToHostBytes - before).toBeLessThan(V * 4);
+    });
+
+    it(`generates ${target.greedyTokens} greedy tokens as the reference does`, async () => {
+      const prompt = PROMPT.slice(0, 9);
+      const expected = referenceGreedy(spec, weights, prompt, target.greedyTokens);
+      const table = [3, 1]; // 9 + greedyTokens <= 32 positions
+      const t = performance.now();
+      const got = await executorGreedy(exec, prompt, target.greedyTokens, table);
+      const ms = (performance.now() - t) / target.greedyTokens;
+      const first = got.findIndex((tok, i) => tok !== expected[i]!.token);
+      if (first < 0) {
+        report(`[${target.name}] greedy: ${got.length}/${got.length} tokens equal to the reference (${ms.toFixed(1)} ms/step incl. prefill)`);
+        return;
+      }
+      const margin = expected[first]!.margin;
+      report(
+        `[${target.name}] greedy: first divergence at token ${first} (reference ${expected[first]!.token}, got ${got[first]}), ` +
+          `reference top-2 margin ${margin.toExponential(2)}`,
+      );
+      expect(margin, `divergence at token ${first} with a top-2 margin beyond 2 x tolerance`).toBeLessThanOrEqual(2 * REF_TOL);
+    });
+
+    it("reports host <-> device bytes per decode step", async () => {
+      const h2d = exec.transfer.hostToDeviceBytes;
+      const d2h = exec.transfer.deviceToHostBytes;
+      await exec.run([{ tokenIds: [PROMPT[39]!], startPos: 39, blockTable: TABLE, logits: "argmax" }]);
+      const up = exec.transfer.hostToDeviceBytes - h2d;
+      const down = exec.transfer.deviceToHostBytes - d2h;
+      report(
+        `[${target.name}] one decode step (1 sequence at position 39, argmax only): host->device ${up} B, device->host ${down} B; ` +
+          `pool ${exec.kvBytes} B`,
+      );
+      expect(up).toBeGreaterThan(0);
+      expect(down).toBeGreaterThan(0);
+    });
+  });
+}

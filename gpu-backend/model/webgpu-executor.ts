@@ -1,0 +1,282 @@
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type * as OrtWeb from "onnxruntime-web";
+import type { DecoderSpec, WeightSource } from "./decoder-spec";
+import type { Executor, StepResult, StepSequence, TransferStats } from "./executor";
+import { PAGED_IO, buildPagedLlamaGraph } from "./paged-llama-graph";
+
+export const NO_WEBGPU_ADAPTER =
+  "no WebGPU adapter: run scripts/install-webgpu-deps.sh (Mesa lavapipe) or use a machine with a GPU";
+
+export interface WebGpuExecutorOptions {
+  spec: DecoderSpec;
+  weights: WeightSource;
+  numBlocks: number;
+  /** Power of two >= 16 (PagedAttention). */
+  blockSize: number;
+  /** onnxruntime-web log level; default "error". */
+  logLevel?: "verbose" | "info" | "warning" | "error" | "fatal";
+}
+
+type Ort = typeof OrtWeb;
+// dawn.node's WebGPU objects (the `webgpu` npm package); typed loosely: no @webgpu/types here.
+type GpuDevice = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+type GpuBuffer = any; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+interface WebGpuRuntime {
+  ort: Ort;
+  globals: Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+}
+
+let runtime: Promise<WebGpuRuntime> | undefined;
+
+/**
+ * Longest run of new tokens of one sequence handed to PagedAttention as one entry. onnxruntime
+ * 1.30's WebGPU PagedAttention returns wrong outputs for query rows >= 8 when one entry has 32 or
+ * more new tokens (measured on lavapipe with head sizes 16, 32 and 64; 31 and fewer are right, as
+ * are several entries totalling more). Longer chunks are passed as consecutive entries of at
+ * most this many tokens with the same block table: the op scatters every entry's K/V before
+ * attending, so later pieces see earlier ones (checked by the conformance suite's 40-token prefill).
+ */
+export const MAX_QUERY_PIECE = 16;
+
+/**
+ * Once per process: dawn.node as `navigator.gpu` (Node has no navigator), the writeBuffer shim
+ * for onnxruntime-web's SharedArrayBuffer views, an adapter check, then onnxruntime-web's WebGPU
+ * build (the plain `onnxruntime-web` node export is wasm-only).
+ */
+function webGpuRuntime(): Promise<WebGpuRuntime> {
+  runtime ??= (async () => {
+    process.env.XDG_RUNTIME_DIR ||= mkdtempSync(join(tmpdir(), "xdg-"));
+    const dawn = await import("webgpu");
+    const G = dawn.globals as Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+    Object.assign(globalThis, G);
+    // onnxruntime-web's threaded wasm build hands views of its SharedArrayBuffer memory to
+    // GPUQueue.writeBuffer; dawn.node rejects them ("Invalid argument"): copy them first.
+    const writeBuffer = G.GPUQueue.prototype.writeBuffer;
+    if (!writeBuffer.__sharedCopy) {
+      const patched = function (this: unknown, buffer: unknown, offset: number, data: any, dataOffset = 0, size?: number) {
+        if (ArrayBuffer.isView(data) && data.buffer instanceof SharedArrayBuffer) {
+          const el = (data as any).BYTES_PER_ELEMENT ?? 1;
+          const n = size ?? (data as any).length - dataOffset;
+          const copy = new Uint8Array(data.buffer, data.byteOffset + dataOffset * el, n * el).slice();
+          return writeBuffer.call(this, buffer, offset, copy, 0, copy.length);
+        }
+        return writeBuffer.call(this, buffer, offset, data, dataOffset, size);
+      };
+      (patched as any).__sharedCopy = true;
+      G.GPUQueue.prototype.writeBuffer = patched;
+    }
+    const gpu = dawn.create([]);
+    const nav = ((globalThis as any).navigator ??= {});
+    Object.defineProperty(nav, "gpu", { value: gpu, configurable: true });
+    const adapter = await gpu.requestAdapter();
+    if (!adapter) throw new Error(NO_WEBGPU_ADAPTER);
+    const ort = (await import("onnxruntime-web/webgpu")) as unknown as Ort;
+    ort.env.wasm.numThreads = 1;
+    return { ort, globals: G };
+  })();
+  // A failed start (no adapter) is retried by the next create(), not cached.
+  runtime.catch(() => (runtime = undefined));
+  return runtime;
+}
+
+/**
+ * The `webgpu` executor: the paged decoder graph (`paged-llama-graph.ts`, PagedAttention per
+ * layer) on onnxruntime-web's WebGPU execution provider, on Dawn (the `webgpu` npm package) in
+ * Node. The fp16 KV pool is one GPUBuffer per layer and kind, [numBlocks, blockSize, numKvHeads,
+ * headDim], created once and bound every step as both the op's cache input and its preallocated
+ * cache output, so the op updates it in place and it never leaves the device. Per step the host
+ * uploads only token ids, positions, the sequences' lengths and block tables and the logit rows,
+ * and downloads only `next_token` (plus the logits rows when a sequence asks for them).
+ *
+ * Every node is placed on WebGPU (`session.disable_cpu_ep_fallback` is set: a node without a
+ * WebGPU kernel fails session creation instead of running on the CPU).
+ *
+ * @example
+ * const exec = await WebGpuExecutor.create({ spec, weights, numBlocks: 256, blockSize: 16 });
+ * const { argmax } = await exec.run([{ tokenIds: [1, 2, 3], startPos: 0, blockTable: [0], logits: "argmax" }]);
+ */
+export class WebGpuExecutor implements Executor {
+  readonly device = "webgpu" as const;
+  readonly transfer: TransferStats = { hostToDeviceBytes: 0, deviceToHostBytes: 0, steps: 0 };
+  readonly kvBytes: number;
+  private readonly poolBuffers: GpuBuffer[] = [];
+  private readonly poolFeeds: Record<string, OrtWeb.Tensor> = {};
+  private readonly poolFetches: Record<string, OrtWeb.Tensor> = {};
+  private readonly layerBytes: number;
+  private queue: Promise<unknown> = Promise.resolve();
+
+  private constructor(
+    private readonly rt: WebGpuRuntime,
+    private readonly session: OrtWeb.InferenceSession,
+    private readonly gpuDevice: GpuDevice,
+    cacheOutputs: { k: string[]; v: string[] },
+    readonly spec: DecoderSpec,
+    readonly numBlocks: number,
+    readonly blockSize: number,
+  ) {
+    const { ort, globals: G } = rt;
+    const U = G.GPUBufferUsage;
+    const dims = [numBlocks, blockSize, spec.numKvHeads, spec.headDim];
+    this.layerBytes = numBlocks * blockSize * spec.numKvHeads * spec.headDim * 2;
+    for (let l = 0; l < spec.numLayers; l++) {
+      for (const [input, output] of [
+        [PAGED_IO.kvK(l), cacheOutputs.k[l]!],
+        [PAGED_IO.kvV(l), cacheOutputs.v[l]!],
+      ] as const) {
+        // WebGPU zero-initialises new buffers; nothing is uploaded.
+        const buffer = gpuDevice.createBuffer({
+          size: Math.ceil(this.layerBytes / 16) * 16,
+          usage: U.STORAGE | U.COPY_SRC | U.COPY_DST,
+        });
+        this.poolBuffers.push(buffer);
+        const tensor = ort.Tensor.fromGpuBuffer(buffer, { dataType: "float16", dims });
+        this.poolFeeds[input] = tensor;
+        this.poolFetches[output] = tensor; // same tensor: input and preallocated output alias
+      }
+    }
+    this.kvBytes = 2 * spec.numLayers * this.layerBytes;
+  }
+
+  static async create(options: WebGpuExecutorOptions): Promise<WebGpuExecutor> {
+    const rt = await webGpuRuntime();
+    const { ort } = rt;
+    ort.env.logLevel = options.logLevel ?? "error";
+    const { model, cacheOutputs } = buildPagedLlamaGraph(options.spec, options.weights, options.blockSize);
+    const preferredOutputLocation: Record<string, "cpu" | "gpu-buffer"> = {
+      [PAGED_IO.logits]: "cpu",
+      [PAGED_IO.nextToken]: "cpu",
+    };
+    for (const name of [...cacheOutputs.k, ...cacheOutputs.v]) preferredOutputLocation[name] = "gpu-buffer";
+    const session = await ort.InferenceSession.create(model, {
+      executionProviders: ["webgpu"],
+      graphOptimizationLevel: "all",
+      preferredOutputLocation,
+      extra: { session: { disable_cpu_ep_fallback: "1" } },
+    });
+    const device = await ort.env.webgpu.device;
+    return new WebGpuExecutor(rt, session, device, cacheOutputs, options.spec, options.numBlocks, options.blockSize);
+  }
+
+  run(sequences: readonly StepSequence[]): Promise<StepResult> {
+    // One step at a time: steps mutate the shared pool.
+    const next = this.queue.then(() => this.runStep(sequences));
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  private async runStep(sequences: readonly StepSequence[]): Promise<StepResult> {
+    const { ort } = this.rt;
+    if (sequences.length === 0) throw new Error("a step needs at least one sequence");
+    // Each sequence's new tokens go to the op as pieces of at most MAX_QUERY_PIECE tokens (see
+    // there): consecutive entries with the same block table, past = startPos + offset.
+    const entries: { seq: number; past: number; n: number }[] = [];
+    let T = 0;
+    let maxBlocks = 1;
+    sequences.forEach((s, b) => {
+      const n = s.tokenIds.length;
+      if (n === 0) throw new Error("a step sequence needs at least one token");
+      if (s.startPos + n > this.spec.maxPositions) throw new Error(`position ${s.startPos + n - 1} beyond maxPositions`);
+      const blocks = Math.ceil((s.startPos + n) / this.blockSize);
+      if (s.blockTable.length < blocks) throw new Error(`block table too short for position ${s.startPos + n - 1}`);
+      for (let j = 0; j < blocks; j++) {
+        const id = s.blockTable[j]!;
+        if (!(id >= 0 && id < this.numBlocks)) throw new Error(`block id ${id} outside the pool of ${this.numBlocks}`);
+      }
+      maxBlocks = Math.max(maxBlocks, blocks);
+      for (let off = 0; off < n; off += MAX_QUERY_PIECE)
+        entries.push({ seq: b, past: s.startPos + off, n: Math.min(MAX_QUERY_PIECE, n - off) });
+      T += n;
+    });
+    const B = entries.length;
+    const ids = new Int32Array(T);
+    const positions = new Int32Array(T);
+    const cumulative = new Int32Array(B + 1);
+    const past = new Int32Array(B);
+    const blockTable = new Int32Array(B * maxBlocks); // padding: block 0, never read
+    entries.forEach((e, i) => {
+      const s = sequences[e.seq]!;
+      past[i] = e.past;
+      cumulative[i + 1] = cumulative[i]! + e.n;
+      const blocks = Math.ceil((e.past + e.n) / this.blockSize);
+      for (let j = 0; j < blocks; j++) blockTable[i * maxBlocks + j] = s.blockTable[j]!;
+    });
+    const logitRows: number[] = [];
+    const logitRanges: [number, number][] = [];
+    let row = 0;
+    sequences.forEach((s) => {
+      const n = s.tokenIds.length;
+      for (let j = 0; j < n; j++) {
+        ids[row + j] = s.tokenIds[j]!;
+        positions[row + j] = s.startPos + j;
+      }
+      const from = logitRows.length;
+      if (s.logits === "all") for (let j = 0; j < n; j++) logitRows.push(row + j);
+      else if (s.logits !== "none") logitRows.push(row + n - 1);
+      logitRanges.push([from, logitRows.length]);
+      row += n;
+    });
+    // At least one logit row: a zero-row LM head is a needless edge case for the kernels.
+    const logitIndex = Int32Array.from(logitRows.length ? logitRows : [T - 1]);
+    const wantLogits = sequences.some((s) => s.logits === "last" || s.logits === "all");
+
+    const feeds: Record<string, OrtWeb.Tensor> = {
+      [PAGED_IO.inputIds]: new ort.Tensor("int32", ids, [T]),
+      [PAGED_IO.positionIds]: new ort.Tensor("int32", positions, [T]),
+      [PAGED_IO.cumulative]: new ort.Tensor("int32", cumulative, [B + 1]),
+      [PAGED_IO.past]: new ort.Tensor("int32", past, [B]),
+      [PAGED_IO.blockTable]: new ort.Tensor("int32", blockTable, [B, maxBlocks]),
+      [PAGED_IO.logitIndex]: new ort.Tensor("int32", logitIndex, [logitIndex.length]),
+      ...this.poolFeeds,
+    };
+    const fetches: Record<string, OrtWeb.Tensor | null> = { ...this.poolFetches, [PAGED_IO.nextToken]: null };
+    if (wantLogits) fetches[PAGED_IO.logits] = null;
+    const outputs = await this.session.run(feeds, fetches);
+    this.transfer.steps++;
+    this.transfer.hostToDeviceBytes +=
+      ids.byteLength + positions.byteLength + cumulative.byteLength + past.byteLength + blockTable.byteLength + logitIndex.byteLength;
+
+    const next = outputs[PAGED_IO.nextToken]!.data as BigInt64Array;
+    this.transfer.deviceToHostBytes += next.byteLength;
+    const argmax = logitRanges.map(([from, to]) => (to > from ? Number(next[to - 1]) : -1));
+    const empty = new Float32Array(0);
+    if (!wantLogits) return { logits: sequences.map(() => empty), argmax };
+    const logitsAll = outputs[PAGED_IO.logits]!.data as Float32Array;
+    this.transfer.deviceToHostBytes += logitsAll.byteLength;
+    const V = this.spec.vocabSize;
+    const logits = logitRanges.map(([from, to], i) =>
+      sequences[i]!.logits === "argmax" || sequences[i]!.logits === "none" ? empty : logitsAll.subarray(from * V, to * V),
+    );
+    return { logits, argmax };
+  }
+
+  /**
+   * Pool rows, for tests and debugging (a device readback: not counted in `transfer`):
+   * [slots.length, numKvHeads, headDim] of layer `layer` as float16 bits.
+   */
+  async readSlots(layer: number, kind: "k" | "v", slots: ArrayLike<number>): Promise<Uint16Array> {
+    await this.queue;
+    const G = this.rt.globals;
+    const src = this.poolBuffers[2 * layer + (kind === "k" ? 0 : 1)];
+    const staging = this.gpuDevice.createBuffer({ size: src.size, usage: G.GPUBufferUsage.MAP_READ | G.GPUBufferUsage.COPY_DST });
+    const enc = this.gpuDevice.createCommandEncoder();
+    enc.copyBufferToBuffer(src, 0, staging, 0, src.size);
+    this.gpuDevice.queue.submit([enc.finish()]);
+    await staging.mapAsync(G.GPUMapMode.READ);
+    const all = new Uint16Array(staging.getMappedRange().slice(0, this.layerBytes));
+    staging.unmap();
+    staging.destroy();
+    const row = this.spec.numKvHeads * this.spec.headDim;
+    const out = new Uint16Array(slots.length * row);
+    for (let i = 0; i < slots.length; i++) out.set(all.subarray(slots[i]! * row, (slots[i]! + 1) * row), i * row);
+    return out;
+  }
+
+  async dispose(): Promise<void> {
+    await this.queue;
+    await this.session.release();
+    for (const b of this.poolBuffers) b.destroy();
+  }
+}
