@@ -141,6 +141,8 @@ export class WebGpuExecutor implements Executor {
   }
 
   static async create(options: WebGpuExecutorOptions): Promise<WebGpuExecutor> {
+    const bs = options.blockSize;
+    if (bs < 16 || (bs & (bs - 1)) !== 0) throw new Error(`PagedAttention needs a power-of-two block size >= 16, got ${bs}`);
     const rt = await webGpuRuntime();
     const { ort } = rt;
     ort.env.logLevel = options.logLevel ?? "error";
