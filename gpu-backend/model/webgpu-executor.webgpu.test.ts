@@ -13,8 +13,8 @@ import { WebGpuExecutor } from "./webgpu-executor";
  *
  * Tolerances: cpu runs the float32 graph (1e-4 vs the float64 reference, 1e-5 cached vs
  * uncached). webgpu casts q/k/v and the attention output to fp16 around PagedAttention and keeps
- * an fp16 KV pool; on lavapipe its logits (magnitude ~1-3) are within 1.5e-3 of the reference,
- * so the stated tolerance is 1e-2 for both checks (about 7x the measured error).
+ * an fp16 KV pool; on lavapipe its logits (magnitude ~1-3) are within 2.2e-3 of the reference,
+ * so the stated tolerance is 1e-2 for both checks (about 5x the measured error).
  */
 const GREEDY_TOKENS = 16;
 
