@@ -21,8 +21,11 @@ export async function createExecutor(o: CreateExecutorOptions): Promise<Executor
   switch (o.device) {
     case "cpu":
       return CpuExecutor.create({ spec: o.spec, weights: o.weights, numBlocks: o.numBlocks, blockSize: o.blockSize, threads: o.threads });
-    case "webgpu":
+    case "webgpu": {
+      const { WebGpuExecutor } = await import("./webgpu-executor");
+      return WebGpuExecutor.create({ spec: o.spec, weights: o.weights, numBlocks: o.numBlocks, blockSize: o.blockSize });
+    }
     case "cuda":
-      throw new Error(`the ${o.device} executor is not available in this build yet (see docs/webgpu.md); use --device cpu or auto`);
+      throw new Error("the cuda executor is not built yet (see docs/webgpu.md): use --device webgpu, cpu or auto");
   }
 }

@@ -39,17 +39,18 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
   const t0 = performance.now();
   const model = await loadModel({ dir: options.modelDir, log });
   const { spec } = model;
+  const { device, reason } = await resolveDevice(options.device ?? "auto");
+  log(`device ${device} (${reason})`);
   const numBlocks = blocksForBudget({
     budgetBytes: options.kvMemoryBytes,
     blockSize: options.blockSize,
     numLayers: spec.numLayers,
     numKvHeads: spec.numKvHeads,
     headDim: spec.headDim,
-    bytesPerElement: 4,
+    // The CPU pool is fp32; the GPU executors' pools are fp16.
+    bytesPerElement: device === "cpu" ? 4 : 2,
   });
   if (numBlocks < 2) throw new Error(`--kv-memory ${options.kvMemoryBytes} bytes holds fewer than 2 blocks of ${options.blockSize} tokens`);
-  const { device, reason } = await resolveDevice(options.device ?? "auto");
-  log(`device ${device} (${reason})`);
   log(`building the ONNX graph and the onnxruntime session (${device}), KV pool ${numBlocks} blocks x ${options.blockSize} tokens`);
   const executor = await createExecutor({ device, spec, weights: model.weights, numBlocks, blockSize: options.blockSize, threads: options.threads });
   const pool = new BlockPool({ numBlocks, blockSize: options.blockSize });
