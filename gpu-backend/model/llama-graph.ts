@@ -1,13 +1,6 @@
 import { DataType, GraphBuilder } from "./graph-builder";
-import {
-  EMBED_WEIGHT,
-  FINAL_NORM_WEIGHT,
-  LM_HEAD_WEIGHT,
-  layerWeightNames,
-  ropeTables,
-  type DecoderSpec,
-  type WeightSource,
-} from "./decoder-spec";
+import type { DecoderSpec, WeightSource } from "./decoder-spec";
+import { attentionInputs, attentionOutputAndMlp, embedTokens, lmHead } from "./decoder-blocks";
 
 /**
  * The Llama-family decoder as an ONNX graph of standard ops (the portable "cpu" path), reading a
@@ -36,7 +29,7 @@ import {
  */
 export function buildLlamaGraph(spec: DecoderSpec, weights: WeightSource): Uint8Array {
   const g = new GraphBuilder(`${spec.modelId}-decoder`);
-  const { hiddenSize: hid, numHeads: nh, numKvHeads: nkv, headDim: hd } = spec;
+  const { numHeads: nh, numKvHeads: nkv, headDim: hd } = spec;
   const groups = nh / nkv;
   if (!Number.isInteger(groups)) throw new Error(`numHeads ${nh} is not a multiple of numKvHeads ${nkv}`);
   const F = DataType.FLOAT;
@@ -51,34 +44,14 @@ export function buildLlamaGraph(spec: DecoderSpec, weights: WeightSource): Uint8
   const preMask = g.input("pre_mask", F, [1, 1, "Tp", "Sp1"]);
   const logitIndex = g.input("logit_index", I64, ["R"]);
 
-  const embed = g.weight(EMBED_WEIGHT, weights.take(EMBED_WEIGHT), [spec.vocabSize, hid]);
-  const { cos, sin } = ropeTables(spec);
-  const cosTable = g.weight("rope_cos", cos, [spec.maxPositions, hd]);
-  const sinTable = g.weight("rope_sin", sin, [spec.maxPositions, hd]);
-
-  // Rotary tables for this step's positions: [T, 1, hd], broadcast over heads.
-  const cosT = g.op("Unsqueeze", [g.op("Gather", [cosTable, positionIds], { attributes: { axis: 0 } }), g.int64s([1])]);
-  const sinT = g.op("Unsqueeze", [g.op("Gather", [sinTable, positionIds], { attributes: { axis: 0 } }), g.int64s([1])]);
+  const { embed, x: x0, cosT, sinT } = embedTokens(g, spec, weights, inputIds, positionIds);
   const scale = g.scalar(1 / Math.sqrt(hd));
-
-  let x = g.op("Gather", [embed, inputIds], { attributes: { axis: 0 } }); // [T, hid]
+  let x = x0;
 
   for (let l = 0; l < spec.numLayers; l++) {
-    const w = layerWeightNames(l);
     const poolK = g.input(`kv_k_${l}`, F, [nkv, "S", hd]);
     const poolV = g.input(`kv_v_${l}`, F, [nkv, "S", hd]);
-
-    const h = rmsNorm(g, x, g.weight(w.inputNorm, weights.take(w.inputNorm), [hid]), spec.rmsNormEps);
-    const qkvW = concatTransposed([weights.take(w.q), weights.take(w.k), weights.take(w.v)], hid);
-    let qkv = g.op("MatMul", [h, g.weight(`layer${l}.qkv`, qkvW, [hid, (nh + 2 * nkv) * hd])]);
-    if (spec.attentionBias) {
-      const bias = concatVectors([weights.take(w.qBias), weights.take(w.kBias), weights.take(w.vBias)]);
-      qkv = g.op("Add", [qkv, g.weight(`layer${l}.qkv_bias`, bias, [bias.length])]);
-    }
-    const [q2, k2, v2] = g.opN("Split", [qkv, g.int64s([nh * hd, nkv * hd, nkv * hd])], 3, { attributes: { axis: 1 } });
-    const q = rope(g, g.op("Reshape", [q2!, g.int64s([0, nh, hd])]), cosT, sinT, hd);
-    const k = rope(g, g.op("Reshape", [k2!, g.int64s([0, nkv, hd])]), cosT, sinT, hd);
-    const v = g.op("Reshape", [v2!, g.int64s([0, nkv, hd])]);
+    const { q, k, v } = attentionInputs(g, spec, weights, l, x, cosT, sinT);
     g.output(k, F, ["T", nkv, hd], `new_k_${l}`);
     g.output(v, F, ["T", nkv, hd], `new_v_${l}`);
 
@@ -90,26 +63,10 @@ export function buildLlamaGraph(spec: DecoderSpec, weights: WeightSource): Uint8
     const preOut = prefillAttention(g, { q: qp!, k: kp!, v: vp!, poolK, poolV, slots: preSlots, mask: preMask, nkv, groups, hd });
 
     const attn = g.op("Concat", [decOut, preOut], { attributes: { axis: 0 } });
-    const oW = transpose(weights.take(w.o), nh * hd, hid);
-    x = g.op("Add", [x, g.op("MatMul", [attn, g.weight(`layer${l}.o`, oW, [nh * hd, hid])])]);
-
-    const h2 = rmsNorm(g, x, g.weight(w.postNorm, weights.take(w.postNorm), [hid]), spec.rmsNormEps);
-    const inter = spec.intermediateSize;
-    const guW = concatTransposed([weights.take(w.gate), weights.take(w.up)], hid);
-    const gu = g.op("MatMul", [h2, g.weight(`layer${l}.gate_up`, guW, [hid, 2 * inter])]);
-    const [gate, up] = g.opN("Split", [gu, g.int64s([inter, inter])], 2, { attributes: { axis: 1 } });
-    const act = g.op("Mul", [g.op("Mul", [gate!, g.op("Sigmoid", [gate!])]), up!]);
-    const downW = transpose(weights.take(w.down), inter, hid);
-    x = g.op("Add", [x, g.op("MatMul", [act, g.weight(`layer${l}.down`, downW, [inter, hid])])]);
+    x = attentionOutputAndMlp(g, spec, weights, l, x, attn);
   }
 
-  const last = g.op("Gather", [x, logitIndex], { attributes: { axis: 0 } });
-  const normed = rmsNorm(g, last, g.weight(FINAL_NORM_WEIGHT, weights.take(FINAL_NORM_WEIGHT), [hid]), spec.rmsNormEps);
-  const head = spec.tieWordEmbeddings ? embed : g.weight(LM_HEAD_WEIGHT, weights.take(LM_HEAD_WEIGHT), [spec.vocabSize, hid]);
-  const logits = g.op("Gemm", [normed, head], { attributes: { transB: 1 } });
-  g.output(logits, F, ["R", spec.vocabSize], "logits");
-  // Greedy decoding reads only this: the step need not fetch R x vocab logits at all.
-  g.output(g.op("ArgMax", [logits], { attributes: { axis: 1, keepdims: 0 } }), DataType.INT64, ["R"], "next_token");
+  lmHead(g, spec, weights, embed, x, logitIndex, { logits: "logits", nextToken: "next_token" });
   return g.encode();
 }
 
@@ -173,55 +130,4 @@ function prefillAttention(g: GraphBuilder, a: AttentionArgs): string {
   const probs = g.op("Reshape", [g.op("Softmax", [masked], { attributes: { axis: -1 } }), shape3]);
   const out = g.op("Reshape", [g.op("MatMul", [probs, vAll]), g.int64s([nkv, groups, -1, hd])]); // [nkv, G, Tp, hd]
   return g.op("Reshape", [g.op("Transpose", [out], { attributes: { perm: [2, 0, 1, 3] } }), g.int64s([-1, nkv * groups * hd])]);
-}
-
-export function rmsNorm(g: GraphBuilder, x: string, weight: string, eps: number): string {
-  const meanSq = g.op("ReduceMean", [g.op("Mul", [x, x])], { attributes: { axes: [-1], keepdims: 1 } });
-  const inv = g.op("Reciprocal", [g.op("Sqrt", [g.op("Add", [meanSq, g.scalar(eps)])])]);
-  return g.op("Mul", [g.op("Mul", [x, inv]), weight]);
-}
-
-/** HF Llama rotary: x * cos + rotate_half(x) * sin, on [T, heads, hd] with cos/sin [T, 1, hd]. */
-export function rope(g: GraphBuilder, x: string, cos: string, sin: string, hd: number): string {
-  const [x1, x2] = g.opN("Split", [x, g.int64s([hd / 2, hd / 2])], 2, { attributes: { axis: -1 } });
-  const rotated = g.op("Concat", [g.op("Neg", [x2!]), x1!], { attributes: { axis: -1 } });
-  return g.op("Add", [g.op("Mul", [x, cos]), g.op("Mul", [rotated, sin])]);
-}
-
-/** [out, in] (HF linear layout) -> [in, out] for MatMul. */
-export function transpose(w: Float32Array, inDim: number, outDim: number): Float32Array {
-  if (w.length !== inDim * outDim) throw new Error(`weight has ${w.length} values, expected ${outDim}x${inDim}`);
-  const out = new Float32Array(w.length);
-  for (let o = 0; o < outDim; o++) {
-    const row = o * inDim;
-    for (let i = 0; i < inDim; i++) out[i * outDim + o] = w[row + i]!;
-  }
-  return out;
-}
-
-/** Several [out_k, in] weights -> one [in, sum(out_k)] matrix, so one MatMul computes them all. */
-export function concatTransposed(ws: Float32Array[], inDim: number): Float32Array {
-  const outs = ws.map((w) => w.length / inDim);
-  const total = outs.reduce((a, b) => a + b, 0);
-  const out = new Float32Array(inDim * total);
-  let col = 0;
-  ws.forEach((w, k) => {
-    const outDim = outs[k]!;
-    for (let o = 0; o < outDim; o++) {
-      const row = o * inDim;
-      for (let i = 0; i < inDim; i++) out[i * total + col + o] = w[row + i]!;
-    }
-    col += outDim;
-  });
-  return out;
-}
-
-export function concatVectors(vs: Float32Array[]): Float32Array {
-  const out = new Float32Array(vs.reduce((a, v) => a + v.length, 0));
-  let off = 0;
-  for (const v of vs) {
-    out.set(v, off);
-    off += v.length;
-  }
-  return out;
 }

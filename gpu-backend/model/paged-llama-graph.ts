@@ -1,14 +1,6 @@
 import { DataType, GraphBuilder } from "./graph-builder";
-import {
-  EMBED_WEIGHT,
-  FINAL_NORM_WEIGHT,
-  LM_HEAD_WEIGHT,
-  layerWeightNames,
-  ropeTables,
-  type DecoderSpec,
-  type WeightSource,
-} from "./decoder-spec";
-import { concatTransposed, concatVectors, rmsNorm, rope, transpose } from "./llama-graph";
+import type { DecoderSpec, WeightSource } from "./decoder-spec";
+import { attentionInputs, attentionOutputAndMlp, embedTokens, lmHead } from "./decoder-blocks";
 
 /**
  * The Llama-family decoder of `llama-graph.ts` with each layer's attention as ONE
@@ -58,7 +50,7 @@ export function buildPagedLlamaGraph(spec: DecoderSpec, weights: WeightSource, b
   if (blockSize < 16 || (blockSize & (blockSize - 1)) !== 0)
     throw new Error(`PagedAttention needs a power-of-two block size >= 16, got ${blockSize}`);
   const g = new GraphBuilder(`${spec.modelId}-paged-decoder`);
-  const { hiddenSize: hid, numHeads: nh, numKvHeads: nkv, headDim: hd } = spec;
+  const { numHeads: nh, numKvHeads: nkv, headDim: hd } = spec;
   if (!Number.isInteger(nh / nkv)) throw new Error(`numHeads ${nh} is not a multiple of numKvHeads ${nkv}`);
   const F = DataType.FLOAT;
   const F16 = DataType.FLOAT16;
@@ -73,35 +65,19 @@ export function buildPagedLlamaGraph(spec: DecoderSpec, weights: WeightSource, b
   const blockTable = g.input(PAGED_IO.blockTable, I32, ["B", "M"]);
   const logitIndex = g.input(PAGED_IO.logitIndex, I32, ["R"]);
 
-  const embed = g.weight(EMBED_WEIGHT, weights.take(EMBED_WEIGHT), [spec.vocabSize, hid]);
-  const { cos, sin } = ropeTables(spec);
-  const cosTable = g.weight("rope_cos", cos, [spec.maxPositions, hd]);
-  const sinTable = g.weight("rope_sin", sin, [spec.maxPositions, hd]);
-  const cosT = g.op("Unsqueeze", [g.op("Gather", [cosTable, positionIds], { attributes: { axis: 0 } }), g.int64s([1])]);
-  const sinT = g.op("Unsqueeze", [g.op("Gather", [sinTable, positionIds], { attributes: { axis: 0 } }), g.int64s([1])]);
-
-  let x = g.op("Gather", [embed, inputIds], { attributes: { axis: 0 } }); // [T, hid]
+  const { embed, x: x0, cosT, sinT } = embedTokens(g, spec, weights, inputIds, positionIds);
+  let x = x0;
   const cacheShape = ["num_blocks", blockSize, nkv, hd];
   const cacheOutputs: PagedLlamaGraph["cacheOutputs"] = { k: [], v: [] };
 
   for (let l = 0; l < spec.numLayers; l++) {
-    const w = layerWeightNames(l);
     const poolK = g.input(PAGED_IO.kvK(l), F16, cacheShape);
     const poolV = g.input(PAGED_IO.kvV(l), F16, cacheShape);
 
-    const h = rmsNorm(g, x, g.weight(w.inputNorm, weights.take(w.inputNorm), [hid]), spec.rmsNormEps);
-    const qkvW = concatTransposed([weights.take(w.q), weights.take(w.k), weights.take(w.v)], hid);
-    let qkv = g.op("MatMul", [h, g.weight(`layer${l}.qkv`, qkvW, [hid, (nh + 2 * nkv) * hd])]);
-    if (spec.attentionBias) {
-      const bias = concatVectors([weights.take(w.qBias), weights.take(w.kBias), weights.take(w.vBias)]);
-      qkv = g.op("Add", [qkv, g.weight(`layer${l}.qkv_bias`, bias, [bias.length])]);
-    }
-    const [q2, k2, v2] = g.opN("Split", [qkv, g.int64s([nh * hd, nkv * hd, nkv * hd])], 3, { attributes: { axis: 1 } });
-    const q = rope(g, g.op("Reshape", [q2!, g.int64s([0, nh, hd])]), cosT, sinT, hd);
-    const k = rope(g, g.op("Reshape", [k2!, g.int64s([0, nkv, hd])]), cosT, sinT, hd);
+    const { q, k, v } = attentionInputs(g, spec, weights, l, x, cosT, sinT);
     const q16 = g.op("Cast", [g.op("Reshape", [q, g.int64s([0, nh * hd])])], toF16);
     const k16 = g.op("Cast", [g.op("Reshape", [k, g.int64s([0, nkv * hd])])], toF16);
-    const v16 = g.op("Cast", [v2!], toF16);
+    const v16 = g.op("Cast", [g.op("Reshape", [v, g.int64s([0, nkv * hd])])], toF16);
 
     const [out, kOut, vOut] = g.opN("PagedAttention", [q16, k16, v16, poolK, poolV, cumulative, past, blockTable], 3, {
       domain: "com.microsoft",
@@ -113,24 +89,9 @@ export function buildPagedLlamaGraph(spec: DecoderSpec, weights: WeightSource, b
     cacheOutputs.v.push(vOut!);
 
     const attn = g.op("Cast", [out!], toF32); // [T, nh*hd]
-    const oW = transpose(weights.take(w.o), nh * hd, hid);
-    x = g.op("Add", [x, g.op("MatMul", [attn, g.weight(`layer${l}.o`, oW, [nh * hd, hid])])]);
-
-    const h2 = rmsNorm(g, x, g.weight(w.postNorm, weights.take(w.postNorm), [hid]), spec.rmsNormEps);
-    const inter = spec.intermediateSize;
-    const guW = concatTransposed([weights.take(w.gate), weights.take(w.up)], hid);
-    const gu = g.op("MatMul", [h2, g.weight(`layer${l}.gate_up`, guW, [hid, 2 * inter])]);
-    const [gate, up] = g.opN("Split", [gu, g.int64s([inter, inter])], 2, { attributes: { axis: 1 } });
-    const act = g.op("Mul", [g.op("Mul", [gate!, g.op("Sigmoid", [gate!])]), up!]);
-    const downW = transpose(weights.take(w.down), inter, hid);
-    x = g.op("Add", [x, g.op("MatMul", [act, g.weight(`layer${l}.down`, downW, [inter, hid])])]);
+    x = attentionOutputAndMlp(g, spec, weights, l, x, attn);
   }
 
-  const last = g.op("Gather", [x, logitIndex], { attributes: { axis: 0 } });
-  const normed = rmsNorm(g, last, g.weight(FINAL_NORM_WEIGHT, weights.take(FINAL_NORM_WEIGHT), [hid]), spec.rmsNormEps);
-  const head = spec.tieWordEmbeddings ? embed : g.weight(LM_HEAD_WEIGHT, weights.take(LM_HEAD_WEIGHT), [spec.vocabSize, hid]);
-  const logits = g.op("Gemm", [normed, head], { attributes: { transB: 1 } });
-  g.output(logits, F, ["R", spec.vocabSize], PAGED_IO.logits);
-  g.output(g.op("ArgMax", [logits], { attributes: { axis: 1, keepdims: 0 } }), DataType.INT64, ["R"], PAGED_IO.nextToken);
+  lmHead(g, spec, weights, embed, x, logitIndex, { logits: PAGED_IO.logits, nextToken: PAGED_IO.nextToken });
   return { model: g.encode(), cacheOutputs };
 }
