@@ -28,6 +28,10 @@ export function poolOf(env: EdgeEnv): DurableObjectStub<PoolDO> {
   return env.POOL.get(env.POOL.idFromName("pool"));
 }
 
+/** Rows of the approximate prefix index, and how long one lives without a new note. */
+export const MAX_PREFIX_ROWS = 10_000;
+export const PREFIX_TTL_MS = 10 * 60_000;
+
 /** Default: a backend that missed heartbeats for this long is down (3 x the 2 s interval). */
 export const DEFAULT_DOWN_AFTER_MS = 6000;
 
@@ -44,6 +48,9 @@ export class PoolDO extends DurableObject<EdgeEnv> {
     void ctx.blockConcurrencyWhile(async () => {
       ctx.storage.sql.exec(
         `CREATE TABLE IF NOT EXISTS backends (id TEXT PRIMARY KEY, url TEXT NOT NULL, heartbeat TEXT NOT NULL, last_seen_ms INTEGER NOT NULL)`,
+      );
+      ctx.storage.sql.exec(
+        `CREATE TABLE IF NOT EXISTS prefixes (key TEXT NOT NULL, url TEXT NOT NULL, last_ms INTEGER NOT NULL, PRIMARY KEY (key, url))`,
       );
     });
   }
@@ -64,6 +71,26 @@ export class PoolDO extends DurableObject<EdgeEnv> {
   async remove(id: string): Promise<boolean> {
     const n = this.ctx.storage.sql.exec(`DELETE FROM backends WHERE id = ?`, id).rowsWritten;
     return n > 0;
+  }
+
+  /**
+   * Notes that `url` served (and so caches) the trajectory prefix named `key` (see
+   * `prefixKey`). The index is approximate and bounded: the newest MAX_PREFIX_ROWS rows, each
+   * dropped after PREFIX_TTL_MS without a new note (about 100 bytes a row).
+   */
+  async notePrefix(key: string, url: string): Promise<void> {
+    const sql = this.ctx.storage.sql;
+    sql.exec(`INSERT OR REPLACE INTO prefixes (key, url, last_ms) VALUES (?, ?, ?)`, key, url, Date.now());
+    sql.exec(`DELETE FROM prefixes WHERE last_ms < ?`, Date.now() - PREFIX_TTL_MS);
+    sql.exec(`DELETE FROM prefixes WHERE rowid IN (SELECT rowid FROM prefixes ORDER BY last_ms DESC LIMIT -1 OFFSET ?)`, MAX_PREFIX_ROWS);
+  }
+
+  /** Backends that recently served a trajectory with this prefix key. */
+  async prefixHolders(key: string): Promise<string[]> {
+    return this.ctx.storage.sql
+      .exec<{ url: string }>(`SELECT url FROM prefixes WHERE key = ? AND last_ms >= ? ORDER BY last_ms DESC`, key, Date.now() - PREFIX_TTL_MS)
+      .toArray()
+      .map((r) => r.url);
   }
 
   /** Every known backend with its load and whether it is up now. */

@@ -114,7 +114,16 @@ export class TrajectoryDO extends DurableObject<EdgeEnv> {
     try {
       if (input.kind === "chat") await this.create({ tenant: input.tenant, trajectoryId: input.trajectoryId });
       this.transcript = await runTurn(
-        { store: this.store, transcript: this.transcript, backends: await this.backends(), timeoutMs: timeoutOf(this.env), emit, signal },
+        {
+          store: this.store,
+          transcript: this.transcript,
+          backends: await this.backends(),
+          prefixHolders: (key) => poolOf(this.env).prefixHolders(key),
+          notePrefix: (key, url) => poolOf(this.env).notePrefix(key, url),
+          timeoutMs: timeoutOf(this.env),
+          emit,
+          signal,
+        },
         input,
       );
     } catch (e) {

@@ -40,3 +40,16 @@ export function canonicalMessage(m: ChatMessage): string {
 export function canonicalTools(tools: readonly ToolDefinition[] | undefined): string {
   return JSON.stringify(tools ?? []);
 }
+
+/**
+ * Names a trajectory's shareable prefix for the pool's approximate prefix index: the tenant salt,
+ * the model, the first message (usually the system prompt) and the tools, canonically. Two
+ * trajectories with the same key start with the same tokens on any backend.
+ *
+ * @example await prefixKey({ cacheSalt, model, first: messages[0], tools })
+ */
+export async function prefixKey(p: { cacheSalt: string; model: string | undefined; first: ChatMessage | undefined; tools: readonly ToolDefinition[] | undefined }): Promise<string> {
+  const text = JSON.stringify([p.cacheSalt, p.model ?? "", p.first ? canonicalMessage(p.first) : "", canonicalTools(p.tools)]);
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
+  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("").slice(0, 32);
+}

@@ -3,7 +3,7 @@ import type { ChatMessage, DoneFrame, GenerateRequest } from "../protocol/messag
 import { generateFrames, type BackendTarget } from "./backend-client";
 import { route } from "./routing-policy";
 import type { TrajectoryMeta, TrajectoryStore } from "./trajectory-store";
-import { canonicalTools, diffTranscript, normalizeMessage } from "./transcript-diff";
+import { canonicalTools, diffTranscript, normalizeMessage, prefixKey } from "./transcript-diff";
 import type { AssistantReply, FullReason, TurnEvent, TurnInput, TurnRecord } from "./turn-types";
 
 /** A backend as routing sees it: where it is, whether it is up, how loaded. */
@@ -19,6 +19,10 @@ export interface TurnContext {
   transcript: ChatMessage[];
   backends: RoutedBackend[];
   timeoutMs: number;
+  /** The pool's approximate prefix index: backends that served this prefix key recently. */
+  prefixHolders?: (key: string) => Promise<string[]>;
+  /** Records that a backend now holds this prefix key. */
+  notePrefix?: (key: string, url: string) => Promise<void>;
   /** Receives events; returns false once the client is gone (then nothing is committed). */
   emit: (event: TurnEvent) => Promise<boolean>;
   signal: AbortSignal;
@@ -53,7 +57,11 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     }
   }
 
-  const plan = planTurn(meta, ctx.transcript, input, ctx.backends);
+  // New or moving trajectories are placed where their prefix (system prompt + tools) is cached.
+  const key = await prefixKey({ cacheSalt: input.cacheSalt, model: input.model, first: ctx.transcript[0] ?? input.messages[0], tools: input.tools ?? (JSON.parse(meta.toolsJson) as TurnInput["tools"]) });
+  const pinnedUp = ctx.backends.some((b) => b.url === meta.backendUrl && b.up);
+  const holders = !pinnedUp && ctx.prefixHolders ? await ctx.prefixHolders(key) : [];
+  const plan = planTurn(meta, ctx.transcript, input, ctx.backends, new Map(holders.map((url) => [url, 1])));
   const started = Date.now();
   const t0 = performance.now();
   const stats = { requestBytes: 0 };
@@ -153,6 +161,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     fingerprint,
     result: { ...event, text: done.text },
   });
+  if (ctx.notePrefix && (mode === "full" || backend.url !== meta.backendUrl)) await ctx.notePrefix(key, backend.url).catch(() => {});
   await ctx.emit(event);
   return transcript;
 }
@@ -168,7 +177,7 @@ interface TurnPlan {
   backend: BackendTarget;
 }
 
-function planTurn(meta: TrajectoryMeta, stored: ChatMessage[], input: TurnInput, backends: RoutedBackend[]): TurnPlan {
+function planTurn(meta: TrajectoryMeta, stored: ChatMessage[], input: TurnInput, backends: RoutedBackend[], prefixBlocks: Map<string, number>): TurnPlan {
   const incoming = input.messages.map(normalizeMessage);
   let keep = stored.length;
   let newMessages: ChatMessage[];
@@ -192,7 +201,7 @@ function planTurn(meta: TrajectoryMeta, stored: ChatMessage[], input: TurnInput,
   if (fullTranscript.length === 0) throw new ProtocolError("invalid_request", "messages must not be empty");
 
   const tools = input.tools ?? (JSON.parse(meta.toolsJson) as NonNullable<TurnInput["tools"]>);
-  const backend = pickBackend(meta, input.trajectoryId, backends);
+  const backend = pickBackend(meta, input.trajectoryId, backends, prefixBlocks);
   let fullReason: FullReason | null = null;
   if (stored.length === 0 || !meta.stateId) fullReason = "first-turn";
   else if (diverged) fullReason = "diverged";
@@ -212,9 +221,9 @@ function failoverTarget(backends: RoutedBackend[], tried: Set<string>, trajector
  * The backend for this turn by the affinity policy (routing-policy.ts): the pinned one unless
  * it is down or overloaded past the bounds, else the least loaded.
  */
-function pickBackend(meta: TrajectoryMeta, trajectoryId: string, backends: RoutedBackend[]): BackendTarget {
+function pickBackend(meta: TrajectoryMeta, trajectoryId: string, backends: RoutedBackend[], prefixBlocks: Map<string, number>): BackendTarget {
   if (backends.length === 0) throw new ProtocolError("backend_unavailable", "no backend is configured or registered");
-  const d = route("affinity", { trajectoryId, pinned: meta.backendUrl ?? undefined }, backends.map(snapshotOf));
+  const d = route("affinity", { trajectoryId, pinned: meta.backendUrl ?? undefined, prefixBlocks }, backends.map(snapshotOf));
   if (!d) throw new ProtocolError("backend_unavailable", "no backend is up (none answered its heartbeats)");
   return backends.find((b) => b.url === d.backendId)!;
 }

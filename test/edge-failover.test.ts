@@ -53,6 +53,23 @@ describe("edge failover (two backends, one killed)", () => {
     part!.process.signalGroup("SIGKILL");
   };
 
+  it("places a new trajectory on the backend that already caches its system prompt", async () => {
+    const system = { role: "system", content: `You are the shared agent prompt. ${"Rules apply. ".repeat(40)}` };
+    const first = await chat("placement-1", [system, { role: "user", content: "task one" }]);
+    expect(first.status).toBe(200);
+    await first.json();
+    const holder = (await state("placement-1")).backend;
+    // Several new trajectories with the same system prompt: each lands where it is cached.
+    for (const id of ["placement-2", "placement-3", "placement-4"]) {
+      const r = await chat(id, [system, { role: "user", content: `task ${id}` }]);
+      expect(r.status).toBe(200);
+      await r.json();
+      const s = await state(id);
+      expect(s.backend).toBe(holder);
+      expect(s.turns[0]!.cached_tokens).toBeGreaterThan(0);
+    }
+  });
+
   it("moves a trajectory whose backend died between turns, with its transcript intact", async () => {
     const id = "failover-between";
     const messages: { role: string; content: string }[] = [

@@ -2,7 +2,7 @@ import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { SECRET_HEADER } from "../../protocol/messages";
-import { DEFAULT_DOWN_AFTER_MS, type BackendHeartbeat, type PoolDO } from "../../durable-objects/pool-do";
+import { DEFAULT_DOWN_AFTER_MS, PREFIX_TTL_MS, type BackendHeartbeat, type PoolDO } from "../../durable-objects/pool-do";
 import { call } from "./helpers";
 
 const beat = (id: string, over: Partial<BackendHeartbeat> = {}): BackendHeartbeat => ({
@@ -52,6 +52,19 @@ describe("PoolDO", () => {
     expect((await pool.view()).find((b) => b.id === "gpu-c")!.up).toBe(true);
     expect(await pool.remove("gpu-c")).toBe(true);
     expect((await pool.view()).find((b) => b.id === "gpu-c")).toBeUndefined();
+  });
+
+  it("keeps an approximate, expiring index of which backends served a prefix", async () => {
+    const pool = privatePool();
+    await pool.notePrefix("k1", "http://a");
+    await pool.notePrefix("k1", "http://b");
+    await pool.notePrefix("k2", "http://a");
+    expect(await pool.prefixHolders("k1")).toEqual(expect.arrayContaining(["http://a", "http://b"]));
+    expect(await pool.prefixHolders("k3")).toEqual([]);
+    await runInDurableObject(pool, (_instance: PoolDO, state) => {
+      state.storage.sql.exec(`UPDATE prefixes SET last_ms = ? WHERE url = 'http://b'`, Date.now() - PREFIX_TTL_MS - 1000);
+    });
+    expect(await pool.prefixHolders("k1")).toEqual(["http://a"]);
   });
 
   it("takes heartbeats only with the backend secret, and validates them", async () => {
