@@ -44,7 +44,8 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
   const meta = store.meta();
   if (!meta) throw new ProtocolError("not_found", `trajectory ${input.trajectoryId} does not exist`);
 
-  const fingerprint = await requestFingerprint(input);
+  // Only a turn with an Idempotency-Key needs its request fingerprint.
+  const fingerprint = input.idempotencyKey === undefined ? "" : await requestFingerprint(input);
   if (input.idempotencyKey !== undefined) {
     const stored = store.idempotentResult(input.idempotencyKey);
     if (stored) {
@@ -58,9 +59,12 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
   }
 
   // New or moving trajectories are placed where their prefix (system prompt + tools) is cached.
-  const key = await prefixKey({ cacheSalt: input.cacheSalt, model: input.model, first: ctx.transcript[0] ?? input.messages[0], tools: input.tools ?? (JSON.parse(meta.toolsJson) as TurnInput["tools"]) });
+  // A trajectory staying on its pinned backend needs neither the key nor the pool's index.
+  let key: string | undefined;
+  const keyOf = async () =>
+    (key ??= await prefixKey({ cacheSalt: input.cacheSalt, model: input.model, first: ctx.transcript[0] ?? input.messages[0], tools: input.tools ?? (JSON.parse(meta.toolsJson) as TurnInput["tools"]) }));
   const pinnedUp = ctx.backends.some((b) => b.url === meta.backendUrl && b.up);
-  const holders = !pinnedUp && ctx.prefixHolders ? await ctx.prefixHolders(key) : [];
+  const holders = !pinnedUp && ctx.prefixHolders ? await ctx.prefixHolders(await keyOf()) : [];
   const plan = planTurn(meta, ctx.transcript, input, ctx.backends, new Map(holders.map((url) => [url, 1])));
   const started = Date.now();
   const t0 = performance.now();
@@ -161,7 +165,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     fingerprint,
     result: { ...event, text: done.text },
   });
-  if (ctx.notePrefix && (mode === "full" || backend.url !== meta.backendUrl)) await ctx.notePrefix(key, backend.url).catch(() => {});
+  if (ctx.notePrefix && (mode === "full" || backend.url !== meta.backendUrl)) await ctx.notePrefix(await keyOf(), backend.url).catch(() => {});
   await ctx.emit(event);
   return transcript;
 }

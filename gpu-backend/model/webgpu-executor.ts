@@ -46,7 +46,7 @@ export const MAX_QUERY_PIECE = 16;
  * for onnxruntime-web's SharedArrayBuffer views, an adapter check, then onnxruntime-web's WebGPU
  * build (the plain `onnxruntime-web` node export is wasm-only).
  */
-function webGpuRuntime(): Promise<WebGpuRuntime> {
+export function webGpuRuntime(): Promise<WebGpuRuntime> {
   runtime ??= (async () => {
     process.env.XDG_RUNTIME_DIR ||= mkdtempSync(join(tmpdir(), "xdg-"));
     const dawn = await import("webgpu");

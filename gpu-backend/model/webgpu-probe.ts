@@ -26,6 +26,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as ort from "onnxruntime-node";
 import { DataType, GraphBuilder } from "./graph-builder";
+import { webGpuRuntime } from "./webgpu-executor";
 import {
   checkPagedAttention,
   feedShapes,
@@ -281,31 +282,16 @@ async function pagedAttentionNodeGpuBuffers(): Promise<void> {
 // 3c. onnxruntime-web's WebGPU EP on dawn.node (child process): pool in our GPUBuffers, in place
 
 async function pagedAttentionWebInPlace(): Promise<void> {
-  const ortWeb = (await import("onnxruntime-web/webgpu")) as typeof import("onnxruntime-web");
-  const dawn = await import("webgpu");
-  const G = dawn.globals as Record<string, any>;
-  Object.assign(globalThis, G);
-  // onnxruntime-web's threaded wasm build passes views of its SharedArrayBuffer memory to
-  // GPUQueue.writeBuffer; dawn.node refuses those ("Invalid argument"): copy them first.
-  const writeBuffer = G.GPUQueue.prototype.writeBuffer;
-  G.GPUQueue.prototype.writeBuffer = function (buffer: unknown, offset: number, data: any, dataOffset = 0, size?: number) {
-    if (ArrayBuffer.isView(data) && data.buffer instanceof SharedArrayBuffer) {
-      const el = (data as any).BYTES_PER_ELEMENT ?? 1;
-      const n = size ?? (data as any).length - dataOffset;
-      const copy = new Uint8Array(data.buffer, data.byteOffset + dataOffset * el, n * el).slice();
-      return writeBuffer.call(this, buffer, offset, copy, 0, copy.length);
-    }
-    return writeBuffer.call(this, buffer, offset, data, dataOffset, size);
-  };
-  const gpu = dawn.create([]);
-  const nav = ((globalThis as any).navigator ??= {});
-  Object.defineProperty(nav, "gpu", { value: gpu, configurable: true });
-  const adapter = await gpu.requestAdapter();
-  if (!adapter) {
+  // The executor's own set-up: dawn.node as navigator.gpu, its writeBuffer shim, an adapter check.
+  let rt: Awaited<ReturnType<typeof webGpuRuntime>>;
+  try {
+    rt = await webGpuRuntime();
+  } catch {
     console.log(NO_ADAPTER + " (dawn.node)");
     process.exit(2);
   }
-  ortWeb.env.wasm.numThreads = 1;
+  const ortWeb = rt.ort as unknown as typeof import("onnxruntime-web");
+  const G = rt.globals as Record<string, any>;
   ortWeb.env.logLevel = "warning"; // the "not aliased" warning would show here: it does not
   const session = await ortWeb.InferenceSession.create(pagedAttentionGraph(makePagedAttentionCase().dims), {
     executionProviders: ["webgpu"],

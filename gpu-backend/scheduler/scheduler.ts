@@ -146,11 +146,12 @@ export class Scheduler {
       for (let w = 0; w < this.waiting.length && budget > 0 && this.running.length < this.config.maxRunningSequences; ) {
         const seq = this.waiting[w]!;
         const wasRegistered = seq.registered;
-        if (!wasRegistered && this.prefixInFlight(seq)) {
+        // One prefix lookup serves both checks below (it hashes the whole prompt).
+        const cachedNow = this.kv.findCachedPrefix({ tokenIds: seq.tokenIds, root: seq.hashRoot }).numCachedTokens;
+        if (!wasRegistered && this.prefixInFlight(seq, cachedNow)) {
           w++; // another sequence is computing blocks this one can reuse: admit it once they are cached
           continue;
         }
-        const cachedNow = this.kv.findCachedPrefix({ tokenIds: seq.tokenIds, root: seq.hashRoot }).numCachedTokens;
         if (!prefill.admits(cachedNow, Math.min(seq.tokenIds.length - cachedNow, budget))) {
           w++;
           continue;
@@ -196,9 +197,8 @@ export class Scheduler {
    * sequence's prompt than the cache holds now (same hash root, same tokens). Admitting now would
    * compute those blocks twice: common when many trajectories start at once with one system prompt.
    */
-  private prefixInFlight(seq: Sequence): boolean {
+  private prefixInFlight(seq: Sequence, cached: number): boolean {
     const bs = this.config.blockSize;
-    const cached = this.kv.findCachedPrefix({ tokenIds: seq.tokenIds, root: seq.hashRoot }).numCachedTokens;
     for (const r of this.running) {
       if (r.hashRoot !== seq.hashRoot) continue;
       const computed = this.kv.numComputedTokens(r.seqId);
