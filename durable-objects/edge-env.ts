@@ -23,6 +23,11 @@ export interface EdgeEnv {
   POOL_DOWN_AFTER_MS?: string;
   /** How long a trajectory object reuses the pool's view before asking again (default 1000). */
   POOL_VIEW_TTL_MS?: string;
+  /**
+   * Routing policy: affinity (default), or round-robin, least-loaded, consistent-hash for
+   * comparison (`npm run bench -- routing`). An unknown name is an error at the first turn.
+   */
+  ROUTING_POLICY?: string;
 }
 
 export const DEV_SECRET = "dev-secret";

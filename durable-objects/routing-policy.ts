@@ -122,6 +122,19 @@ function affinity(req: RouteRequest, all: readonly BackendSnapshot[], up: Backen
   return decision;
 }
 
+/**
+ * A round-robin counter for callers without a shared one (a trajectory object): the trajectory's
+ * hash plus how far it has come, so successive turns walk the backends from a per-trajectory start.
+ */
+export function routeCounter(trajectoryId: string, step: number): number {
+  return (fnv1a(trajectoryId) + step) >>> 0;
+}
+
+/** A policy name from configuration, or undefined when it names none. */
+export function parsePolicy(name: string | undefined): RoutingPolicyName | undefined {
+  return ROUTING_POLICIES.find((p) => p === name);
+}
+
 function leastLoaded(up: BackendSnapshot[], key: string): BackendSnapshot {
   const min = Math.min(...up.map((b) => b.load));
   return byHash(

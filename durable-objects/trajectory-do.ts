@@ -4,6 +4,7 @@ import type { ChatMessage } from "../protocol/messages";
 import { releaseState } from "./backend-client";
 import { DEV_SECRET, type EdgeEnv } from "./edge-env";
 import { poolOf, type PoolBackend } from "./pool-do";
+import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "./routing-policy";
 import { TrajectoryStore } from "./trajectory-store";
 import { runTurn, type RoutedBackend } from "./turn-runner";
 import type { TrajectoryState, TurnEvent, TurnInput } from "./turn-types";
@@ -121,6 +122,7 @@ export class TrajectoryDO extends DurableObject<EdgeEnv> {
           prefixHolders: (key) => poolOf(this.env).prefixHolders(key),
           notePrefix: (key, url) => poolOf(this.env).notePrefix(key, url),
           timeoutMs: timeoutOf(this.env),
+          policy: policyOf(this.env),
           emit,
           signal,
         },
@@ -146,6 +148,13 @@ export class TrajectoryDO extends DurableObject<EdgeEnv> {
 
 function errorEvent(err: ProtocolError): TurnEvent {
   return { type: "error", code: err.code, message: err.message, retryable: err.retryable };
+}
+
+function policyOf(env: EdgeEnv): RoutingPolicyName {
+  if (!env.ROUTING_POLICY) return "affinity";
+  const policy = parsePolicy(env.ROUTING_POLICY);
+  if (!policy) throw new ProtocolError("internal_error", `ROUTING_POLICY ${JSON.stringify(env.ROUTING_POLICY)} is not one of ${ROUTING_POLICIES.join(", ")}`);
+  return policy;
 }
 
 function timeoutOf(env: EdgeEnv): number {

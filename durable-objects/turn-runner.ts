@@ -1,7 +1,7 @@
 import { ProtocolError, toProtocolError } from "../protocol/errors";
 import type { ChatMessage, DoneFrame, GenerateRequest } from "../protocol/messages";
 import { generateFrames, type BackendTarget } from "./backend-client";
-import { route } from "./routing-policy";
+import { route, routeCounter, type RoutingPolicyName } from "./routing-policy";
 import type { TrajectoryMeta, TrajectoryStore } from "./trajectory-store";
 import { canonicalTools, diffTranscript, normalizeMessage, prefixKey } from "./transcript-diff";
 import type { AssistantReply, FullReason, TurnEvent, TurnInput, TurnRecord } from "./turn-types";
@@ -19,6 +19,8 @@ export interface TurnContext {
   transcript: ChatMessage[];
   backends: RoutedBackend[];
   timeoutMs: number;
+  /** The routing policy (default `affinity`; the others are for comparison, `ROUTING_POLICY`). */
+  policy?: RoutingPolicyName;
   /** The pool's approximate prefix index: backends that served this prefix key recently. */
   prefixHolders?: (key: string) => Promise<string[]>;
   /** Records that a backend now holds this prefix key. */
@@ -65,7 +67,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     (key ??= await prefixKey({ cacheSalt: input.cacheSalt, model: input.model, first: ctx.transcript[0] ?? input.messages[0], tools: input.tools ?? (JSON.parse(meta.toolsJson) as TurnInput["tools"]) }));
   const pinnedUp = ctx.backends.some((b) => b.url === meta.backendUrl && b.up);
   const holders = !pinnedUp && ctx.prefixHolders ? await ctx.prefixHolders(await keyOf()) : [];
-  const plan = planTurn(meta, ctx.transcript, input, ctx.backends, new Map(holders.map((url) => [url, 1])));
+  const plan = planTurn(meta, ctx.transcript, input, ctx.backends, new Map(holders.map((url) => [url, 1])), ctx.policy ?? "affinity");
   const started = Date.now();
   const t0 = performance.now();
   const stats = { requestBytes: 0 };
@@ -181,7 +183,14 @@ interface TurnPlan {
   backend: BackendTarget;
 }
 
-function planTurn(meta: TrajectoryMeta, stored: ChatMessage[], input: TurnInput, backends: RoutedBackend[], prefixBlocks: Map<string, number>): TurnPlan {
+function planTurn(
+  meta: TrajectoryMeta,
+  stored: ChatMessage[],
+  input: TurnInput,
+  backends: RoutedBackend[],
+  prefixBlocks: Map<string, number>,
+  policy: RoutingPolicyName,
+): TurnPlan {
   const incoming = input.messages.map(normalizeMessage);
   let keep = stored.length;
   let newMessages: ChatMessage[];
@@ -205,7 +214,7 @@ function planTurn(meta: TrajectoryMeta, stored: ChatMessage[], input: TurnInput,
   if (fullTranscript.length === 0) throw new ProtocolError("invalid_request", "messages must not be empty");
 
   const tools = input.tools ?? (JSON.parse(meta.toolsJson) as NonNullable<TurnInput["tools"]>);
-  const backend = pickBackend(meta, input.trajectoryId, backends, prefixBlocks);
+  const backend = pickBackend(policy, meta, input.trajectoryId, stored.length, backends, prefixBlocks);
   let fullReason: FullReason | null = null;
   if (stored.length === 0 || !meta.stateId) fullReason = "first-turn";
   else if (diverged) fullReason = "diverged";
@@ -222,12 +231,21 @@ function failoverTarget(backends: RoutedBackend[], tried: Set<string>, trajector
 }
 
 /**
- * The backend for this turn by the affinity policy (routing-policy.ts): the pinned one unless
- * it is down or overloaded past the bounds, else the least loaded.
+ * The backend for this turn by the routing policy (routing-policy.ts; default affinity: the
+ * pinned one unless it is down or overloaded past the bounds, else where the prefix is cached,
+ * else the least loaded). Round-robin counts per trajectory (each turn moves one backend on).
  */
-function pickBackend(meta: TrajectoryMeta, trajectoryId: string, backends: RoutedBackend[], prefixBlocks: Map<string, number>): BackendTarget {
+function pickBackend(
+  policy: RoutingPolicyName,
+  meta: TrajectoryMeta,
+  trajectoryId: string,
+  storedMessages: number,
+  backends: RoutedBackend[],
+  prefixBlocks: Map<string, number>,
+): BackendTarget {
   if (backends.length === 0) throw new ProtocolError("backend_unavailable", "no backend is configured or registered");
-  const d = route("affinity", { trajectoryId, pinned: meta.backendUrl ?? undefined, prefixBlocks }, backends.map(snapshotOf));
+  const req = { trajectoryId, pinned: meta.backendUrl ?? undefined, prefixBlocks, counter: routeCounter(trajectoryId, storedMessages) };
+  const d = route(policy, req, backends.map(snapshotOf));
   if (!d) throw new ProtocolError("backend_unavailable", "no backend is up (none answered its heartbeats)");
   return backends.find((b) => b.url === d.backendId)!;
 }

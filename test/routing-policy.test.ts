@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { route, type BackendSnapshot, type RouteDecision, type RouteRequest, type RoutingPolicyName } from "../durable-objects/routing-policy";
+import { parsePolicy, route, routeCounter, ROUTING_POLICIES, type BackendSnapshot, type RouteDecision, type RouteRequest, type RoutingPolicyName } from "../durable-objects/routing-policy";
 
 const b = (id: string, load: number, up = true): BackendSnapshot => ({ id, load, up });
 const prefix = (entries: [string, number][]) => new Map(entries);
@@ -97,5 +97,19 @@ describe("routing policy (properties)", () => {
     const mean = values.reduce((a, v) => a + v, 0) / values.length;
     expect(Math.max(...values) / mean).toBeLessThanOrEqual(1.5);
     expect(loads.get("b0")).toBe(Math.max(...values)); // it still gets the most: its cache is warm
+  });
+
+  it("round-robin by routeCounter walks one trajectory's turns over every backend", () => {
+    const seen = [0, 1, 2, 3].map((turn) => route("round-robin", { trajectoryId: "t7", counter: routeCounter("t7", turn) }, four)!.backendId);
+    expect(new Set(seen).size).toBe(4);
+    // Different trajectories start at different backends.
+    const starts = new Set(ids.slice(0, 40).map((id) => route("round-robin", { trajectoryId: id, counter: routeCounter(id, 0) }, four)!.backendId));
+    expect(starts.size).toBe(4);
+  });
+
+  it("parses policy names from configuration", () => {
+    for (const p of ROUTING_POLICIES) expect(parsePolicy(p)).toBe(p);
+    expect(parsePolicy("random")).toBeUndefined();
+    expect(parsePolicy(undefined)).toBeUndefined();
   });
 });
