@@ -27,7 +27,7 @@ export interface CpuExecutorOptions {
  */
 export class CpuExecutor implements Executor {
   readonly device = "cpu" as const;
-  readonly transfer: TransferStats = { hostToDeviceBytes: 0, deviceToHostBytes: 0, steps: 0 };
+  readonly transfer: TransferStats = { hostToDeviceBytes: 0, deviceToHostBytes: 0, kvDeviceToHostBytes: 0, steps: 0 };
   readonly kvBytes: number;
   private readonly kvDim: number;
   private readonly poolK: Float32Array[] = [];
@@ -99,6 +99,7 @@ export class CpuExecutor implements Executor {
         }
       }
       this.transfer.deviceToHostBytes += newK.byteLength + newV.byteLength;
+      this.transfer.kvDeviceToHostBytes += newK.byteLength + newV.byteLength;
     }
 
     const next = outputs[GRAPH_IO.nextToken]!.data as BigInt64Array;

@@ -25,7 +25,9 @@ export async function createExecutor(o: CreateExecutorOptions): Promise<Executor
       const { WebGpuExecutor } = await import("./webgpu-executor");
       return WebGpuExecutor.create({ spec: o.spec, weights: o.weights, numBlocks: o.numBlocks, blockSize: o.blockSize });
     }
-    case "cuda":
-      throw new Error("the cuda executor is not built yet (see docs/webgpu.md): use --device webgpu, cpu or auto");
+    case "cuda": {
+      const { CudaExecutor } = await import("./cuda-executor");
+      return CudaExecutor.create({ spec: o.spec, weights: o.weights, numBlocks: o.numBlocks, blockSize: o.blockSize });
+    }
   }
 }

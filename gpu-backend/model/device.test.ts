@@ -1,5 +1,8 @@
 import { describe, expect, it } from "vitest";
+import { createExecutor } from "./create-executor";
 import { CUDA_INSTALL_HINT, cudaProviderInstalled, resolveDevice } from "./device";
+import { randomWeights } from "./random-weights";
+import { tinySpec } from "./tiny-spec";
 
 describe("--device resolution", () => {
   it("takes cpu when asked", async () => {
@@ -11,6 +14,9 @@ describe("--device resolution", () => {
     expect(cudaProviderInstalled()).toBe(false);
     await expect(resolveDevice("cuda")).rejects.toThrow(CUDA_INSTALL_HINT);
     expect(CUDA_INSTALL_HINT).toMatch(/ONNXRUNTIME_NODE_INSTALL=cuda12/);
+    // The executor itself refuses too (a caller that skips resolveDevice gets the same answer).
+    const spec = tinySpec();
+    await expect(createExecutor({ device: "cuda", spec, weights: randomWeights(spec, 1), numBlocks: 4, blockSize: 16 })).rejects.toThrow(CUDA_INSTALL_HINT);
   });
 
   it("auto falls back to cpu without CUDA or a hardware WebGPU adapter, and says why", async () => {

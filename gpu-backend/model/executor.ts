@@ -46,5 +46,7 @@ export interface StepResult {
 export interface TransferStats {
   hostToDeviceBytes: number;
   deviceToHostBytes: number;
+  /** Of deviceToHostBytes, the step's new K/V rows taken back to a host-resident pool (cpu, cuda). */
+  kvDeviceToHostBytes: number;
   steps: number;
 }

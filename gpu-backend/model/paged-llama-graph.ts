@@ -33,6 +33,15 @@ export interface PagedLlamaGraph {
   cacheOutputs: { k: string[]; v: string[] };
 }
 
+export interface PagedLlamaGraphOptions {
+  /**
+   * Also output each layer's new keys (after rotary) and values as `new_k_L` / `new_v_L`, fp16
+   * [T, numKvHeads * headDim]: for an executor whose pool lives on the host (the cuda executor),
+   * which writes these rows into its pool instead of downloading the op's whole cache output.
+   */
+  newKvOutputs?: boolean;
+}
+
 export const PAGED_IO = {
   inputIds: "input_ids",
   positionIds: "position_ids",
@@ -42,11 +51,13 @@ export const PAGED_IO = {
   logitIndex: "logit_index",
   kvK: (layer: number) => `kv_k_${layer}`,
   kvV: (layer: number) => `kv_v_${layer}`,
+  newK: (layer: number) => `new_k_${layer}`,
+  newV: (layer: number) => `new_v_${layer}`,
   logits: "logits",
   nextToken: "next_token",
 } as const;
 
-export function buildPagedLlamaGraph(spec: DecoderSpec, weights: WeightSource, blockSize: number): PagedLlamaGraph {
+export function buildPagedLlamaGraph(spec: DecoderSpec, weights: WeightSource, blockSize: number, options: PagedLlamaGraphOptions = {}): PagedLlamaGraph {
   if (blockSize < 16 || (blockSize & (blockSize - 1)) !== 0)
     throw new Error(`PagedAttention needs a power-of-two block size >= 16, got ${blockSize}`);
   const g = new GraphBuilder(`${spec.modelId}-paged-decoder`);
@@ -78,6 +89,10 @@ export function buildPagedLlamaGraph(spec: DecoderSpec, weights: WeightSource, b
     const q16 = g.op("Cast", [g.op("Reshape", [q, g.int64s([0, nh * hd])])], toF16);
     const k16 = g.op("Cast", [g.op("Reshape", [k, g.int64s([0, nkv * hd])])], toF16);
     const v16 = g.op("Cast", [g.op("Reshape", [v, g.int64s([0, nkv * hd])])], toF16);
+    if (options.newKvOutputs) {
+      g.output(k16, F16, ["T", nkv * hd], PAGED_IO.newK(l));
+      g.output(v16, F16, ["T", nkv * hd], PAGED_IO.newV(l));
+    }
 
     const [out, kOut, vOut] = g.opN("PagedAttention", [q16, k16, v16, poolK, poolV, cumulative, past, blockTable], 3, {
       domain: "com.microsoft",

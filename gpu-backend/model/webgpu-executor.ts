@@ -5,6 +5,7 @@ import type * as OrtWeb from "onnxruntime-web";
 import type { DecoderSpec, WeightSource } from "./decoder-spec";
 import type { Executor, StepResult, StepSequence, TransferStats } from "./executor";
 import { PAGED_IO, buildPagedLlamaGraph } from "./paged-llama-graph";
+import { MAX_QUERY_PIECE, pagedStepInputs, stepInputBytes } from "./paged-step";
 
 export const NO_WEBGPU_ADAPTER =
   "no WebGPU adapter: run scripts/install-webgpu-deps.sh (Mesa lavapipe) or use a machine with a GPU";
@@ -31,15 +32,7 @@ interface WebGpuRuntime {
 
 let runtime: Promise<WebGpuRuntime> | undefined;
 
-/**
- * Longest run of new tokens of one sequence handed to PagedAttention as one entry. onnxruntime
- * 1.30's WebGPU PagedAttention returns wrong outputs for query rows >= 8 when one entry has 32 or
- * more new tokens (measured on lavapipe with head sizes 16, 32 and 64; 31 and fewer are right, as
- * are several entries totalling more). Longer chunks are passed as consecutive entries of at
- * most this many tokens with the same block table: the op scatters every entry's K/V before
- * attending, so later pieces see earlier ones (checked by the conformance suite's 40-token prefill).
- */
-export const MAX_QUERY_PIECE = 16;
+export { MAX_QUERY_PIECE } from "./paged-step";
 
 /**
  * Once per process: dawn.node as `navigator.gpu` (Node has no navigator), the writeBuffer shim
@@ -100,7 +93,7 @@ export function webGpuRuntime(): Promise<WebGpuRuntime> {
  */
 export class WebGpuExecutor implements Executor {
   readonly device = "webgpu" as const;
-  readonly transfer: TransferStats = { hostToDeviceBytes: 0, deviceToHostBytes: 0, steps: 0 };
+  readonly transfer: TransferStats = { hostToDeviceBytes: 0, deviceToHostBytes: 0, kvDeviceToHostBytes: 0, steps: 0 };
   readonly kvBytes: number;
   private readonly poolBuffers: GpuBuffer[] = [];
   private readonly poolFeeds: Record<string, OrtWeb.Tensor> = {};
@@ -171,58 +164,10 @@ export class WebGpuExecutor implements Executor {
 
   private async runStep(sequences: readonly StepSequence[]): Promise<StepResult> {
     const { ort } = this.rt;
-    if (sequences.length === 0) throw new Error("a step needs at least one sequence");
-    // Each sequence's new tokens go to the op as pieces of at most MAX_QUERY_PIECE tokens (see
-    // there): consecutive entries with the same block table, past = startPos + offset.
-    const entries: { seq: number; past: number; n: number }[] = [];
-    let T = 0;
-    let maxBlocks = 1;
-    sequences.forEach((s, b) => {
-      const n = s.tokenIds.length;
-      if (n === 0) throw new Error("a step sequence needs at least one token");
-      if (s.startPos + n > this.spec.maxPositions) throw new Error(`position ${s.startPos + n - 1} beyond maxPositions`);
-      const blocks = Math.ceil((s.startPos + n) / this.blockSize);
-      if (s.blockTable.length < blocks) throw new Error(`block table too short for position ${s.startPos + n - 1}`);
-      for (let j = 0; j < blocks; j++) {
-        const id = s.blockTable[j]!;
-        if (!(id >= 0 && id < this.numBlocks)) throw new Error(`block id ${id} outside the pool of ${this.numBlocks}`);
-      }
-      maxBlocks = Math.max(maxBlocks, blocks);
-      for (let off = 0; off < n; off += MAX_QUERY_PIECE)
-        entries.push({ seq: b, past: s.startPos + off, n: Math.min(MAX_QUERY_PIECE, n - off) });
-      T += n;
-    });
-    const B = entries.length;
-    const ids = new Int32Array(T);
-    const positions = new Int32Array(T);
-    const cumulative = new Int32Array(B + 1);
-    const past = new Int32Array(B);
-    const blockTable = new Int32Array(B * maxBlocks); // padding: block 0, never read
-    entries.forEach((e, i) => {
-      const s = sequences[e.seq]!;
-      past[i] = e.past;
-      cumulative[i + 1] = cumulative[i]! + e.n;
-      const blocks = Math.ceil((e.past + e.n) / this.blockSize);
-      for (let j = 0; j < blocks; j++) blockTable[i * maxBlocks + j] = s.blockTable[j]!;
-    });
-    const logitRows: number[] = [];
-    const logitRanges: [number, number][] = [];
-    let row = 0;
-    sequences.forEach((s) => {
-      const n = s.tokenIds.length;
-      for (let j = 0; j < n; j++) {
-        ids[row + j] = s.tokenIds[j]!;
-        positions[row + j] = s.startPos + j;
-      }
-      const from = logitRows.length;
-      if (s.logits === "all") for (let j = 0; j < n; j++) logitRows.push(row + j);
-      else if (s.logits !== "none") logitRows.push(row + n - 1);
-      logitRanges.push([from, logitRows.length]);
-      row += n;
-    });
-    // At least one logit row: a zero-row LM head is a needless edge case for the kernels.
-    const logitIndex = Int32Array.from(logitRows.length ? logitRows : [T - 1]);
-    const wantLogits = sequences.some((s) => s.logits === "last" || s.logits === "all");
+    const step = pagedStepInputs(sequences, this.spec, this.blockSize, this.numBlocks, MAX_QUERY_PIECE);
+    const { ids, positions, cumulative, past, blockTable, maxBlocks, logitIndex, logitRanges, wantLogits } = step;
+    const T = ids.length;
+    const B = past.length;
 
     const feeds: Record<string, OrtWeb.Tensor> = {
       [PAGED_IO.inputIds]: new ort.Tensor("int32", ids, [T]),
@@ -237,8 +182,7 @@ export class WebGpuExecutor implements Executor {
     if (wantLogits) fetches[PAGED_IO.logits] = null;
     const outputs = await this.session.run(feeds, fetches);
     this.transfer.steps++;
-    this.transfer.hostToDeviceBytes +=
-      ids.byteLength + positions.byteLength + cumulative.byteLength + past.byteLength + blockTable.byteLength + logitIndex.byteLength;
+    this.transfer.hostToDeviceBytes += stepInputBytes(step);
 
     const next = outputs[PAGED_IO.nextToken]!.data as BigInt64Array;
     this.transfer.deviceToHostBytes += next.byteLength;

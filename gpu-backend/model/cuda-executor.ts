@@ -1,0 +1,193 @@
+import * as ort from "onnxruntime-node";
+import type { DecoderSpec, WeightSource } from "./decoder-spec";
+import { CUDA_INSTALL_HINT, cudaProviderInstalled } from "./device";
+import type { Executor, StepResult, StepSequence, TransferStats } from "./executor";
+import { PAGED_IO, buildPagedLlamaGraph } from "./paged-llama-graph";
+import { MAX_QUERY_PIECE, pagedStepInputs, stepInputBytes } from "./paged-step";
+
+export interface CudaExecutorOptions {
+  spec: DecoderSpec;
+  weights: WeightSource;
+  numBlocks: number;
+  /** Power of two >= 16 (PagedAttention). */
+  blockSize: number;
+  /**
+   * onnxruntime-node execution provider (default "cuda"). "webgpu" runs the same executor on
+   * onnxruntime-node's bundled WebGPU provider: the tests use it to run this code path on
+   * machines without CUDA (PagedAttention has no CPU kernel).
+   */
+  executionProvider?: "cuda" | "webgpu";
+  /** CUDA device ordinal (default 0). */
+  deviceId?: number;
+  /** Longest per-sequence query entry handed to PagedAttention (default MAX_QUERY_PIECE). */
+  maxQueryPiece?: number;
+}
+
+/**
+ * The `cuda` executor: the paged decoder graph (`paged-llama-graph.ts`, one PagedAttention per
+ * layer over an fp16 pool) on onnxruntime-node's CUDA execution provider.
+ *
+ * onnxruntime-node's JavaScript API has no CUDA device tensors (its IO binding takes WebGPU
+ * buffers only), so the pool cannot stay on the device between runs: it lives on the host, one
+ * Uint16Array (fp16 bits) per layer and kind, [numBlocks, blockSize, numKvHeads, headDim]. What
+ * crosses the bus is kept to what a step needs:
+ *   - up: the blocks the step's sequences read (their block tables, deduplicated and renumbered
+ *     into a compact pool of W blocks), plus the small inputs;
+ *   - down: the step's new key and value rows (`new_k_L` / `new_v_L`, written into the host pool
+ *     at their slots), `next_token`, and logits rows only when a sequence asks for them. The op's
+ *     own cache outputs are never fetched.
+ * So a decode step moves O(context) bytes up instead of O(pool), and O(new tokens) down. The
+ * `webgpu` executor keeps its pool resident instead (onnxruntime-web GPU buffers); docs/webgpu.md
+ * compares the bytes per step.
+ *
+ * @example
+ * const exec = await CudaExecutor.create({ spec, weights, numBlocks: 1024, blockSize: 16 });
+ * const { argmax } = await exec.run([{ tokenIds: [1, 2, 3], startPos: 0, blockTable: [7], logits: "argmax" }]);
+ */
+export class CudaExecutor implements Executor {
+  readonly device = "cuda" as const;
+  readonly transfer: TransferStats = { hostToDeviceBytes: 0, deviceToHostBytes: 0, kvDeviceToHostBytes: 0, steps: 0 };
+  readonly kvBytes: number;
+  private readonly poolK: Uint16Array[] = [];
+  private readonly poolV: Uint16Array[] = [];
+  private readonly rowDim: number;
+  private readonly blockElems: number;
+  private queue: Promise<unknown> = Promise.resolve();
+
+  private constructor(
+    private readonly session: ort.InferenceSession,
+    readonly executionProvider: "cuda" | "webgpu",
+    private readonly maxQueryPiece: number,
+    readonly spec: DecoderSpec,
+    readonly numBlocks: number,
+    readonly blockSize: number,
+  ) {
+    this.rowDim = spec.numKvHeads * spec.headDim;
+    this.blockElems = blockSize * this.rowDim;
+    for (let l = 0; l < spec.numLayers; l++) {
+      this.poolK.push(new Uint16Array(numBlocks * this.blockElems));
+      this.poolV.push(new Uint16Array(numBlocks * this.blockElems));
+    }
+    this.kvBytes = 2 * spec.numLayers * numBlocks * this.blockElems * 2;
+  }
+
+  static async create(options: CudaExecutorOptions): Promise<CudaExecutor> {
+    const bs = options.blockSize;
+    if (bs < 16 || (bs & (bs - 1)) !== 0) throw new Error(`PagedAttention needs a power-of-two block size >= 16, got ${bs}`);
+    const provider = options.executionProvider ?? "cuda";
+    if (provider === "cuda" && !cudaProviderInstalled()) throw new Error(CUDA_INSTALL_HINT);
+    ort.env.logLevel = "error"; // not the per-run "cache outputs are not aliased" warning: we never fetch them
+    const { model } = buildPagedLlamaGraph(options.spec, options.weights, bs, { newKvOutputs: true });
+    const session = await ort.InferenceSession.create(model, {
+      executionProviders: [provider === "cuda" ? { name: "cuda", deviceId: options.deviceId ?? 0 } : "webgpu"],
+      graphOptimizationLevel: "all",
+      // WebGPU: every node on the GPU or session creation fails. CUDA places shape arithmetic on
+      // the CPU by design, so the fallback stays allowed there.
+      ...(provider === "webgpu" ? { extra: { session: { disable_cpu_ep_fallback: "1" } } } : {}),
+    });
+    return new CudaExecutor(session, provider, options.maxQueryPiece ?? MAX_QUERY_PIECE, options.spec, options.numBlocks, bs);
+  }
+
+  run(sequences: readonly StepSequence[]): Promise<StepResult> {
+    // One step at a time: steps mutate the shared pool.
+    const next = this.queue.then(() => this.runStep(sequences));
+    this.queue = next.catch(() => undefined);
+    return next;
+  }
+
+  private async runStep(sequences: readonly StepSequence[]): Promise<StepResult> {
+    const step = pagedStepInputs(sequences, this.spec, this.blockSize, this.numBlocks, this.maxQueryPiece);
+    const { ids, positions, cumulative, past, blockTable, maxBlocks, rowBlocks, logitIndex, logitRanges, wantLogits } = step;
+    const T = ids.length;
+    const B = past.length;
+
+    // The working set: every block a sequence reads, once, renumbered 0..W-1 in the block table.
+    const local = new Map<number, number>();
+    const blocks: number[] = [];
+    for (let i = 0; i < B; i++) {
+      for (let j = 0; j < rowBlocks[i]!; j++) {
+        const id = blockTable[i * maxBlocks + j]!;
+        let w = local.get(id);
+        if (w === undefined) {
+          w = blocks.length;
+          local.set(id, w);
+          blocks.push(id);
+        }
+        blockTable[i * maxBlocks + j] = w;
+      }
+    }
+    const W = blocks.length;
+    const E = this.blockElems;
+    const dims = [W, this.blockSize, this.spec.numKvHeads, this.spec.headDim];
+    const compact = (pool: Uint16Array) => {
+      const out = new Uint16Array(W * E);
+      blocks.forEach((id, w) => out.set(pool.subarray(id * E, (id + 1) * E), w * E));
+      return out;
+    };
+
+    const feeds: Record<string, ort.Tensor> = {
+      [PAGED_IO.inputIds]: new ort.Tensor("int32", ids, [T]),
+      [PAGED_IO.positionIds]: new ort.Tensor("int32", positions, [T]),
+      [PAGED_IO.cumulative]: new ort.Tensor("int32", cumulative, [B + 1]),
+      [PAGED_IO.past]: new ort.Tensor("int32", past, [B]),
+      [PAGED_IO.blockTable]: new ort.Tensor("int32", blockTable, [B, maxBlocks]),
+      [PAGED_IO.logitIndex]: new ort.Tensor("int32", logitIndex, [logitIndex.length]),
+    };
+    const fetches: string[] = [PAGED_IO.nextToken];
+    if (wantLogits) fetches.push(PAGED_IO.logits);
+    for (let l = 0; l < this.spec.numLayers; l++) {
+      feeds[PAGED_IO.kvK(l)] = new ort.Tensor("float16", compact(this.poolK[l]!), dims);
+      feeds[PAGED_IO.kvV(l)] = new ort.Tensor("float16", compact(this.poolV[l]!), dims);
+      fetches.push(PAGED_IO.newK(l), PAGED_IO.newV(l));
+    }
+    const outputs = await this.session.run(feeds, fetches);
+    this.transfer.steps++;
+    this.transfer.hostToDeviceBytes += stepInputBytes(step) + 2 * this.spec.numLayers * W * E * 2;
+
+    // The new rows into the host pool, at each token's slot.
+    const D = this.rowDim;
+    for (let l = 0; l < this.spec.numLayers; l++) {
+      const newK = outputs[PAGED_IO.newK(l)]!.data as Uint16Array;
+      const newV = outputs[PAGED_IO.newV(l)]!.data as Uint16Array;
+      this.transfer.deviceToHostBytes += newK.byteLength + newV.byteLength;
+      this.transfer.kvDeviceToHostBytes += newK.byteLength + newV.byteLength;
+      let row = 0;
+      for (const s of sequences) {
+        for (let j = 0; j < s.tokenIds.length; j++, row++) {
+          const pos = s.startPos + j;
+          const slot = s.blockTable[Math.floor(pos / this.blockSize)]! * this.blockSize + (pos % this.blockSize);
+          this.poolK[l]!.set(newK.subarray(row * D, (row + 1) * D), slot * D);
+          this.poolV[l]!.set(newV.subarray(row * D, (row + 1) * D), slot * D);
+        }
+      }
+    }
+
+    const next = outputs[PAGED_IO.nextToken]!.data as BigInt64Array;
+    this.transfer.deviceToHostBytes += next.byteLength;
+    const argmax = logitRanges.map(([from, to]) => (to > from ? Number(next[to - 1]) : -1));
+    const empty = new Float32Array(0);
+    if (!wantLogits) return { logits: sequences.map(() => empty), argmax };
+    const logitsAll = outputs[PAGED_IO.logits]!.data as Float32Array;
+    this.transfer.deviceToHostBytes += logitsAll.byteLength;
+    const V = this.spec.vocabSize;
+    const logits = logitRanges.map(([from, to], i) =>
+      sequences[i]!.logits === "argmax" || sequences[i]!.logits === "none" ? empty : logitsAll.subarray(from * V, to * V),
+    );
+    return { logits, argmax };
+  }
+
+  /** Pool rows as fp16 bits, [slots.length, numKvHeads, headDim] of `layer` (for tests). */
+  async readSlots(layer: number, kind: "k" | "v", slots: ArrayLike<number>): Promise<Uint16Array> {
+    await this.queue;
+    const pool = (kind === "k" ? this.poolK : this.poolV)[layer]!;
+    const D = this.rowDim;
+    const out = new Uint16Array(slots.length * D);
+    for (let i = 0; i < slots.length; i++) out.set(pool.subarray(slots[i]! * D, (slots[i]! + 1) * D), i * D);
+    return out;
+  }
+
+  async dispose(): Promise<void> {
+    await this.queue;
+    await this.session.release();
+  }
+}

@@ -1,0 +1,95 @@
+import { describe, expect, it } from "vitest";
+import { CpuExecutor } from "./cpu-executor";
+import { CudaExecutor } from "./cuda-executor";
+import { cudaProviderInstalled } from "./device";
+import { CONFORMANCE_BLOCK_SIZE, executorConformance, executorGreedy } from "./executor-conformance";
+import { randomWeights } from "./random-weights";
+import { tinySpec } from "./tiny-spec";
+
+/**
+ * The executor conformance suite for `cuda`: the CudaExecutor (onnxruntime-node, host-resident
+ * fp16 pool, per-step working set up and new K/V rows down). On a machine with onnxruntime-node's
+ * CUDA provider it runs on CUDA; elsewhere (CI) it runs the same executor on onnxruntime-node's
+ * bundled WebGPU provider (Mesa lavapipe here), which has the same PagedAttention contract, so
+ * everything but the CUDA kernels themselves is exercised. Project "webgpu".
+ *
+ * Tolerances as for the webgpu executor: fp16 attention and pool, logits within 1e-2.
+ */
+const provider = cudaProviderInstalled() ? "cuda" : "webgpu";
+const GREEDY_TOKENS = 16;
+
+executorConformance({
+  name: `cuda executor on onnxruntime-node ${provider}`,
+  tolerances: { reference: 1e-2, cached: 1e-2 },
+  greedyTokens: GREEDY_TOKENS,
+  create: (o) => CudaExecutor.create({ ...o, executionProvider: provider }),
+});
+
+describe(`cuda executor (${provider} provider)`, () => {
+  const spec = tinySpec();
+  const weights = randomWeights(spec, 7);
+  const o = { spec, weights, numBlocks: 8, blockSize: CONFORMANCE_BLOCK_SIZE };
+
+  it(`greedy decoding gives the cpu executor's ${GREEDY_TOKENS} tokens for several prompts`, async () => {
+    const cpu = await CpuExecutor.create({ ...o, threads: 1 });
+    const gpu = await CudaExecutor.create({ ...o, executionProvider: provider });
+    try {
+      for (const [k, prompt] of [[1, 5, 9], [42, 17, 3, 88, 60, 2, 71, 19, 33, 50, 11], [96]].entries()) {
+        const table = [2 * k, 2 * k + 1];
+        expect(await executorGreedy(gpu, prompt, GREEDY_TOKENS, table)).toEqual(await executorGreedy(cpu, prompt, GREEDY_TOKENS, table));
+      }
+    } finally {
+      await Promise.all([cpu.dispose(), gpu.dispose()]);
+    }
+  });
+
+  it("uploads only the blocks a step reads and downloads only the new rows", async () => {
+    const exec = await CudaExecutor.create({ ...o, executionProvider: provider });
+    try {
+      const prompt = Array.from({ length: 20 }, (_, i) => (i * 7 + 3) % 97);
+      await exec.run([{ tokenIds: prompt, startPos: 0, blockTable: [6, 1], logits: "argmax" }]);
+      const up0 = exec.transfer.hostToDeviceBytes;
+      const down0 = exec.transfer.deviceToHostBytes;
+      await exec.run([{ tokenIds: [5], startPos: 20, blockTable: [6, 1], logits: "argmax" }]);
+      const rowBytes = spec.numKvHeads * spec.headDim * 2;
+      const blockBytes = CONFORMANCE_BLOCK_SIZE * rowBytes;
+      const small = 4 * (1 + 1 + 2 + 1 + 2 + 1); // ids, positions, cumulative, past, block table, logit index
+      expect(exec.transfer.hostToDeviceBytes - up0).toBe(2 * spec.numLayers * 2 * blockBytes + small);
+      expect(exec.transfer.deviceToHostBytes - down0).toBe(2 * spec.numLayers * rowBytes + 8);
+      expect(exec.kvBytes).toBe(2 * spec.numLayers * 8 * blockBytes);
+      // The new rows landed in the host pool at slot 20 (block 1, offset 4): not zeros.
+      const k = await exec.readSlots(1, "k", [1 * CONFORMANCE_BLOCK_SIZE + 4]);
+      expect(k.some((x) => x !== 0)).toBe(true);
+      // A slot no step wrote stays zero.
+      expect((await exec.readSlots(1, "k", [3 * CONFORMANCE_BLOCK_SIZE])).every((x) => x === 0)).toBe(true);
+    } finally {
+      await exec.dispose();
+    }
+  });
+
+  it("shares a prefix block between sequences without uploading it twice", async () => {
+    const exec = await CudaExecutor.create({ ...o, executionProvider: provider });
+    try {
+      const prefix = Array.from({ length: 16 }, (_, i) => (i * 5 + 1) % 97);
+      const first = await exec.run([{ tokenIds: [...prefix, 4, 8], startPos: 0, blockTable: [3, 4], logits: "all" }]);
+      // A second sequence reuses block 3 (the shared prefix) and has its own tail block 5.
+      const up0 = exec.transfer.hostToDeviceBytes;
+      const both = await exec.run([
+        { tokenIds: [4, 8], startPos: 16, blockTable: [3, 5], logits: "all" },
+        { tokenIds: [9], startPos: 18, blockTable: [3, 4], logits: "last" },
+      ]);
+      const blockBytes = CONFORMANCE_BLOCK_SIZE * spec.numKvHeads * spec.headDim * 2;
+      const small = 4 * (3 + 3 + 3 + 2 + 4 + 3);
+      expect(exec.transfer.hostToDeviceBytes - up0).toBe(2 * spec.numLayers * 3 * blockBytes + small); // blocks 3, 5, 4
+      // Same tokens at the same positions over the same prefix: the same logits as the first run.
+      const V = spec.vocabSize;
+      const a = first.logits[0]!.subarray(16 * V);
+      const b = both.logits[0]!;
+      let diff = 0;
+      for (let i = 0; i < a.length; i++) diff = Math.max(diff, Math.abs(a[i]! - b[i]!));
+      expect(diff).toBeLessThanOrEqual(1e-2);
+    } finally {
+      await exec.dispose();
+    }
+  });
+});

@@ -1,0 +1,112 @@
+import type { DecoderSpec } from "./decoder-spec";
+import type { StepSequence } from "./executor";
+
+/**
+ * Longest run of new tokens of one sequence handed to PagedAttention as one entry. onnxruntime
+ * 1.30's WebGPU PagedAttention returns wrong outputs for query rows >= 8 when one entry has 32 or
+ * more new tokens (measured on lavapipe with head sizes 16, 32 and 64; 31 and fewer are right, as
+ * are several entries totalling more). Longer chunks are passed as consecutive entries of at
+ * most this many tokens with the same block table: the op scatters every entry's K/V before
+ * attending, so later pieces see earlier ones (checked by the conformance suite's 40-token prefill).
+ */
+export const MAX_QUERY_PIECE = 16;
+
+/**
+ * The inputs of one run of the paged decoder graph (`paged-llama-graph.ts`) for a step, shared
+ * by the executors that run it (webgpu, cuda).
+ *
+ * Each sequence's new tokens go to PagedAttention as consecutive entries of at most `maxPiece`
+ * tokens with the same block table (`past` = startPos + offset): see `MAX_QUERY_PIECE`. Rows of `blockTable` past an entry's `rowBlocks` are padding (0)
+ * and never read.
+ */
+export interface PagedStepInputs {
+  /** Flat new tokens and their positions, sequence by sequence: [T]. */
+  ids: Int32Array;
+  positions: Int32Array;
+  /** Per entry: 0, n0, n0+n1, ... [B+1]. */
+  cumulative: Int32Array;
+  /** Per entry: tokens already in the pool [B]. */
+  past: Int32Array;
+  /** Per entry: physical blocks, padded [B, maxBlocks]. */
+  blockTable: Int32Array;
+  maxBlocks: number;
+  /** Per entry: how many leading entries of its blockTable row are real. */
+  rowBlocks: Int32Array;
+  /** Flat rows whose logits (and argmax) the graph computes: [R], at least one. */
+  logitIndex: Int32Array;
+  /** Per sequence: its [from, to) range of logit rows. */
+  logitRanges: [number, number][];
+  /** Whether any sequence asked for logits (not only an argmax). */
+  wantLogits: boolean;
+}
+
+/**
+ * Validates a step and lays out its graph inputs.
+ *
+ * @example const step = pagedStepInputs(sequences, spec, 16, numBlocks, 16);
+ */
+export function pagedStepInputs(
+  sequences: readonly StepSequence[],
+  spec: DecoderSpec,
+  blockSize: number,
+  numBlocks: number,
+  maxPiece: number,
+): PagedStepInputs {
+  if (sequences.length === 0) throw new Error("a step needs at least one sequence");
+  const entries: { seq: number; past: number; n: number }[] = [];
+  let T = 0;
+  let maxBlocks = 1;
+  sequences.forEach((s, b) => {
+    const n = s.tokenIds.length;
+    if (n === 0) throw new Error("a step sequence needs at least one token");
+    if (s.startPos + n > spec.maxPositions) throw new Error(`position ${s.startPos + n - 1} beyond maxPositions`);
+    const blocks = Math.ceil((s.startPos + n) / blockSize);
+    if (s.blockTable.length < blocks) throw new Error(`block table too short for position ${s.startPos + n - 1}`);
+    for (let j = 0; j < blocks; j++) {
+      const id = s.blockTable[j]!;
+      if (!(id >= 0 && id < numBlocks)) throw new Error(`block id ${id} outside the pool of ${numBlocks}`);
+    }
+    maxBlocks = Math.max(maxBlocks, blocks);
+    for (let off = 0; off < n; off += maxPiece) entries.push({ seq: b, past: s.startPos + off, n: Math.min(maxPiece, n - off) });
+    T += n;
+  });
+  const B = entries.length;
+  const ids = new Int32Array(T);
+  const positions = new Int32Array(T);
+  const cumulative = new Int32Array(B + 1);
+  const past = new Int32Array(B);
+  const blockTable = new Int32Array(B * maxBlocks);
+  const rowBlocks = new Int32Array(B);
+  entries.forEach((e, i) => {
+    const s = sequences[e.seq]!;
+    past[i] = e.past;
+    cumulative[i + 1] = cumulative[i]! + e.n;
+    const blocks = Math.ceil((e.past + e.n) / blockSize);
+    rowBlocks[i] = blocks;
+    for (let j = 0; j < blocks; j++) blockTable[i * maxBlocks + j] = s.blockTable[j]!;
+  });
+  const logitRows: number[] = [];
+  const logitRanges: [number, number][] = [];
+  let row = 0;
+  for (const s of sequences) {
+    const n = s.tokenIds.length;
+    for (let j = 0; j < n; j++) {
+      ids[row + j] = s.tokenIds[j]!;
+      positions[row + j] = s.startPos + j;
+    }
+    const from = logitRows.length;
+    if (s.logits === "all") for (let j = 0; j < n; j++) logitRows.push(row + j);
+    else if (s.logits !== "none") logitRows.push(row + n - 1);
+    logitRanges.push([from, logitRows.length]);
+    row += n;
+  }
+  // At least one logit row: a zero-row LM head is a needless edge case for the kernels.
+  const logitIndex = Int32Array.from(logitRows.length ? logitRows : [T - 1]);
+  const wantLogits = sequences.some((s) => s.logits === "last" || s.logits === "all");
+  return { ids, positions, cumulative, past, blockTable, maxBlocks, rowBlocks, logitIndex, logitRanges, wantLogits };
+}
+
+/** Bytes of the step's small inputs (everything but the pool). */
+export function stepInputBytes(s: PagedStepInputs): number {
+  return s.ids.byteLength + s.positions.byteLength + s.cumulative.byteLength + s.past.byteLength + s.blockTable.byteLength + s.logitIndex.byteLength;
+}
