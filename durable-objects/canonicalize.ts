@@ -1,0 +1,102 @@
+import type { ChatMessage, ToolDefinition } from "../protocol/messages";
+
+/**
+ * Safe canonicalization of a transcript before it is compared, stored and rendered: the repairs
+ * that change no meaning but would change the prompt's tokens and so break prefix reuse.
+ *
+ *   - tool-call ids: the k-th tool call of the transcript (in order) is `call_k` and tool results
+ *     answer the canonical id of the call they name. A client that invents fresh random ids for
+ *     old calls every turn then sends the same transcript every turn.
+ *   - tool-call arguments: canonical JSON (object keys sorted, no whitespace) when they parse as
+ *     JSON; left alone otherwise.
+ *   - tool definitions: canonical JSON (see `canonicalTools`).
+ *
+ * Ids the client sent are kept in `idMap` (client id -> canonical id) so callers can answer in
+ * the client's own ids (`restoreIds`).
+ *
+ * @example
+ * const { messages, repaired } = canonicalizeTranscript(incoming);
+ */
+export interface Canonicalized {
+  messages: ChatMessage[];
+  /** Client tool-call id -> canonical id, for the ids that differed. */
+  idMap: Map<string, string>;
+  repaired: Repairs;
+}
+
+/** How many things a canonicalization changed, by kind. */
+export interface Repairs {
+  toolCallIds: number;
+  jsonArguments: number;
+}
+
+export function canonicalizeTranscript(messages: readonly ChatMessage[]): Canonicalized {
+  const idMap = new Map<string, string>();
+  const repaired: Repairs = { toolCallIds: 0, jsonArguments: 0 };
+  let k = 0;
+  const out = messages.map((m) => {
+    const c: ChatMessage = { ...m };
+    if (m.tool_calls && m.tool_calls.length > 0) {
+      c.tool_calls = m.tool_calls.map((call) => {
+        const id = `call_${k++}`;
+        if (call.id !== id) {
+          idMap.set(call.id, id);
+          repaired.toolCallIds++;
+        }
+        const args = canonicalJsonText(call.function.arguments);
+        if (args !== call.function.arguments) repaired.jsonArguments++;
+        return { ...call, id, function: { ...call.function, arguments: args } };
+      });
+    }
+    if (m.tool_call_id !== undefined) {
+      const id = idMap.get(m.tool_call_id);
+      if (id !== undefined) c.tool_call_id = id;
+    }
+    return c;
+  });
+  return { messages: out, idMap, repaired };
+}
+
+/** The reply's tool-call ids as the client knows them (inverse of `idMap`; new ids stay). */
+export function restoreIds(message: ChatMessage, idMap: ReadonlyMap<string, string>): ChatMessage {
+  if (!message.tool_calls || idMap.size === 0) return message;
+  const back = new Map([...idMap].map(([client, canonical]) => [canonical, client]));
+  return { ...message, tool_calls: message.tool_calls.map((c) => ({ ...c, id: back.get(c.id) ?? c.id })) };
+}
+
+/** Tool definitions as canonical JSON (keys sorted at every level). */
+export function canonicalToolsJson(tools: readonly ToolDefinition[] | undefined): string {
+  return canonicalJson(tools ?? []);
+}
+
+/** Tool definitions rebuilt with sorted keys (what the backend renders). */
+export function canonicalToolDefinitions(tools: readonly ToolDefinition[]): ToolDefinition[] {
+  return JSON.parse(canonicalJson(tools)) as ToolDefinition[];
+}
+
+/** JSON text re-serialized canonically, or the text itself when it is not JSON. */
+export function canonicalJsonText(text: string): string {
+  try {
+    return canonicalJson(JSON.parse(text));
+  } catch {
+    return text;
+  }
+}
+
+/** JSON.stringify with object keys sorted at every level. */
+export function canonicalJson(value: unknown): string {
+  return JSON.stringify(sortKeys(value));
+}
+
+function sortKeys(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(sortKeys);
+  if (v !== null && typeof v === "object") {
+    const o = v as Record<string, unknown>;
+    return Object.fromEntries(
+      Object.keys(o)
+        .sort()
+        .map((key) => [key, sortKeys(o[key])]),
+    );
+  }
+  return v;
+}

@@ -1,0 +1,88 @@
+import { describe, expect, it } from "vitest";
+import { canonicalizeTranscript, canonicalJson, canonicalJsonText, restoreIds } from "../durable-objects/canonicalize";
+import { explainBreak, formatBreakHeader, PREFIX_BREAK_CAUSES, type PrefixBreakCause } from "../durable-objects/prefix-break";
+import type { ChatMessage, ToolDefinition } from "../protocol/messages";
+
+const sys = (content: string): ChatMessage => ({ role: "system", content });
+const user = (content: string): ChatMessage => ({ role: "user", content });
+const call = (id: string, args: string): ChatMessage => ({ role: "assistant", content: null, tool_calls: [{ id, type: "function", function: { name: "search", arguments: args } }] });
+const result = (id: string, content: string): ChatMessage => ({ role: "tool", tool_call_id: id, content });
+const tool = (description: string): ToolDefinition => ({ type: "function", function: { name: "search", description, parameters: { type: "object", properties: { q: { type: "string" } } } } });
+
+const SYSTEM = "You are a coding agent. Today is 2026-12-02T10:31:07Z. Be brief.";
+const base: ChatMessage[] = [sys(SYSTEM), user("Find the bug."), call("call_8f3a9c2e1b7d4f60", '{"q":"bug","limit":5}'), result("call_8f3a9c2e1b7d4f60", "3 hits"), user("Fix it.")];
+
+/** One example per cause (docs/prefix-breaks.md shows the same ones). */
+const cases: { cause: PrefixBreakCause; incoming: ChatMessage[]; tools?: ToolDefinition[]; expect: Record<string, unknown> }[] = [
+  { cause: "none", incoming: [...base, { role: "assistant", content: "Done." }], expect: {} },
+  { cause: "timestamp", incoming: [sys(SYSTEM.replace("10:31:07", "10:32:55")), ...base.slice(1)], expect: { message: 0, field: "content", offset: SYSTEM.indexOf("10:31:07") + 4 } },
+  { cause: "system-prompt-changed", incoming: [sys(SYSTEM.replace("Be brief.", "Be thorough.")), ...base.slice(1)], expect: { message: 0, field: "content", offset: SYSTEM.indexOf("brief") } },
+  { cause: "random-id", incoming: [...base.slice(0, 2), call("call_0b1c2d3e4f5a6b7c", '{"q":"bug","limit":5}'), result("call_0b1c2d3e4f5a6b7c", "3 hits"), base[4]!], expect: { message: 2, field: "tool_calls[0].id" } },
+  { cause: "json-serialization", incoming: [...base.slice(0, 2), call("call_8f3a9c2e1b7d4f60", '{"limit": 5, "q": "bug"}'), ...base.slice(3)], expect: { message: 2, field: "tool_calls[0].arguments", offset: 2 } },
+  { cause: "inserted-before", incoming: [base[0]!, user("Context: retrieved doc #4"), ...base.slice(1)], expect: { message: 1, field: "messages" } },
+  { cause: "removed-or-truncated", incoming: [base[0]!, ...base.slice(2)], expect: { message: 1 } },
+  { cause: "removed-or-truncated", incoming: [...base.slice(0, 3), result("call_8f3a9c2e1b7d4f60", "3 h")], expect: { message: 3, field: "content", offset: 3 } },
+  { cause: "tools-changed", incoming: base, tools: [tool("Search the code base (v2)")], expect: { field: "tools" } },
+  { cause: "other", incoming: [...base.slice(0, 1), user("Find the other bug."), ...base.slice(2)], expect: { message: 1, field: "content", offset: 9 } },
+];
+
+describe("prefix-break explainer", () => {
+  for (const c of cases) {
+    it(`classifies ${c.cause}${c.expect.field ? ` (${c.expect.field})` : ""}`, () => {
+      const b = explainBreak(base, c.incoming, [tool("Search the code base")], c.tools ?? [tool("Search the code base")]);
+      expect(b.cause).toBe(c.cause);
+      expect(b).toMatchObject(c.expect);
+      if (b.cause !== "none") expect(formatBreakHeader(b).startsWith(`${c.cause}`)).toBe(true);
+    });
+  }
+
+  it("covers every cause with an example", () => {
+    expect(new Set(cases.map((c) => c.cause))).toEqual(new Set(PREFIX_BREAK_CAUSES));
+  });
+
+  it("shows the first differing text side by side", () => {
+    const b = explainBreak(base, [sys(SYSTEM.replace("10:31:07", "10:32:55")), ...base.slice(1)], [], []);
+    expect(b.before).toContain("10:31:07");
+    expect(b.after).toContain("10:32:55");
+    expect(formatBreakHeader({ ...b, uncachedFromToken: 17 })).toBe(`timestamp; message=0; field=content; offset=${SYSTEM.indexOf("10:31:07") + 4}; uncached_from_token=17`);
+  });
+
+  const variants: [PrefixBreakCause, string, string][] = [
+    ["timestamp", "Current date: Dec 2, 2026.", "Current date: Dec 3, 2026."],
+    ["timestamp", "now=1764670000123 ok", "now=1764670099999 ok"],
+    ["timestamp", "at 10:32 PM sharp", "at 11:05 PM sharp"],
+    ["random-id", "session 5b0c1f3e-2d4a-4c7e-9f10-3a2b1c0d9e8f started", "session 0f9e8d7c-6b5a-4f3e-8d2c-1b0a9f8e7d6c started"],
+    ["random-id", "nonce=9f8e7d6c5b4a3f2e end", "nonce=0a1b2c3d4e5f6a7b end"],
+    ["other", "Use tabs.", "Use spaces."],
+  ];
+  for (const [cause, was, now] of variants) {
+    it(`classifies ${JSON.stringify(was)} -> ${JSON.stringify(now)} as ${cause}`, () => {
+      expect(explainBreak([user(was)], [user(now)], [], []).cause).toBe(cause);
+    });
+  }
+
+  it("tells key-order changes in tool definitions from real changes", () => {
+    const reordered: ToolDefinition[] = [{ function: { parameters: { properties: { q: { type: "string" } }, type: "object" }, description: "Search the code base", name: "search" }, type: "function" }];
+    expect(explainBreak(base, base, [tool("Search the code base")], reordered).cause).toBe("json-serialization");
+  });
+});
+
+describe("safe canonicalization", () => {
+  it("gives a client's random tool-call ids and key orders one canonical form", () => {
+    const a = canonicalizeTranscript(base);
+    const b = canonicalizeTranscript([...base.slice(0, 2), call("toolu_01XyZ", '{ "limit": 5, "q": "bug" }'), result("toolu_01XyZ", "3 hits"), base[4]!]);
+    expect(b.messages).toEqual(a.messages);
+    expect(a.messages[2]!.tool_calls![0]!.id).toBe("call_0");
+    expect(a.messages[3]!.tool_call_id).toBe("call_0");
+    expect(a.messages[2]!.tool_calls![0]!.function.arguments).toBe('{"limit":5,"q":"bug"}');
+    expect(b.repaired).toEqual({ toolCallIds: 1, jsonArguments: 1 });
+    expect(restoreIds(b.messages[2]!, b.idMap).tool_calls![0]!.id).toBe("toolu_01XyZ");
+  });
+
+  it("leaves canonical transcripts and non-JSON arguments alone", () => {
+    const once = canonicalizeTranscript(base).messages;
+    expect(canonicalizeTranscript(once).repaired).toEqual({ toolCallIds: 0, jsonArguments: 0 });
+    expect(canonicalJsonText("not json {")).toBe("not json {");
+    expect(canonicalJson({ b: [{ d: 1, c: 2 }], a: null })).toBe('{"a":null,"b":[{"c":2,"d":1}]}');
+  });
+});
