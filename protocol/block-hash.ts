@@ -69,3 +69,19 @@ export function hashBlocks(root: BlockHash, tokenIds: ArrayLike<number>, blockSi
   }
   return out;
 }
+
+/**
+ * Hex characters of a short block hash: the first 64 bits of a block hash. KV events, heartbeats
+ * and done frames carry short hashes (half the bytes of a full one, in flight and in the pool's
+ * index); a collision between two of a pool's blocks (about n^2 / 2^65 for n blocks) can only
+ * misplace a trajectory, never serve wrong KV: backends look blocks up by their full hash.
+ */
+export const SHORT_HASH_HEX = 16;
+
+/** The first 64 bits of a block hash, 16 lowercase hex characters. */
+export type ShortBlockHash = string;
+
+/** @example shortBlockHash("0123456789abcdef0123456789abcdef") // "0123456789abcdef" */
+export function shortBlockHash(blockHash: BlockHash): ShortBlockHash {
+  return blockHash.slice(0, SHORT_HASH_HEX);
+}

@@ -187,6 +187,8 @@ describe("round trips", () => {
       ...(["stop", "length", "stop_sequence", "cancelled"] as const).map((finishReason) => ({ ...DONE, finishReason })),
       DONE_TOOL_CALL,
       { ...DONE, text: "", message: { role: "assistant", content: "" } },
+      { ...DONE, promptBlockHashes: ["0123456789abcdef", "fedcba9876543210"] },
+      { ...DONE, promptBlockHashes: [] },
       ...(
         [
           "malformed_msgpack",
@@ -376,6 +378,9 @@ const FRAME_FAILURES: [string, unknown][] = [
   ["usage.cachedTokens must be <= promptTokens", { ...DONE, usage: { ...DONE.usage, cachedTokens: 49 } }],
   ["timings.ttftMs must be a finite number >= 0", { ...DONE, timings: { ...DONE.timings, ttftMs: -1 } }],
   ["backendId must be a string", { ...DONE, backendId: 0 }],
+  ["promptBlockHashes[1] must be a 16-character lowercase hex string", { ...DONE, promptBlockHashes: ["0123456789abcdef", "0123456789ABCDEF"] }],
+  ["promptBlockHashes[0] must be a 16-character lowercase hex string", { ...DONE, promptBlockHashes: ["0123456789abcdef0123456789abcdef"] }],
+  ["promptBlockHashes must hold at most 4096 hashes", { ...DONE, promptBlockHashes: Array.from({ length: 4097 }, () => "0123456789abcdef") }],
   ["message is required", { ...DONE, message: undefined }],
   ['message.role must be "assistant"', { ...DONE, message: { ...DONE.message, role: "user" } }],
   ["message.content is required", { ...DONE, message: { role: "assistant" } }],

@@ -164,7 +164,16 @@ export interface DoneFrame {
   timings: Timings;
   /** Backend instance id that served the turn. */
   backendId: string;
+  /**
+   * Short hashes (`shortBlockHash`, 16 hex) of the prompt's full blocks, in order, at most
+   * `MAX_PROMPT_BLOCK_HASHES` (the first ones); empty with the prefix cache off. The edge keeps
+   * them to place the trajectory by the pool's block index if it must move.
+   */
+  promptBlockHashes?: string[];
 }
+
+/** Most prompt block hashes one done frame carries (64 KiB of hex; 65,536 tokens at block size 16). */
+export const MAX_PROMPT_BLOCK_HASHES = 4096;
 
 export interface ErrorFrame {
   type: "error";
@@ -175,6 +184,37 @@ export interface ErrorFrame {
 }
 
 export type Frame = TokenFrame | DoneFrame | ErrorFrame;
+
+// ---------------------------------------------------------------------------------------------
+// Pool: KV events published with each heartbeat (JSON, POST /v1/pool/heartbeat on the edge)
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * What changed in a backend's prefix cache since its previous heartbeat, or all of it. Hashes are
+ * short block hashes (16 hex). A `delta` is applied only right after the batch numbered
+ * `seq - 1`; otherwise the pool answers `kv: "resync"` and the backend sends a `snapshot` next,
+ * which replaces everything the pool knew of it.
+ */
+export interface KvEventBatch {
+  /** 1, 2, 3, ... per backend process, one per heartbeat. */
+  seq: number;
+  kind: "delta" | "snapshot";
+  /** Blocks now cached under these hashes (a snapshot: every cached hash, up to its cap). */
+  stored: string[];
+  /** Blocks evicted (their hash dropped); always empty in a snapshot. */
+  removed: string[];
+}
+
+/** The pool's answer to a heartbeat. */
+export interface HeartbeatReply {
+  /** True when the pool did not know this backend before this heartbeat. */
+  registered: boolean;
+  /** `ok`: the batch was applied; `resync`: send a snapshot next (absent without a batch). */
+  kv?: "ok" | "resync";
+}
+
+/** Most hashes one heartbeat's batch may carry (delta: stored + removed; snapshot: stored). */
+export const MAX_KV_EVENTS_PER_BATCH = 65_536;
 
 // ---------------------------------------------------------------------------------------------
 // Errors

@@ -18,6 +18,7 @@ import type {
   ToolDefinition,
   Usage,
 } from "./messages";
+import { MAX_PROMPT_BLOCK_HASHES } from "./messages";
 
 /**
  * Zod schemas for every message decoded from the wire, typed to match `messages.ts` exactly: each
@@ -54,6 +55,8 @@ const boolean = z.boolean(expect("must be a boolean"));
 /** Token ids are u32 (the block hash writes them as u32le). */
 const tokenId = integer(0, 0xffff_ffff);
 const count = integer(0);
+/** A short block hash: 16 lowercase hex characters. */
+const shortBlockHash = z.string(expect("must be a 16-character lowercase hex string")).regex(/^[0-9a-f]{16}$/, "must be a 16-character lowercase hex string");
 const milliseconds = z.number(expect("must be a finite number >= 0")).min(0, "must be a finite number >= 0");
 
 function map<S extends z.core.$ZodLooseShape>(shape: S) {
@@ -188,6 +191,9 @@ export const doneFrameSchema = map({
   usage: usageSchema,
   timings: timingsSchema,
   backendId: string,
+  promptBlockHashes: array(shortBlockHash)
+    .max(MAX_PROMPT_BLOCK_HASHES, `must hold at most ${MAX_PROMPT_BLOCK_HASHES} hashes`)
+    .optional(),
 }) satisfies z.ZodType<DoneFrame>;
 
 export const errorFrameSchema = map({

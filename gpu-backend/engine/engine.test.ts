@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { hashBlocks, hashRoot, shortBlockHash } from "../../protocol/block-hash";
 import type { DoneFrame, ErrorFrame, Frame, GenerateRequest, SamplingParams, ToolDefinition } from "../../protocol/messages";
 import { BlockPool } from "../kv/block-pool";
 import { CpuExecutor } from "../model/cpu-executor";
@@ -201,6 +202,37 @@ describe("Engine: turns and states", () => {
     const t3 = (await turn(engine, base({ trajectoryId: "traj", messages: [...s2.messages, { role: "user", content: "next" }] }))).last as DoneFrame;
     const s3 = engine.states.get(t3.stateId)!;
     expect(s3.promptTokenIds.slice(0, s2.promptTokenIds.length + 9)).toEqual([...s2.promptTokenIds, ...s2.generatedTokenIds]);
+  });
+
+  it("puts the short hashes of the prompt's full blocks in the done frame, and publishes them as KV events", async () => {
+    const { engine } = await makeEngine({ numBlocks: 24 });
+    expect(engine.kvEventBatch()).toEqual({ seq: 1, kind: "snapshot", stored: [], removed: [] });
+    const t1 = (await turn(engine, base({ cacheSalt: "tenant-x" }))).last as DoneFrame;
+    const s1 = engine.states.get(t1.stateId)!;
+    const root = hashRoot({ modelId: model.spec.modelId, salt: "tenant-x" });
+    const expected = hashBlocks(root, s1.promptTokenIds, BLOCK).map(shortBlockHash);
+    expect(expected.length).toBe(Math.floor(s1.promptTokenIds.length / BLOCK));
+    expect(expected.length).toBeGreaterThan(2);
+    expect(t1.promptBlockHashes).toEqual(expected);
+    // The same blocks (and the full blocks of prompt + reply) were stored in the pool: a delta.
+    const batch = engine.kvEventBatch();
+    expect(batch).toMatchObject({ seq: 2, kind: "delta", removed: [] });
+    expect(batch.stored.slice(0, expected.length)).toEqual(expected);
+    // Other prompts fill the 24-block pool: the first turn's blocks are evicted, reported removed.
+    for (const k of [1, 2, 3]) await engine.generateTokens({ tokenIds: prompt(150, k * 1000), sampling: greedy(2) });
+    const evicted = engine.kvEventBatch();
+    expect(evicted.kind).toBe("delta");
+    expect(evicted.removed).toEqual(expect.arrayContaining(expected));
+    const cachedNow = new Set([...engine.kv.cachedBlockHashes()].map(shortBlockHash));
+    for (const h of expected) expect(cachedNow.has(h)).toBe(false);
+  });
+
+  it("sends no prompt block hashes with the prefix cache off", async () => {
+    const { engine } = await makeEngine({ prefixCache: false });
+    const done = (await turn(engine, base())).last as DoneFrame;
+    expect(done.promptBlockHashes).toEqual([]);
+    engine.kvEventBatch();
+    expect(engine.kvEventBatch()).toMatchObject({ kind: "delta", stored: [], removed: [] });
   });
 
   const tools: ToolDefinition[] = [

@@ -1,8 +1,9 @@
 import { randomUUID } from "node:crypto";
-import { hashRoot, type BlockHash } from "../../protocol/block-hash";
+import { hashRoot, shortBlockHash, type BlockHash } from "../../protocol/block-hash";
 import { ProtocolError, toProtocolError } from "../../protocol/errors";
-import type { AssistantMessage, DoneFrame, FinishReason, Frame, GenerateRequest, SamplingParams } from "../../protocol/messages";
+import { MAX_PROMPT_BLOCK_HASHES, type AssistantMessage, type DoneFrame, type FinishReason, type Frame, type GenerateRequest, type KvEventBatch, type SamplingParams } from "../../protocol/messages";
 import { KVCacheManager } from "../kv/kv-cache-manager";
+import { KvEventLog } from "../kv/kv-events";
 import type { BlockPool } from "../kv/block-pool";
 import type { Executor, StepSequence } from "../model/executor";
 import { Scheduler, type SchedulerConfig } from "../scheduler/scheduler";
@@ -65,6 +66,8 @@ interface Job {
   lastTokenMs: number | undefined;
   onFinish: (reason: FinishReason, job: Job) => void;
   finished: boolean;
+  /** Short hashes of the prompt's full blocks, taken when the job finishes (for the done frame). */
+  promptBlockHashes: string[];
 }
 
 /**
@@ -81,6 +84,8 @@ export class Engine {
   readonly kv: KVCacheManager;
   readonly scheduler: Scheduler;
   readonly states: StateStore;
+  /** Prefix-cache events since the last heartbeat (stored / removed block hashes). */
+  readonly kvEvents: KvEventLog;
   readonly counters: EngineCounters = {
     promptTokens: 0,
     cachedTokens: 0,
@@ -102,6 +107,19 @@ export class Engine {
     this.kv = new KVCacheManager({ pool: options.pool, enablePrefixCache: options.enablePrefixCache });
     this.scheduler = new Scheduler(this.kv, options.scheduler);
     this.states = new StateStore(options.stateCapacity ?? 4096);
+    this.kvEvents = new KvEventLog();
+    // With the prefix cache off nothing is ever hashed: the batches stay empty.
+    options.pool.setEventSink(this.kvEvents);
+  }
+
+  /**
+   * The KV events to publish with the next heartbeat: the delta since the last batch, or a
+   * snapshot of every cached hash after a resync (see `KvEventLog`).
+   *
+   * @example body.kvEvents = engine.kvEventBatch();
+   */
+  kvEventBatch(): KvEventBatch {
+    return this.kvEvents.take(() => this.kv.cachedBlockHashes());
   }
 
   get modelId(): string {
@@ -223,6 +241,7 @@ export class Engine {
       lastTokenMs: undefined,
       onFinish,
       finished: false,
+      promptBlockHashes: [],
     };
     this.jobs.set(seq.seqId, job);
     this.counters.requests++;
@@ -295,6 +314,11 @@ export class Engine {
   private finish(job: Job, reason: FinishReason): void {
     if (job.finished) return;
     job.finished = true;
+    if (reason !== "cancelled" && this.kv.has(job.seq.seqId)) {
+      // Hashes of the prompt's computed full blocks, before the sequence and its memo are freed.
+      const full = Math.min(Math.floor(job.seq.numPromptTokens / this.kv.blockSize), MAX_PROMPT_BLOCK_HASHES);
+      job.promptBlockHashes = this.kv.blockHashes(job.seq.seqId).slice(0, full).map(shortBlockHash);
+    }
     if (reason !== "stop_sequence" && reason !== "cancelled") {
       // Bytes that never formed a whole character come out here, then any held-back text.
       const rest = job.stops.push(job.decoder.flush()).emit + job.stops.flush();
@@ -349,6 +373,7 @@ export class Engine {
       usage: this.usage(job),
       timings: this.timings(job),
       backendId: this.options.backendId,
+      promptBlockHashes: job.promptBlockHashes,
     };
   }
 }

@@ -1,5 +1,6 @@
 import type { BlockHash } from "../../protocol/block-hash";
 import { FreeBlockQueue } from "./free-block-queue";
+import type { KvEventSink } from "./kv-events";
 
 /**
  * The block pool owns every KV block: its reference count, its content hash (when it is a cached
@@ -18,6 +19,10 @@ import { FreeBlockQueue } from "./free-block-queue";
  *   2. free cached blocks, least recently released first; within one released block table, the
  *      tail of the chain before its head (a later block is useless without the earlier ones).
  *
+ * KV events: with a sink set (`setEventSink`), `cache` reports each hash newly entering the map
+ * (`stored`) and `allocate` each hash it evicts (`removed`): exactly the changes of the set of
+ * cached hashes, which a backend publishes to the edge's pool (see kv-events.ts).
+ *
  * Running out of blocks is a return value (`null`); a broken invariant is a thrown Error.
  * Per-tenant separation needs nothing here: the tenant salt is inside every hash.
  */
@@ -29,6 +34,7 @@ export class BlockPool {
   private readonly hashToBlock = new Map<BlockHash, number>();
   private readonly freeQueue: FreeBlockQueue;
   private numEvictions = 0;
+  private events: KvEventSink | null = null;
 
   /**
    * Creates a pool of `numBlocks` blocks of `blockSize` tokens, all free.
@@ -55,6 +61,20 @@ export class BlockPool {
    */
   static fromBudget(params: KvBudgetParams): BlockPool {
     return new BlockPool({ numBlocks: blocksForBudget(params), blockSize: params.blockSize });
+  }
+
+  /**
+   * Sends every change of the set of cached hashes to `sink` (null: none), from now on.
+   *
+   * @example pool.setEventSink(new KvEventLog());
+   */
+  setEventSink(sink: KvEventSink | null): void {
+    this.events = sink;
+  }
+
+  /** Every hash cached now (in use or free), oldest cached first. Live: do not cache blocks while iterating. */
+  cachedHashes(): IterableIterator<BlockHash> {
+    return this.hashToBlock.keys();
   }
 
   /** Blocks in the free queue (free or free cached). */
@@ -95,6 +115,7 @@ export class BlockPool {
         this.hashToBlock.delete(hash);
         this.hashes[id] = null;
         this.numEvictions++;
+        this.events?.removed(hash);
       }
       this.refCounts[id] = 1;
       out[i] = id;
@@ -173,6 +194,7 @@ export class BlockPool {
     if (holder !== undefined) return false;
     this.hashToBlock.set(blockHash, blockId);
     this.hashes[blockId] = blockHash;
+    this.events?.stored(blockHash);
     return true;
   }
 

@@ -50,6 +50,11 @@ export class KVCacheManager {
     return this.pool.numFree;
   }
 
+  /** Every hash cached in the pool now (what a KV-event snapshot publishes). */
+  cachedBlockHashes(): IterableIterator<BlockHash> {
+    return this.pool.cachedHashes();
+  }
+
   /** Fraction of the pool in use. */
   usage(): number {
     return this.pool.usage();
