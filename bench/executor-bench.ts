@@ -1,3 +1,4 @@
+import * as ort from "onnxruntime-node";
 import { CpuExecutor } from "../gpu-backend/model/cpu-executor";
 import { cudaProviderInstalled, webGpuAdapter } from "../gpu-backend/model/device";
 import type { Executor } from "../gpu-backend/model/executor";
@@ -42,6 +43,9 @@ const CHUNK = 256;
 export async function runExecutorBench(o: ExecutorBenchOptions): Promise<{ model: string; promptTokens: number; decodeSteps: number; executors: Record<string, ExecutorFigures> }> {
   const P = o.quick ? 256 : 1024;
   const D = o.quick ? 8 : 32;
+  // Before the first session: onnxruntime-node fixes its log level then. The WebGPU stand-in of
+  // the cuda executor would otherwise warn on every run that the (unfetched) cache outputs are copies.
+  ort.env.logLevel = "error";
   const model = await loadModel({ dir: o.model, log: (l) => note("executors", l) });
   const { spec, weights } = model;
   const promptBlocks = Math.ceil(P / BLOCK);
