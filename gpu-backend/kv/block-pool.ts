@@ -23,6 +23,11 @@ import type { KvEventSink } from "./kv-events";
  * (`stored`) and `allocate` each hash it evicts (`removed`): exactly the changes of the set of
  * cached hashes, which a backend publishes to the edge's pool (see kv-events.ts).
  *
+ * Leases (lease-table.ts): a leased free cached block is held OUT of the free queue (in `held`),
+ * so `allocate` takes every unleased free block first. Only when those run out does it ask the
+ * lease hooks to end leases (oldest first), which puts their blocks back in the free queue: a
+ * lease never makes an allocation fail. Leased blocks still count as free (`numFree`).
+ *
  * Running out of blocks is a return value (`null`); a broken invariant is a thrown Error.
  * Per-tenant separation needs nothing here: the tenant salt is inside every hash.
  */
@@ -35,6 +40,14 @@ export class BlockPool {
   private readonly freeQueue: FreeBlockQueue;
   private numEvictions = 0;
   private events: KvEventSink | null = null;
+  /** Leases per block; a free cached block with a lease sits in `held`, not in the free queue. */
+  private readonly leaseCounts: Int32Array;
+  private readonly held: FreeBlockQueue;
+  private numLeasedBlocks = 0;
+  /** When each block last entered the free queue (a counter of `release` calls), for lease accounting. */
+  private readonly releaseStamps: Float64Array;
+  private releaseClock = 0;
+  private leaseHooks: PoolLeaseHooks | null = null;
 
   /**
    * Creates a pool of `numBlocks` blocks of `blockSize` tokens, all free.
@@ -52,6 +65,9 @@ export class BlockPool {
     this.refCounts = new Int32Array(numBlocks);
     this.hashes = new Array<BlockHash | null>(numBlocks).fill(null);
     this.freeQueue = new FreeBlockQueue(numBlocks);
+    this.leaseCounts = new Int32Array(numBlocks);
+    this.held = new FreeBlockQueue(numBlocks, false);
+    this.releaseStamps = new Float64Array(numBlocks);
   }
 
   /**
@@ -77,9 +93,9 @@ export class BlockPool {
     return this.hashToBlock.keys();
   }
 
-  /** Blocks in the free queue (free or free cached). */
+  /** Blocks with refCount 0 (free, free cached, and free cached blocks held by a lease). */
   get numFree(): number {
-    return this.freeQueue.length;
+    return this.freeQueue.length + this.held.length;
   }
 
   /** Blocks that carry a hash (cached full blocks, in use or free). */
@@ -94,7 +110,7 @@ export class BlockPool {
 
   /** Fraction of blocks in use (refCount > 0), in [0, 1]. @example pool.usage() // 0.25 */
   usage(): number {
-    return (this.numBlocks - this.freeQueue.length) / this.numBlocks;
+    return (this.numBlocks - this.numFree) / this.numBlocks;
   }
 
   /**
@@ -106,7 +122,11 @@ export class BlockPool {
    */
   allocate(n: number): number[] | null {
     if (!Number.isInteger(n) || n < 0) throw new Error(`BlockPool.allocate: bad count ${n}`);
-    if (n > this.freeQueue.length) return null;
+    if (n > this.numFree) return null;
+    // Unleased free blocks first; then end leases, oldest first, until enough are unleased.
+    while (this.freeQueue.length < n) {
+      if (!this.leaseHooks?.reclaim()) throw new Error(`BlockPool.allocate: ${this.held.length} blocks held by leases but no lease could be ended`);
+    }
     const out = new Array<number>(n);
     for (let i = 0; i < n; i++) {
       const id = this.freeQueue.popFront()!;
@@ -116,6 +136,7 @@ export class BlockPool {
         this.hashes[id] = null;
         this.numEvictions++;
         this.events?.removed(hash);
+        this.leaseHooks?.evicted(this.releaseStamps[id]!);
       }
       this.refCounts[id] = 1;
       out[i] = id;
@@ -143,7 +164,7 @@ export class BlockPool {
       }
     }
     for (const id of blockIds) {
-      if (this.refCounts[id] === 0) this.freeQueue.remove(id);
+      if (this.refCounts[id] === 0) (this.held.has(id) ? this.held : this.freeQueue).remove(id);
       this.refCounts[id]!++;
     }
   }
@@ -166,12 +187,90 @@ export class BlockPool {
       }
       this.refCounts[id]!--;
     }
+    const stamp = ++this.releaseClock;
     for (let i = blockIds.length - 1; i >= 0; i--) {
       const id = blockIds[i]!;
-      if (this.refCounts[id] !== 0 || this.freeQueue.has(id)) continue;
+      if (this.refCounts[id] !== 0 || this.freeQueue.has(id) || this.held.has(id)) continue;
+      this.releaseStamps[id] = stamp;
       if (this.hashes[id] === null) this.freeQueue.pushFront(id);
+      else if (this.leaseCounts[id]! > 0) this.held.pushBack(id);
       else this.freeQueue.pushBack(id);
     }
+  }
+
+  /**
+   * Sets the lease table's hooks (null: none). `reclaim` is called by `allocate` when only leased
+   * blocks are left; `evicted` after each eviction of a cached block, with its release stamp.
+   *
+   * @example pool.setLeaseHooks({ reclaim: () => table.breakOldest(), evicted: (stamp) => table.noteEviction(stamp) });
+   */
+  setLeaseHooks(hooks: PoolLeaseHooks | null): void {
+    this.leaseHooks = hooks;
+  }
+
+  /**
+   * Adds a lease on each block (cached blocks only, in use or free). A free one leaves the free
+   * queue for `held`: it is evicted only after every unleased free block. Listing a block twice
+   * leases it twice.
+   *
+   * @example pool.lease(prefix.blockIds)
+   */
+  lease(blockIds: readonly number[]): void {
+    for (const id of blockIds) {
+      this.assertId(id, "lease");
+      if (this.hashes[id] === null) throw new Error(`BlockPool.lease: block ${id} is not cached; only cached blocks can be leased`);
+    }
+    for (const id of blockIds) {
+      if (this.leaseCounts[id]!++ > 0) continue;
+      this.numLeasedBlocks++;
+      if (this.refCounts[id] === 0) {
+        this.freeQueue.remove(id);
+        this.held.pushBack(id);
+      }
+    }
+  }
+
+  /**
+   * Drops one lease from each block. A free block left without leases goes back to the free queue
+   * at the back, visited in reverse order of `blockIds` like `release` (tail of a chain first).
+   *
+   * @example pool.unlease(lease.blockIds)
+   */
+  unlease(blockIds: readonly number[]): void {
+    for (const id of blockIds) {
+      this.assertId(id, "unlease");
+      if (this.leaseCounts[id]! <= 0) throw new Error(`BlockPool.unlease: block ${id} is not leased`);
+    }
+    for (const id of blockIds) if (--this.leaseCounts[id]! === 0) this.numLeasedBlocks--;
+    for (let i = blockIds.length - 1; i >= 0; i--) {
+      const id = blockIds[i]!;
+      if (this.leaseCounts[id] === 0 && this.held.has(id)) {
+        this.held.remove(id);
+        this.freeQueue.pushBack(id);
+      }
+    }
+  }
+
+  /** Leases on one block. @example pool.leaseCount(3) // 1 */
+  leaseCount(blockId: number): number {
+    this.assertId(blockId, "leaseCount");
+    return this.leaseCounts[blockId]!;
+  }
+
+  /** Distinct blocks with at least one lease (in use or free). */
+  get numLeased(): number {
+    return this.numLeasedBlocks;
+  }
+
+  /** Free blocks held out of the free queue by a lease. */
+  get numHeld(): number {
+    return this.held.length;
+  }
+
+  /** When a block last became free (a counter of `release` calls; 0: never). @example pool.releaseStamp(3) */
+  releaseStamp(blockId: number): number {
+    this.assertId(blockId, "releaseStamp");
+    return this.releaseStamps[blockId]!;
   }
 
   /**
@@ -210,7 +309,7 @@ export class BlockPool {
     return this.hashes[blockId]!;
   }
 
-  /** Free block ids in eviction order, front first (allocates; for tests and debugging). */
+  /** Unleased free block ids in eviction order, front first; leased ones come after them (allocates; for tests and debugging). */
   freeOrder(): number[] {
     return this.freeQueue.toArray();
   }
@@ -223,11 +322,20 @@ export class BlockPool {
    */
   checkInvariants(): void {
     this.freeQueue.checkIntegrity();
+    this.held.checkIntegrity();
     let zeroRef = 0;
+    let leased = 0;
     for (let id = 0; id < this.numBlocks; id++) {
       const rc = this.refCounts[id]!;
-      const queued = this.freeQueue.has(id);
+      const isHeld = this.held.has(id);
+      const queued = this.freeQueue.has(id) || isHeld;
       if (rc < 0) throw new Error(`BlockPool invariant: block ${id} has negative refCount ${rc}`);
+      const leases = this.leaseCounts[id]!;
+      if (leases < 0) throw new Error(`BlockPool invariant: block ${id} has negative lease count ${leases}`);
+      if (leases > 0) leased++;
+      if (leases > 0 && this.hashes[id] === null) throw new Error(`BlockPool invariant: block ${id} is leased but not cached`);
+      if (isHeld && this.freeQueue.has(id)) throw new Error(`BlockPool invariant: block ${id} is both held and in the free queue`);
+      if (isHeld !== (rc === 0 && leases > 0)) throw new Error(`BlockPool invariant: block ${id} (refCount ${rc}, ${leases} leases) is ${isHeld ? "" : "not "}held`);
       if (rc > 0 && queued) throw new Error(`BlockPool invariant: block ${id} has refCount ${rc} but is in the free queue`);
       if (rc === 0) {
         zeroRef++;
@@ -238,9 +346,10 @@ export class BlockPool {
         throw new Error(`BlockPool invariant: block ${id} has hash ${hash} but the map sends it to ${this.hashToBlock.get(hash)}`);
       }
     }
-    if (this.freeQueue.length !== zeroRef) {
-      throw new Error(`BlockPool invariant: free queue holds ${this.freeQueue.length} blocks, ${zeroRef} have refCount 0`);
+    if (this.numFree !== zeroRef) {
+      throw new Error(`BlockPool invariant: free queue and held hold ${this.numFree} blocks, ${zeroRef} have refCount 0`);
     }
+    if (leased !== this.numLeasedBlocks) throw new Error(`BlockPool invariant: ${leased} blocks have leases, numLeased says ${this.numLeasedBlocks}`);
     for (const [hash, id] of this.hashToBlock) {
       if (this.hashes[id] !== hash) {
         throw new Error(`BlockPool invariant: map sends ${hash} to block ${id}, whose hash is ${this.hashes[id]}`);
@@ -274,6 +383,14 @@ export interface KvBudgetParams {
 
 export interface BlockPoolStats {
   evictions: number;
+}
+
+/** What a lease table (lease-table.ts) does for the pool. */
+export interface PoolLeaseHooks {
+  /** Only leased blocks are free: end at least one lease (oldest first); false when none is left. */
+  reclaim(): boolean;
+  /** A cached block was evicted; `releaseStamp` says when it had become free. */
+  evicted(releaseStamp: number): void;
 }
 
 /**

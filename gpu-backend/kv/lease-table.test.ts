@@ -1,0 +1,219 @@
+import { describe, expect, it } from "vitest";
+import { hashRoot } from "../../protocol/block-hash";
+import { BlockPool } from "./block-pool";
+import { KVCacheManager } from "./kv-cache-manager";
+import { LeaseTable } from "./lease-table";
+import { prng, randInt, range } from "./test-support";
+
+const h = (n: number): string => n.toString(16).padStart(32, "0");
+
+/** A pool of `numBlocks` blocks of 4 tokens and a lease table over it, on a settable clock. */
+function setup(numBlocks: number, maxLeasedFraction = 0.5) {
+  const clock = { t: 1000 };
+  const pool = new BlockPool({ numBlocks, blockSize: 4 });
+  const leases = new LeaseTable({ pool, maxLeasedFraction, now: () => clock.t });
+  const check = () => {
+    pool.checkInvariants();
+    leases.checkInvariants();
+  };
+  /** Allocates `n` blocks, caches them under hashes from `base`, and frees them as one table. */
+  const cacheAndFree = (n: number, base: number): number[] => {
+    const ids = pool.allocate(n)!;
+    ids.forEach((id, i) => pool.cache(id, h(base + i)));
+    pool.release(ids);
+    check();
+    return ids;
+  };
+  return { clock, pool, leases, check, cacheAndFree };
+}
+
+describe("LeaseTable: eviction order", () => {
+  it("evicts unleased cached blocks (LRU) before leased ones, and leased ones without failing", () => {
+    const { pool, leases, check, cacheAndFree } = setup(8, 0.5);
+    const a = cacheAndFree(2, 100); // released first: LRU would evict these first
+    const b = cacheAndFree(2, 200);
+    expect(leases.lease({ key: "a", blockIds: a, ttlMs: 5000 })).toMatchObject({ leased: true, blocks: 2 });
+    check();
+    expect(pool.numFree).toBe(8);
+    expect(pool.numHeld).toBe(2);
+    // 6 blocks: the 4 uncached ones, then b's (tail first); a's stay cached.
+    const got = pool.allocate(6)!;
+    check();
+    expect(got.slice(4).sort()).toEqual([...b].sort());
+    expect(a.map((id) => pool.blockHash(id))).toEqual([h(100), h(101)]);
+    expect(leases.get("a")).toMatchObject({ blocks: 2 });
+    // Only leased blocks are left: the lease is broken, never the allocation.
+    expect(pool.allocate(2)).not.toBeNull();
+    check();
+    expect(leases.get("a")).toBeUndefined();
+    expect(leases.counters.broken).toBe(1);
+    expect(pool.allocate(1)).toBeNull();
+  });
+
+  it("breaks the oldest lease first under pressure", () => {
+    const { pool, leases, check, cacheAndFree } = setup(6, 1);
+    const a = cacheAndFree(2, 100);
+    const b = cacheAndFree(2, 200);
+    const c = cacheAndFree(2, 300);
+    leases.lease({ key: "b", blockIds: b, ttlMs: 5000 });
+    leases.lease({ key: "a", blockIds: a, ttlMs: 5000 });
+    leases.lease({ key: "c", blockIds: c, ttlMs: 5000 });
+    check();
+    pool.allocate(1);
+    check();
+    expect(leases.list().map((l) => l.key)).toEqual(["a", "c"]);
+    expect(pool.blockHash(b[0]!)).toBe(h(200)); // b's head survives; its tail went first
+    expect(pool.blockHash(b[1]!)).toBeNull();
+  });
+
+  it("counts protected blocks: evictions LRU would have taken from the lease become saved tokens on a hit", () => {
+    const { pool, leases, check, cacheAndFree } = setup(8, 0.5);
+    const a = cacheAndFree(3, 100);
+    leases.lease({ key: "a", blockIds: a, ttlMs: 5000 });
+    pool.allocate(4); // the uncached blocks: nothing cached is evicted
+    check();
+    expect(leases.get("a")!.protectedBlocks).toBe(0);
+    const ids = pool.allocate(1)!;
+    pool.cache(ids[0]!, h(900));
+    pool.release(ids); // released after a's blocks
+    pool.allocate(1); // evicts it: plain LRU would have evicted one of a's blocks instead
+    check();
+    expect(leases.get("a")!.protectedBlocks).toBe(1);
+    expect(leases.end("a", "hit")).toEqual({ ended: true, savedTokens: 4 });
+    expect(leases.counters).toMatchObject({ hits: 1, savedTokens: 4 });
+    check();
+  });
+
+  it("returns blocks to the back of the LRU order when a lease ends", () => {
+    const { pool, leases, check, cacheAndFree } = setup(4, 1);
+    const a = cacheAndFree(2, 100);
+    const b = cacheAndFree(2, 200);
+    expect(pool.freeOrder()).toEqual([a[1], a[0], b[1], b[0]]);
+    leases.lease({ key: "a", blockIds: a, ttlMs: 5000 });
+    expect(pool.freeOrder()).toEqual([b[1], b[0]]);
+    leases.end("a", "released");
+    check();
+    expect(pool.freeOrder()).toEqual([b[1], b[0], a[1], a[0]]);
+  });
+
+  it("a leased block in use stays in use; released later it is held", () => {
+    const { pool, leases, check, cacheAndFree } = setup(4, 1);
+    const a = cacheAndFree(2, 100);
+    pool.acquire(a);
+    leases.lease({ key: "a", blockIds: a, ttlMs: 5000 });
+    check();
+    expect(pool.numHeld).toBe(0);
+    pool.release(a);
+    check();
+    expect(pool.numHeld).toBe(2);
+    expect(() => pool.lease([pool.allocate(1)![0]!])).toThrow(/not cached/);
+  });
+});
+
+describe("LeaseTable: cap, expiry, release", () => {
+  it("drops the oldest leases to stay under the cap, and refuses a lease larger than the cap", () => {
+    const { leases, check, cacheAndFree } = setup(8, 0.5); // cap 4 blocks
+    const a = cacheAndFree(2, 100);
+    const b = cacheAndFree(2, 200);
+    const c = cacheAndFree(2, 300);
+    leases.lease({ key: "a", blockIds: a, ttlMs: 5000 });
+    leases.lease({ key: "b", blockIds: b, ttlMs: 5000 });
+    expect(leases.numLeasedBlocks).toBe(4);
+    leases.lease({ key: "c", blockIds: c, ttlMs: 5000 });
+    check();
+    expect(leases.list().map((l) => l.key)).toEqual(["b", "c"]);
+    expect(leases.counters.capped).toBe(1);
+    expect(leases.lease({ key: "big", blockIds: [...a, ...b, ...c], ttlMs: 5000 })).toEqual({ leased: false, blocks: 0, expiresAt: 0, reason: "cap" });
+    expect(leases.lease({ key: "none", blockIds: [], ttlMs: 5000 })).toMatchObject({ leased: false, reason: "empty" });
+  });
+
+  it("counts a block shared by two leases once against the cap", () => {
+    const { pool, leases, check, cacheAndFree } = setup(8, 0.5);
+    const shared = cacheAndFree(2, 100);
+    const a = cacheAndFree(1, 200);
+    const b = cacheAndFree(1, 300);
+    leases.lease({ key: "a", blockIds: [...shared, ...a], ttlMs: 5000 });
+    leases.lease({ key: "b", blockIds: [...shared, ...b], ttlMs: 5000 });
+    check();
+    expect(pool.numLeased).toBe(4);
+    expect(leases.numActive).toBe(2);
+    leases.end("a", "released");
+    check();
+    expect(pool.leaseCount(shared[0]!)).toBe(1);
+  });
+
+  it("expires leases at their deadline (expired unused), and a re-lease replaces the old one", () => {
+    const { clock, pool, leases, check, cacheAndFree } = setup(8);
+    const a = cacheAndFree(2, 100);
+    expect(leases.lease({ key: "a", blockIds: a, ttlMs: 500 }).expiresAt).toBe(1500);
+    leases.lease({ key: "a", blockIds: a, ttlMs: 1000 });
+    expect(leases.counters.superseded).toBe(1);
+    clock.t = 1999;
+    expect(leases.numActive).toBe(1);
+    clock.t = 2000;
+    expect(leases.numActive).toBe(0);
+    check();
+    expect(pool.numHeld).toBe(0);
+    expect(leases.counters.expired).toBe(1);
+    expect(leases.end("a", "released")).toEqual({ ended: false, savedTokens: 0, endedBefore: "expired" });
+  });
+
+  it("clamps the TTL to maxTtlMs and rejects a non-positive one", () => {
+    const pool = new BlockPool({ numBlocks: 4, blockSize: 4 });
+    const leases = new LeaseTable({ pool, now: () => 0, maxTtlMs: 100, maxLeasedFraction: 1 });
+    const ids = pool.allocate(1)!;
+    pool.cache(ids[0]!, h(1));
+    pool.release(ids);
+    expect(leases.lease({ key: "k", blockIds: ids, ttlMs: 1e9 }).expiresAt).toBe(100);
+    expect(() => leases.lease({ key: "k", blockIds: ids, ttlMs: 0 })).toThrow(/ttlMs/);
+  });
+});
+
+describe("LeaseTable with KVCacheManager (random operations, invariants after each)", () => {
+  it("never fails an allocation because of leases, and keeps pool, manager and table consistent", () => {
+    const rand = prng(11);
+    const clock = { t: 0 };
+    const pool = new BlockPool({ numBlocks: 48, blockSize: 4 });
+    const kv = new KVCacheManager({ pool, enablePrefixCache: true });
+    const leases = new LeaseTable({ pool, maxLeasedFraction: 0.4, now: () => clock.t });
+    const root = hashRoot({ modelId: "m", salt: "" });
+    const prompts = Array.from({ length: 10 }, (_, i) => range(i * 1000, randInt(rand, 5, 40)));
+    const running = new Map<number, number>();
+    let nextSeq = 1;
+    for (let op = 0; op < 3000; op++) {
+      clock.t += randInt(rand, 0, 50);
+      const r = rand();
+      if (r < 0.35 && running.size < 6) {
+        const p = randInt(rand, 0, prompts.length - 1);
+        const seqId = nextSeq++;
+        kv.startSequence({ seqId, tokenIds: prompts[p]!, root });
+        running.set(seqId, p);
+        // Free blocks (leased or not) always suffice: leases never block an allocation.
+        const need = kv.numBlocksNeeded(seqId, prompts[p]!.length - kv.numComputedTokens(seqId));
+        const free = kv.numFreeBlocks;
+        const ok = kv.allocateSlots(seqId, prompts[p]!.length - kv.numComputedTokens(seqId));
+        expect(ok).toBe(need <= free);
+        if (ok) kv.markComputed(seqId, prompts[p]!.length - kv.numComputedTokens(seqId));
+        else {
+          kv.freeSequence(seqId);
+          running.delete(seqId);
+        }
+      } else if (r < 0.7 && running.size > 0) {
+        const [seqId, p] = [...running][randInt(rand, 0, running.size - 1)]!;
+        kv.freeSequence(seqId);
+        running.delete(seqId);
+        const { blockIds } = kv.findCachedPrefix({ tokenIds: prompts[p]!, root });
+        if (blockIds.length > 0) leases.lease({ key: `p${p}`, blockIds, ttlMs: randInt(rand, 10, 400) });
+      } else if (r < 0.85) {
+        leases.end(`p${randInt(rand, 0, prompts.length - 1)}`, rand() < 0.5 ? "hit" : "released");
+      } else {
+        leases.expire();
+      }
+      kv.checkInvariants();
+      leases.checkInvariants();
+    }
+    const c = leases.counters;
+    expect(c.created).toBeGreaterThan(100);
+    expect(c.expired + c.broken + c.capped + c.hits + c.released + c.superseded).toBe(c.created - leases.list().length);
+  });
+});
