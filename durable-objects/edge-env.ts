@@ -4,6 +4,8 @@ import type { BackendTarget } from "./backend-client";
 export interface EdgeEnv {
   TRAJECTORY: DurableObjectNamespace<import("./trajectory-do").TrajectoryDO>;
   POOL: DurableObjectNamespace<import("./pool-do").PoolDO>;
+  /** One per tenant: its trajectories for the inspector's list page. */
+  TENANT_INDEX: DurableObjectNamespace<import("./tenant-index-do").TenantIndexDO>;
   /** Comma-separated base URLs of the GPU backends. */
   BACKEND_URLS: string;
   /** Shared secret sent to backends in `x-agent-edge-secret` (a Worker secret in production). */

@@ -8,6 +8,7 @@ import { DEFAULT_MODEL_ID, servedModels } from "../models";
 import { respondWithTurn } from "../respond";
 import { statelessTurn, trajectoryTurn } from "../turn-events";
 import { checkTrajectoryId } from "../trajectory-id";
+import { noteTurns } from "../inspect/index-updates";
 
 /**
  * `POST /v1/chat/completions`, OpenAI-compatible. The trajectory comes from `x-trajectory-id`,
@@ -39,7 +40,7 @@ export const chatRoutes = new Hono<{ Bindings: EdgeEnv; Variables: AuthVariables
     },
     c.req.raw.signal,
   );
-  return respondWithTurn(c, events, { ...common, headers: { "x-trajectory-id": trajectoryId } });
+  return respondWithTurn(c, noteTurns(c, tenant, trajectoryId, events), { ...common, headers: { "x-trajectory-id": trajectoryId } });
 });
 
 export function idempotencyKey(header: string | undefined): string | undefined {

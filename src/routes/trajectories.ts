@@ -9,6 +9,7 @@ import { respondWithTurn } from "../respond";
 import { checkTrajectoryId } from "../trajectory-id";
 import { trajectoryTurn } from "../turn-events";
 import { idempotencyKey } from "./chat";
+import { noteCreated, noteDeleted, noteTurns } from "../inspect/index-updates";
 
 type App = { Bindings: EdgeEnv; Variables: AuthVariables };
 
@@ -25,6 +26,7 @@ export const trajectoryRoutes = new Hono<App>()
     checkTrajectoryId(id);
     const stub = stubOf(c.env, tenant, id);
     const { created, createdAt } = await stub.create({ tenant, trajectoryId: id });
+    if (created) noteCreated(c, tenant, id, createdAt);
     const url = new URL(`/v1/tenants/${tenant}/trajectories/${id}`, c.req.url).toString();
     return c.json({ object: "trajectory", id, tenant, url, created_at: createdAt }, created ? 201 : 200, { location: url });
   })
@@ -79,7 +81,7 @@ export const trajectoryRoutes = new Hono<App>()
       },
       c.req.raw.signal,
     );
-    return respondWithTurn(c, events, {
+    return respondWithTurn(c, noteTurns(c, tenant, id, events), {
       model: parsed.model ?? (await servedModels(c.env))[0] ?? DEFAULT_MODEL_ID,
       stream: parsed.stream,
       includeUsage: parsed.includeUsage,
@@ -94,6 +96,7 @@ export const trajectoryRoutes = new Hono<App>()
     const { ended, busy } = await stubOf(c.env, tenant, id).end();
     if (busy) throw new ProtocolError("trajectory_busy", `trajectory ${id} has a turn in progress; retry when it has finished`);
     if (!ended) throw notFound(id);
+    noteDeleted(c, tenant, id);
     return c.json({ object: "trajectory.deleted", id, deleted: true });
   });
 

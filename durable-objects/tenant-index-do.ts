@@ -1,0 +1,154 @@
+import { DurableObject } from "cloudflare:workers";
+import type { EdgeEnv } from "./edge-env";
+
+/** Trajectories kept per tenant: the most recently active ones; older rows are dropped. */
+export const MAX_INDEXED_TRAJECTORIES = 1000;
+
+/** One trajectory as the tenant's index lists it (totals over its recorded turns). */
+export interface IndexedTrajectory {
+  id: string;
+  createdAt: string;
+  /** Start of the most recent turn, null before the first. */
+  lastTurnAt: string | null;
+  /** When the trajectory was last created or had a turn (ms since the epoch): the list order. */
+  lastActiveMs: number;
+  turns: number;
+  promptTokens: number;
+  cachedTokens: number;
+  computedTokens: number;
+  completionTokens: number;
+}
+
+/** What the Worker notes about a finished turn (from the turn record of its done event). */
+export interface IndexedTurn {
+  turn: number;
+  startedAt: string;
+  totalMs: number;
+  promptTokens: number;
+  cachedTokens: number;
+  computedTokens: number;
+  completionTokens: number;
+}
+
+/** The tenant's index object (one per tenant, named by the tenant). */
+export function tenantIndexOf(env: EdgeEnv, tenant: string): DurableObjectStub<TenantIndexDO> {
+  return env.TENANT_INDEX.get(env.TENANT_INDEX.idFromName(tenant));
+}
+
+/**
+ * A tenant's list of trajectories for the inspector's list page: id, creation, last turn, and
+ * token totals. Trajectory objects are addressed by name and cannot be enumerated, so the Worker
+ * notes each creation, finished turn and deletion here (after answering, `waitUntil`). Turns are
+ * kept one row each, keyed by number, so a note that arrives twice or out of order changes
+ * nothing. Bounded: the MAX_INDEXED_TRAJECTORIES most recently active trajectories and their turn
+ * rows (about 100 bytes a row). An index, not the source of truth: each trajectory object holds
+ * its own records.
+ *
+ * RPC: `noteCreated`, `noteTurn`, `noteDeleted`, `list`.
+ */
+export class TenantIndexDO extends DurableObject<EdgeEnv> {
+  constructor(ctx: DurableObjectState, env: EdgeEnv) {
+    super(ctx, env);
+    void ctx.blockConcurrencyWhile(async () => {
+      const sql = ctx.storage.sql;
+      sql.exec(`CREATE TABLE IF NOT EXISTS trajectories (id TEXT PRIMARY KEY, created_at TEXT NOT NULL, last_active_ms INTEGER NOT NULL)`);
+      sql.exec(`CREATE INDEX IF NOT EXISTS trajectories_by_activity ON trajectories (last_active_ms)`);
+      sql.exec(
+        `CREATE TABLE IF NOT EXISTS turns (id TEXT NOT NULL, turn INTEGER NOT NULL, started_at TEXT NOT NULL, end_ms INTEGER NOT NULL,
+          prompt_tokens INTEGER NOT NULL, cached_tokens INTEGER NOT NULL, computed_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,
+          PRIMARY KEY (id, turn))`,
+      );
+    });
+  }
+
+  /** A trajectory was created (a second note for the same id changes nothing). */
+  async noteCreated(params: { id: string; createdAt: string }): Promise<void> {
+    this.ctx.storage.sql.exec(
+      `INSERT INTO trajectories (id, created_at, last_active_ms) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+      params.id,
+      params.createdAt,
+      Date.parse(params.createdAt) || Date.now(),
+    );
+    this.trim();
+  }
+
+  /** A turn finished; an unknown trajectory is added (created at the turn's start). */
+  async noteTurn(params: { id: string; turn: IndexedTurn }): Promise<void> {
+    const { id, turn } = params;
+    const started = Date.parse(turn.startedAt) || Date.now();
+    const end = started + Math.max(0, Math.round(turn.totalMs));
+    const sql = this.ctx.storage.sql;
+    this.ctx.storage.transactionSync(() => {
+      sql.exec(`INSERT INTO trajectories (id, created_at, last_active_ms) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING`, id, turn.startedAt, end);
+      sql.exec(`UPDATE trajectories SET last_active_ms = MAX(last_active_ms, ?) WHERE id = ?`, end, id);
+      sql.exec(
+        `INSERT OR REPLACE INTO turns (id, turn, started_at, end_ms, prompt_tokens, cached_tokens, computed_tokens, completion_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
+        id,
+        turn.turn,
+        turn.startedAt,
+        end,
+        turn.promptTokens,
+        turn.cachedTokens,
+        turn.computedTokens,
+        turn.completionTokens,
+      );
+    });
+    this.trim();
+  }
+
+  /** The trajectory was deleted: forget it and its turns. */
+  async noteDeleted(params: { id: string }): Promise<void> {
+    this.ctx.storage.transactionSync(() => {
+      this.ctx.storage.sql.exec(`DELETE FROM turns WHERE id = ?`, params.id);
+      this.ctx.storage.sql.exec(`DELETE FROM trajectories WHERE id = ?`, params.id);
+    });
+  }
+
+  /** The most recently active trajectories first, at most `limit` (default 100). */
+  async list(params: { limit?: number } = {}): Promise<IndexedTrajectory[]> {
+    const limit = Math.max(1, Math.min(MAX_INDEXED_TRAJECTORIES, Math.floor(params.limit ?? 100)));
+    return this.ctx.storage.sql
+      .exec<{
+        id: string;
+        created_at: string;
+        last_active_ms: number;
+        last_turn_at: string | null;
+        turns: number;
+        prompt_tokens: number;
+        cached_tokens: number;
+        computed_tokens: number;
+        completion_tokens: number;
+      }>(
+        `SELECT t.id, t.created_at, t.last_active_ms, MAX(u.started_at) AS last_turn_at, COUNT(u.turn) AS turns,
+           COALESCE(SUM(u.prompt_tokens), 0) AS prompt_tokens, COALESCE(SUM(u.cached_tokens), 0) AS cached_tokens,
+           COALESCE(SUM(u.computed_tokens), 0) AS computed_tokens, COALESCE(SUM(u.completion_tokens), 0) AS completion_tokens
+         FROM trajectories t LEFT JOIN turns u ON u.id = t.id
+         GROUP BY t.id ORDER BY t.last_active_ms DESC, t.id LIMIT ?`,
+        limit,
+      )
+      .toArray()
+      .map((r) => ({
+        id: r.id,
+        createdAt: r.created_at,
+        lastTurnAt: r.last_turn_at,
+        lastActiveMs: r.last_active_ms,
+        turns: r.turns,
+        promptTokens: r.prompt_tokens,
+        cachedTokens: r.cached_tokens,
+        computedTokens: r.computed_tokens,
+        completionTokens: r.completion_tokens,
+      }));
+  }
+
+  /** Drops the least recently active trajectories beyond MAX_INDEXED_TRAJECTORIES. */
+  private trim(): void {
+    const sql = this.ctx.storage.sql;
+    const n = Number(sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM trajectories`).one().n);
+    if (n <= MAX_INDEXED_TRAJECTORIES) return;
+    this.ctx.storage.transactionSync(() => {
+      const stale = `SELECT id FROM trajectories ORDER BY last_active_ms ASC, id DESC LIMIT ?`;
+      sql.exec(`DELETE FROM turns WHERE id IN (${stale})`, n - MAX_INDEXED_TRAJECTORIES);
+      sql.exec(`DELETE FROM trajectories WHERE id IN (${stale})`, n - MAX_INDEXED_TRAJECTORIES);
+    });
+  }
+}

@@ -1,0 +1,56 @@
+import type { Context } from "hono";
+import type { EdgeEnv } from "../../durable-objects/edge-env";
+import { tenantIndexOf } from "../../durable-objects/tenant-index-do";
+import type { TurnEvent } from "../../durable-objects/turn-types";
+
+type Edge = { Bindings: EdgeEnv };
+
+/**
+ * Passes a trajectory turn's events through unchanged and, when its (not replayed) done event
+ * goes by, notes the turn in the tenant's index after the answer (`waitUntil`), for the
+ * inspector's list page. A failed note is logged, never the client's problem.
+ *
+ * @example const events = noteTurns(c, tenant, trajectoryId, trajectoryTurn(c.env, input));
+ */
+export async function* noteTurns<E extends Edge>(c: Context<E>, tenant: string, trajectoryId: string, events: AsyncGenerator<TurnEvent>): AsyncGenerator<TurnEvent> {
+  for await (const event of events) {
+    if (event.type === "done" && !event.replayed) {
+      const t = event.turn;
+      later(
+        c,
+        tenantIndexOf(c.env, tenant).noteTurn({
+          id: trajectoryId,
+          turn: {
+            turn: t.turn,
+            startedAt: t.startedAt,
+            totalMs: t.totalMs,
+            promptTokens: t.promptTokens,
+            cachedTokens: t.cachedTokens,
+            computedTokens: t.computedTokens,
+            completionTokens: t.completionTokens,
+          },
+        }),
+      );
+    }
+    yield event;
+  }
+}
+
+/** Notes a created trajectory in the tenant's index (after the answer). */
+export function noteCreated<E extends Edge>(c: Context<E>, tenant: string, trajectoryId: string, createdAt: string): void {
+  later(c, tenantIndexOf(c.env, tenant).noteCreated({ id: trajectoryId, createdAt }));
+}
+
+/** Removes a deleted trajectory from the tenant's index (after the answer). */
+export function noteDeleted<E extends Edge>(c: Context<E>, tenant: string, trajectoryId: string): void {
+  later(c, tenantIndexOf(c.env, tenant).noteDeleted({ id: trajectoryId }));
+}
+
+function later<E extends Edge>(c: Context<E>, work: Promise<unknown>): void {
+  const guarded = work.catch((e: unknown) => console.error("tenant index update failed", e));
+  try {
+    c.executionCtx.waitUntil(guarded);
+  } catch {
+    // No execution context (not in workerd): the promise still runs.
+  }
+}
