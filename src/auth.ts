@@ -3,6 +3,7 @@ import { ProtocolError } from "../protocol";
 import type { EdgeEnv } from "../durable-objects/edge-env";
 import { DEV_SECRET } from "../durable-objects/edge-env";
 import { errorResponse } from "./errors";
+import { INSPECT_COOKIE, isInspectorRequest, readCookie, sessionCookie, sessionToken, verifySessionToken, withoutKey } from "./inspect/session";
 
 /** The key accepted for tenant `local` when API_KEYS is not configured (local development). */
 export const LOCAL_DEV_KEY = "sk-local-dev";
@@ -15,15 +16,44 @@ export type AuthVariables = { tenant: string; cacheSalt: string };
  * key's SHA-256 digest is looked up in API_KEYS (`{"<sha256 hex>": "<tenant>"}`). Sets the
  * tenant and its block-hash salt, HMAC-SHA-256(CACHE_SALT_SECRET, tenant), on the context.
  *
+ * The inspector's GET routes (and only those) also take a browser's session cookie, and
+ * `?key=<key>`, which answers a 303 to the same URL without the key and sets that cookie
+ * (`src/inspect/session.ts`).
+ *
  * @example app.use("/v1/*", auth());
  */
 export function auth(): MiddlewareHandler<{ Bindings: EdgeEnv; Variables: AuthVariables }> {
   return async (c, next) => {
     const header = c.req.header("authorization") ?? "";
     const m = /^Bearer\s+(\S+)$/i.exec(header);
-    if (!m) return errorResponse(c, new ProtocolError("unauthorized", "missing API key: send Authorization: Bearer <key>"));
-    const tenant = (await keyTable(c.env)).get(await sha256Hex(m[1]!));
-    if (!tenant) return errorResponse(c, new ProtocolError("unauthorized", "invalid API key"));
+    let tenant: string | undefined;
+    if (m) {
+      tenant = (await keyTable(c.env)).get(await sha256Hex(m[1]!));
+      if (!tenant) return errorResponse(c, new ProtocolError("unauthorized", "invalid API key"));
+    } else if (isInspectorRequest(c.req.method, c.req.path)) {
+      const key = c.req.query("key");
+      if (key !== undefined) {
+        const digest = await sha256Hex(key);
+        tenant = (await keyTable(c.env)).get(digest);
+        if (!tenant) return errorResponse(c, new ProtocolError("unauthorized", "invalid API key"));
+        const token = await sessionToken({ secret: edgeSecret(c.env), tenant, keyDigest: digest, nowS: Date.now() / 1000 });
+        const secure = new URL(c.req.url).protocol === "https:";
+        return new Response(null, {
+          status: 303,
+          headers: { location: withoutKey(c.req.url), "set-cookie": sessionCookie({ tenant, token, secure }), "cache-control": "no-store", "referrer-policy": "no-referrer" },
+        });
+      }
+      const token = readCookie(c.req.header("cookie"), INSPECT_COOKIE);
+      if (token === undefined) {
+        return errorResponse(c, new ProtocolError("unauthorized", "missing API key: send Authorization: Bearer <key>, or open the inspector page once with ?key=<key>"));
+      }
+      const table = await keyTable(c.env);
+      const digestsOf = (t: string) => [...table].filter(([, name]) => name === t).map(([digest]) => digest);
+      tenant = (await verifySessionToken({ secret: edgeSecret(c.env), token, digestsOf, nowS: Date.now() / 1000 })) ?? undefined;
+      if (!tenant) return errorResponse(c, new ProtocolError("unauthorized", "inspector session expired or invalid: open the page again with ?key=<key>"));
+    } else {
+      return errorResponse(c, new ProtocolError("unauthorized", "missing API key: send Authorization: Bearer <key>"));
+    }
     c.set("tenant", tenant);
     c.set("cacheSalt", await tenantSalt(c.env, tenant));
     await next();
@@ -58,8 +88,13 @@ export async function sha256Hex(text: string): Promise<string> {
   return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
 }
 
+/** The secret behind tenant salts and inspector sessions (each MACs its own message prefix). */
+function edgeSecret(env: EdgeEnv): string {
+  return env.CACHE_SALT_SECRET ?? env.AGENT_EDGE_SECRET ?? DEV_SECRET;
+}
+
 async function tenantSalt(env: EdgeEnv, tenant: string): Promise<string> {
-  const secret = env.CACHE_SALT_SECRET ?? env.AGENT_EDGE_SECRET ?? DEV_SECRET;
+  const secret = edgeSecret(env);
   const key = await crypto.subtle.importKey("raw", new TextEncoder().encode(secret), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
   const mac = await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(`tenant:${tenant}`));
   return [...new Uint8Array(mac)].map((b) => b.toString(16).padStart(2, "0")).join("");

@@ -7,9 +7,11 @@ import { servedModels } from "./models";
 import { chatRoutes } from "./routes/chat";
 import { trajectoryRoutes } from "./routes/trajectories";
 import { poolRoutes } from "./routes/pool";
+import { inspectRoutes } from "./routes/inspect";
 
 export { TrajectoryDO } from "../durable-objects/trajectory-do";
 export { PoolDO } from "../durable-objects/pool-do";
+export { TenantIndexDO } from "../durable-objects/tenant-index-do";
 export type { EdgeEnv as Env } from "../durable-objects/edge-env";
 
 /**
@@ -33,6 +35,7 @@ app.get("/v1/models", async (c) =>
 
 app.route("/", chatRoutes);
 app.route("/", trajectoryRoutes);
+app.route("/", inspectRoutes);
 
 app.notFound((c) => errorResponse(c, new ProtocolError("not_found", `no route ${c.req.method} ${c.req.path}`)));
 

@@ -1,0 +1,79 @@
+import { timeline, tokenBars } from "./charts";
+import { html, type Html } from "./html";
+import { COLORS, fmtInt, fmtMs, fmtPct, fmtTime, inspectPaths, page, swatch } from "./layout";
+import type { InspectTurn, InspectView } from "./view";
+
+/**
+ * The trajectory page: totals (hit rate, tokens saved, estimated time saved), the per-turn token
+ * bars, the timeline with tool pauses, the turn table, every prefix break with its cause and the
+ * first differing text side by side, and the transcript.
+ *
+ * @example return c.html(trajectoryPage(inspectView(state, messages)).text, 200, PAGE_HEADERS);
+ */
+export function trajectoryPage(view: InspectView): Html {
+  const paths = inspectPaths(view.tenant, view.id);
+  const t = view.totals;
+  const hasLeases = view.turns.some((x) => x.lease !== null);
+  const markedTurns = view.turns.filter((x) => x.marker !== null);
+  const body = html`
+<p><a href="${paths.list}">← ${view.tenant}'s trajectories</a> · <a href="${paths.trajectoryJson}">JSON</a></p>
+<h1>Trajectory <code>${view.id}</code></h1>
+<div class="meta"><span>tenant <b>${view.tenant}</b></span><span>created ${fmtTime(view.createdAt)}</span><span>${fmtInt(view.messageCount)} messages</span><span>pinned backend ${view.backend ?? "none"}</span></div>
+<div class="cards">
+  <div class="card" id="hit-rate"><small>cache hit rate</small><b>${fmtPct(t.hitRate)}</b><small>${fmtInt(t.cachedTokens)} of ${fmtInt(t.promptTokens)} prompt tokens</small></div>
+  <div class="card" id="tokens-saved"><small>tokens saved</small><b>${fmtInt(t.tokensSaved)}</b><small>prompt tokens not recomputed</small></div>
+  <div class="card" id="time-saved"><small>time saved vs no cache (estimate)</small><b>${t.estTimeSavedMs === null ? "–" : `≈ ${fmtMs(t.estTimeSavedMs)}`}</b><small>${t.prefillTokensPerS === null ? "no prefill measured" : `at the measured prefill rate, ${fmtInt(t.prefillTokensPerS)} tokens/s`}</small></div>
+  <div class="card"><small>turns</small><b>${t.turns}</b><small>${fmtInt(t.completionTokens)} completion tokens</small></div>
+  <div class="card" id="breaks"><small>prefix breaks</small><b>${t.breaks}</b><small>${markedTurns.length - t.breaks} other full resends</small></div>
+  <div class="card"><small>time in turns / tool pauses</small><b>${fmtMs(t.turnMs)}</b><small>${fmtMs(t.toolPauseMs)} paused, ${fmtMs(t.wallMs)} wall</small></div>
+</div>
+
+<h2>Prompt and completion tokens per turn</h2>
+<div class="legend">${swatch(COLORS.cached)}<span>cached (reused)</span>${swatch(COLORS.computed)}<span>computed (prefilled)</span>${swatch(COLORS.completion)}<span>completion</span><span class="marker break">▲ prefix break</span><span class="marker full">▲ full resend</span></div>
+<div class="panel">${view.turns.length > 0 ? tokenBars(view.turns) : html`<p class="note">No turns yet.</p>`}</div>
+
+<h2>Timeline</h2>
+<div class="legend">${swatch(COLORS.ttft)}<span>until the first token</span>${swatch(COLORS.completion)}<span>rest of the turn</span>${swatch(COLORS.pause)}<span>client pause (tools) between turns</span><span class="marker break">| prefix break</span></div>
+<div class="panel">${timeline(view.turns)}</div>
+
+<h2>Turns</h2>
+<div class="panel"><table class="turns">
+<thead><tr><th>turn</th><th class="l">started</th><th class="l">mode</th><th class="l">break / reason</th><th>prompt</th><th>cached</th><th>computed</th><th>completion</th><th>prefix lost</th><th>TTFT</th><th>backend TTFT</th><th>total</th><th>pause before</th><th>saved (est.)</th><th class="l">backend</th>${hasLeases ? html`<th class="l">lease</th>` : ""}</tr></thead>
+<tbody>${view.turns.map((x) => turnRow(x, hasLeases))}</tbody>
+</table>
+<p class="note">prefix lost: tokens of the previous turn's prompt and reply that this turn computed again (a break, an eviction, or the partial last KV block). saved (est.): cached tokens at the measured prefill rate.</p></div>
+
+<h2>Prefix breaks and full resends</h2>
+${markedTurns.length === 0 ? html`<p class="note">None: every turn after the first extended the cached prefix.</p>` : markedTurns.map(breakDetail)}
+
+<h2>Transcript</h2>
+<details class="panel transcript"><summary>${fmtInt(view.messageCount)} messages${view.messagesOmitted > 0 ? ` (the last ${view.messages.length} shown)` : ""}</summary>
+${view.messages.map((m) => html`<div class="msg" data-index="${m.index}"><span class="role">#${m.index} ${m.role}</span>${m.truncated ? html` <span class="note">(first ${fmtInt(m.text.length)} of ${fmtInt(m.chars)} characters)</span>` : ""}<pre>${m.text}</pre></div>`)}
+</details>`;
+  return page({ title: `${view.id} · trajectory inspector`, body });
+}
+
+function turnRow(x: InspectTurn, hasLeases: boolean): Html {
+  const marker = x.marker ? html`<span class="marker ${x.marker.kind}" title="${x.marker.label}">${x.marker.kind === "break" ? "⚠" : "↻"} ${x.marker.cause}</span>` : x.fullReason ?? "";
+  return html`<tr data-turn="${x.turn}"><td>${x.turn}</td><td class="l">${fmtTime(x.startedAt)}</td><td class="l">${x.mode}</td><td class="l">${marker}</td><td>${fmtInt(x.promptTokens)}</td><td>${fmtInt(x.cachedTokens)}</td><td>${fmtInt(x.computedTokens)}</td><td>${fmtInt(x.completionTokens)}</td><td>${x.prefixLostTokens === null ? "–" : fmtInt(x.prefixLostTokens)}</td><td>${fmtMs(x.ttftMs)}</td><td>${fmtMs(x.backendTtftMs)}</td><td>${fmtMs(x.totalMs)}</td><td>${x.pauseBeforeMs === null ? "–" : fmtMs(x.pauseBeforeMs)}</td><td>${x.estSavedMs === null ? "–" : `≈ ${fmtMs(x.estSavedMs)}`}</td><td class="l">${x.backend}</td>${hasLeases ? html`<td class="l">${x.lease ? html`<span class="lease lease-${x.lease.state}">${x.lease.state}${x.lease.ttlMs !== undefined ? ` · ttl ${fmtMs(x.lease.ttlMs)}` : ""}${x.lease.tokens !== undefined ? ` · ${fmtInt(x.lease.tokens)} tokens` : ""}</span>` : ""}</td>` : ""}</tr>`;
+}
+
+function breakDetail(x: InspectTurn): Html {
+  const m = x.marker!;
+  const d = m.detail;
+  const where = d
+    ? [
+        d.message !== undefined ? `message #${d.message}` : "",
+        d.field ? `field ${d.field}` : "",
+        d.offset !== undefined ? `character ${fmtInt(d.offset)}` : "",
+        d.uncachedFromToken !== undefined ? `recomputed from prompt token ${fmtInt(d.uncachedFromToken)}` : "",
+      ].filter((s) => s !== "")
+    : [];
+  const sideBySide =
+    d && (d.before !== undefined || d.after !== undefined)
+      ? html`<div class="diff"><div><h4>before (cached)</h4><pre class="before">${d.before ?? ""}</pre></div><div><h4>now (sent this turn)</h4><pre class="after">${d.after ?? ""}</pre></div></div>`
+      : m.source === "fullReason" && m.kind === "break"
+        ? html`<p class="note">The turn record has no prefixBreak detail, so the first differing text is not known; the recorded reason is <code>${m.cause}</code>.</p>`
+        : "";
+  return html`<div class="break-detail ${m.kind}" data-turn="${x.turn}" data-cause="${m.cause}"><p><b>Turn ${x.turn}</b>: <span class="marker ${m.kind}">${m.kind === "break" ? "prefix break" : "full resend"}: ${m.cause}</span> · ${m.label}. ${fmtInt(x.computedTokens)} prompt tokens computed, ${fmtInt(x.cachedTokens)} cached${x.prefixLostTokens ? `, ${fmtInt(x.prefixLostTokens)} of the previous prefix lost` : ""}.${where.length > 0 ? ` (${where.join(", ")})` : ""}</p>${sideBySide}</div>`;
+}
