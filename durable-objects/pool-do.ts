@@ -1,4 +1,7 @@
 import { DurableObject } from "cloudflare:workers";
+import { SHORT_HASH_HEX } from "../protocol/block-hash";
+import { MAX_PROMPT_BLOCK_HASHES, type HeartbeatReply, type KvEventBatch } from "../protocol/messages";
+import { BlockIndex } from "./block-index";
 import { backendTargets, type EdgeEnv } from "./edge-env";
 
 /** What a backend reports about itself on each heartbeat. */
@@ -13,6 +16,11 @@ export interface BackendHeartbeat {
   /** Fraction of KV blocks in use, 0..1. */
   kvUsage: number;
   tokensPerS: number;
+}
+
+/** A heartbeat as it arrives: the load, and the KV events since the previous one. */
+export interface HeartbeatInput extends BackendHeartbeat {
+  kvEvents?: KvEventBatch;
 }
 
 /** A backend as the pool sees it. */
@@ -31,6 +39,8 @@ export function poolOf(env: EdgeEnv): DurableObjectStub<PoolDO> {
 /** Rows of the approximate prefix index, and how long one lives without a new note. */
 export const MAX_PREFIX_ROWS = 10_000;
 export const PREFIX_TTL_MS = 10 * 60_000;
+/** Leading block hashes kept per prefix key (the common prefix of the lists noted under it). */
+export const PREFIX_LIST_BLOCKS = 256;
 
 /** Default: a backend that missed heartbeats for this long is down (3 x the 2 s interval). */
 export const DEFAULT_DOWN_AFTER_MS = 6000;
@@ -40,9 +50,20 @@ export const DEFAULT_DOWN_AFTER_MS = 6000;
  * in (SQLite, so it survives eviction), merged with the static BACKEND_URLS list. A backend that
  * misses heartbeats for `POOL_DOWN_AFTER_MS` is reported down, and up again when they resume.
  *
- * RPC: `heartbeat(h)`, `view()`, `remove(id)`.
+ * Two prefix indexes serve placement (`prefixBlocks`):
+ * - the block index (`BlockIndex`, in memory): which registered backend holds which KV blocks,
+ *   from the KV events each heartbeat carries; lost when the object restarts (every backend is
+ *   then answered `resync` and sends a snapshot with its next beat);
+ * - the text-level index (SQLite): which backends served a trajectory prefix key (tenant salt,
+ *   model, first message, tools) and, per key, the leading block hashes those trajectories
+ *   share, so a NEW trajectory can be looked up in the block index before it has any hashes.
+ *
+ * RPC: `heartbeat(h)`, `view()`, `remove(id)`, `notePrefix(key, url, hashes)`,
+ * `prefixBlocks(hashes, key)`, `prefixHolders(key)`, `indexStats()`.
  */
 export class PoolDO extends DurableObject<EdgeEnv> {
+  private readonly index = new BlockIndex();
+
   constructor(ctx: DurableObjectState, env: EdgeEnv) {
     super(ctx, env);
     void ctx.blockConcurrencyWhile(async () => {
@@ -52,37 +73,95 @@ export class PoolDO extends DurableObject<EdgeEnv> {
       ctx.storage.sql.exec(
         `CREATE TABLE IF NOT EXISTS prefixes (key TEXT NOT NULL, url TEXT NOT NULL, last_ms INTEGER NOT NULL, PRIMARY KEY (key, url))`,
       );
+      ctx.storage.sql.exec(`CREATE TABLE IF NOT EXISTS prefix_lists (key TEXT PRIMARY KEY, hashes TEXT NOT NULL, last_ms INTEGER NOT NULL)`);
     });
   }
 
-  /** Registers a backend or refreshes it; answers whether it was new. */
-  async heartbeat(h: BackendHeartbeat): Promise<{ registered: boolean }> {
-    const existed = this.ctx.storage.sql.exec(`SELECT 1 FROM backends WHERE id = ?`, h.id).toArray().length > 0;
+  /**
+   * Registers a backend or refreshes it, and applies its KV events to the block index. Answers
+   * whether it was new, and `kv: "resync"` when its batch could not be applied (then its next
+   * batch must be a snapshot). A backend that was down is forgotten by the block index first.
+   */
+  async heartbeat(h: HeartbeatInput): Promise<HeartbeatReply> {
+    const { kvEvents, ...load } = h;
+    const now = Date.now();
+    const previous = this.ctx.storage.sql.exec<{ last_seen_ms: number }>(`SELECT last_seen_ms FROM backends WHERE id = ?`, h.id).toArray()[0];
+    if (previous && now - previous.last_seen_ms > this.downAfterMs()) this.index.drop(h.url);
     this.ctx.storage.sql.exec(
       `INSERT OR REPLACE INTO backends (id, url, heartbeat, last_seen_ms) VALUES (?, ?, ?, ?)`,
       h.id,
       h.url,
-      JSON.stringify(h),
-      Date.now(),
+      JSON.stringify(load),
+      now,
     );
-    return { registered: !existed };
+    this.dropDownBackends();
+    const reply: HeartbeatReply = { registered: previous === undefined };
+    if (kvEvents) reply.kv = this.index.apply(h.url, kvEvents);
+    return reply;
   }
 
   async remove(id: string): Promise<boolean> {
+    const row = this.ctx.storage.sql.exec<{ url: string }>(`SELECT url FROM backends WHERE id = ?`, id).toArray()[0];
+    if (row) this.index.drop(row.url);
     const n = this.ctx.storage.sql.exec(`DELETE FROM backends WHERE id = ?`, id).rowsWritten;
     return n > 0;
   }
 
   /**
    * Notes that `url` served (and so caches) the trajectory prefix named `key` (see
-   * `prefixKey`). The index is approximate and bounded: the newest MAX_PREFIX_ROWS rows, each
-   * dropped after PREFIX_TTL_MS without a new note (about 100 bytes a row).
+   * `prefixKey`), with the short hashes of that turn's prompt blocks (`hashes`, may be empty):
+   * the block index marks them held by `url` now, without waiting for its next heartbeat, and
+   * the key keeps the common prefix of its lists (first PREFIX_LIST_BLOCKS hashes), i.e. the
+   * blocks every trajectory under the key shares. The text index is approximate and bounded: the
+   * newest MAX_PREFIX_ROWS rows of each table, each dropped after PREFIX_TTL_MS without a new
+   * note (about 100 bytes a holder row, at most 4 KiB a list row).
    */
-  async notePrefix(key: string, url: string): Promise<void> {
+  async notePrefix(key: string, url: string, hashes: string[] = []): Promise<void> {
     const sql = this.ctx.storage.sql;
-    sql.exec(`INSERT OR REPLACE INTO prefixes (key, url, last_ms) VALUES (?, ?, ?)`, key, url, Date.now());
-    sql.exec(`DELETE FROM prefixes WHERE last_ms < ?`, Date.now() - PREFIX_TTL_MS);
-    sql.exec(`DELETE FROM prefixes WHERE rowid IN (SELECT rowid FROM prefixes ORDER BY last_ms DESC LIMIT -1 OFFSET ?)`, MAX_PREFIX_ROWS);
+    const now = Date.now();
+    sql.exec(`INSERT OR REPLACE INTO prefixes (key, url, last_ms) VALUES (?, ?, ?)`, key, url, now);
+    if (hashes.length > 0) {
+      const mine = hashes.slice(0, PREFIX_LIST_BLOCKS);
+      const known = this.prefixList(key);
+      const list = known ? mine.slice(0, commonPrefix(known, mine)) : mine;
+      sql.exec(`INSERT OR REPLACE INTO prefix_lists (key, hashes, last_ms) VALUES (?, ?, ?)`, key, list.join(""), now);
+      this.index.noteHeld(url, hashes.slice(0, MAX_PROMPT_BLOCK_HASHES));
+    }
+    for (const table of ["prefixes", "prefix_lists"]) {
+      sql.exec(`DELETE FROM ${table} WHERE last_ms < ?`, now - PREFIX_TTL_MS);
+      sql.exec(`DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} ORDER BY last_ms DESC LIMIT -1 OFFSET ?)`, MAX_PREFIX_ROWS);
+    }
+  }
+
+  /**
+   * Per backend url, how many LEADING blocks of a trajectory it holds (only counts > 0): what
+   * placement of a new or moving trajectory ranks backends by. One call per placement.
+   *
+   * - `hashes`: the trajectory's last prompt block hashes (a moving trajectory); empty for a new
+   *   one, which uses the list noted under `key` instead.
+   * - Backends whose blocks are indexed count their real leading blocks (stopping at the first
+   *   one they lack), so a backend whose blocks were evicted counts 0 even if it served the key.
+   * - Backends not indexed (static BACKEND_URLS, a registered one before its first snapshot) count
+   *   1 when they recently served `key`; so do all holders when no list is known for the key.
+   * - A backend marked down counts nothing (and its blocks are dropped from the index).
+   *
+   * @example await pool.prefixBlocks([], key) // { "http://10.0.0.2:8080": 14 }
+   */
+  async prefixBlocks(hashes: string[], key?: string): Promise<Record<string, number>> {
+    const up = this.dropDownBackends();
+    let list: string[] | undefined = hashes.length > 0 ? hashes.slice(0, MAX_PROMPT_BLOCK_HASHES) : undefined;
+    if (!list && key !== undefined) list = this.prefixList(key);
+    const out: Record<string, number> = {};
+    if (list) {
+      for (const [url, n] of this.index.leadingBlocks(list, up)) if (n > 0) out[url] = n;
+    }
+    if (key !== undefined) {
+      for (const url of await this.prefixHolders(key)) {
+        if (list && this.index.isIndexed(url)) continue;
+        out[url] = Math.max(out[url] ?? 0, 1);
+      }
+    }
+    return out;
   }
 
   /** Backends that recently served a trajectory with this prefix key. */
@@ -93,10 +172,19 @@ export class PoolDO extends DurableObject<EdgeEnv> {
       .map((r) => r.url);
   }
 
+  /** The block index's size and the backends it covers (for tests and the inspector). */
+  async indexStats(): Promise<{ entries: number; maxEntries: number; backends: { url: string; indexed: boolean }[] }> {
+    return {
+      entries: this.index.size,
+      maxEntries: this.index.maxEntries,
+      backends: this.index.backends().map((url) => ({ url, indexed: this.index.isIndexed(url) })),
+    };
+  }
+
   /** Every known backend with its load and whether it is up now. */
   async view(): Promise<PoolBackend[]> {
     const now = Date.now();
-    const downAfter = Number(this.env.POOL_DOWN_AFTER_MS ?? "") || DEFAULT_DOWN_AFTER_MS;
+    const downAfter = this.downAfterMs();
     const rows = this.ctx.storage.sql.exec<{ heartbeat: string; last_seen_ms: number }>(`SELECT heartbeat, last_seen_ms FROM backends ORDER BY id`).toArray();
     const registered: PoolBackend[] = rows.map((r) => ({
       ...(JSON.parse(r.heartbeat) as BackendHeartbeat),
@@ -110,4 +198,35 @@ export class PoolDO extends DurableObject<EdgeEnv> {
       .map((t) => ({ id: t.url, url: t.url, model: "", kvCapacityBlocks: 0, running: 0, waiting: 0, kvUsage: 0, tokensPerS: 0, source: "static", lastSeenMs: now, up: true }));
     return [...registered, ...statics];
   }
+
+  private downAfterMs(): number {
+    return Number(this.env.POOL_DOWN_AFTER_MS ?? "") || DEFAULT_DOWN_AFTER_MS;
+  }
+
+  /** Drops from the block index every backend that is down or gone; returns the urls of those up. */
+  private dropDownBackends(): string[] {
+    const now = Date.now();
+    const downAfter = this.downAfterMs();
+    const rows = this.ctx.storage.sql.exec<{ url: string; last_seen_ms: number }>(`SELECT url, last_seen_ms FROM backends`).toArray();
+    const up = new Set(rows.filter((r) => now - r.last_seen_ms <= downAfter).map((r) => r.url));
+    for (const url of this.index.backends()) if (!up.has(url)) this.index.drop(url);
+    return [...up];
+  }
+
+  /** The leading hashes shared by the trajectories noted under `key`, if noted recently. */
+  private prefixList(key: string): string[] | undefined {
+    const row = this.ctx.storage.sql
+      .exec<{ hashes: string }>(`SELECT hashes FROM prefix_lists WHERE key = ? AND last_ms >= ?`, key, Date.now() - PREFIX_TTL_MS)
+      .toArray()[0];
+    if (!row) return undefined;
+    const out: string[] = [];
+    for (let i = 0; i + SHORT_HASH_HEX <= row.hashes.length; i += SHORT_HASH_HEX) out.push(row.hashes.slice(i, i + SHORT_HASH_HEX));
+    return out;
+  }
+}
+
+function commonPrefix(a: readonly string[], b: readonly string[]): number {
+  let n = 0;
+  while (n < a.length && n < b.length && a[n] === b[n]) n++;
+  return n;
 }

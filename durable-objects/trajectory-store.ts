@@ -1,3 +1,4 @@
+import { SHORT_HASH_HEX } from "../protocol/block-hash";
 import type { ChatMessage } from "../protocol/messages";
 import type { TurnEvent, TurnRecord } from "./turn-types";
 
@@ -31,6 +32,8 @@ export interface CommitTurn {
   /** SHA-256 of the request, so a reused key with another request is refused. */
   fingerprint: string;
   result: StoredResult;
+  /** Short hashes of this turn's prompt blocks (the done frame's); empty: none known. */
+  promptBlockHashes: readonly string[];
 }
 
 const SCHEMA_VERSION = 1;
@@ -65,7 +68,7 @@ export class TrajectoryStore {
   }
 
   meta(): TrajectoryMeta | null {
-    const rows = this.host.sql.exec<{ key: string; value: string }>(`SELECT key, value FROM meta`).toArray();
+    const rows = this.host.sql.exec<{ key: string; value: string }>(`SELECT key, value FROM meta WHERE key != 'prompt_block_hashes'`).toArray();
     const m = new Map(rows.map((r) => [r.key, r.value]));
     if (!m.has("created_at")) return null;
     return {
@@ -114,13 +117,24 @@ export class TrajectoryStore {
     return Number(this.host.sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM turns`).one().n);
   }
 
+  /**
+   * Short hashes (16 hex) of the last turn's prompt blocks, in order: what the pool's block index
+   * is asked with when the trajectory must move. Empty when the backend sent none.
+   */
+  promptBlockHashes(): string[] {
+    const row = this.host.sql.exec<{ value: string }>(`SELECT value FROM meta WHERE key = 'prompt_block_hashes'`).toArray()[0];
+    const out: string[] = [];
+    if (row) for (let i = 0; i + SHORT_HASH_HEX <= row.value.length; i += SHORT_HASH_HEX) out.push(row.value.slice(i, i + SHORT_HASH_HEX));
+    return out;
+  }
+
   /** The stored outcome of the turn that used `key`, and the fingerprint of its request. */
   idempotentResult(key: string): { result: StoredResult; fingerprint: string } | null {
     const row = this.host.sql.exec<{ result: string; fingerprint: string }>(`SELECT result, fingerprint FROM idempotency WHERE key = ?`, key).toArray()[0];
     return row ? { result: JSON.parse(row.result) as StoredResult, fingerprint: row.fingerprint } : null;
   }
 
-  /** Writes one finished turn atomically: transcript, turn record, metadata, idempotency result. */
+  /** Writes one finished turn atomically: transcript, turn record, metadata (pin, state id, tools, prompt block hashes), idempotency result. */
   commitTurn(c: CommitTurn): void {
     const sql = this.host.sql;
     this.host.transactionSync(() => {
@@ -139,6 +153,8 @@ export class TrajectoryStore {
       this.setMeta("backend_url", c.backendUrl);
       this.setMeta("state_id", c.stateId);
       this.setMeta("tools_json", c.toolsJson);
+      if (c.promptBlockHashes.length > 0) this.setMeta("prompt_block_hashes", c.promptBlockHashes.join(""));
+      else sql.exec(`DELETE FROM meta WHERE key = 'prompt_block_hashes'`);
       if (c.idempotencyKey !== undefined) {
         sql.exec(
           `INSERT OR REPLACE INTO idempotency (key, turn, fingerprint, result) VALUES (?, ?, ?, ?)`,

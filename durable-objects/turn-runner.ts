@@ -21,10 +21,14 @@ export interface TurnContext {
   timeoutMs: number;
   /** The routing policy (default `affinity`; the others are for comparison, `ROUTING_POLICY`). */
   policy?: RoutingPolicyName;
-  /** The pool's approximate prefix index: backends that served this prefix key recently. */
-  prefixHolders?: (key: string) => Promise<string[]>;
-  /** Records that a backend now holds this prefix key. */
-  notePrefix?: (key: string, url: string) => Promise<void>;
+  /**
+   * The pool's prefix indexes (`PoolDO.prefixBlocks`): per backend url, how many leading blocks
+   * of `hashes` (the trajectory's last prompt blocks; empty for a new trajectory, then the list
+   * noted under `key`) it holds. Asked only when the trajectory is placed: new, or leaving its pin.
+   */
+  prefixBlocks?: (hashes: string[], key: string) => Promise<Record<string, number>>;
+  /** Records that a backend now holds this prefix key and these prompt blocks. */
+  notePrefix?: (key: string, url: string, hashes: string[]) => Promise<void>;
   /** Receives events; returns false once the client is gone (then nothing is committed). */
   emit: (event: TurnEvent) => Promise<boolean>;
   signal: AbortSignal;
@@ -60,14 +64,19 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     }
   }
 
-  // New or moving trajectories are placed where their prefix (system prompt + tools) is cached.
-  // A trajectory staying on its pinned backend needs neither the key nor the pool's index.
+  // New or moving trajectories are placed where most of their leading blocks are cached (one
+  // pool call: the block index, asked with this trajectory's last prompt hashes or, when new,
+  // with those noted under its prefix key). A trajectory staying on its pinned backend needs
+  // neither the key nor the pool.
+  const policy = ctx.policy ?? "affinity";
   let key: string | undefined;
   const keyOf = async () =>
     (key ??= await prefixKey({ cacheSalt: input.cacheSalt, model: input.model, first: ctx.transcript[0] ?? input.messages[0], tools: input.tools ?? (JSON.parse(meta.toolsJson) as TurnInput["tools"]) }));
-  const pinnedUp = ctx.backends.some((b) => b.url === meta.backendUrl && b.up);
-  const holders = !pinnedUp && ctx.prefixHolders ? await ctx.prefixHolders(await keyOf()) : [];
-  const plan = planTurn(meta, ctx.transcript, input, ctx.backends, new Map(holders.map((url) => [url, 1])), ctx.policy ?? "affinity");
+  let prefixBlocks = new Map<string, number>();
+  if (policy === "affinity" && ctx.prefixBlocks && !staysPinned(meta, input.trajectoryId, ctx.backends)) {
+    prefixBlocks = new Map(Object.entries(await ctx.prefixBlocks(store.promptBlockHashes(), await keyOf())));
+  }
+  const plan = planTurn(meta, ctx.transcript, input, ctx.backends, prefixBlocks, policy);
   const started = Date.now();
   const t0 = performance.now();
   const stats = { requestBytes: 0 };
@@ -166,8 +175,11 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     idempotencyKey: input.idempotencyKey,
     fingerprint,
     result: { ...event, text: done.text },
+    promptBlockHashes: done.promptBlockHashes ?? [],
   });
-  if (ctx.notePrefix && (mode === "full" || backend.url !== meta.backendUrl)) await ctx.notePrefix(await keyOf(), backend.url).catch(() => {});
+  if (ctx.notePrefix && (mode === "full" || backend.url !== meta.backendUrl)) {
+    await ctx.notePrefix(await keyOf(), backend.url, done.promptBlockHashes ?? []).catch(() => {});
+  }
   await ctx.emit(event);
   return transcript;
 }
@@ -221,6 +233,12 @@ function planTurn(
   else if (canonicalTools(tools) !== meta.toolsJson) fullReason = "tools-changed";
   else if (backend.url !== meta.backendUrl) fullReason = "backend-changed";
   return { mode: fullReason ? "full" : "delta", fullReason, keep, newMessages, fullTranscript, tools, backend };
+}
+
+/** Whether affinity keeps the trajectory on its pinned backend (up, not overloaded): no placement needed. */
+function staysPinned(meta: TrajectoryMeta, trajectoryId: string, backends: RoutedBackend[]): boolean {
+  if (meta.backendUrl === null) return false;
+  return route("affinity", { trajectoryId, pinned: meta.backendUrl }, backends.map(snapshotOf))?.reason === "pinned";
 }
 
 /** Another up backend not tried yet for this turn: the least loaded (ties by trajectory id). */

@@ -1,10 +1,22 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { ProtocolError } from "../../protocol";
-import { SECRET_HEADER } from "../../protocol/messages";
+import { MAX_KV_EVENTS_PER_BATCH, SECRET_HEADER } from "../../protocol/messages";
 import { DEV_SECRET, type EdgeEnv } from "../../durable-objects/edge-env";
-import { poolOf, type BackendHeartbeat } from "../../durable-objects/pool-do";
+import { poolOf, type HeartbeatInput } from "../../durable-objects/pool-do";
 import { maxBodyBytes, readJson } from "../body";
+
+const shortHash = z.string().regex(/^[0-9a-f]{16}$/, "must be a short block hash (16 lowercase hex characters)");
+
+const kvEvents = z
+  .object({
+    seq: z.number().int().min(1),
+    kind: z.enum(["delta", "snapshot"]),
+    stored: z.array(shortHash),
+    removed: z.array(shortHash),
+  })
+  .refine((b) => b.stored.length + b.removed.length <= MAX_KV_EVENTS_PER_BATCH, { message: `must hold at most ${MAX_KV_EVENTS_PER_BATCH} hashes` })
+  .refine((b) => b.kind === "delta" || b.removed.length === 0, { path: ["removed"], message: "must be empty in a snapshot" });
 
 const heartbeat = z.object({
   id: z.string().regex(/^[A-Za-z0-9._:-]{1,128}$/),
@@ -15,11 +27,14 @@ const heartbeat = z.object({
   waiting: z.number().int().min(0),
   kvUsage: z.number().min(0).max(1),
   tokensPerS: z.number().min(0),
+  /** KV events since the previous heartbeat (absent: the backend publishes none). */
+  kvEvents: kvEvents.optional(),
 });
 
 /**
- * The backends' side of the pool: `POST /v1/pool/heartbeat` (register or refresh) and
- * `GET /v1/pool` (the pool as routing sees it). Authenticated with the shared backend secret
+ * The backends' side of the pool: `POST /v1/pool/heartbeat` (register or refresh, with the
+ * backend's KV events; answers `{ registered, kv? }`) and `GET /v1/pool` (the pool as routing
+ * sees it). Authenticated with the shared backend secret
  * (`x-agent-edge-secret`), not with tenant API keys.
  */
 export const poolRoutes = new Hono<{ Bindings: EdgeEnv }>()
@@ -37,10 +52,14 @@ export const poolRoutes = new Hono<{ Bindings: EdgeEnv }>()
       const issue = parsed.error.issues[0]!;
       throw new ProtocolError("invalid_request", `${issue.path.join(".") || "body"}: ${issue.message}`);
     }
-    const h: BackendHeartbeat = { ...parsed.data, url: parsed.data.url.replace(/\/+$/, "") };
+    const { kvEvents: batch, ...load } = parsed.data;
+    const h: HeartbeatInput = { ...load, url: load.url.replace(/\/+$/, ""), ...(batch ? { kvEvents: batch } : {}) };
     return c.json(await poolOf(c.env).heartbeat(h));
   })
-  .get("/v1/pool", async (c) => c.json({ object: "pool", backends: await poolOf(c.env).view() }));
+  .get("/v1/pool", async (c) => {
+    const pool = poolOf(c.env);
+    return c.json({ object: "pool", backends: await pool.view(), index: await pool.indexStats() });
+  });
 
 function checkSecret(given: string | undefined, expected: string): void {
   // Compare digests of equal length so timing says nothing about the secret.

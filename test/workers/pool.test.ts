@@ -1,8 +1,10 @@
-import { runInDurableObject } from "cloudflare:test";
+import { evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { SECRET_HEADER } from "../../protocol/messages";
-import { DEFAULT_DOWN_AFTER_MS, PREFIX_TTL_MS, type BackendHeartbeat, type PoolDO } from "../../durable-objects/pool-do";
+import { BlockIndex, DEFAULT_MAX_INDEX_ENTRIES, evictionBatch } from "../../durable-objects/block-index";
+import { DEFAULT_DOWN_AFTER_MS, PREFIX_LIST_BLOCKS, PREFIX_TTL_MS, type BackendHeartbeat, type HeartbeatInput, type PoolDO } from "../../durable-objects/pool-do";
+import type { KvEventBatch } from "../../protocol/messages";
 import { call } from "./helpers";
 
 const beat = (id: string, over: Partial<BackendHeartbeat> = {}): BackendHeartbeat => ({
@@ -84,3 +86,167 @@ describe("PoolDO", () => {
     expect(((await list.json()) as { backends: unknown[] }).backends.length).toBeGreaterThan(0);
   });
 });
+
+/** Short block hash number i (16 hex). */
+const hx = (i: number) => i.toString(16).padStart(16, "0");
+const hashes = (from: number, n: number) => Array.from({ length: n }, (_, i) => hx(from + i));
+const snapshot = (seq: number, stored: string[]): KvEventBatch => ({ seq, kind: "snapshot", stored, removed: [] });
+const delta = (seq: number, stored: string[], removed: string[] = []): KvEventBatch => ({ seq, kind: "delta", stored, removed });
+const withEvents = (id: string, kvEvents: KvEventBatch, over: Partial<BackendHeartbeat> = {}): HeartbeatInput => ({ ...beat(id, over), kvEvents });
+
+describe("PoolDO block index (KV events)", () => {
+  const A = "http://10.0.1.1:8080";
+  const B = "http://10.0.1.2:8080";
+
+  it("indexes the blocks each backend reports and counts, per backend, the LEADING hashes it holds", async () => {
+    const pool = privatePool();
+    expect(await pool.heartbeat(withEvents("gpu-a", snapshot(1, hashes(0, 3)), { url: A }))).toEqual({ registered: true, kv: "ok" });
+    expect(await pool.heartbeat(withEvents("gpu-b", snapshot(1, [hx(0)]), { url: B }))).toEqual({ registered: true, kv: "ok" });
+    expect(await pool.prefixBlocks(hashes(0, 4))).toEqual({ [A]: 3, [B]: 1 });
+    // b now holds block 2 but not block 1: counting stops at its first miss.
+    expect((await pool.heartbeat(withEvents("gpu-b", delta(2, [hx(2)]), { url: B }))).kv).toBe("ok");
+    expect(await pool.prefixBlocks(hashes(0, 4))).toEqual({ [A]: 3, [B]: 1 });
+    // a evicts block 1 (removed) and caches block 3: it now holds only the first block of the list.
+    expect((await pool.heartbeat(withEvents("gpu-a", delta(2, [hx(3)], [hx(1)]), { url: A }))).kv).toBe("ok");
+    expect(await pool.prefixBlocks(hashes(0, 4))).toEqual({ [A]: 1, [B]: 1 });
+    // Both evict block 0: neither holds a leading block any more.
+    await pool.heartbeat(withEvents("gpu-a", delta(3, [], [hx(0)]), { url: A }));
+    await pool.heartbeat(withEvents("gpu-b", delta(3, [], [hx(0)]), { url: B }));
+    expect(await pool.prefixBlocks(hashes(0, 4))).toEqual({});
+    expect((await pool.indexStats()).entries).toBe(2); // hx(2) on a and b, hx(3) on a
+    // A heartbeat without events changes nothing and gets no kv answer.
+    expect(await pool.heartbeat(beat("gpu-a", { url: A }))).toEqual({ registered: false });
+  });
+
+  it("answers resync to a delta that does not follow the last batch applied, and after the pool restarts", async () => {
+    const pool = privatePool();
+    // New to this pool: a delta cannot be applied (the pool never saw the snapshot before it).
+    expect((await pool.heartbeat(withEvents("gpu-a", delta(5, [hx(1)]), { url: A }))).kv).toBe("resync");
+    expect(await pool.prefixBlocks([hx(1)])).toEqual({});
+    expect((await pool.heartbeat(withEvents("gpu-a", snapshot(6, [hx(1), hx(2)]), { url: A }))).kv).toBe("ok");
+    expect(await pool.prefixBlocks([hx(1), hx(2)])).toEqual({ [A]: 2 });
+    // A batch went missing (seq 7): refused, and what a held is forgotten until its snapshot.
+    expect((await pool.heartbeat(withEvents("gpu-a", delta(8, []), { url: A }))).kv).toBe("resync");
+    expect(await pool.prefixBlocks([hx(1)])).toEqual({});
+    expect((await pool.heartbeat(withEvents("gpu-a", snapshot(9, [hx(1)]), { url: A }))).kv).toBe("ok");
+    expect((await pool.heartbeat(withEvents("gpu-a", delta(10, [hx(2)]), { url: A }))).kv).toBe("ok");
+    expect(await pool.prefixBlocks([hx(1), hx(2)])).toEqual({ [A]: 2 });
+    // The object restarts: the in-memory index is gone, the registry (SQLite) is not.
+    await evictDurableObject(pool);
+    expect(await pool.prefixBlocks([hx(1), hx(2)])).toEqual({});
+    expect(await pool.heartbeat(withEvents("gpu-a", delta(11, [hx(3)]), { url: A }))).toEqual({ registered: false, kv: "resync" });
+    expect((await pool.heartbeat(withEvents("gpu-a", snapshot(12, [hx(1), hx(2)]), { url: A }))).kv).toBe("ok");
+    expect(await pool.prefixBlocks([hx(1), hx(2)])).toEqual({ [A]: 2 });
+  });
+
+  it("stops counting a backend marked down (and drops its blocks), or removed", async () => {
+    const pool = privatePool();
+    await pool.heartbeat(withEvents("gpu-a", snapshot(1, hashes(0, 4)), { url: A }));
+    await pool.heartbeat(withEvents("gpu-b", snapshot(1, hashes(0, 2)), { url: B }));
+    expect(await pool.prefixBlocks(hashes(0, 4))).toEqual({ [A]: 4, [B]: 2 });
+    await runInDurableObject(pool, (_instance: PoolDO, state) => {
+      state.storage.sql.exec(`UPDATE backends SET last_seen_ms = ? WHERE id = 'gpu-a'`, Date.now() - DEFAULT_DOWN_AFTER_MS - 1000);
+    });
+    expect(await pool.prefixBlocks(hashes(0, 4))).toEqual({ [B]: 2 });
+    expect((await pool.indexStats()).backends).toEqual([{ url: B, indexed: true }]);
+    // Back up: its next delta is refused until it sends a snapshot (it may have missed events).
+    expect((await pool.heartbeat(withEvents("gpu-a", delta(2, []), { url: A }))).kv).toBe("resync");
+    expect(await pool.prefixBlocks(hashes(0, 4))).toEqual({ [B]: 2 });
+    expect((await pool.heartbeat(withEvents("gpu-a", snapshot(3, hashes(0, 3)), { url: A }))).kv).toBe("ok");
+    expect(await pool.prefixBlocks(hashes(0, 4))).toEqual({ [A]: 3, [B]: 2 });
+    expect(await pool.remove("gpu-b")).toBe(true);
+    expect(await pool.prefixBlocks(hashes(0, 4))).toEqual({ [A]: 3 });
+    expect((await pool.indexStats()).entries).toBe(3);
+  });
+
+  it("places a new trajectory by the blocks its prefix key's trajectories share; a holder whose blocks were evicted counts 0", async () => {
+    const pool = privatePool();
+    const S = "http://static-backend:8080"; // never heartbeats: not indexed
+    await pool.heartbeat(withEvents("gpu-a", snapshot(1, []), { url: A }));
+    await pool.heartbeat(withEvents("gpu-b", snapshot(1, []), { url: B }));
+    // Trajectory 1 (system prompt = blocks 0..9, then its own blocks 100..104) served by a.
+    const t1 = [...hashes(0, 10), ...hashes(100, 5)];
+    await pool.notePrefix("key-1", A, t1);
+    // The note marks a's blocks at once, before any heartbeat reports them.
+    expect(await pool.prefixBlocks([], "key-1")).toEqual({ [A]: 15 });
+    // Trajectory 2, same key, served by b: the key keeps the common prefix (the system prompt).
+    await pool.notePrefix("key-1", B, [...hashes(0, 10), ...hashes(200, 5)]);
+    expect(await pool.prefixBlocks([], "key-1")).toEqual({ [A]: 10, [B]: 10 });
+    await runInDurableObject(pool, (_instance: PoolDO, state) => {
+      const row = state.storage.sql.exec<{ hashes: string }>(`SELECT hashes FROM prefix_lists WHERE key = 'key-1'`).one();
+      expect(row.hashes).toBe(hashes(0, 10).join(""));
+    });
+    // a evicts the system prompt's first block: a stale holder of the key, it stops attracting.
+    await pool.heartbeat(withEvents("gpu-a", delta(2, [], [hx(0)]), { url: A }));
+    expect(await pool.prefixHolders("key-1")).toEqual(expect.arrayContaining([A, B]));
+    expect(await pool.prefixBlocks([], "key-1")).toEqual({ [B]: 10 });
+    // A moving trajectory asks with its own hashes (the key's list is not used then).
+    expect(await pool.prefixBlocks([...hashes(0, 10), ...hashes(200, 5)], "key-1")).toEqual({ [B]: 15 });
+    // A backend that is not indexed (static) and served the key counts 1: all the pool knows.
+    await pool.notePrefix("key-1", S, hashes(0, 12));
+    expect(await pool.prefixBlocks([], "key-1")).toEqual({ [B]: 10, [S]: 1 });
+    // A key noted without hashes (no list known): every holder counts 1, as the text index says.
+    await pool.notePrefix("key-2", A);
+    expect(await pool.prefixBlocks([], "key-2")).toEqual({ [A]: 1 });
+    expect(await pool.prefixBlocks([], "key-unknown")).toEqual({});
+    // The key's list keeps at most PREFIX_LIST_BLOCKS hashes.
+    await pool.notePrefix("key-3", B, hashes(0, PREFIX_LIST_BLOCKS + 50));
+    expect(await pool.prefixBlocks([], "key-3")).toEqual({ [B]: PREFIX_LIST_BLOCKS });
+  });
+
+  it("keeps at most DEFAULT_MAX_INDEX_ENTRIES hashes, forgetting the oldest first", async () => {
+    const pool = privatePool();
+    const chunk = 50_000;
+    const total = DEFAULT_MAX_INDEX_ENTRIES + 2 * chunk - (DEFAULT_MAX_INDEX_ENTRIES % chunk);
+    await pool.heartbeat(withEvents("gpu-a", snapshot(1, []), { url: A }));
+    for (let from = 0, seq = 2; from < total; from += chunk, seq++) {
+      expect((await pool.heartbeat(withEvents("gpu-a", delta(seq, hashes(from, Math.min(chunk, total - from))), { url: A }))).kv).toBe("ok");
+    }
+    const stats = await pool.indexStats();
+    const kept = DEFAULT_MAX_INDEX_ENTRIES - evictionBatch(DEFAULT_MAX_INDEX_ENTRIES);
+    expect(stats.maxEntries).toBe(DEFAULT_MAX_INDEX_ENTRIES);
+    expect(stats.entries).toBeLessThanOrEqual(DEFAULT_MAX_INDEX_ENTRIES);
+    expect(stats.entries).toBeGreaterThan(kept);
+    expect(await pool.prefixBlocks([hx(0)])).toEqual({});
+    expect(await pool.prefixBlocks([hx(total - DEFAULT_MAX_INDEX_ENTRIES - 1)])).toEqual({});
+    expect(await pool.prefixBlocks([hx(total - kept)])).toEqual({ [A]: 1 });
+    expect(await pool.prefixBlocks([hx(total - 1)])).toEqual({ [A]: 1 });
+  });
+
+  it("rejects a malformed KV event batch on the heartbeat route with invalid_request", async () => {
+    const headers = { [SECRET_HEADER]: env.AGENT_EDGE_SECRET! };
+    const bad = await call("/v1/pool/heartbeat", { tenant: null, headers, body: withEvents("x", delta(1, ["0123456789ABCDEF"])) });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: { code: string; message: string } }).error).toMatchObject({ code: "invalid_request", message: expect.stringMatching(/^kvEvents\.stored\.0: /) });
+    const removedInSnapshot = await call("/v1/pool/heartbeat", { tenant: null, headers, body: withEvents("x", { ...snapshot(1, []), removed: [hx(1)] }) });
+    expect(removedInSnapshot.status).toBe(400);
+    expect(((await removedInSnapshot.json()) as { error: { message: string } }).error.message).toMatch(/^kvEvents\.removed: must be empty in a snapshot/);
+  });
+});
+
+describe("BlockIndex", () => {
+  it("evicts the least recently stored, noted or found hash first", () => {
+    const index = new BlockIndex({ maxEntries: 3 });
+    expect(index.apply("u", { seq: 1, kind: "snapshot", stored: [hx(1), hx(2), hx(3)], removed: [] })).toBe("ok");
+    // Finding hx(1) held moves it to the back: hx(2) is now the oldest.
+    expect(index.leadingBlocks([hx(1)], ["u"])).toEqual(new Map([["u", 1]]));
+    index.noteHeld("u", [hx(4)]);
+    expect(index.size).toBe(3);
+    expect(index.leadingBlocks([hx(2)], ["u"])).toEqual(new Map([["u", 0]]));
+    expect(index.leadingBlocks([hx(1), hx(3), hx(4)], ["u"])).toEqual(new Map([["u", 3]]));
+  });
+
+  it("keeps one entry per hash for many backends, and 32 backends at most", () => {
+    const index = new BlockIndex();
+    for (let i = 0; i < 32; i++) expect(index.apply(`u${i}`, { seq: 1, kind: "snapshot", stored: [hx(7)], removed: [] })).toBe("ok");
+    expect(index.size).toBe(1);
+    // A 33rd backend gets no slot: answered ok, not indexed.
+    expect(index.apply("u32", { seq: 1, kind: "snapshot", stored: [hx(7)], removed: [] })).toBe("ok");
+    expect(index.isIndexed("u32")).toBe(false);
+    expect(index.leadingBlocks([hx(7)], ["u0", "u31", "u32"])).toEqual(new Map([["u0", 1], ["u31", 1]]));
+    index.drop("u31");
+    expect(index.apply("u32", { seq: 1, kind: "snapshot", stored: [hx(7)], removed: [] })).toBe("ok");
+    expect(index.leadingBlocks([hx(7)], ["u31", "u32"])).toEqual(new Map([["u32", 1]]));
+  });
+});
+

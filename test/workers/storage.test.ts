@@ -86,6 +86,7 @@ describe("Durable Object storage of long transcripts", () => {
         idempotencyKey: undefined,
         fingerprint: "",
         result: undefined as never,
+        promptBlockHashes: [],
       });
       return state.storage.sql.exec<{ idx: number; parts: number }>(`SELECT idx, COUNT(*) AS parts FROM messages GROUP BY idx ORDER BY idx`).toArray();
     });
