@@ -1,8 +1,8 @@
 import { C1, Packr, Unpackr, type Options } from "msgpackr";
 import type { z } from "zod";
 import { ProtocolError } from "./errors";
-import type { Frame, GenerateRequest, ReleaseStateRequest } from "./messages";
-import { frameSchema, generateRequestSchema, releaseStateRequestSchema } from "./schemas";
+import type { Frame, GenerateRequest, LeaseRequest, LeaseResponse, ReleaseLeaseRequest, ReleaseLeaseResponse, ReleaseStateRequest } from "./messages";
+import { frameSchema, generateRequestSchema, leaseRequestSchema, leaseResponseSchema, releaseLeaseRequestSchema, releaseLeaseResponseSchema, releaseStateRequestSchema } from "./schemas";
 
 /**
  * The one module that touches msgpackr: encoding, decoding with validation, and the streaming
@@ -57,6 +57,44 @@ export function decodeGenerateRequest(bytes: Uint8Array): DecodeResult<GenerateR
  */
 export function decodeReleaseStateRequest(bytes: Uint8Array): DecodeResult<ReleaseStateRequest> {
   return decodeOne(bytes, releaseStateRequestSchema, "request");
+}
+
+/**
+ * Decodes and validates a `/v1/leases` request body.
+ *
+ * @example
+ * const decoded = decodeLeaseRequest(body);
+ * if (decoded.ok) engine.leases.lease(decoded.value.stateId, decoded.value.ttlMs);
+ */
+export function decodeLeaseRequest(bytes: Uint8Array): DecodeResult<LeaseRequest> {
+  return decodeOne(bytes, leaseRequestSchema, "request");
+}
+
+/**
+ * Decodes and validates a `/v1/leases/release` request body.
+ *
+ * @example
+ * const decoded = decodeReleaseLeaseRequest(body);
+ * if (decoded.ok) engine.leases.release(decoded.value.stateId, decoded.value.expired ?? false);
+ */
+export function decodeReleaseLeaseRequest(bytes: Uint8Array): DecodeResult<ReleaseLeaseRequest> {
+  return decodeOne(bytes, releaseLeaseRequestSchema, "request");
+}
+
+/**
+ * Decodes and validates the answers of `/v1/leases` and `/v1/leases/release` (edge side).
+ *
+ * @example
+ * const r = decodeLeaseResponse(new Uint8Array(await res.arrayBuffer()));
+ * if (r.ok && r.value.leased) scheduleAlarm(r.value.expiresAt);
+ */
+export function decodeLeaseResponse(bytes: Uint8Array): DecodeResult<LeaseResponse> {
+  return decodeOne(bytes, leaseResponseSchema, "response");
+}
+
+/** See {@link decodeLeaseResponse}. @example decodeReleaseLeaseResponse(bytes) // { ok: true, value: { released: true } } */
+export function decodeReleaseLeaseResponse(bytes: Uint8Array): DecodeResult<ReleaseLeaseResponse> {
+  return decodeOne(bytes, releaseLeaseResponseSchema, "response");
 }
 
 /**

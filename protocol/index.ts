@@ -6,6 +6,6 @@
  */
 export * from "./messages";
 export * from "./errors";
-export { encode, decodeGenerateRequest, decodeReleaseStateRequest, decodeFrame, FrameDecoder, DEFAULT_MAX_FRAME_BYTES } from "./codec";
+export { encode, decodeGenerateRequest, decodeReleaseStateRequest, decodeLeaseRequest, decodeReleaseLeaseRequest, decodeFrame, FrameDecoder, DEFAULT_MAX_FRAME_BYTES } from "./codec";
 export type { DecodeResult } from "./codec";
 export * from "./block-hash";

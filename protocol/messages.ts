@@ -18,6 +18,9 @@ export const MSGPACK_CONTENT_TYPE = "application/msgpack";
 export const ROUTES = {
   generate: "/v1/generate",
   releaseState: "/v1/states/release",
+  /** POST: lease a state's blocks (`LeaseRequest`); GET: the active leases (JSON, for debugging). */
+  leases: "/v1/leases",
+  releaseLease: "/v1/leases/release",
   models: "/v1/models",
   healthz: "/healthz",
   metrics: "/metrics",
@@ -113,6 +116,35 @@ export interface GenerateRequest {
 
 export interface ReleaseStateRequest {
   stateId: string;
+}
+
+/** Hold the KV blocks of a state (its prompt and generated tokens) while the agent runs a tool. */
+export interface LeaseRequest {
+  stateId: string;
+  /** How long to hold them, in milliseconds (> 0; the backend may shorten it). */
+  ttlMs: number;
+}
+
+export interface LeaseResponse {
+  /** False when the state is unknown, has no cached blocks, or is larger than the lease cap. */
+  leased: boolean;
+  /** Blocks held. */
+  blocks: number;
+  /** Deadline, milliseconds since the epoch on the backend's clock (0 when not leased). */
+  expiresAt: number;
+}
+
+export interface ReleaseLeaseRequest {
+  stateId: string;
+  /** True when the edge releases it because its deadline passed (counted as expired unused). */
+  expired?: boolean;
+}
+
+export interface ReleaseLeaseResponse {
+  /** A lease was active and is now ended. */
+  released: boolean;
+  /** Only when `released` is false: whether a turn on the state already ended the lease. */
+  hit?: boolean;
 }
 
 // ---------------------------------------------------------------------------------------------

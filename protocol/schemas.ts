@@ -9,6 +9,10 @@ import type {
   FinishReason,
   Frame,
   GenerateRequest,
+  LeaseRequest,
+  LeaseResponse,
+  ReleaseLeaseRequest,
+  ReleaseLeaseResponse,
   ReleaseStateRequest,
   Role,
   SamplingParams,
@@ -148,6 +152,27 @@ export const releaseStateRequestSchema = map({
   stateId: nonEmptyString,
 }) satisfies z.ZodType<ReleaseStateRequest>;
 
+export const leaseRequestSchema = map({
+  stateId: nonEmptyString,
+  ttlMs: z.number(expect("must be a finite number > 0")).gt(0, "must be a finite number > 0").max(Number.MAX_SAFE_INTEGER, "must be a finite number > 0"),
+}) satisfies z.ZodType<LeaseRequest>;
+
+export const releaseLeaseRequestSchema = map({
+  stateId: nonEmptyString,
+  expired: boolean.optional(),
+}) satisfies z.ZodType<ReleaseLeaseRequest>;
+
+export const leaseResponseSchema = map({
+  leased: boolean,
+  blocks: count,
+  expiresAt: milliseconds,
+}) satisfies z.ZodType<LeaseResponse>;
+
+export const releaseLeaseResponseSchema = map({
+  released: boolean,
+  hit: boolean.optional(),
+}) satisfies z.ZodType<ReleaseLeaseResponse>;
+
 // ---------------------------------------------------------------------------------------------
 // Frames
 // ---------------------------------------------------------------------------------------------
@@ -227,6 +252,10 @@ export type SchemaDriftChecks = [
   Assert<Equals<z.output<typeof samplingParamsSchema>, SamplingParams>>,
   Assert<Equals<z.output<typeof generateRequestSchema>, GenerateRequest>>,
   Assert<Equals<z.output<typeof releaseStateRequestSchema>, ReleaseStateRequest>>,
+  Assert<Equals<z.output<typeof leaseRequestSchema>, LeaseRequest>>,
+  Assert<Equals<z.output<typeof releaseLeaseRequestSchema>, ReleaseLeaseRequest>>,
+  Assert<Equals<z.output<typeof leaseResponseSchema>, LeaseResponse>>,
+  Assert<Equals<z.output<typeof releaseLeaseResponseSchema>, ReleaseLeaseResponse>>,
   Assert<Equals<z.output<typeof usageSchema>, Usage>>,
   Assert<Equals<z.output<typeof timingsSchema>, Timings>>,
   Assert<Equals<z.output<typeof assistantMessageSchema>, AssistantMessage>>,

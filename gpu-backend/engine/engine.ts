@@ -12,6 +12,8 @@ import type { ChatCodec } from "./chat-codec";
 import { buildPrompt } from "./prompt-builder";
 import { Sampler } from "./sampler";
 import { StateStore } from "./state-store";
+import { LeaseTable, type LeaseTableParams } from "../kv/lease-table";
+import { StateLeases } from "./state-leases";
 import { StopChecker } from "./stop-checker";
 
 export interface EngineOptions {
@@ -25,6 +27,8 @@ export interface EngineOptions {
   stateCapacity?: number;
   /** Reported in done frames. */
   backendId: string;
+  /** Tool-pause leases: cap (default 0.25 of the pool), longest TTL, clock (lease-table.ts). */
+  leases?: Omit<LeaseTableParams, "pool">;
 }
 
 /** Raw-token generation, for tests and benchmarks that bypass the chat template. */
@@ -84,6 +88,8 @@ export class Engine {
   readonly kv: KVCacheManager;
   readonly scheduler: Scheduler;
   readonly states: StateStore;
+  /** Tool-pause leases on turn states (`POST /v1/leases`). */
+  readonly leases: StateLeases;
   /** Prefix-cache events since the last heartbeat (stored / removed block hashes). */
   readonly kvEvents: KvEventLog;
   readonly counters: EngineCounters = {
@@ -110,6 +116,7 @@ export class Engine {
     this.kvEvents = new KvEventLog();
     // With the prefix cache off nothing is ever hashed: the batches stay empty.
     options.pool.setEventSink(this.kvEvents);
+    this.leases = new StateLeases({ kv: this.kv, states: this.states, table: new LeaseTable({ pool: options.pool, ...options.leases }) });
   }
 
   /**
@@ -143,6 +150,7 @@ export class Engine {
       if (req.model && req.model !== this.options.modelId) {
         throw new ProtocolError("unknown_model", `model ${JSON.stringify(req.model)} is not served here (this backend serves ${this.options.modelId})`);
       }
+      this.leases.onTurn(req);
       const prompt = buildPrompt(req, this.options.codec, this.states);
       const root = this.rootFor(req.cacheSalt ?? "");
       this.enqueue(prompt.tokenIds, req.sampling, root, sink, signal, (reason, job) => {

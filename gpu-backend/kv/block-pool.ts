@@ -122,6 +122,7 @@ export class BlockPool {
    */
   allocate(n: number): number[] | null {
     if (!Number.isInteger(n) || n < 0) throw new Error(`BlockPool.allocate: bad count ${n}`);
+    if (this.held.length > 0) this.leaseHooks?.expire();
     if (n > this.numFree) return null;
     // Unleased free blocks first; then end leases, oldest first, until enough are unleased.
     while (this.freeQueue.length < n) {
@@ -387,6 +388,8 @@ export interface BlockPoolStats {
 
 /** What a lease table (lease-table.ts) does for the pool. */
 export interface PoolLeaseHooks {
+  /** Ends the leases past their deadline (called before blocks are taken while any are held). */
+  expire(): number;
   /** Only leased blocks are free: end at least one lease (oldest first); false when none is left. */
   reclaim(): boolean;
   /** A cached block was evicted; `releaseStamp` says when it had become free. */

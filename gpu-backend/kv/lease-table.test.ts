@@ -158,6 +158,19 @@ describe("LeaseTable: cap, expiry, release", () => {
     expect(leases.end("a", "released")).toEqual({ ended: false, savedTokens: 0, endedBefore: "expired" });
   });
 
+  it("ends a lease past its deadline before an allocation evicts anything", () => {
+    const { clock, pool, leases, check, cacheAndFree } = setup(4, 1);
+    const a = cacheAndFree(2, 100);
+    const b = cacheAndFree(2, 200);
+    leases.lease({ key: "b", blockIds: b, ttlMs: 100 });
+    clock.t += 100;
+    pool.allocate(1); // b expired: its tail (released last, back of the queue) is not the victim
+    check();
+    expect(leases.counters.expired).toBe(1);
+    expect(pool.blockHash(a[1]!)).toBeNull();
+    expect(b.map((id) => pool.blockHash(id))).toEqual([h(200), h(201)]);
+  });
+
   it("clamps the TTL to maxTtlMs and rejects a non-positive one", () => {
     const pool = new BlockPool({ numBlocks: 4, blockSize: 4 });
     const leases = new LeaseTable({ pool, now: () => 0, maxTtlMs: 100, maxLeasedFraction: 1 });

@@ -1,6 +1,6 @@
 import { timingSafeEqual } from "node:crypto";
 import { Hono, type Context } from "hono";
-import { decodeGenerateRequest, decodeReleaseStateRequest, encode } from "../../protocol/codec";
+import { decodeGenerateRequest, decodeLeaseRequest, decodeReleaseLeaseRequest, decodeReleaseStateRequest, encode } from "../../protocol/codec";
 import { ProtocolError, toProtocolError } from "../../protocol/errors";
 import { MSGPACK_CONTENT_TYPE, ROUTES, SECRET_HEADER, type ErrorFrame, type Frame } from "../../protocol/messages";
 import type { Engine } from "../engine/engine";
@@ -20,6 +20,8 @@ export interface BackendAppOptions {
  *
  * - `POST /v1/generate`: msgpack `GenerateRequest` in, a stream of msgpack frames out.
  * - `POST /v1/states/release`: msgpack `ReleaseStateRequest`, answers a msgpack `{ released }`.
+ * - `POST /v1/leases`, `POST /v1/leases/release`: tool-pause leases (msgpack); `GET /v1/leases`
+ *   lists the active ones (JSON, for debugging).
  * - `GET /v1/models`: JSON list of served models.
  * - `GET /healthz`: JSON liveness, no secret needed.
  * - `GET /metrics`: Prometheus text.
@@ -60,6 +62,26 @@ export function createBackendApp(options: BackendAppOptions): Hono {
     const released = engine.releaseState(decoded.value.stateId);
     return new Response(encode({ released }), { status: 200, headers: { "content-type": MSGPACK_CONTENT_TYPE } });
   });
+
+  app.post(ROUTES.leases, async (c) => {
+    const body = await readBody(c, maxBodyBytes);
+    if (body instanceof ProtocolError) return errorResponse(c, body);
+    const decoded = decodeLeaseRequest(body);
+    if (!decoded.ok) return errorResponse(c, decoded.error);
+    const result = engine.leases.lease(decoded.value.stateId, decoded.value.ttlMs);
+    return new Response(encode(result), { status: 200, headers: { "content-type": MSGPACK_CONTENT_TYPE } });
+  });
+
+  app.post(ROUTES.releaseLease, async (c) => {
+    const body = await readBody(c, maxBodyBytes);
+    if (body instanceof ProtocolError) return errorResponse(c, body);
+    const decoded = decodeReleaseLeaseRequest(body);
+    if (!decoded.ok) return errorResponse(c, decoded.error);
+    const result = engine.leases.release(decoded.value.stateId, decoded.value.expired ?? false);
+    return new Response(encode(result), { status: 200, headers: { "content-type": MSGPACK_CONTENT_TYPE } });
+  });
+
+  app.get(ROUTES.leases, (c) => c.json({ leases: engine.leases.table.list().map((l) => ({ stateId: l.key, blocks: l.blocks, expiresAt: l.expiresAt, protectedBlocks: l.protectedBlocks })) }));
 
   app.post(ROUTES.generate, async (c) => {
     const body = await readBody(c, maxBodyBytes);

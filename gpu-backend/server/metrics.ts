@@ -11,7 +11,7 @@ import type { Engine } from "../engine/engine";
 export function createMetrics(engine: Engine): { registry: Registry } {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: "agent_edge_process_" });
-  const last = { queried: 0, hit: 0, prompt: 0, computed: 0, generated: 0, preemptions: 0, requests: 0 };
+  const last = { queried: 0, hit: 0, prompt: 0, computed: 0, generated: 0, preemptions: 0, requests: 0, leaseSaved: 0, leaseExpired: 0, leaseBroken: 0, leaseCapped: 0, leaseHits: 0, leases: 0 };
 
   /** A counter that follows a monotonically growing engine value. */
   const follow = (name: string, help: string, read: () => number, key: keyof typeof last) =>
@@ -33,6 +33,21 @@ export function createMetrics(engine: Engine): { registry: Registry } {
   follow("agent_edge_generated_tokens_total", "Generated tokens.", () => engine.counters.generatedTokens, "generated");
   follow("agent_edge_preemptions_total", "Sequences preempted for lack of KV blocks.", () => engine.counters.preemptions, "preemptions");
   follow("agent_edge_requests_total", "Turns accepted by the engine.", () => engine.counters.requests, "requests");
+
+  const leases = engine.leases.table;
+  follow("agent_edge_leases_total", "Tool-pause leases granted.", () => leases.counters.created, "leases");
+  follow("agent_edge_lease_hits_total", "Leases ended by a turn on their state (the agent came back in time).", () => leases.counters.hits, "leaseHits");
+  follow(
+    "agent_edge_lease_saved_tokens_total",
+    "Cached tokens of turns that found blocks a lease kept: per lease hit, block size x the lease's blocks that plain LRU would have evicted (each eviction of a block freed after the lease's blocks counts one).",
+    () => leases.counters.savedTokens,
+    "leaseSaved",
+  );
+  follow("agent_edge_leases_expired_unused_total", "Leases that reached their deadline with no turn on their state.", () => leases.counters.expired, "leaseExpired");
+  follow("agent_edge_leases_broken_total", "Leases ended early because the pool needed their blocks for running work.", () => leases.counters.broken, "leaseBroken");
+  follow("agent_edge_leases_capped_total", "Leases ended early to keep leased blocks under the cap.", () => leases.counters.capped, "leaseCapped");
+  new Gauge({ name: "agent_edge_leases_active", help: "Active tool-pause leases.", registers: [registry], collect() { this.set(leases.numActive); } });
+  new Gauge({ name: "agent_edge_leased_blocks", help: "Distinct KV blocks held by leases.", registers: [registry], collect() { this.set(leases.numLeasedBlocks); } });
 
   new Gauge({ name: "agent_edge_kv_usage_ratio", help: "Fraction of KV blocks in use by running sequences.", registers: [registry], collect() { this.set(engine.kv.usage()); } });
   new Gauge({ name: "agent_edge_kv_blocks_total", help: "KV blocks in the pool.", registers: [registry], collect() { this.set(engine.options.pool.numBlocks); } });
