@@ -4,8 +4,10 @@ import { join } from "node:path";
 import OpenAI from "openai";
 import type { ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { route } from "../durable-objects/routing-policy";
 import { materializeTinyModel } from "../gpu-backend/model/demo-model";
 import { freePort, startStack, type Stack } from "../scripts/stack";
+import { generate, greedy } from "./support/backend-client";
 
 /**
  * End to end: a real backend process and `wrangler dev` (workerd, real Durable Objects with
@@ -166,5 +168,99 @@ describe("edge end to end (wrangler dev + backend + openai client)", () => {
       status: 404,
       code: "unknown_model",
     });
+  });
+});
+
+/**
+ * Placement by the pool's block index: two real backends heartbeat their KV events into the
+ * edge. A new trajectory goes where its system prompt's blocks are cached; once those blocks are
+ * evicted there (removed events), that backend no longer attracts new trajectories.
+ */
+describe("placement by KV events (wrangler dev + two backends)", () => {
+  let dir: string;
+  let stack: Stack;
+  const auth = { authorization: "Bearer sk-local-dev", "content-type": "application/json" };
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "agent-edge-kv-events-"));
+    const modelDir = await materializeTinyModel(join(dir, "tiny"));
+    stack = await startStack({
+      modelDir,
+      backendPorts: [await freePort(), await freePort()],
+      edgePort: await freePort(),
+      inspectorPort: await freePort(),
+      persistTo: join(dir, "wrangler-state"),
+      // 64 blocks of 16 tokens (tiny model: 512 bytes of K and V per token): easy to evict.
+      kvMemory: "512KiB",
+      threads: 1,
+      onLine: () => {},
+    });
+  });
+
+  afterAll(async () => {
+    await stack?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const chat = async (trajectoryId: string, messages: unknown[]) => {
+    const res = await fetch(`${stack.edgeUrl}/v1/chat/completions`, {
+      method: "POST",
+      headers: { ...auth, "x-trajectory-id": trajectoryId },
+      body: JSON.stringify({ model: MODEL, messages, max_tokens: 2, temperature: 0 }),
+    });
+    expect(res.status).toBe(200);
+    await res.json();
+    const state = (await (await fetch(`${stack.edgeUrl}/v1/tenants/local/trajectories/${trajectoryId}`, { headers: auth })).json()) as {
+      backend: string;
+      turns: { cached_tokens: number }[];
+    };
+    return { backend: state.backend, cached: state.turns[0]!.cached_tokens };
+  };
+  /** A trajectory id that the least-loaded rule (equal loads: rendezvous hash) sends to `url`. */
+  const idTiedTo = (url: string, prefix: string) => {
+    for (let i = 0; ; i++) {
+      const id = `${prefix}-${i}`;
+      const d = route("least-loaded", { trajectoryId: id }, stack.backendUrls.map((u) => ({ id: u, up: true, load: 0 })));
+      if (d?.backendId === url) return id;
+    }
+  };
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  it("sends new trajectories to the backend caching their system prompt, and stops once its blocks were evicted", async () => {
+    // Both backends registered and indexed (their first KV snapshot applied).
+    let index: { backends: { url: string; indexed: boolean }[] } = { backends: [] };
+    for (let i = 0; i < 100 && !(index.backends.length === 2 && index.backends.every((b) => b.indexed)); i++) {
+      if (i > 0) await sleep(200);
+      const res = await fetch(`${stack.edgeUrl}/v1/pool`, { headers: { "x-agent-edge-secret": stack.secret } });
+      index = ((await res.json()) as { index: typeof index }).index;
+    }
+    expect(index.backends.map((b) => b.url).sort()).toEqual([...stack.backendUrls].sort());
+    expect(index.backends.every((b) => b.indexed)).toBe(true);
+
+    const system = { role: "system", content: `You are the shared agent prompt. ${"Rules apply. ".repeat(60)}` };
+    const first = await chat("kv-first", [system, { role: "user", content: "task one" }]);
+    const holder = first.backend;
+    const other = stack.backendUrls.find((u) => u !== holder)!;
+
+    // A new trajectory that a load tie would send to the other backend goes to the holder.
+    const second = await chat(idTiedTo(other, "kv-second"), [system, { role: "user", content: "task two" }]);
+    expect(second.backend).toBe(holder);
+    expect(second.cached).toBeGreaterThan(100);
+
+    // Other prompts straight to the holder evict the system prompt's blocks there.
+    for (let k = 0; k < 5; k++) {
+      const content = Array.from({ length: 150 }, (_, i) => `w${k}x${i}`).join(" ");
+      const { status, frames } = await generate(holder, stack.secret, { requestId: `evict-${k}`, mode: "full", messages: [{ role: "user", content }], sampling: greedy(1) });
+      expect(status).toBe(200);
+      expect(frames.at(-1)!.type).toBe("done");
+    }
+    // Two heartbeats (2 s apart) carry the removed events and report the load back at 0.
+    await sleep(5000);
+
+    // The holder is still a holder by the text-level index, but holds none of the blocks now:
+    // the next new trajectory goes by load (the tie sends this id to the other backend).
+    const third = await chat(idTiedTo(other, "kv-third"), [system, { role: "user", content: "task three" }]);
+    expect(third.backend).toBe(other);
+    expect(third.cached).toBe(0);
   });
 });

@@ -126,4 +126,26 @@ describe("Durable Object storage of long transcripts", () => {
     expect(r3.headers.get("x-agent-edge-mode")).toBe("delta");
     await completion(r3);
   });
+
+  it("stores the short hashes of each turn's prompt blocks with the turn, and only when it commits", async () => {
+    const id = uid("store-hashes");
+    const headers = { "x-trajectory-id": id };
+    const hashesOf = () => runInDurableObject(stubOf("a", id), (_instance, state) => new TrajectoryStore(state.storage).promptBlockHashes());
+    const base: ChatMessage[] = [uniqueSystem(10), { role: "user", content: "start" }];
+    const c1 = await completion(await chat({ messages: base, ...SMALL }, { headers }));
+    const h1 = await hashesOf();
+    expect(h1.length).toBe(Math.floor(c1.usage.prompt_tokens / 16));
+    expect(h1.every((h) => /^[0-9a-f]{16}$/.test(h))).toBe(true);
+    // The next (delta) turn's prompt extends this one: its hashes start with the same ones.
+    const next: ChatMessage[] = [...base, replyOf(c1), { role: "user", content: "more ".repeat(40) }];
+    const c2 = await completion(await chat({ messages: next, ...SMALL }, { headers }));
+    const h2 = await hashesOf();
+    expect(h2.length).toBe(Math.floor(c2.usage.prompt_tokens / 16));
+    expect(h2.length).toBeGreaterThan(h1.length);
+    expect(h2.slice(0, h1.length)).toEqual(h1);
+    // A turn that fails writes nothing: the hashes stay those of the last committed turn.
+    const huge: ChatMessage = { role: "user", content: "word ".repeat(20_000) };
+    await expectError(await chat({ messages: [...next, replyOf(c2), huge], ...SMALL }, { headers }), 400, "context_length_exceeded");
+    expect(await hashesOf()).toEqual(h2);
+  });
 });
