@@ -1,7 +1,9 @@
 import { parseArgs } from "node:util";
 import { runAgentBench } from "./agent-bench";
 import { runEdgeBench } from "./edge-bench";
+import { runRoutingBench } from "./routing-bench";
 import { runTraceBench } from "./trace-replay";
+import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durable-objects/routing-policy";
 
 /**
  * `npm run bench -- <name> [flags]`
@@ -10,6 +12,10 @@ import { runTraceBench } from "./trace-replay";
  *            flags: --quick, --json, --trajectories N, --turns N, --model DIR, --out DIR
  *   edge     per-turn latency client -> Worker -> DO -> backend vs client -> backend, and bytes
  *            sent to the backend per delta turn vs the transcript; flags: --quick, --json, --turns N
+ *   routing  N backends x M concurrent agent trajectories through the real stack, once per routing
+ *            policy (affinity, round-robin, least-loaded, consistent-hash): hit rate vs ideal,
+ *            tokens/s, TTFT p50/p99, max/mean backend load; flags: --backends N (4),
+ *            --trajectories M (32), --turns T, --policies a,b, --quick, --json, --model DIR, --out DIR
  *   trace    replay a Mooncake trace through the block pool: trace FILE --capacity N --policy P
  *            [--json], or --sweep (every policy and capacity, plot)
  *
@@ -22,6 +28,8 @@ const { values } = parseArgs({
     quick: { type: "boolean", default: false },
     json: { type: "boolean", default: false },
     trajectories: { type: "string" },
+    backends: { type: "string" },
+    policies: { type: "string" },
     turns: { type: "string" },
     model: { type: "string" },
     out: { type: "string", default: "bench/out" },
@@ -47,10 +55,31 @@ switch (name) {
     console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
     break;
   }
+  case "routing": {
+    const { summary, details } = await runRoutingBench({
+      quick: values.quick!,
+      backends: values.backends ? Number(values.backends) : undefined,
+      trajectories: values.trajectories ? Number(values.trajectories) : undefined,
+      turns: values.turns ? Number(values.turns) : undefined,
+      policies: values.policies ? parsePolicies(values.policies) : undefined,
+      model: values.model,
+      outDir: values.out!,
+    });
+    console.log(values.json ? JSON.stringify(summary) : JSON.stringify({ ...summary, details }, null, 2));
+    break;
+  }
   case "trace":
     await runTraceBench(rest);
     break;
   default:
-    console.error(`unknown benchmark ${JSON.stringify(name ?? "")}; available: agent, edge, trace`);
+    console.error(`unknown benchmark ${JSON.stringify(name ?? "")}; available: agent, edge, routing, trace`);
     process.exit(2);
+}
+
+function parsePolicies(list: string): RoutingPolicyName[] {
+  return list.split(",").map((name) => {
+    const p = parsePolicy(name.trim());
+    if (!p) throw new Error(`unknown policy ${JSON.stringify(name)}; available: ${ROUTING_POLICIES.join(", ")}`);
+    return p;
+  });
 }

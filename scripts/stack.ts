@@ -40,6 +40,13 @@ export interface StackOptions {
   backendArgs?: string[];
   /** Backends heartbeat into the edge's pool (`--register`); default true. */
   register?: boolean;
+  /**
+   * Start no backends: wire the edge to these already running ones (e.g. another stack's, started
+   * with `startEdge: false`, which heartbeat to this `edgePort`). Benchmarks restart only the edge.
+   */
+  backendUrls?: string[];
+  /** Start the edge (`wrangler dev`); default true. False starts only the backends. */
+  startEdge?: boolean;
   /** More Worker vars, each passed as `--var NAME:VALUE`. */
   vars?: Record<string, string>;
   /** How long every part may take to answer GET /healthz (default 300 000 ms). */
@@ -112,16 +119,18 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   const t0 = performance.now();
   const onLine = options.onLine ?? ((line: string) => console.log(line));
   const host = "127.0.0.1";
-  const backendPorts = options.backendPorts ?? consecutive(options.backendPort ?? 8080, options.backends ?? 1);
+  const external = options.backendUrls;
+  const backendPorts = external ? [] : (options.backendPorts ?? consecutive(options.backendPort ?? 8080, options.backends ?? 1));
   const edgePort = options.edgePort ?? 8787;
   const secret = options.secret ?? resolveSecret().secret;
   const timeoutMs = options.readyTimeoutMs ?? 300_000;
-  if (backendPorts.length === 0) throw new Error("startStack needs at least one backend");
+  if (backendPorts.length === 0 && (external ?? []).length === 0) throw new Error("startStack needs at least one backend");
+  const startEdge = options.startEdge !== false;
   if (options.signal?.aborted) throw new StackStartError("start-up interrupted", "aborted");
 
   const wranglerBin = join(repoRoot, "node_modules", "wrangler", "bin", "wrangler.js");
   if (!existsSync(wranglerBin)) throw new StackStartError(`wrangler is not installed (${wranglerBin} is missing): run npm ci`, "missing_dependency");
-  const allPorts = [...backendPorts, edgePort, ...(options.inspectorPort ? [options.inspectorPort] : [])];
+  const allPorts = [...backendPorts, ...(startEdge ? [edgePort] : []), ...(startEdge && options.inspectorPort ? [options.inspectorPort] : [])];
   if (new Set(allPorts).size !== allPorts.length) throw new Error(`ports must differ: ${allPorts.join(", ")}`);
   for (const port of allPorts) {
     if (!(await isPortFree(port, host))) {
@@ -164,22 +173,24 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       parts.push({ name, kind: "backend", url: `http://${host}:${port}`, process: proc });
     }
 
-    const backendUrls = parts.map((p) => p.url);
-    const vars: Record<string, string> = { ...options.vars, BACKEND_URLS: backendUrls.join(","), AGENT_EDGE_SECRET: secret };
-    const wranglerArgs = [wranglerBin, "dev", "--port", String(edgePort), "--ip", host, "--show-interactive-dev-session=false"];
-    if (options.inspectorPort !== undefined) wranglerArgs.push("--inspector-port", String(options.inspectorPort));
-    if (options.persistTo !== undefined) wranglerArgs.push("--persist-to", options.persistTo);
-    // wrangler splits each --var at its first ":", so URLs with ports pass through intact.
-    for (const [key, value] of Object.entries(vars)) wranglerArgs.push("--var", `${key}:${value}`);
-    const edge = new ManagedProcess({
-      name: "wrangler",
-      command: process.execPath,
-      args: wranglerArgs,
-      cwd: repoRoot,
-      env: wranglerEnv(),
-      onLine,
-    });
-    parts.push({ name: "wrangler", kind: "edge", url: `http://${host}:${edgePort}`, process: edge });
+    const backendUrls = external ?? parts.map((p) => p.url);
+    if (startEdge) {
+      const vars: Record<string, string> = { ...options.vars, BACKEND_URLS: backendUrls.join(","), AGENT_EDGE_SECRET: secret };
+      const wranglerArgs = [wranglerBin, "dev", "--port", String(edgePort), "--ip", host, "--show-interactive-dev-session=false"];
+      if (options.inspectorPort !== undefined) wranglerArgs.push("--inspector-port", String(options.inspectorPort));
+      if (options.persistTo !== undefined) wranglerArgs.push("--persist-to", options.persistTo);
+      // wrangler splits each --var at its first ":", so URLs with ports pass through intact.
+      for (const [key, value] of Object.entries(vars)) wranglerArgs.push("--var", `${key}:${value}`);
+      const edge = new ManagedProcess({
+        name: "wrangler",
+        command: process.execPath,
+        args: wranglerArgs,
+        cwd: repoRoot,
+        env: wranglerEnv(),
+        onLine,
+      });
+      parts.push({ name: "wrangler", kind: "edge", url: `http://${host}:${edgePort}`, process: edge });
+    }
 
     await waitUntilHealthy(parts, { deadline: Date.now() + timeoutMs, timeoutMs, signal: options.signal, onLine, t0 });
 

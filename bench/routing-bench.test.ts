@@ -1,0 +1,115 @@
+import { describe, expect, it } from "vitest";
+import { checkTargets, idealCachedTokens, lostVsIdeal, maxOverMean, percentile, summarizePolicy, summaryJson, type TurnResult } from "./routing-bench";
+import { groupSizes, makeRoutingWorkload } from "./routing-workload";
+
+const turn = (trajectory: string, n: number, sentAtMs: number, promptTokens: number, completionTokens: number) => ({ trajectory, turn: n, sentAtMs, promptTokens, completionTokens });
+
+describe("routing bench: pure parts", () => {
+  it("percentile is nearest-rank", () => {
+    const xs = Array.from({ length: 100 }, (_, i) => 100 - i); // 1..100, unsorted
+    expect(percentile(xs, 50)).toBe(50);
+    expect(percentile(xs, 99)).toBe(99);
+    expect(percentile(xs, 100)).toBe(100);
+    expect(percentile([7], 99)).toBe(7);
+    expect(percentile([3, 1, 2], 50)).toBe(2);
+    expect(percentile([1, 2, 3, 4], 99)).toBe(4);
+    expect(percentile([], 50)).toBeNaN();
+  });
+
+  it("max/mean load counts idle backends as zero", () => {
+    expect(maxOverMean([8, 8, 8, 8])).toBe(1);
+    expect(maxOverMean([12, 8, 8, 4])).toBe(1.5);
+    expect(maxOverMean([16, 0, 0, 0])).toBe(4);
+    expect(maxOverMean([0, 0])).toBe(1);
+  });
+
+  it("ideal cached tokens: previous prompt + completion, shared first-turn prefix, whole blocks, at most prompt - 1", () => {
+    const turns = [
+      turn("a", 1, 0, 1000, 10), // first of all: nothing to reuse
+      turn("b", 1, 5, 1000, 10), // shares 700 tokens with a's first prompt, 900 with c's (both sent earlier) -> 896
+      turn("a", 2, 50, 1300, 10), // a's turn 1 prompt + completion = 1010 -> 1008
+      turn("b", 2, 60, 1015, 10), // 1010 capped at 1014, floored -> 1008
+      turn("c", 1, 2, 1000, 10), // sent after a, before b: only a counts -> 300 -> 288
+      turn("a", 3, 90, 17, 10), // 1310 capped at 16 -> 16
+    ];
+    const shared = (x: string, y: string) => {
+      const key = [x, y].sort().join("");
+      return key === "ab" ? 700 : key === "ac" ? 300 : key === "bc" ? 900 : 0;
+    };
+    expect(idealCachedTokens(turns, shared, 16)).toEqual([0, 896, 1008, 1008, 288, 16]);
+    // Block size 1: exact token counts.
+    expect(idealCachedTokens(turns, shared, 1)).toEqual([0, 900, 1010, 1010, 300, 16]);
+  });
+
+  it("summarizes a policy: hit rate, ideal, throughput, TTFT, load, moves, where the shortfall is", () => {
+    const r = (trajectory: string, n: number, backend: string, cached: number, ttftMs: number): TurnResult => ({
+      trajectory,
+      group: 0,
+      turn: n,
+      sentAtMs: n * 100,
+      ttftMs,
+      totalMs: ttftMs + 50,
+      promptTokens: 100,
+      cachedTokens: cached,
+      completionTokens: 10,
+      computedTokens: 100 - cached,
+      backend,
+      mode: n === 1 ? "full" : "delta",
+      fullReason: n === 1 ? "first-turn" : null,
+      doTtftMs: ttftMs - 5,
+    });
+    const results = [r("a", 1, "b0", 0, 100), r("a", 2, "b0", 80, 20), r("a", 3, "b1", 0, 300), r("b", 1, "b1", 48, 40)];
+    const ideal = [0, 96, 96, 64];
+    const d = summarizePolicy({ results, ideal, wallMs: 2000, backends: ["b0", "b1", "b2", "b3"] });
+    expect(d.hitRate).toBe(0.32); // 128 / 400
+    expect(d.idealHitRate).toBe(0.64); // 256 / 400
+    expect(d.hitOverIdeal).toBe(0.5);
+    expect(d.throughputTokPerS).toBe(20); // 40 tokens / 2 s
+    expect(d.p50TtftMs).toBe(40);
+    expect(d.p99TtftMs).toBe(300);
+    expect(d.maxOverMeanLoad).toBe(2); // 2 turns on b0 and b1, 0 on b2, b3: mean 1
+    expect(d.turnsPerBackend).toEqual({ b0: 2, b1: 2, b2: 0, b3: 0 });
+    expect(d.moves).toBe(1);
+    expect(d.backendsPerTrajectory).toBe(1.5);
+    expect(d.lostVsIdeal).toEqual({ firstTurns: 16, movedTurns: 96, stayingTurns: 16 });
+    expect(lostVsIdeal(results, ideal)).toEqual(d.lostVsIdeal);
+
+    // The JSON line holds exactly the six figures per policy.
+    const json = summaryJson({ affinity: d, "round-robin": { ...d, throughputTokPerS: 10 } });
+    expect(Object.keys(json)).toEqual(["policies"]);
+    expect(Object.keys(json.policies.affinity!).sort()).toEqual(["hitRate", "idealHitRate", "maxOverMeanLoad", "p50TtftMs", "p99TtftMs", "throughputTokPerS"]);
+    expect(JSON.parse(JSON.stringify(json))).toEqual(json);
+    expect(checkTargets(json.policies)).toEqual({ affinityHitVsIdeal: false, affinityThroughputVsRoundRobin: true, maxOverMeanLoad: false });
+  });
+
+  it("the workload: group sizes, shared prefixes per group, seeded", () => {
+    expect(groupSizes(32, [0.5, 0.2, 0.15, 0.15])).toEqual([16, 6, 5, 5]);
+    expect(groupSizes(3, [0.5, 0.2, 0.15, 0.15]).reduce((a, b) => a + b, 0)).toBe(3);
+    const make = () =>
+      makeRoutingWorkload({
+        trajectories: 8,
+        turns: 3,
+        groupShares: [0.5, 0.25, 0.25],
+        systemTokens: 50,
+        tools: 2,
+        observationTokens: [20, 40],
+        replyTokens: [4, 8],
+        pauseMs: [50, 300],
+        startSpreadMs: 1000,
+        seed: 3,
+        countTokens: (t) => t.split(" ").length,
+      });
+    const w = make();
+    expect(w).toEqual(make());
+    expect(w).toHaveLength(8);
+    const system = (g: number) => w.filter((t) => t.group === g).map((t) => t.turns[0]!.newMessages[0]!.content);
+    expect(new Set(system(0)).size).toBe(1);
+    expect(system(0)[0]).not.toBe(system(1)[0]);
+    for (const t of w) {
+      expect(t.turns).toHaveLength(3);
+      expect(t.turns[0]!.pauseMs).toBe(0);
+      for (const k of t.turns.slice(1)) expect(k.pauseMs).toBeGreaterThanOrEqual(50);
+      expect(t.startDelayMs).toBeLessThan(1000);
+    }
+  });
+});
