@@ -19,7 +19,7 @@ export default defineConfig({
         test: {
           name: "node",
           include: ["protocol/**/*.test.ts", "gpu-backend/**/*.test.ts", "test/**/*.test.ts", "bench/**/*.test.ts"],
-          exclude: [...configDefaults.exclude, "test/workers/**", "**/*.webgpu.test.ts"],
+          exclude: [...configDefaults.exclude, "test/workers/**", "**/*.webgpu.test.ts", "**/*.browser.test.ts"],
           pool: "forks",
           testTimeout: 120_000,
           hookTimeout: 300_000,
@@ -39,6 +39,17 @@ export default defineConfig({
         },
       },
       {
+        // Pages in real headless Chromium (Debian's, via playwright-core; scripts/install-chromium.sh)
+        // against the local stack. No Chromium: the tests fail with that message.
+        test: {
+          name: "browser",
+          include: ["test/**/*.browser.test.ts"],
+          pool: "forks",
+          testTimeout: 300_000,
+          hookTimeout: 600_000,
+        },
+      },
+      {
         // The edge inside workerd with real Durable Objects (SQLite storage), against a real
         // backend process started by the global setup.
         plugins: [
@@ -50,6 +61,9 @@ export default defineConfig({
                 AGENT_EDGE_SECRET: inject("backendSecret"),
                 API_KEYS: apiKeys,
                 MAX_BODY_BYTES: String(TEST_MAX_BODY_BYTES),
+                // The tiny random model never calls tools: lease after every turn, so the lease
+                // path (backend calls, alarm) runs in every test here (test/workers/leases.test.ts).
+                LEASES: "always",
               },
             },
           })),

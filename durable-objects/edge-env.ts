@@ -30,6 +30,19 @@ export interface EdgeEnv {
    * comparison (`npm run bench -- routing`). An unknown name is an error at the first turn.
    */
   ROUTING_POLICY?: string;
+  /**
+   * Tool-pause leases (lease-policy.ts): `on` (default: after a turn that ends in tool calls),
+   * `off`, or `always` (after every turn).
+   */
+  LEASES?: string;
+  /** Shortest lease in ms (default 1000). */
+  LEASE_MIN_MS?: string;
+  /** Longest lease in ms (default 120000). */
+  LEASE_MAX_MS?: string;
+  /** Lease TTL base with fewer than 3 observed pauses, in ms (default 15000). */
+  LEASE_DEFAULT_MS?: string;
+  /** Multiplier on the predicted p90 pause (default 1.5). */
+  LEASE_SAFETY_FACTOR?: string;
 }
 
 export const DEV_SECRET = "dev-secret";

@@ -3,6 +3,8 @@ import { ProtocolError, toProtocolError } from "../protocol/errors";
 import type { ChatMessage } from "../protocol/messages";
 import { releaseState } from "./backend-client";
 import { DEV_SECRET, type EdgeEnv } from "./edge-env";
+import { LeaseKeeper } from "./lease-keeper";
+import { leaseSettings } from "./lease-policy";
 import { poolOf, type PoolBackend } from "./pool-do";
 import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "./routing-policy";
 import { TrajectoryStore } from "./trajectory-store";
@@ -19,9 +21,11 @@ import type { TrajectoryState, TurnEvent, TurnInput } from "./turn-types";
  *
  * - `fetch(POST /turn)`: body `TurnInput`, answers NDJSON `TurnEvent`s as they happen.
  * - RPC: `create`, `state`, `end`.
+ * - `alarm`: releases a tool-pause lease at its deadline (`LeaseKeeper`, lease-keeper.ts).
  */
 export class TrajectoryDO extends DurableObject<EdgeEnv> {
   private readonly store: TrajectoryStore;
+  private readonly leases: LeaseKeeper;
   private transcript: ChatMessage[] = [];
   private busy = false;
   private poolCache: { at: number; backends: PoolBackend[] } | undefined;
@@ -29,8 +33,17 @@ export class TrajectoryDO extends DurableObject<EdgeEnv> {
   constructor(ctx: DurableObjectState, env: EdgeEnv) {
     super(ctx, env);
     this.store = new TrajectoryStore(ctx.storage);
+    this.leases = new LeaseKeeper({
+      host: ctx.storage,
+      trajectory: this.store,
+      alarms: ctx.storage,
+      settings: () => leaseSettings(this.env),
+      secret: () => this.env.AGENT_EDGE_SECRET ?? DEV_SECRET,
+      waitUntil: (p) => ctx.waitUntil(p),
+    });
     void ctx.blockConcurrencyWhile(async () => {
       this.store.migrate();
+      this.leases.migrate();
       this.transcript = this.store.messages();
     });
   }
@@ -72,6 +85,7 @@ export class TrajectoryDO extends DurableObject<EdgeEnv> {
     try {
       const target = meta.backendUrl ? (await this.backends()).find((b) => b.url === meta.backendUrl) : undefined;
       if (target && meta.stateId) await releaseState(target, meta.stateId, 5000);
+      await this.leases.end();
       this.store.deleteAll();
       this.transcript = [];
     } finally {
@@ -112,8 +126,10 @@ export class TrajectoryDO extends DurableObject<EdgeEnv> {
       return;
     }
     this.busy = true;
+    let leaseStart: Awaited<ReturnType<LeaseKeeper["beforeTurn"]>> | undefined;
     try {
       if (input.kind === "chat") await this.create({ tenant: input.tenant, trajectoryId: input.trajectoryId });
+      leaseStart = await this.leases.beforeTurn();
       this.transcript = await runTurn(
         {
           store: this.store,
@@ -131,8 +147,14 @@ export class TrajectoryDO extends DurableObject<EdgeEnv> {
     } catch (e) {
       await emit(errorEvent(toProtocolError(e)));
     } finally {
+      if (leaseStart) this.leases.afterTurn(leaseStart, this.transcript.at(-1));
       this.busy = false;
     }
+  }
+
+  /** The lease deadline (the only alarm). */
+  override async alarm(): Promise<void> {
+    await this.leases.alarm();
   }
 
   /** The pool's view (registered and static backends), reused for POOL_VIEW_TTL_MS. */

@@ -1,0 +1,42 @@
+import { decodeLeaseResponse, decodeReleaseLeaseResponse, encode } from "../protocol/codec";
+import { MSGPACK_CONTENT_TYPE, ROUTES, SECRET_HEADER, type LeaseRequest, type LeaseResponse, type ReleaseLeaseRequest, type ReleaseLeaseResponse } from "../protocol/messages";
+import type { BackendTarget } from "./backend-client";
+
+/**
+ * Asks a backend to hold a state's blocks (`POST /v1/leases`). Best effort: null on any failure.
+ *
+ * @example const r = await requestLease(target, { stateId, ttlMs: 20_000 }, 2000);
+ */
+export async function requestLease(target: BackendTarget, req: LeaseRequest, timeoutMs: number): Promise<LeaseResponse | null> {
+  const bytes = await post(target, ROUTES.leases, req, timeoutMs);
+  if (!bytes) return null;
+  const r = decodeLeaseResponse(bytes);
+  return r.ok ? r.value : null;
+}
+
+/**
+ * Ends a lease (`POST /v1/leases/release`). Best effort: null on any failure.
+ *
+ * @example await releaseLease(target, { stateId, expired: true }, 2000);
+ */
+export async function releaseLease(target: BackendTarget, req: ReleaseLeaseRequest, timeoutMs: number): Promise<ReleaseLeaseResponse | null> {
+  const bytes = await post(target, ROUTES.releaseLease, req, timeoutMs);
+  if (!bytes) return null;
+  const r = decodeReleaseLeaseResponse(bytes);
+  return r.ok ? r.value : null;
+}
+
+async function post(target: BackendTarget, path: string, body: unknown, timeoutMs: number): Promise<Uint8Array | null> {
+  try {
+    const res = await fetch(`${target.url}${path}`, {
+      method: "POST",
+      headers: { "content-type": MSGPACK_CONTENT_TYPE, [SECRET_HEADER]: target.secret },
+      body: encode(body),
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    const bytes = new Uint8Array(await res.arrayBuffer());
+    return res.ok ? bytes : null;
+  } catch {
+    return null;
+  }
+}
