@@ -1,0 +1,97 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { shortBlockHash } from "../../protocol/block-hash";
+import type { KvEventBatch } from "../../protocol/messages";
+import { materializeTinyModel } from "../model/demo-model";
+import { createBackend, type Backend } from "./backend";
+import { startHeartbeat } from "./heartbeat";
+
+/**
+ * The heartbeat's side of the KV event protocol, against a small HTTP server standing in for the
+ * edge's POST /v1/pool/heartbeat (the real route and PoolDO are tested in test/workers/pool.test.ts
+ * and end to end in test/edge-e2e.test.ts): what it sends after ok, resync and failed answers.
+ */
+describe("startHeartbeat publishes KV events", () => {
+  let dir: string;
+  let backend: Backend;
+  let server: Server;
+  let edgeUrl: string;
+  const bodies: { kvEvents: KvEventBatch; id: string }[] = [];
+  /** Answers in order; the last one repeats. `fail` answers HTTP 500. */
+  let answers: ("ok" | "resync" | "fail")[] = [];
+  let inFlight = 0;
+  let maxInFlight = 0;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "agent-edge-heartbeat-"));
+    backend = await createBackend({
+      modelDir: await materializeTinyModel(join(dir, "tiny")),
+      kvMemoryBytes: 1 << 20,
+      blockSize: 16,
+      maxBatchTokens: 256,
+      enablePrefixCache: true,
+      threads: 1,
+      device: "cpu",
+      backendId: "hb-test",
+    });
+    server = createServer((req, res) => {
+      let raw = "";
+      inFlight++;
+      maxInFlight = Math.max(maxInFlight, inFlight);
+      req.on("data", (c: Buffer) => (raw += c.toString()));
+      req.on("end", () => {
+        const body = JSON.parse(raw) as (typeof bodies)[number];
+        const answer = answers[Math.min(bodies.length, answers.length - 1)]!;
+        bodies.push(body);
+        // Answer slower than the beat interval: beats must not overlap.
+        setTimeout(() => {
+          inFlight--;
+          if (answer === "fail") res.writeHead(500).end("boom");
+          else res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ registered: bodies.length === 1, kv: answer }));
+        }, 60);
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    edgeUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+
+  afterAll(async () => {
+    server?.close();
+    await backend?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("sends a snapshot first, deltas after ok, and a snapshot again after a resync answer or a failed beat", async () => {
+    const engine = backend.engine;
+    await engine.generateTokens({ tokenIds: Array.from({ length: 70 }, (_, i) => 200 + i), sampling: { maxTokens: 1, temperature: 0, topP: 1, topK: 0, stop: [], stopTokenIds: [], ignoreEos: true } });
+    const cached = [...engine.kv.cachedBlockHashes()].map(shortBlockHash);
+    expect(cached.length).toBe(4);
+
+    answers = ["ok", "ok", "resync", "ok", "fail", "ok"];
+    const stop = startHeartbeat({ edgeUrl, secret: "s", backendId: "hb-test", advertiseUrl: "http://127.0.0.1:1", engine, intervalMs: 20 });
+    try {
+      for (let i = 0; i < 500 && bodies.length < 8; i++) await new Promise((r) => setTimeout(r, 20));
+    } finally {
+      stop();
+    }
+    const batches = bodies.map((b) => b.kvEvents);
+    expect(batches.length).toBeGreaterThanOrEqual(8);
+    expect(batches.map((b) => b.kind).slice(0, 8)).toEqual([
+      "snapshot", // first of all
+      "delta", // after ok
+      "delta", // after ok (answered resync)
+      "snapshot", // after the resync
+      "delta", // after ok (this one fails)
+      "snapshot", // after the failure
+      "delta",
+      "delta",
+    ]);
+    expect(batches.map((b) => b.seq).slice(0, 8)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    for (const i of [0, 3, 5]) expect(batches[i]!.stored.sort()).toEqual([...cached].sort());
+    expect(maxInFlight).toBe(1);
+  });
+});
