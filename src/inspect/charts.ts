@@ -5,8 +5,10 @@ import type { InspectTurn } from "./view";
 const ROW_H = 24;
 const BAR_H = 16;
 const LABEL_W = 56;
-const BAR_W = 600;
-const WIDTH = 1000;
+const BAR_W = 520;
+/** The break marker's cause, in a column after the longest figures text. */
+const MARKER_X = LABEL_W + BAR_W + 250;
+const WIDTH = MARKER_X + 200;
 
 /**
  * One row per turn: a stacked bar of cached prompt tokens, computed prompt tokens and completion
@@ -37,7 +39,7 @@ export function tokenBars(turns: InspectTurn[]): Html {
     const figures = `${fmtInt(t.cachedTokens)} cached + ${fmtInt(t.computedTokens)} computed + ${fmtInt(t.completionTokens)} out`;
     const textX = x + 6;
     const marker = t.marker
-      ? html`<g class="${t.marker.kind}-marker" data-turn="${t.turn}" data-cause="${t.marker.cause}"><path d="M${LABEL_W - 12} ${y + 2} l5 10 h-10 z" fill="${t.marker.kind === "break" ? COLORS.break : COLORS.full}"/><title>turn ${t.turn}: ${t.marker.kind === "break" ? "prefix break" : "full resend"}: ${t.marker.label}</title><text x="${Math.min(textX + 250, WIDTH - 150)}" y="${y + 12}" style="fill:${t.marker.kind === "break" ? COLORS.break : COLORS.full};font-weight:600">${t.marker.kind === "break" ? "⚠ break" : "↻ full"}: ${t.marker.cause}</text></g>`
+      ? html`<g class="${t.marker.kind}-marker" data-turn="${t.turn}" data-cause="${t.marker.cause}"><path d="M${LABEL_W - 12} ${y + 2} l5 10 h-10 z" fill="${t.marker.kind === "break" ? COLORS.break : COLORS.full}"/><title>turn ${t.turn}: ${t.marker.kind === "break" ? "prefix break" : "full resend"}: ${t.marker.label}</title><text x="${MARKER_X}" y="${y + 12}" style="fill:${t.marker.kind === "break" ? COLORS.break : COLORS.full};font-weight:600">${t.marker.kind === "break" ? "⚠ break" : "↻ full"}: ${t.marker.cause}</text></g>`
       : "";
     return html`<g class="turn-row" data-turn="${t.turn}"><text x="0" y="${y + 12}">turn ${t.turn}</text>${rects}<text x="${textX.toFixed(1)}" y="${y + 12}">${figures}</text>${marker}</g>`;
   });

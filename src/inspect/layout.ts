@@ -7,7 +7,7 @@ const CSS = `
 :root { color-scheme: light; }
 * { box-sizing: border-box; }
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", "Liberation Sans", sans-serif; margin: 0; color: #1d1d1f; background: #fafafa; }
-main { max-width: 1100px; margin: 0 auto; padding: 16px 24px 48px; }
+main { max-width: 1240px; margin: 0 auto; padding: 16px 24px 48px; }
 h1 { font-size: 20px; margin: 8px 0 4px; } h2 { font-size: 16px; margin: 28px 0 8px; }
 code, pre { font: 12.5px/1.4 ui-monospace, "DejaVu Sans Mono", "Liberation Mono", monospace; }
 a { color: #0b57d0; text-decoration: none; } a:hover { text-decoration: underline; }
@@ -75,11 +75,11 @@ export function fmtPct(rate: number | null): string {
   return rate === null ? "–" : `${(rate * 100).toFixed(1)}%`;
 }
 
-/** An ISO time as "2026-05-01 12:34:56 UTC". */
+/** An ISO time as "2026-05-01 12:34:56" (UTC; headers say so). */
 export function fmtTime(iso: string | null): string {
   if (!iso) return "–";
   const d = new Date(iso);
-  return Number.isNaN(d.getTime()) ? iso : `${d.toISOString().slice(0, 19).replace("T", " ")} UTC`;
+  return Number.isNaN(d.getTime()) ? iso : d.toISOString().slice(0, 19).replace("T", " ");
 }
 
 export function inspectPaths(tenant: string, id?: string) {

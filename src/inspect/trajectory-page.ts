@@ -18,7 +18,7 @@ export function trajectoryPage(view: InspectView): Html {
   const body = html`
 <p><a href="${paths.list}">← ${view.tenant}'s trajectories</a> · <a href="${paths.trajectoryJson}">JSON</a></p>
 <h1>Trajectory <code>${view.id}</code></h1>
-<div class="meta"><span>tenant <b>${view.tenant}</b></span><span>created ${fmtTime(view.createdAt)}</span><span>${fmtInt(view.messageCount)} messages</span><span>pinned backend ${view.backend ?? "none"}</span></div>
+<div class="meta"><span>tenant <b>${view.tenant}</b></span><span>created ${fmtTime(view.createdAt)} UTC</span><span>${fmtInt(view.messageCount)} messages</span><span>pinned backend ${view.backend ?? "none"}</span></div>
 <div class="cards">
   <div class="card" id="hit-rate"><small>cache hit rate</small><b>${fmtPct(t.hitRate)}</b><small>${fmtInt(t.cachedTokens)} of ${fmtInt(t.promptTokens)} prompt tokens</small></div>
   <div class="card" id="tokens-saved"><small>tokens saved</small><b>${fmtInt(t.tokensSaved)}</b><small>prompt tokens not recomputed</small></div>
@@ -38,10 +38,10 @@ export function trajectoryPage(view: InspectView): Html {
 
 <h2>Turns</h2>
 <div class="panel"><table class="turns">
-<thead><tr><th>turn</th><th class="l">started</th><th class="l">mode</th><th class="l">break / reason</th><th>prompt</th><th>cached</th><th>computed</th><th>completion</th><th>prefix lost</th><th>TTFT</th><th>backend TTFT</th><th>total</th><th>pause before</th><th>saved (est.)</th><th class="l">backend</th>${hasLeases ? html`<th class="l">lease</th>` : ""}</tr></thead>
+<thead><tr><th>turn</th><th>start</th><th class="l">mode</th><th class="l">break / reason</th><th>prompt</th><th>cached</th><th>computed</th><th>completion</th><th>prefix lost</th><th>TTFT</th><th title="time to first token inside the backend">backend</th><th>total</th><th>pause</th><th>saved (est.)</th><th class="l">backend</th>${hasLeases ? html`<th class="l">lease</th>` : ""}</tr></thead>
 <tbody>${view.turns.map((x) => turnRow(x, hasLeases))}</tbody>
 </table>
-<p class="note">prefix lost: tokens of the previous turn's prompt and reply that this turn computed again (a break, an eviction, or the partial last KV block). saved (est.): cached tokens at the measured prefill rate.</p></div>
+<p class="note">start: since the first turn began (hover for the time). TTFT: time to first token at the trajectory object, then inside the backend. pause: the client's pause before the turn (its tools). prefix lost: tokens of the previous turn's prompt and reply that this turn computed again (a break, an eviction, or the partial last KV block). saved (est.): cached tokens at the measured prefill rate.</p></div>
 
 <h2>Prefix breaks and full resends</h2>
 ${markedTurns.length === 0 ? html`<p class="note">None: every turn after the first extended the cached prefix.</p>` : markedTurns.map(breakDetail)}
@@ -55,7 +55,7 @@ ${view.messages.map((m) => html`<div class="msg" data-index="${m.index}"><span c
 
 function turnRow(x: InspectTurn, hasLeases: boolean): Html {
   const marker = x.marker ? html`<span class="marker ${x.marker.kind}" title="${x.marker.label}">${x.marker.kind === "break" ? "⚠" : "↻"} ${x.marker.cause}</span>` : x.fullReason ?? "";
-  return html`<tr data-turn="${x.turn}"><td>${x.turn}</td><td class="l">${fmtTime(x.startedAt)}</td><td class="l">${x.mode}</td><td class="l">${marker}</td><td>${fmtInt(x.promptTokens)}</td><td>${fmtInt(x.cachedTokens)}</td><td>${fmtInt(x.computedTokens)}</td><td>${fmtInt(x.completionTokens)}</td><td>${x.prefixLostTokens === null ? "–" : fmtInt(x.prefixLostTokens)}</td><td>${fmtMs(x.ttftMs)}</td><td>${fmtMs(x.backendTtftMs)}</td><td>${fmtMs(x.totalMs)}</td><td>${x.pauseBeforeMs === null ? "–" : fmtMs(x.pauseBeforeMs)}</td><td>${x.estSavedMs === null ? "–" : `≈ ${fmtMs(x.estSavedMs)}`}</td><td class="l">${x.backend}</td>${hasLeases ? html`<td class="l">${x.lease ? html`<span class="lease lease-${x.lease.state}">${x.lease.state}${x.lease.ttlMs !== undefined ? ` · ttl ${fmtMs(x.lease.ttlMs)}` : ""}${x.lease.tokens !== undefined ? ` · ${fmtInt(x.lease.tokens)} tokens` : ""}</span>` : ""}</td>` : ""}</tr>`;
+  return html`<tr data-turn="${x.turn}"><td>${x.turn}</td><td title="${fmtTime(x.startedAt)} UTC">+${fmtMs(x.startOffsetMs)}</td><td class="l">${x.mode}</td><td class="l">${marker}</td><td>${fmtInt(x.promptTokens)}</td><td>${fmtInt(x.cachedTokens)}</td><td>${fmtInt(x.computedTokens)}</td><td>${fmtInt(x.completionTokens)}</td><td>${x.prefixLostTokens === null ? "–" : fmtInt(x.prefixLostTokens)}</td><td>${fmtMs(x.ttftMs)}</td><td>${fmtMs(x.backendTtftMs)}</td><td>${fmtMs(x.totalMs)}</td><td>${x.pauseBeforeMs === null ? "–" : fmtMs(x.pauseBeforeMs)}</td><td>${x.estSavedMs === null ? "–" : `≈ ${fmtMs(x.estSavedMs)}`}</td><td class="l">${x.backend}</td>${hasLeases ? html`<td class="l">${x.lease ? html`<span class="lease lease-${x.lease.state}">${x.lease.state}${x.lease.ttlMs !== undefined ? ` · ttl ${fmtMs(x.lease.ttlMs)}` : ""}${x.lease.tokens !== undefined ? ` · ${fmtInt(x.lease.tokens)} tokens` : ""}</span>` : ""}</td>` : ""}</tr>`;
 }
 
 function breakDetail(x: InspectTurn): Html {

@@ -134,13 +134,13 @@ const FULL_REASON_LABELS: Record<string, string> = {
 };
 
 const BREAK_CAUSE_LABELS: Record<string, string> = {
-  "system-prompt-changed": "the system prompt changed",
+  "system-prompt-changed": "the system prompt was edited",
   "tools-changed": "the tool definitions changed",
   timestamp: "a timestamp in the prompt changed",
-  "random-id": "a random id in the prompt changed",
-  "json-serialization": "JSON serialization changed (key order or spacing)",
-  "inserted-before": "a message was inserted before the end",
-  "removed-or-truncated": "a message was removed or truncated",
+  "random-id": "only ids differ (tool-call ids, UUIDs, nonces)",
+  "json-serialization": "the same JSON serialized differently (key order or whitespace)",
+  "inserted-before": "content was inserted before older messages",
+  "removed-or-truncated": "older messages were removed, or a message was cut",
   other: "an earlier message changed",
 };
 
