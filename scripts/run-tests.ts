@@ -1,23 +1,29 @@
 import { spawnSync } from "node:child_process";
 import { webGpuAdapter } from "../gpu-backend/model/device";
+import { chromiumExecutable, DEFAULT_CHROMIUM } from "./chromium";
 
 /**
- * `npm test` after the type checks: every vitest project. The `webgpu` project needs a WebGPU
- * adapter (on a machine without a GPU: Mesa's software Vulkan, `scripts/install-webgpu-deps.sh`).
+ * `npm test` after the type checks: every vitest project. Two need something outside npm:
+ * - `webgpu`: a WebGPU adapter (on a machine without a GPU: Mesa's software Vulkan,
+ *   `scripts/install-webgpu-deps.sh`);
+ * - `browser`: Debian's Chromium at /usr/bin/chromium or CHROMIUM_PATH (`scripts/install-chromium.sh`).
  * Without one, a developer's run says clearly that those tests did not run; CI (CI=true) fails
  * instead, so CI never passes by skipping them.
  */
 const projects = ["node", "workers", "workers-backend-down"];
+const missing: { project: string; why: string; fix: string }[] = [];
+
 const adapter = await webGpuAdapter().catch(() => undefined);
 if (adapter) projects.push("webgpu");
-else if (process.env.CI) {
-  console.error("no WebGPU adapter: CI must run the webgpu tests; run scripts/install-webgpu-deps.sh first (.ci/run does)");
+else missing.push({ project: "webgpu", why: "no WebGPU adapter here", fix: "Run `sudo bash scripts/install-webgpu-deps.sh` once (Mesa lavapipe), then `npm test` or `npm run test:webgpu`." });
+
+if (chromiumExecutable()) projects.push("browser");
+else missing.push({ project: "browser", why: `no Chromium at ${process.env.CHROMIUM_PATH || DEFAULT_CHROMIUM}`, fix: "Run `sudo bash scripts/install-chromium.sh` once, then `npm test` or `npx vitest run --project browser`." });
+
+if (missing.length > 0 && process.env.CI) {
+  for (const m of missing) console.error(`${m.why}: CI must run the ${m.project} tests. ${m.fix} (.ci/run does)`);
   process.exit(1);
 }
 const result = spawnSync(process.execPath, ["node_modules/vitest/vitest.mjs", "run", ...projects.flatMap((p) => ["--project", p])], { stdio: "inherit" });
-if (!adapter) {
-  console.warn(
-    "\nNOTE: the webgpu tests did NOT run: no WebGPU adapter here. Run `sudo bash scripts/install-webgpu-deps.sh` once (Mesa lavapipe), then `npm test` or `npm run test:webgpu`. CI runs them.",
-  );
-}
+for (const m of missing) console.warn(`\nNOTE: the ${m.project} tests did NOT run: ${m.why}. ${m.fix} CI runs them.`);
 process.exit(result.status ?? 1);
