@@ -48,7 +48,7 @@ ${markedTurns.length === 0 ? html`<p class="note">None: every turn after the fir
 
 <h2>Transcript</h2>
 <details class="panel transcript"><summary>${fmtInt(view.messageCount)} messages${view.messagesOmitted > 0 ? ` (the last ${view.messages.length} shown)` : ""}</summary>
-${view.messages.map((m) => html`<div class="msg" data-index="${m.index}"><span class="role">#${m.index} ${m.role}</span>${m.truncated ? html` <span class="note">(first ${fmtInt(m.text.length)} of ${fmtInt(m.chars)} characters)</span>` : ""}<pre>${m.text}</pre></div>`)}
+${view.messages.map((m) => html`<div class="msg" data-index="${m.index}"><span class="role">#${m.index} ${m.role}</span>${m.truncated ? html` <span class="note">(first ${fmtInt(m.text.length)} of ${fmtInt(m.chars)} characters)</span>` : ""}${m.text.trim() === "" && m.text.length > 0 ? html` <span class="note">(whitespace only, ${fmtInt(m.chars)} characters)</span>` : html`<pre>${m.text}</pre>`}</div>`)}
 </details>`;
   return page({ title: `${view.id} · trajectory inspector`, body });
 }
