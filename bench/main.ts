@@ -1,6 +1,8 @@
 import { parseArgs } from "node:util";
 import { runAgentBench } from "./agent-bench";
 import { runEdgeBench } from "./edge-bench";
+import { runExecutorBench } from "./executor-bench";
+import { runLeaseBench } from "./lease-bench";
 import { runRoutingBench } from "./routing-bench";
 import { runTraceBench } from "./trace-replay";
 import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durable-objects/routing-policy";
@@ -16,6 +18,11 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *            policy (affinity, round-robin, least-loaded, consistent-hash): hit rate vs ideal,
  *            tokens/s, TTFT p50/p99, max/mean backend load; flags: --backends N (4),
  *            --trajectories M (32), --turns T, --policies a,b, --quick, --json, --model DIR, --out DIR
+ *   executors  prefill/decode tokens/s and bytes per decode step of every executor here (cpu
+ *            baseline, webgpu, cuda); flags: --quick, --json, --model DIR
+ *   leases   M agent trajectories with heavy-tailed tool pauses on a pool holding ~1/3 of them:
+ *            plain LRU vs tool-pause leases vs leases with pauses 3x longer than predicted;
+ *            flags: --quick, --json, --trajectories M (24), --turns T, --model DIR|tiny, --lease-cap F
  *   trace    replay a Mooncake trace through the block pool: trace FILE --capacity N --policy P
  *            [--json], or --sweep (every policy and capacity, plot)
  *
@@ -33,6 +40,7 @@ const { values } = parseArgs({
     turns: { type: "string" },
     model: { type: "string" },
     out: { type: "string", default: "bench/out" },
+    "lease-cap": { type: "string" },
   },
   strict: true,
 });
@@ -68,11 +76,28 @@ switch (name) {
     console.log(values.json ? JSON.stringify(summary) : JSON.stringify({ ...summary, details }, null, 2));
     break;
   }
+  case "executors": {
+    const summary = await runExecutorBench({ quick: values.quick!, model: values.model });
+    console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
+    break;
+  }
+  case "leases": {
+    const { summary, details } = await runLeaseBench({
+      quick: values.quick!,
+      trajectories: values.trajectories ? Number(values.trajectories) : undefined,
+      turns: values.turns ? Number(values.turns) : undefined,
+      model: values.model,
+      leaseCap: values["lease-cap"] ? Number(values["lease-cap"]) : undefined,
+      outDir: values.out!,
+    });
+    console.log(values.json ? JSON.stringify(summary) : JSON.stringify({ ...summary, details }, null, 2));
+    break;
+  }
   case "trace":
     await runTraceBench(rest);
     break;
   default:
-    console.error(`unknown benchmark ${JSON.stringify(name ?? "")}; available: agent, edge, routing, trace`);
+    console.error(`unknown benchmark ${JSON.stringify(name ?? "")}; available: agent, edge, executors, routing, trace`);
     process.exit(2);
 }
 

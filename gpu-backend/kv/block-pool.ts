@@ -232,22 +232,24 @@ export class BlockPool {
   }
 
   /**
-   * Drops one lease from each block. A free block left without leases goes back to the free queue
-   * at the back, visited in reverse order of `blockIds` like `release` (tail of a chain first).
+   * Drops one lease from each block. A free block left without leases goes back to the free queue:
+   * at the back (as if released now), or with `toFront` at the front (evicted next); either way
+   * the tail of a chain is evicted before its head.
    *
    * @example pool.unlease(lease.blockIds)
    */
-  unlease(blockIds: readonly number[]): void {
+  unlease(blockIds: readonly number[], toFront = false): void {
     for (const id of blockIds) {
       this.assertId(id, "unlease");
       if (this.leaseCounts[id]! <= 0) throw new Error(`BlockPool.unlease: block ${id} is not leased`);
     }
     for (const id of blockIds) if (--this.leaseCounts[id]! === 0) this.numLeasedBlocks--;
-    for (let i = blockIds.length - 1; i >= 0; i--) {
-      const id = blockIds[i]!;
+    for (let k = 0; k < blockIds.length; k++) {
+      const id = blockIds[toFront ? k : blockIds.length - 1 - k]!;
       if (this.leaseCounts[id] === 0 && this.held.has(id)) {
         this.held.remove(id);
-        this.freeQueue.pushBack(id);
+        if (toFront) this.freeQueue.pushFront(id);
+        else this.freeQueue.pushBack(id);
       }
     }
   }

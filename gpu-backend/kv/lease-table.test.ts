@@ -158,17 +158,17 @@ describe("LeaseTable: cap, expiry, release", () => {
     expect(leases.end("a", "released")).toEqual({ ended: false, savedTokens: 0, endedBefore: "expired" });
   });
 
-  it("ends a lease past its deadline before an allocation evicts anything", () => {
+  it("ends a lease past its deadline before an allocation evicts anything; its blocks go first", () => {
     const { clock, pool, leases, check, cacheAndFree } = setup(4, 1);
     const a = cacheAndFree(2, 100);
     const b = cacheAndFree(2, 200);
     leases.lease({ key: "b", blockIds: b, ttlMs: 100 });
     clock.t += 100;
-    pool.allocate(1); // b expired: its tail (released last, back of the queue) is not the victim
+    pool.allocate(1); // b expired first, and expired blocks go to the FRONT: b's tail is the victim, not a's
     check();
     expect(leases.counters.expired).toBe(1);
-    expect(pool.blockHash(a[1]!)).toBeNull();
-    expect(b.map((id) => pool.blockHash(id))).toEqual([h(200), h(201)]);
+    expect(a.map((id) => pool.blockHash(id))).toEqual([h(100), h(101)]);
+    expect(b.map((id) => pool.blockHash(id))).toEqual([h(200), null]);
   });
 
   it("clamps the TTL to maxTtlMs and rejects a non-positive one", () => {

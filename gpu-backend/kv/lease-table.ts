@@ -14,7 +14,10 @@ import type { BlockPool, PoolLeaseHooks } from "./block-pool";
  * - A lease ends at its deadline (`expired`, checked lazily on every call and by `expire()`),
  *   when a turn on its state arrives (`hit`), when the edge releases it (`released`), or when a
  *   new lease on the same key replaces it (`superseded`). `maxTtlMs` (10 min) bounds any TTL.
- * - Blocks leaving a lease re-enter the free queue at the back, as if released then.
+ * - Blocks leaving a lease re-enter the free queue at the back, as if released then, when the
+ *   lease ended by a turn or the edge (`hit`, `released`, `superseded`); at the FRONT when it
+ *   expired, was capped or broken: with heavy-tailed pauses an agent that outwaited its predicted
+ *   pause will likely wait much longer, so those blocks are the best victims.
  *
  * Saved tokens (`counters.savedTokens`): each eviction of a cached block that became free AFTER a
  * lease's blocks did (so plain LRU would have evicted a leased block instead) marks one block of
@@ -168,7 +171,7 @@ export class LeaseTable implements PoolLeaseHooks {
   private endLease(key: string, how: LeaseEnd): number {
     const l = this.leases.get(key)!;
     this.leases.delete(key);
-    this.pool.unlease(l.blockIds);
+    this.pool.unlease(l.blockIds, how === "expired" || how === "capped" || how === "broken");
     if (l.expiresAt <= this.nextDeadline) {
       this.nextDeadline = Infinity;
       for (const other of this.leases.values()) this.nextDeadline = Math.min(this.nextDeadline, other.expiresAt);
