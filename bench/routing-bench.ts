@@ -1,4 +1,4 @@
-import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import type { ChatMessage } from "../protocol/messages";
@@ -108,6 +108,16 @@ export interface PolicyDetails extends PolicyFigures {
   downSamples?: Record<string, number>;
   /** Turns resent after an error (e.g. the edge restarting). */
   retries?: number;
+  /** CPU seconds during the run: the machine (busy of total), backends, edge (wrangler + workerd), this client. */
+  cpu?: CpuBreakdown;
+}
+
+export interface CpuBreakdown {
+  machineBusyS: number;
+  machineTotalS: number;
+  backendsS: number;
+  edgeS: number;
+  clientS: number;
 }
 
 /** Ideal minus cached tokens by kind of turn: first turns, turns on another backend than the previous, the rest. */
@@ -287,6 +297,18 @@ export function policyTable(details: Partial<Record<RoutingPolicyName, PolicyDet
   return [head, sep, ...rows].join("\n");
 }
 
+/** Where the CPU went during each policy's run (core-seconds). */
+export function cpuTable(details: Partial<Record<RoutingPolicyName, PolicyDetails>>): string {
+  const rows = (Object.entries(details) as [RoutingPolicyName, PolicyDetails][])
+    .filter(([, d]) => d.cpu)
+    .map(([name, d]) => {
+      const c = d.cpu!;
+      const others = c.machineBusyS - c.backendsS - c.edgeS - c.clientS;
+      return `| ${name} | ${c.machineTotalS.toFixed(0)} | ${c.machineBusyS.toFixed(0)} | ${c.backendsS.toFixed(1)} | ${d.executorS.toFixed(1)} | ${c.edgeS.toFixed(1)} | ${c.clientS.toFixed(1)} | ${others.toFixed(1)} |`;
+    });
+  return ["| policy | machine core-s | busy | backends | (executor steps, wall) | edge (wrangler+workerd) | client | other processes |", "|---|---:|---:|---:|---:|---:|---:|---:|", ...rows].join("\n");
+}
+
 // ---------------------------------------------------------------------------------------------
 
 const BLOCK_SIZE = 16; // the backends' default --block-size
@@ -370,10 +392,10 @@ export async function runRoutingBench(o: RoutingBenchOptions): Promise<{ summary
       const ideal = idealCachedTokens(run.results, sharedPrefix, BLOCK_SIZE);
       const firstMismatch = run.results.find((r) => r.turn === 1 && r.promptTokens !== firstIds.get(r.trajectory)!.length);
       if (firstMismatch) note("routing", `note: ${firstMismatch.trajectory} turn 1 has ${firstMismatch.promptTokens} prompt tokens, the local render ${firstIds.get(firstMismatch.trajectory)!.length}`);
-      details[policy] = { ...summarizePolicy({ results: run.results, ideal, wallMs: run.wallMs, backends: run.backends, sampledLoad: run.sampledLoad, usage: run.usage }), downSamples: run.downSamples, retries: run.retries };
+      details[policy] = { ...summarizePolicy({ results: run.results, ideal, wallMs: run.wallMs, backends: run.backends, sampledLoad: run.sampledLoad, usage: run.usage }), downSamples: run.downSamples, retries: run.retries, cpu: run.cpu };
       perTurn[policy] = { results: run.results, ideal };
       const d = details[policy]!;
-      process.stderr.write(`\n${policyTable({ [policy]: d })}\nturns per backend: ${JSON.stringify(d.turnsPerBackend)}; computed prompt tokens per backend: ${JSON.stringify(d.computedPerBackend)}; mean sampled load (pool view): ${JSON.stringify(d.sampledLoadPerBackend)}; full turns ${d.fullTurns}; DO-side TTFT p50/p99 ${d.p50DoTtftMs}/${d.p99DoTtftMs} ms; ideal - cached tokens: ${JSON.stringify(d.lostVsIdeal)}; backend CPU ${d.backendCpuS} s, executor steps ${d.executorS} s in ${d.wallS} s wall; pool samples showing a backend down: ${JSON.stringify(d.downSamples)}; resent turns ${d.retries}\n\n`);
+      process.stderr.write(`\n${policyTable({ [policy]: d })}\nturns per backend: ${JSON.stringify(d.turnsPerBackend)}; computed prompt tokens per backend: ${JSON.stringify(d.computedPerBackend)}; mean sampled load (pool view): ${JSON.stringify(d.sampledLoadPerBackend)}; full turns ${d.fullTurns}; DO-side TTFT p50/p99 ${d.p50DoTtftMs}/${d.p99DoTtftMs} ms; ideal - cached tokens: ${JSON.stringify(d.lostVsIdeal)}; backend CPU ${d.backendCpuS} s, executor steps ${d.executorS} s in ${d.wallS} s wall; pool samples showing a backend down: ${JSON.stringify(d.downSamples)}; resent turns ${d.retries}; CPU s (machine busy/total, backends, edge, client): ${JSON.stringify(d.cpu)}\n\n`);
     }
   } finally {
     await backendStack.stop();
@@ -382,6 +404,7 @@ export async function runRoutingBench(o: RoutingBenchOptions): Promise<{ summary
 
   const summary = summaryJson(details);
   process.stderr.write(`\nRouting: ${numBackends} backends, ${numTrajectories} trajectories x ${turns} turns, ${modelId} (${((performance.now() - t0) / 1000).toFixed(0)} s in all)\n${policyTable(details)}\n`);
+  process.stderr.write(`CPU during each run (core-seconds):\n${cpuTable(details)}\n`);
   process.stderr.write(`targets: ${JSON.stringify(checkTargets(summary.policies))}\n`);
   const plots = writePlots(o.outDir, perTurn, turns, { numBackends, numTrajectories, modelId });
   process.stderr.write(`plots: ${plots.join(", ")}\n`);
@@ -405,6 +428,7 @@ async function runPolicy(params: {
   downSamples: Record<string, number>;
   usage: Record<string, { cpuS: number; executorS: number }>;
   retries: number;
+  cpu: CpuBreakdown;
 }> {
   const { policy, workload } = params;
   note("routing", `${policy}: starting wrangler dev`);
@@ -431,6 +455,7 @@ async function runPolicy(params: {
     const retries: string[] = [];
     const sampler = samplePool(stack);
     const before = await meters(params.backendStack);
+    const cpuBefore = cpuSnapshot(params.backendStack, stack);
     const start = performance.now();
     await Promise.all(
       workload.map(async (traj) => {
@@ -474,6 +499,14 @@ async function runPolicy(params: {
     );
     const wallMs = performance.now() - start;
     const after = await meters(params.backendStack);
+    const cpuAfter = cpuSnapshot(params.backendStack, stack);
+    const cpu = {
+      machineBusyS: round(cpuAfter.machineBusyS - cpuBefore.machineBusyS, 1),
+      machineTotalS: round(cpuAfter.machineTotalS - cpuBefore.machineTotalS, 1),
+      backendsS: round(cpuAfter.backendsS - cpuBefore.backendsS, 1),
+      edgeS: round(cpuAfter.edgeS - cpuBefore.edgeS, 1),
+      clientS: round(cpuAfter.clientS - cpuBefore.clientS, 1),
+    };
     const sampledLoad = await sampler.stop();
     const usage = Object.fromEntries(
       Object.keys(after).map((id) => [id, { cpuS: round(after[id]!.cpuS - (before[id]?.cpuS ?? 0), 1), executorS: round((after[id]!.stepMs - (before[id]?.stepMs ?? 0)) / 1000, 1) }]),
@@ -493,7 +526,7 @@ async function runPolicy(params: {
       return { ...c, computedTokens: r.computed_tokens, backend: r.backend, mode: r.mode, fullReason: r.full_reason, doTtftMs: r.ttft_ms };
     });
     if (retries.length > 0) note("routing", `${policy}: ${retries.length} turn(s) resent after an error, first: ${retries[0]}`);
-    return { results, wallMs, backends, sampledLoad: sampledLoad.load, downSamples: sampledLoad.down, usage, retries: retries.length };
+    return { results, wallMs, backends, sampledLoad: sampledLoad.load, downSamples: sampledLoad.down, usage, retries: retries.length, cpu };
   } finally {
     await stack?.stop();
   }
@@ -578,6 +611,37 @@ interface BackendMeters {
   cpuS: number;
   /** Executor time, ms: tokens stepped / the step tokens-per-second gauge (both since start). */
   stepMs: number;
+}
+
+/** CPU seconds so far: the machine (/proc/stat), the backends' and the edge's process groups, this process. */
+function cpuSnapshot(backendStack: Stack, edgeStack: Stack): CpuBreakdown {
+  const hz = 100; // USER_HZ
+  const procS = (pids: number[]) =>
+    pids.reduce((a, pid) => {
+      try {
+        const fields = readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /, "").split(" ");
+        return a + (Number(fields[11]) + Number(fields[12])) / hz; // utime, stime
+      } catch {
+        return a;
+      }
+    }, 0);
+  let machineBusyS = 0;
+  let machineTotalS = 0;
+  try {
+    const cpu = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number);
+    machineTotalS = cpu.slice(0, 8).reduce((a, b) => a + b, 0) / hz;
+    machineBusyS = machineTotalS - (cpu[3]! + cpu[4]!) / hz; // minus idle and iowait
+  } catch {
+    // not Linux
+  }
+  const usage = process.cpuUsage();
+  return {
+    machineBusyS,
+    machineTotalS,
+    backendsS: procS(backendStack.pids()),
+    edgeS: procS(edgeStack.pids()),
+    clientS: (usage.user + usage.system) / 1e6,
+  };
 }
 
 /** Reads each backend's /metrics (prom-client text). */
