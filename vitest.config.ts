@@ -64,6 +64,7 @@ export default defineConfig({
                 // The tiny random model never calls tools: lease after every turn, so the lease
                 // path (backend calls, alarm) runs in every test here (test/workers/leases.test.ts).
                 LEASES: "always",
+                CANONICALIZE_OFF_TENANTS: TENANTS.raw.name,
               },
             },
           })),

@@ -31,6 +31,11 @@ export interface EdgeEnv {
    */
   ROUTING_POLICY?: string;
   /**
+   * Tenants (comma-separated names) whose transcripts are NOT canonicalized (tool-call ids, JSON
+   * arguments, tool definitions; docs/prefix-breaks.md). Default: every tenant is.
+   */
+  CANONICALIZE_OFF_TENANTS?: string;
+  /**
    * Tool-pause leases (lease-policy.ts): `on` (default: after a turn that ends in tool calls),
    * `off`, or `always` (after every turn).
    */

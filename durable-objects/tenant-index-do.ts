@@ -1,5 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
 import type { EdgeEnv } from "./edge-env";
+import { PREFIX_BREAK_CAUSES, type PrefixBreakCause } from "./prefix-break";
 
 /** Trajectories kept per tenant: the most recently active ones; older rows are dropped. */
 export const MAX_INDEXED_TRAJECTORIES = 1000;
@@ -28,6 +29,17 @@ export interface IndexedTurn {
   cachedTokens: number;
   computedTokens: number;
   completionTokens: number;
+  /** The turn's prefix-break cause (absent on records from before the explainer). */
+  prefixBreak?: PrefixBreakCause;
+  /** What safe canonicalization repaired in the turn. */
+  repaired?: { toolCallIds: number; jsonArguments: number };
+}
+
+/** The tenant's counters since its index object was created (never decrease). */
+export interface TenantCounters {
+  turns: number;
+  prefixBreaks: Record<PrefixBreakCause, number>;
+  repairs: { toolCallIds: number; jsonArguments: number };
 }
 
 /** The tenant's index object (one per tenant, named by the tenant). */
@@ -44,7 +56,10 @@ export function tenantIndexOf(env: EdgeEnv, tenant: string): DurableObjectStub<T
  * rows (about 100 bytes a row). An index, not the source of truth: each trajectory object holds
  * its own records.
  *
- * RPC: `noteCreated`, `noteTurn`, `noteDeleted`, `list`.
+ * Also the tenant's counters (turns, prefix breaks by cause, canonicalization repairs), bumped
+ * once per newly noted turn and never trimmed.
+ *
+ * RPC: `noteCreated`, `noteTurn`, `noteDeleted`, `list`, `counters`.
  */
 export class TenantIndexDO extends DurableObject<EdgeEnv> {
   constructor(ctx: DurableObjectState, env: EdgeEnv) {
@@ -58,6 +73,8 @@ export class TenantIndexDO extends DurableObject<EdgeEnv> {
           prompt_tokens INTEGER NOT NULL, cached_tokens INTEGER NOT NULL, computed_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL,
           PRIMARY KEY (id, turn))`,
       );
+      // Counters for the tenant's metrics (GET /v1/tenants/{tenant}/metrics): bumped once per turn.
+      sql.exec(`CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, n INTEGER NOT NULL)`);
     });
   }
 
@@ -79,6 +96,16 @@ export class TenantIndexDO extends DurableObject<EdgeEnv> {
     const end = started + Math.max(0, Math.round(turn.totalMs));
     const sql = this.ctx.storage.sql;
     this.ctx.storage.transactionSync(() => {
+      const seen = sql.exec(`SELECT 1 FROM turns WHERE id = ? AND turn = ?`, id, turn.turn).toArray().length > 0;
+      if (!seen) {
+        const bump = (name: string, by = 1) => {
+          if (by > 0) sql.exec(`INSERT INTO counters (name, n) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET n = n + excluded.n`, name, by);
+        };
+        bump("turns");
+        if (turn.prefixBreak) bump(`break:${turn.prefixBreak}`);
+        bump("repair:toolCallIds", turn.repaired?.toolCallIds ?? 0);
+        bump("repair:jsonArguments", turn.repaired?.jsonArguments ?? 0);
+      }
       sql.exec(`INSERT INTO trajectories (id, created_at, last_active_ms) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING`, id, turn.startedAt, end);
       sql.exec(`UPDATE trajectories SET last_active_ms = MAX(last_active_ms, ?) WHERE id = ?`, end, id);
       sql.exec(
@@ -102,6 +129,16 @@ export class TenantIndexDO extends DurableObject<EdgeEnv> {
       this.ctx.storage.sql.exec(`DELETE FROM turns WHERE id = ?`, params.id);
       this.ctx.storage.sql.exec(`DELETE FROM trajectories WHERE id = ?`, params.id);
     });
+  }
+
+  /** The tenant's counters: turns, prefix breaks by cause, canonicalization repairs. */
+  async counters(): Promise<TenantCounters> {
+    const rows = new Map(this.ctx.storage.sql.exec<{ name: string; n: number }>(`SELECT name, n FROM counters`).toArray().map((r) => [r.name, r.n]));
+    return {
+      turns: rows.get("turns") ?? 0,
+      prefixBreaks: Object.fromEntries(PREFIX_BREAK_CAUSES.map((c) => [c, rows.get(`break:${c}`) ?? 0])) as Record<PrefixBreakCause, number>,
+      repairs: { toolCallIds: rows.get("repair:toolCallIds") ?? 0, jsonArguments: rows.get("repair:jsonArguments") ?? 0 },
+    };
   }
 
   /** The most recently active trajectories first, at most `limit` (default 100). */

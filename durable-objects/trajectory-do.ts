@@ -139,6 +139,7 @@ export class TrajectoryDO extends DurableObject<EdgeEnv> {
           notePrefix: (key, url, hashes) => poolOf(this.env).notePrefix(key, url, hashes),
           timeoutMs: timeoutOf(this.env),
           policy: policyOf(this.env),
+          canonicalize: canonicalizes(this.env, input.tenant),
           emit,
           signal,
         },
@@ -170,6 +171,14 @@ export class TrajectoryDO extends DurableObject<EdgeEnv> {
 
 function errorEvent(err: ProtocolError): TurnEvent {
   return { type: "error", code: err.code, message: err.message, retryable: err.retryable };
+}
+
+/** Safe canonicalization is on unless the tenant is listed in CANONICALIZE_OFF_TENANTS. */
+function canonicalizes(env: EdgeEnv, tenant: string): boolean {
+  return !(env.CANONICALIZE_OFF_TENANTS ?? "")
+    .split(",")
+    .map((t) => t.trim())
+    .includes(tenant);
 }
 
 function policyOf(env: EdgeEnv): RoutingPolicyName {

@@ -1,6 +1,8 @@
 import { ProtocolError, toProtocolError } from "../protocol/errors";
 import type { ChatMessage, DoneFrame, GenerateRequest } from "../protocol/messages";
 import { generateFrames, type BackendTarget } from "./backend-client";
+import { canonicalizeTranscript, canonicalJsonText, canonicalToolDefinitions, type Repairs } from "./canonicalize";
+import { explainBreak, type PrefixBreak } from "./prefix-break";
 import { route, routeCounter, type RoutingPolicyName } from "./routing-policy";
 import type { TrajectoryMeta, TrajectoryStore } from "./trajectory-store";
 import { canonicalTools, diffTranscript, normalizeMessage, prefixKey } from "./transcript-diff";
@@ -21,6 +23,8 @@ export interface TurnContext {
   timeoutMs: number;
   /** The routing policy (default `affinity`; the others are for comparison, `ROUTING_POLICY`). */
   policy?: RoutingPolicyName;
+  /** Safe canonicalization of tool-call ids, JSON arguments and tools (default on; canonicalize.ts). */
+  canonicalize?: boolean;
   /**
    * The pool's prefix indexes (`PoolDO.prefixBlocks`): per backend url, how many leading blocks
    * of `hashes` (the trajectory's last prompt blocks; empty for a new trajectory, then the list
@@ -76,7 +80,8 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
   if (policy === "affinity" && ctx.prefixBlocks && !staysPinned(meta, input.trajectoryId, ctx.backends)) {
     prefixBlocks = new Map(Object.entries(await ctx.prefixBlocks(store.promptBlockHashes(), await keyOf())));
   }
-  const plan = planTurn(meta, ctx.transcript, input, ctx.backends, prefixBlocks, policy);
+  const plan = planTurn(meta, ctx.transcript, input, ctx.backends, prefixBlocks, policy, ctx.canonicalize ?? true);
+  if (!(await ctx.emit({ type: "start", prefixBreak: plan.prefixBreak }))) throw new ProtocolError("backend_unavailable", "the client went away");
   const started = Date.now();
   const t0 = performance.now();
   const stats = { requestBytes: 0 };
@@ -145,7 +150,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
   if (!done) throw new ProtocolError("backend_unavailable", "the backend ended the turn without a result");
   if (ctx.signal.aborted) throw new ProtocolError("backend_unavailable", "the client went away");
 
-  const reply = replyOf(done);
+  const reply = replyOf(done, plan.canonical ? plan.fullTranscript : undefined);
   const record: TurnRecord = {
     turn: store.numTurns() + 1,
     startedAt: new Date(started).toISOString(),
@@ -162,6 +167,8 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     backendUrl: backend.url,
     finishReason: done.finishReason,
     requestBytes: stats.requestBytes,
+    prefixBreak: plan.prefixBreak.cause === "none" ? plan.prefixBreak : { ...plan.prefixBreak, uncachedFromToken: done.usage.cachedTokens },
+    ...(plan.repaired ? { repaired: plan.repaired } : {}),
   };
   const event = { type: "done" as const, message: reply, finishReason: done.finishReason, usage: done.usage, turn: record, replayed: false };
   const transcript = [...plan.fullTranscript, reply as ChatMessage];
@@ -193,6 +200,12 @@ interface TurnPlan {
   fullTranscript: ChatMessage[];
   tools: NonNullable<TurnInput["tools"]>;
   backend: BackendTarget;
+  /** Why the transcript is not an extension of the stored one (cause "none" when it is). */
+  prefixBreak: PrefixBreak;
+  /** Whether messages and tools were canonicalized (then the reply's tool calls are too). */
+  canonical: boolean;
+  /** What canonicalization changed, when it changed anything. */
+  repaired?: Repairs;
 }
 
 function planTurn(
@@ -202,8 +215,18 @@ function planTurn(
   backends: RoutedBackend[],
   prefixBlocks: Map<string, number>,
   policy: RoutingPolicyName,
+  canonical: boolean,
 ): TurnPlan {
-  const incoming = input.messages.map(normalizeMessage);
+  // Safe canonicalization: tool-call ids by position, JSON arguments and tools with sorted keys.
+  // On an append turn the stored messages (already canonical) give the new ones their positions.
+  const normalized = input.messages.map(normalizeMessage);
+  let incoming = normalized;
+  let repaired: Repairs | undefined;
+  if (canonical) {
+    const c = canonicalizeTranscript(input.kind === "append" ? [...stored, ...normalized] : normalized);
+    incoming = input.kind === "append" ? c.messages.slice(stored.length) : c.messages;
+    if (c.repaired.toolCallIds + c.repaired.jsonArguments > 0) repaired = c.repaired;
+  }
   let keep = stored.length;
   let newMessages: ChatMessage[];
   let fullTranscript: ChatMessage[];
@@ -225,14 +248,16 @@ function planTurn(
   }
   if (fullTranscript.length === 0) throw new ProtocolError("invalid_request", "messages must not be empty");
 
-  const tools = input.tools ?? (JSON.parse(meta.toolsJson) as NonNullable<TurnInput["tools"]>);
+  const storedTools = JSON.parse(meta.toolsJson) as NonNullable<TurnInput["tools"]>;
+  const tools = input.tools ? (canonical ? canonicalToolDefinitions(input.tools) : input.tools) : storedTools;
+  const prefixBreak = stored.length > 0 ? explainBreak(stored, fullTranscript, storedTools, tools) : { cause: "none" as const };
   const backend = pickBackend(policy, meta, input.trajectoryId, stored.length, backends, prefixBlocks);
   let fullReason: FullReason | null = null;
   if (stored.length === 0 || !meta.stateId) fullReason = "first-turn";
   else if (diverged) fullReason = "diverged";
   else if (canonicalTools(tools) !== meta.toolsJson) fullReason = "tools-changed";
   else if (backend.url !== meta.backendUrl) fullReason = "backend-changed";
-  return { mode: fullReason ? "full" : "delta", fullReason, keep, newMessages, fullTranscript, tools, backend };
+  return { mode: fullReason ? "full" : "delta", fullReason, keep, newMessages, fullTranscript, tools, backend, prefixBreak, canonical, ...(repaired ? { repaired } : {}) };
 }
 
 /** Whether affinity keeps the trajectory on its pinned backend (up, not overloaded): no placement needed. */
@@ -272,8 +297,19 @@ function snapshotOf(b: RoutedBackend) {
   return { id: b.url, up: b.up, load: b.load };
 }
 
-function replyOf(done: DoneFrame): AssistantReply {
-  return normalizeMessage(done.message) as AssistantReply;
+/**
+ * The reply as stored and returned. Canonical trajectories get canonical tool calls: ids
+ * `call_k` continuing the transcript's numbering and arguments as canonical JSON, so a client that
+ * sends them back unchanged sends exactly what is stored.
+ */
+function replyOf(done: DoneFrame, canonicalBefore: ChatMessage[] | undefined): AssistantReply {
+  const reply = normalizeMessage(done.message) as AssistantReply;
+  if (!canonicalBefore || !reply.tool_calls) return reply;
+  let k = canonicalBefore.reduce((n, m) => n + (m.tool_calls?.length ?? 0), 0);
+  return {
+    ...reply,
+    tool_calls: reply.tool_calls.map((c) => ({ ...c, id: `call_${k++}`, function: { ...c.function, arguments: canonicalJsonText(c.function.arguments) } })),
+  };
 }
 
 function withoutText(r: Extract<TurnEvent, { type: "done" }> & { text: string }): Extract<TurnEvent, { type: "done" }> {

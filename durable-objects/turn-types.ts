@@ -1,3 +1,5 @@
+import type { Repairs } from "./canonicalize";
+import type { PrefixBreak } from "./prefix-break";
 import type { ChatMessage, ErrorCode, FinishReason, SamplingParams, ToolCall, ToolDefinition, Usage } from "../protocol/messages";
 
 /** The assistant reply of a turn, as stored in the transcript and returned to clients. */
@@ -50,10 +52,20 @@ export interface TurnRecord {
   finishReason: FinishReason;
   /** Bytes of the request sent to the backend (msgpack). */
   requestBytes: number;
+  /**
+   * Why this turn's transcript is not an extension of the stored one (`cause: "none"` when it
+   * only grew), with `uncachedFromToken` = the backend's cached prompt tokens (prefix-break.ts).
+   * Absent on records written before the explainer existed.
+   */
+  prefixBreak?: PrefixBreak;
+  /** What safe canonicalization changed in this turn's request (absent when nothing). */
+  repaired?: Repairs;
 }
 
 /** Events from the Durable Object to the Worker, one JSON object per line (NDJSON). */
 export type TurnEvent =
+  /** Before the backend is asked: the turn's prefix break (for the `x-prefix-break` header). */
+  | { type: "start"; prefixBreak: PrefixBreak }
   | { type: "token"; text: string }
   | { type: "done"; message: AssistantReply; finishReason: FinishReason; usage: Usage; turn: TurnRecord; replayed: boolean }
   | { type: "error"; code: ErrorCode; message: string; retryable: boolean };

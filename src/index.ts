@@ -8,6 +8,7 @@ import { chatRoutes } from "./routes/chat";
 import { trajectoryRoutes } from "./routes/trajectories";
 import { poolRoutes } from "./routes/pool";
 import { inspectRoutes } from "./routes/inspect";
+import { metricsRoutes } from "./routes/metrics";
 
 export { TrajectoryDO } from "../durable-objects/trajectory-do";
 export { PoolDO } from "../durable-objects/pool-do";
@@ -36,6 +37,7 @@ app.get("/v1/models", async (c) =>
 app.route("/", chatRoutes);
 app.route("/", trajectoryRoutes);
 app.route("/", inspectRoutes);
+app.route("/", metricsRoutes);
 
 app.notFound((c) => errorResponse(c, new ProtocolError("not_found", `no route ${c.req.method} ${c.req.path}`)));
 

@@ -66,6 +66,7 @@ export async function* sseChunks(
   let emitted = 0;
   let held = false;
   for await (const event of events) {
+    if (event.type === "start") continue;
     if (event.type === "token") {
       text += event.text;
       if (!options.hasTools) {

@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import { ProtocolError, toProtocolError } from "../protocol";
+import { formatBreakHeader } from "../durable-objects/prefix-break";
 import type { TurnEvent } from "../durable-objects/turn-types";
 import { errorResponse } from "./errors";
 import { completionJson, sseChunks, type CompletionMeta } from "./openai-response";
@@ -17,9 +18,15 @@ export async function respondWithTurn(
   options: { model: string; stream: boolean; includeUsage: boolean; hasTools: boolean; headers: Record<string, string> },
 ): Promise<Response> {
   const meta: CompletionMeta = { id: `chatcmpl-${crypto.randomUUID().replace(/-/g, "")}`, created: Math.floor(Date.now() / 1000), model: options.model };
+  // `start` events carry what is known before the backend answers (the prefix break): headers.
+  const headers: Record<string, string> = { ...options.headers };
   let first: IteratorResult<TurnEvent>;
   try {
-    first = await events.next();
+    for (;;) {
+      first = await events.next();
+      if (first.done || first.value.type !== "start") break;
+      headers["x-prefix-break"] = formatBreakHeader(first.value.prefixBreak);
+    }
   } catch (e) {
     return errorResponse(c, toProtocolError(e));
   }
@@ -30,7 +37,7 @@ export async function respondWithTurn(
     let event: TurnEvent = first.value;
     for (;;) {
       if (event.type === "done") {
-        return c.json(completionJson(meta, event), 200, { ...options.headers, ...turnHeaders(event) });
+        return c.json(completionJson(meta, event), 200, { ...headers, ...turnHeaders(event) });
       }
       if (event.type === "error") return errorResponse(c, errorOf(event));
       const next = await events.next();
@@ -63,7 +70,7 @@ export async function respondWithTurn(
   });
   return new Response(body, {
     status: 200,
-    headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", connection: "keep-alive", ...options.headers },
+    headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", connection: "keep-alive", ...headers },
   });
 }
 
@@ -78,5 +85,7 @@ function turnHeaders(done: Extract<TurnEvent, { type: "done" }>): Record<string,
     "x-agent-edge-backend": done.turn.backend,
   };
   if (done.replayed) h["x-agent-edge-replayed"] = "true";
+  // A replayed turn sends no start event: its record has the break.
+  if (done.turn.prefixBreak) h["x-prefix-break"] = formatBreakHeader(done.turn.prefixBreak);
   return h;
 }

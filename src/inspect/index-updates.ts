@@ -28,6 +28,8 @@ export async function* noteTurns<E extends Edge>(c: Context<E>, tenant: string, 
             cachedTokens: t.cachedTokens,
             computedTokens: t.computedTokens,
             completionTokens: t.completionTokens,
+            ...(t.prefixBreak ? { prefixBreak: t.prefixBreak.cause } : {}),
+            ...(t.repaired ? { repaired: t.repaired } : {}),
           },
         }),
       );

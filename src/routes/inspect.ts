@@ -8,6 +8,7 @@ import { listedTrajectories, listPage } from "../inspect/list-page";
 import { trajectoryPage } from "../inspect/trajectory-page";
 import { inspectView, type InspectView } from "../inspect/view";
 import { checkTrajectoryId } from "../trajectory-id";
+import { ownTenant } from "../own-tenant";
 
 type App = { Bindings: EdgeEnv; Variables: AuthVariables };
 
@@ -49,10 +50,6 @@ async function viewOf(env: EdgeEnv, tenant: string, id: string): Promise<Inspect
   return inspectView(state, messages);
 }
 
-function ownTenant(inUrl: string, authenticated: string): string {
-  if (inUrl !== authenticated) throw new ProtocolError("not_found", "no such trajectory for this API key");
-  return inUrl;
-}
 
 function limitOf(query: string | undefined): number {
   const n = Number(query ?? "100");

@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import { ProtocolError } from "../../protocol";
 import type { EdgeEnv } from "../../durable-objects/edge-env";
+import type { PrefixBreak } from "../../durable-objects/prefix-break";
 import type { AuthVariables } from "../auth";
 import { maxBodyBytes, readJson } from "../body";
 import { parseChatBody } from "../chat-request";
@@ -10,6 +11,7 @@ import { checkTrajectoryId } from "../trajectory-id";
 import { trajectoryTurn } from "../turn-events";
 import { idempotencyKey } from "./chat";
 import { noteCreated, noteDeleted, noteTurns } from "../inspect/index-updates";
+import { ownTenant } from "../own-tenant";
 
 type App = { Bindings: EdgeEnv; Variables: AuthVariables };
 
@@ -58,6 +60,8 @@ export const trajectoryRoutes = new Hono<App>()
         backend: t.backend,
         finish_reason: t.finishReason,
         request_bytes: t.requestBytes,
+        prefix_break: t.prefixBreak ? prefixBreakJson(t.prefixBreak) : null,
+        repaired: t.repaired ? { tool_call_ids: t.repaired.toolCallIds, json_arguments: t.repaired.jsonArguments } : null,
       })),
     });
   })
@@ -104,11 +108,20 @@ function stubOf(env: EdgeEnv, tenant: string, id: string) {
   return env.TRAJECTORY.get(env.TRAJECTORY.idFromName(`${tenant}/${id}`));
 }
 
-function ownTenant(inUrl: string, authenticated: string): string {
-  if (inUrl !== authenticated) throw new ProtocolError("not_found", `no such trajectory for this API key`);
-  return inUrl;
-}
 
 function notFound(id: string): ProtocolError {
   return new ProtocolError("not_found", `trajectory ${id} does not exist`);
+}
+
+/** A turn's prefix break as the state endpoint shows it (snake_case, absent fields left out). */
+function prefixBreakJson(b: PrefixBreak): Record<string, unknown> {
+  return {
+    cause: b.cause,
+    ...(b.message !== undefined ? { message: b.message } : {}),
+    ...(b.field !== undefined ? { field: b.field } : {}),
+    ...(b.offset !== undefined ? { offset: b.offset } : {}),
+    ...(b.before !== undefined ? { before: b.before } : {}),
+    ...(b.after !== undefined ? { after: b.after } : {}),
+    ...(b.uncachedFromToken !== undefined ? { uncached_from_token: b.uncachedFromToken } : {}),
+  };
 }

@@ -134,6 +134,8 @@ export interface TurnJson {
   backend: string;
   finish_reason: string;
   request_bytes: number;
+  prefix_break: { cause: string; message?: number; field?: string; offset?: number; before?: string; after?: string; uncached_from_token?: number } | null;
+  repaired: { tool_call_ids: number; json_arguments: number } | null;
 }
 
 export interface StateJson {

@@ -112,10 +112,14 @@ describe("trajectory inspector: trajectory page", () => {
       ]),
     );
     // Exactly one break marker, on turn 3, with its cause; the first turn is not a break.
-    expect([...page.matchAll(/<g class="break-marker" data-turn="(\d+)" data-cause="([^"]+)"/g)].map((m) => [m[1], m[2]])).toEqual([["3", "diverged"]]);
+    // The explainer names the edit of message 1 "other" (not a timestamp, id, JSON or system prompt).
+    expect(state.turns[2]!.prefix_break).toMatchObject({ cause: "other", message: 1, field: "content", offset: 10 });
+    expect([...page.matchAll(/<g class="break-marker" data-turn="(\d+)" data-cause="([^"]+)"/g)].map((m) => [m[1], m[2]])).toEqual([["3", "other"]]);
     expect(page).not.toContain('class="full-marker"');
-    expect(page).toMatch(/<div class="break-detail break" data-turn="3" data-cause="diverged">/);
-    expect(page).toContain("transcript diverged: an earlier message was edited or removed");
+    expect(page).toMatch(/<div class="break-detail break" data-turn="3" data-cause="other">/);
+    // The first differing text, side by side.
+    expect(page).toContain("Find the failing test.");
+    expect(page).toContain("Find the flaky test instead.");
     // Timeline: three turn spans and two pauses between them.
     expect(page.match(/<g class="turn-span"/g)).toHaveLength(3);
     expect([...page.matchAll(/<g class="pause" data-before-turn="(\d+)"/g)].map((m) => m[1])).toEqual(["2", "3"]);
@@ -131,7 +135,7 @@ describe("trajectory inspector: trajectory page", () => {
     expect(view.totals.hitRate).toBeCloseTo(cached / prompt, 10);
     expect(view.totals.prefillTokensPerS).toBeGreaterThan(0);
     expect(view.totals.estTimeSavedMs).toBeGreaterThan(0);
-    expect(view.turns.map((t) => t.marker)).toEqual([null, null, { kind: "break", cause: "diverged", source: "fullReason", label: "transcript diverged: an earlier message was edited or removed" }]);
+    expect(view.turns.map((t) => t.marker)).toEqual([null, null, expect.objectContaining({ kind: "break", cause: "other", source: "prefixBreak" })]);
     expect(view.turns[0]!.pauseBeforeMs).toBeNull();
     expect(page).toContain(`${((cached / prompt) * 100).toFixed(1)}%`);
     expect(page).toContain("time saved vs no cache (estimate)");

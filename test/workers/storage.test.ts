@@ -37,10 +37,11 @@ describe("Durable Object storage of long transcripts", () => {
       messages.push({ role: "user", content: `u${i}` });
       messages.push(
         i % 10 === 3
-          ? { role: "assistant", content: null, tool_calls: [{ id: `call_${i}`, type: "function", function: { name: "ls", arguments: `{"dir":"d${i}"}` } }] }
+          ? // Ids and arguments already canonical (positional `call_k`, sorted JSON): stored as sent.
+            { role: "assistant", content: null, tool_calls: [{ id: `call_${(i - 3) / 10}`, type: "function", function: { name: "ls", arguments: `{"dir":"d${i}"}` } }] }
           : { role: "assistant", content: `a${i} ünïcödé 🚀` },
       );
-      if (i % 10 === 3) messages.push({ role: "tool", tool_call_id: `call_${i}`, content: `f${i}.ts` });
+      if (i % 10 === 3) messages.push({ role: "tool", tool_call_id: `call_${(i - 3) / 10}`, content: `f${i}.ts` });
     }
     messages.push({ role: "user", content: "last" });
     expect(messages.length).toBeGreaterThanOrEqual(200);

@@ -1,11 +1,13 @@
 /**
- * The two test tenants of the workers tests. Shared by vitest.config.ts (Node), which puts only
+ * The test tenants of the workers tests. Shared by vitest.config.ts (Node), which puts only
  * the keys' SHA-256 digests into the API_KEYS binding, and the tests (workerd), which present
  * the keys in clear like a client would.
  */
 export const TENANTS = {
   a: { name: "tenant-a", key: "sk-test-tenant-a-0123456789" },
   b: { name: "tenant-b", key: "sk-test-tenant-b-9876543210" },
+  /** A tenant with safe canonicalization off (CANONICALIZE_OFF_TENANTS). */
+  raw: { name: "tenant-raw", key: "sk-test-tenant-raw-5555555555" },
 } as const;
 
 /** Largest accepted request body in the workers tests (MAX_BODY_BYTES): 4 MiB. */

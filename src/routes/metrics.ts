@@ -1,0 +1,33 @@
+import { Hono } from "hono";
+import type { EdgeEnv } from "../../durable-objects/edge-env";
+import { PREFIX_BREAK_CAUSES } from "../../durable-objects/prefix-break";
+import { tenantIndexOf } from "../../durable-objects/tenant-index-do";
+import type { AuthVariables } from "../auth";
+import { ownTenant } from "../own-tenant";
+
+/**
+ * `GET /v1/tenants/{tenant}/metrics`: the tenant's edge counters in the Prometheus text format
+ * (from its index object; updated just after each turn is answered):
+ *
+ *   agent_edge_turns_total{tenant}
+ *   agent_edge_prefix_breaks_total{tenant, cause}       every cause, `none` included
+ *   agent_edge_canonical_repairs_total{tenant, kind}    tool_call_ids | json_arguments
+ */
+export const metricsRoutes = new Hono<{ Bindings: EdgeEnv; Variables: AuthVariables }>().get("/v1/tenants/:tenant/metrics", async (c) => {
+  const tenant = ownTenant(c.req.param("tenant"), c.get("tenant"));
+  const counters = await tenantIndexOf(c.env, tenant).counters();
+  const t = `tenant="${tenant.replace(/["\\\n]/g, "_")}"`;
+  const lines = [
+    "# HELP agent_edge_turns_total Trajectory turns answered.",
+    "# TYPE agent_edge_turns_total counter",
+    `agent_edge_turns_total{${t}} ${counters.turns}`,
+    "# HELP agent_edge_prefix_breaks_total Turns by prefix-break cause (none: the transcript only grew).",
+    "# TYPE agent_edge_prefix_breaks_total counter",
+    ...PREFIX_BREAK_CAUSES.map((cause) => `agent_edge_prefix_breaks_total{${t},cause="${cause}"} ${counters.prefixBreaks[cause]}`),
+    "# HELP agent_edge_canonical_repairs_total Differences removed by safe canonicalization.",
+    "# TYPE agent_edge_canonical_repairs_total counter",
+    `agent_edge_canonical_repairs_total{${t},kind="tool_call_ids"} ${counters.repairs.toolCallIds}`,
+    `agent_edge_canonical_repairs_total{${t},kind="json_arguments"} ${counters.repairs.jsonArguments}`,
+  ];
+  return c.text(`${lines.join("\n")}\n`, 200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" });
+});
