@@ -23,6 +23,17 @@ export interface LeaseKeeperParams {
   now?: () => number;
   /** Per backend call. Default 5000. */
   timeoutMs?: number;
+  /**
+   * The tenant's recent tool pauses (its index object): each pause is noted there, and a
+   * trajectory with too few pauses of its own predicts from the tenant's.
+   */
+  tenantPauses?: () => TenantPauses | undefined;
+}
+
+/** Where a tenant's tool pauses are pooled (TenantIndexDO). */
+export interface TenantPauses {
+  notePause(ms: number): Promise<void>;
+  pauseSample(): Promise<number[]>;
 }
 
 /**
@@ -58,7 +69,10 @@ export class LeaseKeeper {
     const priorStateId = this.p.trajectory.meta()?.stateId ?? null;
     const wait = this.store.wait();
     if (wait) {
-      this.store.endWait(Math.max(0, this.now() - wait.since));
+      const pause = Math.max(0, this.now() - wait.since);
+      this.store.endWait(pause);
+      const tenant = this.p.tenantPauses?.();
+      if (tenant) this.p.waitUntil(tenant.notePause(pause).catch(() => {}));
       if (wait.leaseUntil !== null) await this.p.alarms.deleteAlarm();
     }
     return { priorStateId, wait };
@@ -77,8 +91,17 @@ export class LeaseKeeper {
     if (!committed || meta.backendUrl === null || !wantsLease(settings, reply)) return;
     const stateId = meta.stateId!;
     this.store.startWait({ since: this.now(), stateId, backendUrl: meta.backendUrl, leaseUntil: null });
-    const { ttlMs } = predictLeaseTtl({ pauses: this.store.pauses(), settings });
-    this.p.waitUntil(this.grant(stateId, meta.backendUrl, ttlMs));
+    const pauses = this.store.pauses();
+    const backendUrl = meta.backendUrl;
+    this.p.waitUntil(
+      (async () => {
+        // Too few pauses of its own: the tenant's (one call, after the reply went out).
+        const tenant = pauses.length < settings.minSamples ? this.p.tenantPauses?.() : undefined;
+        const fallbackPauses = tenant ? await tenant.pauseSample().catch(() => []) : [];
+        const { ttlMs } = predictLeaseTtl({ pauses, fallbackPauses, settings });
+        await this.grant(stateId, backendUrl, ttlMs);
+      })(),
+    );
   }
 
   /** The alarm: releases a lease past its deadline (the wait stays, so the pause is still recorded). */

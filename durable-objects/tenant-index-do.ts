@@ -5,6 +5,9 @@ import { PREFIX_BREAK_CAUSES, type PrefixBreakCause } from "./prefix-break";
 /** Trajectories kept per tenant: the most recently active ones; older rows are dropped. */
 export const MAX_INDEXED_TRAJECTORIES = 1000;
 
+/** Tool pauses kept per tenant for lease predictions (the most recent). */
+export const MAX_TENANT_PAUSES = 256;
+
 /** One trajectory as the tenant's index lists it (totals over its recorded turns). */
 export interface IndexedTrajectory {
   id: string;
@@ -59,7 +62,9 @@ export function tenantIndexOf(env: EdgeEnv, tenant: string): DurableObjectStub<T
  * Also the tenant's counters (turns, prefix breaks by cause, canonicalization repairs), bumped
  * once per newly noted turn and never trimmed.
  *
- * RPC: `noteCreated`, `noteTurn`, `noteDeleted`, `list`, `counters`.
+ * And the tenant's MAX_TENANT_PAUSES most recent tool pauses, the fallback sample of lease TTLs.
+ *
+ * RPC: `noteCreated`, `noteTurn`, `noteDeleted`, `list`, `counters`, `notePause`, `pauseSample`.
  */
 export class TenantIndexDO extends DurableObject<EdgeEnv> {
   constructor(ctx: DurableObjectState, env: EdgeEnv) {
@@ -75,6 +80,8 @@ export class TenantIndexDO extends DurableObject<EdgeEnv> {
       );
       // Counters for the tenant's metrics (GET /v1/tenants/{tenant}/metrics): bumped once per turn.
       sql.exec(`CREATE TABLE IF NOT EXISTS counters (name TEXT PRIMARY KEY, n INTEGER NOT NULL)`);
+      // The tenant's most recent tool pauses, for lease TTLs of trajectories with few of their own.
+      sql.exec(`CREATE TABLE IF NOT EXISTS pauses (seq INTEGER PRIMARY KEY AUTOINCREMENT, ms INTEGER NOT NULL)`);
     });
   }
 
@@ -129,6 +136,18 @@ export class TenantIndexDO extends DurableObject<EdgeEnv> {
       this.ctx.storage.sql.exec(`DELETE FROM turns WHERE id = ?`, params.id);
       this.ctx.storage.sql.exec(`DELETE FROM trajectories WHERE id = ?`, params.id);
     });
+  }
+
+  /** A trajectory of this tenant waited `ms` on its tools (the newest MAX_TENANT_PAUSES are kept). */
+  async notePause(ms: number): Promise<void> {
+    const sql = this.ctx.storage.sql;
+    sql.exec(`INSERT INTO pauses (ms) VALUES (?)`, Math.max(0, Math.round(ms)));
+    sql.exec(`DELETE FROM pauses WHERE seq <= (SELECT MAX(seq) FROM pauses) - ?`, MAX_TENANT_PAUSES);
+  }
+
+  /** The tenant's recent tool pauses in milliseconds (newest last). */
+  async pauseSample(): Promise<number[]> {
+    return this.ctx.storage.sql.exec<{ ms: number }>(`SELECT ms FROM pauses ORDER BY seq`).toArray().map((r) => r.ms);
   }
 
   /** The tenant's counters: turns, prefix breaks by cause, canonicalization repairs. */

@@ -7,6 +7,7 @@ import { LeaseKeeper } from "./lease-keeper";
 import { leaseSettings } from "./lease-policy";
 import { poolOf, type PoolBackend } from "./pool-do";
 import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "./routing-policy";
+import { tenantIndexOf } from "./tenant-index-do";
 import { TrajectoryStore } from "./trajectory-store";
 import { runTurn, type RoutedBackend } from "./turn-runner";
 import type { TrajectoryState, TurnEvent, TurnInput } from "./turn-types";
@@ -40,6 +41,10 @@ export class TrajectoryDO extends DurableObject<EdgeEnv> {
       settings: () => leaseSettings(this.env),
       secret: () => this.env.AGENT_EDGE_SECRET ?? DEV_SECRET,
       waitUntil: (p) => ctx.waitUntil(p),
+      tenantPauses: () => {
+        const tenant = this.store.meta()?.tenant;
+        return tenant === undefined ? undefined : tenantIndexOf(this.env, tenant);
+      },
     });
     void ctx.blockConcurrencyWhile(async () => {
       this.store.migrate();

@@ -4,6 +4,9 @@ import { describe, expect, it } from "vitest";
 import { decodeReleaseLeaseResponse, encode } from "../../protocol/codec";
 import { MSGPACK_CONTENT_TYPE, ROUTES, SECRET_HEADER, type ChatMessage } from "../../protocol/messages";
 import { LeaseStore } from "../../durable-objects/lease-store";
+import { leaseSettings, predictLeaseTtl } from "../../durable-objects/lease-policy";
+import { tenantIndexOf } from "../../durable-objects/tenant-index-do";
+import { TENANTS } from "./tenants";
 import { chat, completion, replyOf, SMALL, stored, stubOf, uid, uniqueSystem } from "./helpers";
 
 // The workers project runs with LEASES=always (vitest.config.ts): the tiny random model never
@@ -49,6 +52,8 @@ async function firstTurn(id: string): Promise<{ messages: ChatMessage[]; stateId
 describe("tool-pause leases", () => {
   it("a finished turn leads to an active lease on the backend and a DO alarm at its deadline", async () => {
     const id = uid("lease-grant");
+    // No pauses of its own yet: the tenant's (if it has 3 or more) or the default.
+    const expected = predictLeaseTtl({ pauses: [], fallbackPauses: await tenantIndexOf(env, TENANTS.a.name).pauseSample(), settings: leaseSettings(env) });
     const { stateId } = await firstTurn(id);
     const lease = await leaseOf(stateId);
     expect(lease.blocks).toBeGreaterThan(0);
@@ -58,8 +63,31 @@ describe("tool-pause leases", () => {
     });
     expect(s.wait!.stateId).toBe(stateId);
     expect(s.alarm).toBe(s.wait!.leaseUntil);
-    // No pauses yet: the default TTL (15 s x 1.5), clamped.
-    expect(s.wait!.leaseUntil! - s.wait!.since).toBeGreaterThanOrEqual(22_000);
+    expect(s.wait!.leaseUntil! - s.wait!.since).toBeGreaterThanOrEqual(expected.ttlMs);
+    expect(s.wait!.leaseUntil! - s.wait!.since).toBeLessThan(expected.ttlMs + 5000);
+  });
+
+  it("a trajectory without pauses of its own takes its TTL from the tenant's recent pauses, and adds its own there", async () => {
+    const index = tenantIndexOf(env, TENANTS.a.name);
+    for (const ms of [4000, 4200, 3900, 4100, 4050]) await index.notePause(ms);
+    const sample = await index.pauseSample();
+    expect(sample.slice(-5)).toEqual([4000, 4200, 3900, 4100, 4050]);
+    const expected = predictLeaseTtl({ pauses: [], fallbackPauses: sample, settings: leaseSettings(env) });
+    expect(expected.basis).toBe("fallback");
+    const id = uid("lease-tenant");
+    const { messages } = await firstTurn(id);
+    const s = await waitFor("the recorded lease", async () => {
+      const st = await leaseState(id);
+      return st.wait?.leaseUntil != null ? st : undefined;
+    });
+    expect(s.wait!.leaseUntil! - s.wait!.since).toBeGreaterThanOrEqual(expected.ttlMs);
+    expect(s.wait!.leaseUntil! - s.wait!.since).toBeLessThan(expected.ttlMs + 5000);
+    // Its next turn records a pause, which the tenant's sample gains too.
+    await new Promise((r) => setTimeout(r, 60));
+    await completion(await chat({ ...SMALL, messages: [...messages, { role: "user", content: "Go on." }] }, { headers: { "x-trajectory-id": id } }));
+    const own = (await leaseState(id)).pauses;
+    expect(own).toHaveLength(1);
+    await waitFor("the pause in the tenant's sample", async () => ((await index.pauseSample()).includes(Math.round(own[0]!)) ? true : undefined));
   });
 
   it("the alarm releases the lease at its deadline", async () => {
