@@ -1,12 +1,10 @@
 import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { join } from "node:path";
 import type { ChatMessage } from "../protocol/messages";
 import { SECRET_HEADER } from "../protocol/messages";
 import { ROUTING_POLICIES, type RoutingPolicyName } from "../durable-objects/routing-policy";
 import { loadModel } from "../gpu-backend/model/load-model";
-import { defaultDemoModelDir, demoModelConfig, materializeModel } from "../gpu-backend/model/demo-model";
-import type { LlamaConfig } from "../gpu-backend/model/model-config";
 import { generateFrames } from "../durable-objects/backend-client";
 import { freePort, startStack, type Stack } from "../scripts/stack";
 import { makeRoutingWorkload, type RoutingTrajectory } from "./routing-workload";
@@ -314,20 +312,16 @@ export function cpuTable(details: Partial<Record<RoutingPolicyName, PolicyDetail
 const BLOCK_SIZE = 16; // the backends' default --block-size
 const API_KEY = "sk-local-dev";
 
-/** Sizes: --quick fits the four policies in about 5 minutes on a 2-core CPU machine. */
+/**
+ * Sizes. --quick fits the four policies in about 5 minutes on the 2-core CPU machine with the
+ * demo model (102 M parameters), whose prefill is most of a turn's cost: 6 tools + ~300 tokens of
+ * system prompt (~1,330 tokens rendered with the user task), 5 turns, 150-300 token tool
+ * observations, 8-12 token replies.
+ */
 export function workloadSizes(quick: boolean) {
   return quick
-    ? { turns: 6, systemTokens: 300, tools: 6, observationTokens: [150, 300] as [number, number], replyTokens: [8, 12] as [number, number] }
+    ? { turns: 5, systemTokens: 300, tools: 6, observationTokens: [150, 300] as [number, number], replyTokens: [8, 12] as [number, number] }
     : { turns: 8, systemTokens: 600, tools: 10, observationTokens: [200, 400] as [number, number], replyTokens: [8, 16] as [number, number] };
-}
-
-/**
- * The benchmark's default model, "routing-llama-random": the demo model's architecture and
- * tokenizer at hidden 256, 4 layers (~3 M parameters besides the 39 M embedding), seeded random
- * weights. Prefill still dominates a turn (see docs/benchmarks.md), at ~5x the demo model's speed.
- */
-export function routingModelConfig(): LlamaConfig {
-  return { ...demoModelConfig(), hiddenSize: 256, intermediateSize: 768, numHiddenLayers: 4, numAttentionHeads: 4, numKeyValueHeads: 2, headDim: 64 };
 }
 
 export async function runRoutingBench(o: RoutingBenchOptions): Promise<{ summary: RoutingSummary; details: Partial<Record<RoutingPolicyName, PolicyDetails>> }> {
@@ -338,7 +332,8 @@ export async function runRoutingBench(o: RoutingBenchOptions): Promise<{ summary
   const policies = o.policies ?? [...ROUTING_POLICIES];
   const t0 = performance.now();
 
-  const modelDir = o.model ?? (await materializeModel({ dir: join(dirname(defaultDemoModelDir()), "routing-llama-random"), config: routingModelConfig(), seed: 1, modelId: "routing-llama-random" }));
+  // Default: the embedded demo model (materialized on first use), as the backends serve it.
+  const modelDir = o.model;
   const model = await loadModel({ dir: modelDir, log: () => {} });
   const modelId = model.spec.modelId;
   const { codec } = model;
@@ -383,7 +378,7 @@ export async function runRoutingBench(o: RoutingBenchOptions): Promise<{ summary
   // The backends run once for all policies (each policy's edge gets its own cache salt, so no
   // policy reuses another's blocks); only the edge restarts, with ROUTING_POLICY set.
   note("routing", `starting ${numBackends} backends`);
-  const backendStack = await startStack({ modelDir, backendPorts, edgePort, kvMemory: "1GiB", threads: 1, startEdge: false, onLine });
+  const backendStack = await startStack({ ...(modelDir ? { modelDir } : {}), backendPorts, edgePort, kvMemory: "1GiB", threads: 1, startEdge: false, onLine });
   try {
     await warmUp(backendStack, modelId);
     for (const policy of policies) {
