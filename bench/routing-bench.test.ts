@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { checkTargets, idealCachedTokens, lostVsIdeal, maxOverMean, percentile, summarizePolicy, summaryJson, type TurnResult } from "./routing-bench";
 import { groupSizes, makeRoutingWorkload } from "./routing-workload";
 
-const turn = (trajectory: string, n: number, sentAtMs: number, promptTokens: number, completionTokens: number, ttftMs = 3) => ({ trajectory, turn: n, sentAtMs, ttftMs, promptTokens, completionTokens });
+const turn = (trajectory: string, n: number, sentAtMs: number, promptTokens: number, completionTokens: number) => ({ trajectory, turn: n, sentAtMs, promptTokens, completionTokens });
 
 describe("routing bench: pure parts", () => {
   it("percentile is nearest-rank", () => {
@@ -24,25 +24,21 @@ describe("routing bench: pure parts", () => {
   });
 
   it("ideal cached tokens: previous prompt + completion, shared first-turn prefix, whole blocks, at most prompt - 1", () => {
-    // a's first prompt is cached from 0 + 3 ms on, c's from 2 + 10.
     const turns = [
       turn("a", 1, 0, 1000, 10), // first of all: nothing to reuse
       turn("b", 1, 5, 1000, 10), // shares 700 tokens with a's first prompt, 900 with c's (both sent earlier) -> 896
       turn("a", 2, 50, 1300, 10), // a's turn 1 prompt + completion = 1010 -> 1008
       turn("b", 2, 60, 1015, 10), // 1010 capped at 1014, floored -> 1008
-      turn("c", 1, 2, 1000, 10, 10), // sent after a, before b: only a counts -> 300 -> 288
+      turn("c", 1, 2, 1000, 10), // sent after a, before b: only a counts -> 300 -> 288
       turn("a", 3, 90, 17, 10), // 1310 capped at 16 -> 16
     ];
     const shared = (x: string, y: string) => {
       const key = [x, y].sort().join("");
       return key === "ab" ? 700 : key === "ac" ? 300 : key === "bc" ? 900 : 0;
     };
-    expect(idealCachedTokens(turns, shared, 16, "sent")).toEqual([0, 896, 1008, 1008, 288, 16]);
+    expect(idealCachedTokens(turns, shared, 16)).toEqual([0, 896, 1008, 1008, 288, 16]);
     // Block size 1: exact token counts.
-    expect(idealCachedTokens(turns, shared, 1, "sent")).toEqual([0, 900, 1010, 1010, 300, 16]);
-    // "served" (the default): only first turns whose prefill had finished when this one was sent.
-    // b (sent at 5) finds a's (done at 3) but not c's (done at 12); c (sent at 2) finds none.
-    expect(idealCachedTokens(turns, shared, 16)).toEqual([0, 688, 1008, 1008, 0, 16]);
+    expect(idealCachedTokens(turns, shared, 1)).toEqual([0, 900, 1010, 1010, 300, 16]);
   });
 
   it("summarizes a policy: hit rate, ideal, throughput, TTFT, load, moves, where the shortfall is", () => {
@@ -64,11 +60,10 @@ describe("routing bench: pure parts", () => {
     });
     const results = [r("a", 1, "b0", 0, 100), r("a", 2, "b0", 80, 20), r("a", 3, "b1", 0, 300), r("b", 1, "b1", 48, 40)];
     const ideal = [0, 96, 96, 64];
-    const d = summarizePolicy({ results, ideal, idealSent: [0, 96, 96, 96], wallMs: 2000, backends: ["b0", "b1", "b2", "b3"] });
+    const d = summarizePolicy({ results, ideal, wallMs: 2000, backends: ["b0", "b1", "b2", "b3"] });
     expect(d.hitRate).toBe(0.32); // 128 / 400
     expect(d.idealHitRate).toBe(0.64); // 256 / 400
     expect(d.hitOverIdeal).toBe(0.5);
-    expect(d.idealSentHitRate).toBe(0.72); // 288 / 400
     expect(d.throughputTokPerS).toBe(20); // 40 tokens / 2 s
     expect(d.p50TtftMs).toBe(40);
     expect(d.p99TtftMs).toBe(300);

@@ -22,11 +22,10 @@ import { lineChart } from "./svg-plot";
  *
  * Definitions (also in docs/benchmarks.md):
  * - hit rate: sum of `usage.prompt_tokens_details.cached_tokens` / sum of `usage.prompt_tokens`.
- * - ideal hit rate: the same ratio for the tokens an ideal router could have served from cache
- *   (`idealCachedTokens`): a later turn its own previous turn's prompt + completion, a first turn
- *   the longest prefix it shares with a first turn already prefilled somewhere when it was sent
- *   (its group's system prompt and tools); whole blocks, at most prompt - 1 tokens. Reported per
- *   policy (first turns depend on timing); "ideal (sent)" counts any first turn sent earlier.
+ * - ideal hit rate: the same ratio for one infinite cache with the engine's block granularity
+ *   (`idealCachedTokens`): a later turn can reuse its own previous turn's prompt + completion, a
+ *   first turn the longest token prefix it shares with any first turn sent before it (its
+ *   group's system prompt and tools); whole blocks, at most prompt - 1 tokens.
  * - throughput: completion tokens of all turns / wall time of the workload (first start to
  *   last reply), tokens/s.
  * - TTFT: client-side, request sent to the first SSE chunk carrying content or a tool call.
@@ -83,8 +82,6 @@ export interface PolicyDetails extends PolicyFigures {
   computedTokens: number;
   completionTokens: number;
   hitOverIdeal: number;
-  /** The ideal hit rate if every first turn could reuse any first turn sent before it (upper bound). */
-  idealSentHitRate: number;
   /** Turns served per backend id. */
   turnsPerBackend: Record<string, number>;
   /** Prompt tokens computed (prefill) per backend id. */
@@ -161,30 +158,26 @@ export interface IdealTurn {
   trajectory: string;
   turn: number;
   sentAtMs: number;
-  /** Time to first token: the turn's prompt was cached on its backend from sentAtMs + ttftMs on. */
-  ttftMs: number;
   promptTokens: number;
   completionTokens: number;
 }
 
 /**
- * Tokens of each turn an ideal router could have served from cache (same order as `turns`),
- * reusing whole blocks of `blockSize` tokens. A later turn of a trajectory can reuse its previous
- * turn's prompt + completion (the transcript only grew). A first turn can reuse the longest
- * prefix it shares (`sharedPrefix(a, b)`: its group's system prompt and tools) with the first
- * turn of another trajectory that some backend already holds: with `when: "served"` (the
- * default, the reported figure) one whose prefill had finished (its first token arrived) before
- * this turn was sent, so a router sending it there would have found it cached; with
- * `when: "sent"` any sent earlier (one infinite cache shared by everything: an upper bound no
- * N-backend router reaches when trajectories start together). Capped at prompt - 1 (the engine
- * computes at least one token) and floored to whole blocks.
+ * Tokens of each turn an ideal cache could serve (same order as `turns`): one infinite cache
+ * shared by everything, reusing whole blocks of `blockSize` tokens. A later turn of a trajectory
+ * can reuse its previous turn's prompt + completion (the transcript only grew); a first turn the
+ * longest prefix it shares with a first turn sent before it (`sharedPrefix(a, b)`: tokens two
+ * trajectories' first prompts have in common, their group's system prompt and tools), since a
+ * backend shares a prefix still being prefilled with the requests queued behind it. Capped at
+ * prompt - 1 (the engine computes at least one token) and floored to whole blocks. An upper
+ * bound: N backends that each serve a group compute its system prompt once each.
  *
  * @example
- * idealCachedTokens([{ trajectory: "a", turn: 1, sentAtMs: 0, ttftMs: 9, promptTokens: 100, completionTokens: 10 },
- *                    { trajectory: "a", turn: 2, sentAtMs: 50, ttftMs: 9, promptTokens: 150, completionTokens: 10 }], () => 0, 16)
+ * idealCachedTokens([{ trajectory: "a", turn: 1, sentAtMs: 0, promptTokens: 100, completionTokens: 10 },
+ *                    { trajectory: "a", turn: 2, sentAtMs: 5, promptTokens: 150, completionTokens: 10 }], () => 0, 16)
  * // [0, 96]   (turn 2 reuses floor(110 / 16) * 16)
  */
-export function idealCachedTokens(turns: readonly IdealTurn[], sharedPrefix: (a: string, b: string) => number, blockSize: number, when: "served" | "sent" = "served"): number[] {
+export function idealCachedTokens(turns: readonly IdealTurn[], sharedPrefix: (a: string, b: string) => number, blockSize: number): number[] {
   const byKey = new Map(turns.map((t) => [`${t.trajectory}\u0000${t.turn}`, t]));
   const firsts = turns.filter((t) => t.turn === 1);
   return turns.map((t) => {
@@ -194,9 +187,7 @@ export function idealCachedTokens(turns: readonly IdealTurn[], sharedPrefix: (a:
       if (prev) reusable = prev.promptTokens + prev.completionTokens;
     } else {
       for (const f of firsts) {
-        if (f.trajectory === t.trajectory) continue;
-        const holdsAt = when === "served" ? f.sentAtMs + f.ttftMs : f.sentAtMs;
-        if (when === "served" ? holdsAt > t.sentAtMs : holdsAt >= t.sentAtMs) continue;
+        if (f.sentAtMs >= t.sentAtMs || f.trajectory === t.trajectory) continue;
         reusable = Math.max(reusable, sharedPrefix(t.trajectory, f.trajectory));
       }
     }
@@ -209,8 +200,6 @@ export function idealCachedTokens(turns: readonly IdealTurn[], sharedPrefix: (a:
 export function summarizePolicy(params: {
   results: readonly TurnResult[];
   ideal: readonly number[];
-  /** The "sent" ideal (upper bound); defaults to `ideal`. */
-  idealSent?: readonly number[];
   wallMs: number;
   backends: readonly string[];
   sampledLoad?: Record<string, number>;
@@ -242,7 +231,6 @@ export function summarizePolicy(params: {
   return {
     hitRate: round(prompt > 0 ? cached / prompt : 0, 4),
     idealHitRate: round(prompt > 0 ? idealCached / prompt : 0, 4),
-    idealSentHitRate: round(prompt > 0 ? (params.idealSent ?? ideal).reduce((a, b) => a + b, 0) / prompt : 0, 4),
     throughputTokPerS: round((completion / params.wallMs) * 1000, 2),
     p50TtftMs: round(percentile(ttft, 50), 1),
     p99TtftMs: round(percentile(ttft, 99), 1),
@@ -300,11 +288,11 @@ export function checkTargets(p: RoutingSummary["policies"]): { affinityHitVsIdea
 /** Markdown table, one row per policy. */
 export function policyTable(details: Partial<Record<RoutingPolicyName, PolicyDetails>>): string {
   const head =
-    "| policy | hit rate | ideal | ideal (sent) | hit/ideal | tok/s | p50 TTFT ms | p99 TTFT ms | max/mean turns | max/mean prefill | computed prompt tok | moves | backends/traj | executor s | backend CPU s | wall s |";
-  const sep = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
+    "| policy | hit rate | ideal | hit/ideal | tok/s | p50 TTFT ms | p99 TTFT ms | max/mean turns | max/mean prefill | computed prompt tok | moves | backends/traj | executor s | backend CPU s | wall s |";
+  const sep = "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
   const rows = (Object.entries(details) as [RoutingPolicyName, PolicyDetails][]).map(
     ([name, d]) =>
-      `| ${name} | ${d.hitRate.toFixed(3)} | ${d.idealHitRate.toFixed(3)} | ${d.idealSentHitRate.toFixed(3)} | ${d.hitOverIdeal.toFixed(3)} | ${d.throughputTokPerS.toFixed(1)} | ${Math.round(d.p50TtftMs)} | ${Math.round(d.p99TtftMs)} | ${d.maxOverMeanLoad.toFixed(2)} | ${d.maxOverMeanComputed.toFixed(2)} | ${d.computedTokens} | ${d.moves} | ${d.backendsPerTrajectory.toFixed(2)} | ${d.executorS.toFixed(1)} | ${d.backendCpuS.toFixed(1)} | ${d.wallS.toFixed(1)} |`,
+      `| ${name} | ${d.hitRate.toFixed(3)} | ${d.idealHitRate.toFixed(3)} | ${d.hitOverIdeal.toFixed(3)} | ${d.throughputTokPerS.toFixed(1)} | ${Math.round(d.p50TtftMs)} | ${Math.round(d.p99TtftMs)} | ${d.maxOverMeanLoad.toFixed(2)} | ${d.maxOverMeanComputed.toFixed(2)} | ${d.computedTokens} | ${d.moves} | ${d.backendsPerTrajectory.toFixed(2)} | ${d.executorS.toFixed(1)} | ${d.backendCpuS.toFixed(1)} | ${d.wallS.toFixed(1)} |`,
   );
   return [head, sep, ...rows].join("\n");
 }
@@ -399,13 +387,12 @@ export async function runRoutingBench(o: RoutingBenchOptions): Promise<{ summary
     for (const policy of policies) {
       onLine(`[routing] ---- ${policy} ----`);
       const run = await runPolicy({ policy, backendStack, edgePort, inspectorPort: await freePort(), persistTo: join(dir, policy), workload, modelId, onLine });
-      const ideal = idealCachedTokens(run.results, sharedPrefix, BLOCK_SIZE, "served");
-      const idealSent = idealCachedTokens(run.results, sharedPrefix, BLOCK_SIZE, "sent");
+      const ideal = idealCachedTokens(run.results, sharedPrefix, BLOCK_SIZE);
       const firstMismatch = run.results.find((r) => r.turn === 1 && r.promptTokens !== firstIds.get(r.trajectory)!.length);
       if (firstMismatch) note("routing", `note: ${firstMismatch.trajectory} turn 1 has ${firstMismatch.promptTokens} prompt tokens, the local render ${firstIds.get(firstMismatch.trajectory)!.length}`);
-      details[policy] = { ...summarizePolicy({ results: run.results, ideal, idealSent, wallMs: run.wallMs, backends: run.backends, sampledLoad: run.sampledLoad, usage: run.usage }), downSamples: run.downSamples, retries: run.retries, cpu: run.cpu };
+      details[policy] = { ...summarizePolicy({ results: run.results, ideal, wallMs: run.wallMs, backends: run.backends, sampledLoad: run.sampledLoad, usage: run.usage }), downSamples: run.downSamples, retries: run.retries, cpu: run.cpu };
       perTurn[policy] = { results: run.results, ideal };
-      allTurns[policy] = run.results.map((r, i) => ({ ...r, idealCachedTokens: ideal[i]!, idealSentCachedTokens: idealSent[i]! }));
+      allTurns[policy] = run.results.map((r, i) => ({ ...r, idealCachedTokens: ideal[i]! }));
       const d = details[policy]!;
       process.stderr.write(`\n${policyTable({ [policy]: d })}\nturns per backend: ${JSON.stringify(d.turnsPerBackend)}; computed prompt tokens per backend: ${JSON.stringify(d.computedPerBackend)}; mean sampled load (pool view): ${JSON.stringify(d.sampledLoadPerBackend)}; full turns ${d.fullTurns}; DO-side TTFT p50/p99 ${d.p50DoTtftMs}/${d.p99DoTtftMs} ms; ideal - cached tokens: ${JSON.stringify(d.lostVsIdeal)}; backend CPU ${d.backendCpuS} s, executor steps ${d.executorS} s in ${d.wallS} s wall; pool samples showing a backend down: ${JSON.stringify(d.downSamples)}; resent turns ${d.retries}; CPU s (machine busy/total, backends, edge, client): ${JSON.stringify(d.cpu)}\n\n`);
     }
@@ -743,7 +730,7 @@ function writePlots(
   };
   const hitSeries: { name: string; color: string; points: { x: number; y: number }[] }[] = entries.map(([name, { results }]) => ({ name, color: colors[name], points: ks.map((k) => ({ x: k, y: hitAt(results, k, (r) => r.cachedTokens) })) }));
   const first = entries[0];
-  if (first) hitSeries.push({ name: `ideal (${first[0]} run)`, color: "#7f7f7f", points: ks.map((k) => ({ x: k, y: hitAt(first[1].results, k, (_r, i) => first[1].ideal[i]!) })) });
+  if (first) hitSeries.push({ name: "ideal", color: "#7f7f7f", points: ks.map((k) => ({ x: k, y: hitAt(first[1].results, k, (_r, i) => first[1].ideal[i]!) })) });
   const title = `${info.numBackends} backends, ${info.numTrajectories} agent trajectories (${info.modelId}, CPU)`;
   const hitPath = join(outDir, "routing-hit-rate.svg");
   writeFileSync(hitPath, lineChart({ title: `Prefix hit rate per turn: ${title}`, xLabel: "turn", yLabel: "cached / prompt tokens", series: hitSeries }));
