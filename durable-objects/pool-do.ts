@@ -16,6 +16,17 @@ export interface BackendHeartbeat {
   /** Fraction of KV blocks in use, 0..1. */
   kvUsage: number;
   tokensPerS: number;
+  /**
+   * Running + waiting sequences averaged over the last seconds (exponential, time constant
+   * LOAD_AVG_TAU_MS on the backend): what routing compares, so a momentary burst does not move
+   * pinned trajectories. Absent from older backends: routing then uses running + waiting.
+   */
+  loadAvg?: number;
+}
+
+/** The load routing compares: the backend's smoothed load when it reports one. */
+export function routingLoad(b: Pick<BackendHeartbeat, "running" | "waiting" | "loadAvg">): number {
+  return b.loadAvg ?? b.running + b.waiting;
 }
 
 /** A heartbeat as it arrives: the load, and the KV events since the previous one. */

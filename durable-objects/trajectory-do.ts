@@ -5,7 +5,7 @@ import { releaseState } from "./backend-client";
 import { DEV_SECRET, type EdgeEnv } from "./edge-env";
 import { LeaseKeeper } from "./lease-keeper";
 import { leaseSettings } from "./lease-policy";
-import { poolOf, type PoolBackend } from "./pool-do";
+import { poolOf, routingLoad, type PoolBackend } from "./pool-do";
 import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "./routing-policy";
 import { tenantIndexOf } from "./tenant-index-do";
 import { TrajectoryStore } from "./trajectory-store";
@@ -170,7 +170,7 @@ export class TrajectoryDO extends DurableObject<EdgeEnv> {
       this.poolCache = { at: Date.now(), backends: await poolOf(this.env).view() };
     }
     const secret = this.env.AGENT_EDGE_SECRET ?? DEV_SECRET;
-    return this.poolCache.backends.map((b) => ({ url: b.url, secret, up: b.up, load: b.running + b.waiting }));
+    return this.poolCache.backends.map((b) => ({ url: b.url, secret, up: b.up, load: routingLoad(b) }));
   }
 }
 

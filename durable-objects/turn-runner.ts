@@ -80,7 +80,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
   if (policy === "affinity" && ctx.prefixBlocks && !staysPinned(meta, input.trajectoryId, ctx.backends)) {
     prefixBlocks = new Map(Object.entries(await ctx.prefixBlocks(store.promptBlockHashes(), await keyOf())));
   }
-  const plan = planTurn(meta, ctx.transcript, input, ctx.backends, prefixBlocks, policy, ctx.canonicalize ?? true);
+  const plan = planTurn(meta, ctx.transcript, input, ctx.backends, prefixBlocks, policy, ctx.canonicalize ?? true, store.numTurns());
   if (!(await ctx.emit({ type: "start", prefixBreak: plan.prefixBreak }))) throw new ProtocolError("backend_unavailable", "the client went away");
   const started = Date.now();
   const t0 = performance.now();
@@ -216,6 +216,7 @@ function planTurn(
   prefixBlocks: Map<string, number>,
   policy: RoutingPolicyName,
   canonical: boolean,
+  turnsDone: number,
 ): TurnPlan {
   // Safe canonicalization: tool-call ids by position, JSON arguments and tools with sorted keys.
   // On an append turn the stored messages (already canonical) give the new ones their positions.
@@ -251,7 +252,7 @@ function planTurn(
   const storedTools = JSON.parse(meta.toolsJson) as NonNullable<TurnInput["tools"]>;
   const tools = input.tools ? (canonical ? canonicalToolDefinitions(input.tools) : input.tools) : storedTools;
   const prefixBreak = stored.length > 0 ? explainBreak(stored, fullTranscript, storedTools, tools) : { cause: "none" as const };
-  const backend = pickBackend(policy, meta, input.trajectoryId, stored.length, backends, prefixBlocks);
+  const backend = pickBackend(policy, meta, input.trajectoryId, turnsDone, backends, prefixBlocks);
   let fullReason: FullReason | null = null;
   if (stored.length === 0 || !meta.stateId) fullReason = "first-turn";
   else if (diverged) fullReason = "diverged";
@@ -282,12 +283,12 @@ function pickBackend(
   policy: RoutingPolicyName,
   meta: TrajectoryMeta,
   trajectoryId: string,
-  storedMessages: number,
+  turnsDone: number,
   backends: RoutedBackend[],
   prefixBlocks: Map<string, number>,
 ): BackendTarget {
   if (backends.length === 0) throw new ProtocolError("backend_unavailable", "no backend is configured or registered");
-  const req = { trajectoryId, pinned: meta.backendUrl ?? undefined, prefixBlocks, counter: routeCounter(trajectoryId, storedMessages) };
+  const req = { trajectoryId, pinned: meta.backendUrl ?? undefined, prefixBlocks, counter: routeCounter(trajectoryId, turnsDone) };
   const d = route(policy, req, backends.map(snapshotOf));
   if (!d) throw new ProtocolError("backend_unavailable", "no backend is up (none answered its heartbeats)");
   return backends.find((b) => b.url === d.backendId)!;

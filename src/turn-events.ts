@@ -2,7 +2,7 @@ import { ProtocolError, toProtocolError } from "../protocol";
 import type { SamplingParams, ToolDefinition, ChatMessage } from "../protocol/messages";
 import { generateFrames } from "../durable-objects/backend-client";
 import { DEV_SECRET, type EdgeEnv } from "../durable-objects/edge-env";
-import { poolOf } from "../durable-objects/pool-do";
+import { poolOf, routingLoad } from "../durable-objects/pool-do";
 import { route } from "../durable-objects/routing-policy";
 import { normalizeMessage } from "../durable-objects/transcript-diff";
 import type { AssistantReply, TurnEvent, TurnInput } from "../durable-objects/turn-types";
@@ -46,7 +46,7 @@ export async function* statelessTurn(
   signal?: AbortSignal,
 ): AsyncGenerator<TurnEvent> {
   const pool = (await poolOf(env).view()).filter((b) => b.up);
-  const choice = route("least-loaded", { trajectoryId: crypto.randomUUID() }, pool.map((b) => ({ id: b.url, up: b.up, load: b.running + b.waiting })));
+  const choice = route("least-loaded", { trajectoryId: crypto.randomUUID() }, pool.map((b) => ({ id: b.url, up: b.up, load: routingLoad(b) })));
   if (!choice) throw new ProtocolError("backend_unavailable", "no backend is configured or up");
   const target = { url: choice.backendId, secret: env.AGENT_EDGE_SECRET ?? DEV_SECRET };
   const t0 = Date.now();

@@ -95,3 +95,45 @@ describe("startHeartbeat publishes KV events", () => {
     expect(maxInFlight).toBe(1);
   });
 });
+
+describe("heartbeat while the main thread is blocked", () => {
+  it("a keepalive thread resends the last load (no KV events) so the pool does not take a busy backend for a dead one", async () => {
+    const received: { at: number; body: Record<string, unknown> }[] = [];
+    const server = createServer((req, res) => {
+      let raw = "";
+      req.on("data", (c: Buffer) => (raw += c.toString()));
+      req.on("end", () => {
+        received.push({ at: Date.now(), body: JSON.parse(raw) as Record<string, unknown> });
+        res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ registered: false, kv: "ok" }));
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const edge = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const dir2 = mkdtempSync(join(tmpdir(), "agent-edge-keepalive-"));
+    const b = await createBackend({ modelDir: await materializeTinyModel(join(dir2, "tiny")), kvMemoryBytes: 1 << 20, blockSize: 16, maxBatchTokens: 256, enablePrefixCache: true, threads: 1, device: "cpu", backendId: "ka-test" });
+    const stop = startHeartbeat({ edgeUrl: edge, secret: "s", backendId: "ka-test", advertiseUrl: "http://127.0.0.1:1", engine: b.engine, intervalMs: 400 });
+    try {
+      // Let the main thread send its first beats.
+      await new Promise((r) => setTimeout(r, 900));
+      const before = received.length;
+      expect(before).toBeGreaterThanOrEqual(2);
+      expect(received.every((r) => r.body.kvEvents !== undefined)).toBe(true);
+      expect(typeof received[0]!.body.loadAvg).toBe("number");
+      // Block the main thread for 3.5 s, as a long synchronous onnxruntime step does.
+      const blockedAt = Date.now();
+      while (Date.now() - blockedAt < 3500) {
+        /* busy */
+      }
+      // Let the server's event loop take what arrived meanwhile (it is this thread too).
+      await new Promise((r) => setTimeout(r, 300));
+      const keepalives = received.slice(before).filter((r) => r.body.kvEvents === undefined);
+      expect(keepalives.length).toBeGreaterThanOrEqual(1);
+      expect(keepalives[0]!.body).toMatchObject({ id: "ka-test", url: "http://127.0.0.1:1", running: 0, waiting: 0 });
+    } finally {
+      stop();
+      server.close();
+      await b.close();
+      rmSync(dir2, { recursive: true, force: true });
+    }
+  });
+});

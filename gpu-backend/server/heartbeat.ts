@@ -1,5 +1,7 @@
 import { SECRET_HEADER, type HeartbeatReply } from "../../protocol/messages";
 import type { Engine } from "../engine/engine";
+import { startKeepalive } from "./keepalive-thread";
+import { LoadAverage } from "./load-average";
 
 export interface HeartbeatOptions {
   /** The edge's base URL; heartbeats go to `${edgeUrl}/v1/pool/heartbeat`. */
@@ -11,6 +13,8 @@ export interface HeartbeatOptions {
   engine: Engine;
   intervalMs?: number;
   log?: (line: string) => void;
+  /** Resend the last load from a worker thread while the main thread is blocked (default true). */
+  keepalive?: boolean;
 }
 
 /**
@@ -22,6 +26,11 @@ export interface HeartbeatOptions {
  * (it restarted, or missed a batch), makes the next batch a snapshot. Failures are logged once
  * per outage and retried; the pool marks the backend down after 3 missed beats.
  *
+ * The load reported for routing is `loadAvg`, running + waiting sampled every 250 ms and averaged
+ * over LOAD_AVG_TAU_MS (load-average.ts). While an engine step blocks the main thread, a keepalive
+ * thread resends the last beat's load (keepalive-thread.ts), so a busy backend is not taken for
+ * a dead one.
+ *
  * @example const stop = startHeartbeat({ edgeUrl, secret, backendId, advertiseUrl, engine });
  */
 export function startHeartbeat(o: HeartbeatOptions): () => void {
@@ -30,6 +39,18 @@ export function startHeartbeat(o: HeartbeatOptions): () => void {
   let lastTokens = o.engine.counters.stepTokens;
   let lastAt = performance.now();
   let inFlight = false;
+  const url = `${o.edgeUrl.replace(/\/+$/, "")}/v1/pool/heartbeat`;
+  const headers = { "content-type": "application/json", [SECRET_HEADER]: o.secret };
+  const intervalMs = o.intervalMs ?? 2000;
+  const keepalive = o.keepalive === false ? undefined : startKeepalive({ graceMs: Math.max(1000, Math.round(intervalMs * 1.25)) });
+  const load = new LoadAverage();
+  const sampleLoad = () => load.sample(o.engine.numRunning + o.engine.numWaiting);
+  sampleLoad();
+  const sampler = setInterval(() => {
+    sampleLoad();
+    keepalive?.alive();
+  }, 250);
+  sampler.unref();
   const beat = async () => {
     if (inFlight) return;
     inFlight = true;
@@ -39,20 +60,23 @@ export function startHeartbeat(o: HeartbeatOptions): () => void {
     lastTokens = tokens;
     lastAt = now;
     try {
-      const res = await fetch(`${o.edgeUrl.replace(/\/+$/, "")}/v1/pool/heartbeat`, {
+      sampleLoad();
+      const status = {
+        id: o.backendId,
+        url: o.advertiseUrl,
+        model: o.engine.modelId,
+        kvCapacityBlocks: o.engine.options.pool.numBlocks,
+        running: o.engine.numRunning,
+        waiting: o.engine.numWaiting,
+        kvUsage: o.engine.kv.usage(),
+        tokensPerS,
+        loadAvg: Math.round(load.value * 100) / 100,
+      };
+      keepalive?.beat(url, headers, JSON.stringify(status));
+      const res = await fetch(url, {
         method: "POST",
-        headers: { "content-type": "application/json", [SECRET_HEADER]: o.secret },
-        body: JSON.stringify({
-          id: o.backendId,
-          url: o.advertiseUrl,
-          model: o.engine.modelId,
-          kvCapacityBlocks: o.engine.options.pool.numBlocks,
-          running: o.engine.numRunning,
-          waiting: o.engine.numWaiting,
-          kvUsage: o.engine.kv.usage(),
-          tokensPerS,
-          kvEvents: o.engine.kvEventBatch(),
-        }),
+        headers,
+        body: JSON.stringify({ ...status, kvEvents: o.engine.kvEventBatch() }),
         signal: AbortSignal.timeout(5000),
       });
       if (!res.ok) throw new Error(`HTTP ${res.status}: ${(await res.text()).slice(0, 200)}`);
@@ -70,7 +94,11 @@ export function startHeartbeat(o: HeartbeatOptions): () => void {
     }
   };
   void beat();
-  const timer = setInterval(() => void beat(), o.intervalMs ?? 2000);
+  const timer = setInterval(() => void beat(), intervalMs);
   timer.unref();
-  return () => clearInterval(timer);
+  return () => {
+    clearInterval(timer);
+    clearInterval(sampler);
+    void keepalive?.stop();
+  };
 }

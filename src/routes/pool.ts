@@ -27,6 +27,7 @@ const heartbeat = z.object({
   waiting: z.number().int().min(0),
   kvUsage: z.number().min(0).max(1),
   tokensPerS: z.number().min(0),
+  loadAvg: z.number().min(0).optional(),
   /** KV events since the previous heartbeat (absent: the backend publishes none). */
   kvEvents: kvEvents.optional(),
 });
