@@ -3,6 +3,7 @@ import { SHORT_HASH_HEX } from "../protocol/block-hash";
 import { MAX_PROMPT_BLOCK_HASHES, type HeartbeatReply, type KvEventBatch } from "../protocol/messages";
 import { BlockIndex } from "./block-index";
 import { backendTargets, type EdgeEnv } from "./edge-env";
+import { route, type RouteReason, type RoutingPolicyName } from "./routing-policy";
 
 /** What a backend reports about itself on each heartbeat. */
 export interface BackendHeartbeat {
@@ -53,6 +54,18 @@ export const PREFIX_TTL_MS = 10 * 60_000;
 /** Leading block hashes kept per prefix key (the common prefix of the lists noted under it). */
 export const PREFIX_LIST_BLOCKS = 256;
 
+/** How long a placement counts as load on its backend at most (its heartbeats show it by then). */
+export const PENDING_PLACEMENT_MS = 5000;
+/** A placement this much older than a backend's last heartbeat may not be in it yet. */
+export const PLACEMENT_OVERLAP_MS = 1000;
+
+/** Where `PoolDO.place` put a trajectory, and why. */
+export interface Placement {
+  url: string;
+  reason: RouteReason;
+  prefixBlocks: Record<string, number>;
+}
+
 /** Default: a backend that missed heartbeats for this long is down (3 x the 2 s interval). */
 export const DEFAULT_DOWN_AFTER_MS = 6000;
 
@@ -74,6 +87,8 @@ export const DEFAULT_DOWN_AFTER_MS = 6000;
  */
 export class PoolDO extends DurableObject<EdgeEnv> {
   private readonly index = new BlockIndex();
+  /** Per backend url: times of placements made here (PENDING_PLACEMENT_MS at most). */
+  private readonly pending = new Map<string, number[]>();
 
   constructor(ctx: DurableObjectState, env: EdgeEnv) {
     super(ctx, env);
@@ -173,6 +188,41 @@ export class PoolDO extends DurableObject<EdgeEnv> {
       }
     }
     return out;
+  }
+
+  /**
+   * Places a new or moving trajectory (one call, serialized in this object): ranks backends by
+   * `prefixBlocks(hashes, key)` and routes with `policy` (affinity by default) over loads that
+   * count, on top of each backend's last heartbeat (the larger of its instant and smoothed load),
+   * the placements made here since that heartbeat (at most PENDING_PLACEMENT_MS old). So a burst
+   * of new trajectories sharing a popular system prompt, all arriving before the next heartbeat,
+   * spreads once the holder is overloaded instead of piling onto it (the hotspot failure).
+   * Null when no backend is up.
+   *
+   * @example await pool.place({ hashes: [], key, trajectoryId: "t1" }) // { url, reason: "prefix", prefixBlocks }
+   */
+  async place(p: { hashes: string[]; key?: string; trajectoryId: string; pinned?: string; policy?: RoutingPolicyName }): Promise<Placement | null> {
+    const prefixBlocks = await this.prefixBlocks(p.hashes, p.key);
+    const now = Date.now();
+    const view = await this.view();
+    const snapshot = view.map((b) => ({
+      id: b.url,
+      up: b.up,
+      load: Math.max(b.running + b.waiting, b.loadAvg ?? 0) + this.pendingPlacements(b.url, b.lastSeenMs, now),
+    }));
+    const d = route(p.policy ?? "affinity", { trajectoryId: p.trajectoryId, pinned: p.pinned, prefixBlocks: new Map(Object.entries(prefixBlocks)) }, snapshot);
+    if (!d) return null;
+    const list = this.pending.get(d.backendId) ?? [];
+    list.push(now);
+    this.pending.set(d.backendId, list.filter((t) => now - t <= PENDING_PLACEMENT_MS));
+    return { url: d.backendId, reason: d.reason, prefixBlocks };
+  }
+
+  /** Placements on `url` not yet reflected in its last heartbeat (made after it, or just before). */
+  private pendingPlacements(url: string, lastSeenMs: number, now: number): number {
+    const list = this.pending.get(url);
+    if (!list) return 0;
+    return list.filter((t) => now - t <= PENDING_PLACEMENT_MS && t >= lastSeenMs - PLACEMENT_OVERLAP_MS).length;
   }
 
   /** Backends that recently served a trajectory with this prefix key. */

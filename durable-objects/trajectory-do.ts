@@ -141,6 +141,7 @@ export class TrajectoryDO extends DurableObject<EdgeEnv> {
           transcript: this.transcript,
           backends: await this.backends(),
           prefixBlocks: (hashes, key) => poolOf(this.env).prefixBlocks(hashes, key),
+          place: (p) => poolOf(this.env).place(p),
           notePrefix: (key, url, hashes) => poolOf(this.env).notePrefix(key, url, hashes),
           timeoutMs: timeoutOf(this.env),
           policy: policyOf(this.env),

@@ -31,6 +31,12 @@ export interface TurnContext {
    * noted under `key`) it holds. Asked only when the trajectory is placed: new, or leaving its pin.
    */
   prefixBlocks?: (hashes: string[], key: string) => Promise<Record<string, number>>;
+  /**
+   * The pool's placement (`PoolDO.place`): decides, in the one pool object, where a new or moving
+   * trajectory goes and counts it there at once, so concurrent placements see each other. When
+   * given, it replaces `prefixBlocks` plus local routing for placements.
+   */
+  place?: (p: { hashes: string[]; key: string; trajectoryId: string; pinned: string | undefined }) => Promise<{ url: string } | null>;
   /** Records that a backend now holds this prefix key and these prompt blocks. */
   notePrefix?: (key: string, url: string, hashes: string[]) => Promise<void>;
   /** Receives events; returns false once the client is gone (then nothing is committed). */
@@ -77,10 +83,15 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
   const keyOf = async () =>
     (key ??= await prefixKey({ cacheSalt: input.cacheSalt, model: input.model, first: ctx.transcript[0] ?? input.messages[0], tools: input.tools ?? (JSON.parse(meta.toolsJson) as TurnInput["tools"]) }));
   let prefixBlocks = new Map<string, number>();
-  if (policy === "affinity" && ctx.prefixBlocks && !staysPinned(meta, input.trajectoryId, ctx.backends)) {
-    prefixBlocks = new Map(Object.entries(await ctx.prefixBlocks(store.promptBlockHashes(), await keyOf())));
+  let placed: string | undefined;
+  if (policy === "affinity" && (ctx.place || ctx.prefixBlocks) && !staysPinned(meta, input.trajectoryId, ctx.backends)) {
+    if (ctx.place) {
+      placed = (await ctx.place({ hashes: store.promptBlockHashes(), key: await keyOf(), trajectoryId: input.trajectoryId, pinned: meta.backendUrl ?? undefined }))?.url;
+    } else {
+      prefixBlocks = new Map(Object.entries(await ctx.prefixBlocks!(store.promptBlockHashes(), await keyOf())));
+    }
   }
-  const plan = planTurn(meta, ctx.transcript, input, ctx.backends, prefixBlocks, policy, ctx.canonicalize ?? true, store.numTurns());
+  const plan = planTurn(meta, ctx.transcript, input, ctx.backends, prefixBlocks, policy, ctx.canonicalize ?? true, store.numTurns(), placed);
   if (!(await ctx.emit({ type: "start", prefixBreak: plan.prefixBreak }))) throw new ProtocolError("backend_unavailable", "the client went away");
   const started = Date.now();
   const t0 = performance.now();
@@ -217,6 +228,7 @@ function planTurn(
   policy: RoutingPolicyName,
   canonical: boolean,
   turnsDone: number,
+  placed: string | undefined,
 ): TurnPlan {
   // Safe canonicalization: tool-call ids by position, JSON arguments and tools with sorted keys.
   // On an append turn the stored messages (already canonical) give the new ones their positions.
@@ -252,7 +264,8 @@ function planTurn(
   const storedTools = JSON.parse(meta.toolsJson) as NonNullable<TurnInput["tools"]>;
   const tools = input.tools ? (canonical ? canonicalToolDefinitions(input.tools) : input.tools) : storedTools;
   const prefixBreak = stored.length > 0 ? explainBreak(stored, fullTranscript, storedTools, tools) : { cause: "none" as const };
-  const backend = pickBackend(policy, meta, input.trajectoryId, turnsDone, backends, prefixBlocks);
+  // The pool's placement, when it named a backend this object knows as up; else route here.
+  const backend = backends.find((b) => b.url === placed && b.up) ?? pickBackend(policy, meta, input.trajectoryId, turnsDone, backends, prefixBlocks);
   let fullReason: FullReason | null = null;
   if (stored.length === 0 || !meta.stateId) fullReason = "first-turn";
   else if (diverged) fullReason = "diverged";

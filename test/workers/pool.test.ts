@@ -248,5 +248,33 @@ describe("BlockIndex", () => {
     expect(index.apply("u32", { seq: 1, kind: "snapshot", stored: [hx(7)], removed: [] })).toBe("ok");
     expect(index.leadingBlocks([hx(7)], ["u31", "u32"])).toEqual(new Map([["u32", 1]]));
   });
-});
 
+  it("places a burst of new trajectories with a popular prefix on its holder only until the holder is overloaded (placements count as load before heartbeats show them)", async () => {
+    const pool = privatePool();
+    const A = "http://10.0.0.1:8080";
+    for (const [id, url] of [["ga", A], ["gb", "http://10.0.0.2:8080"], ["gc", "http://10.0.0.3:8080"]] as const) {
+      await pool.heartbeat(beat(id, { url, running: 0, waiting: 0 }));
+    }
+    await pool.notePrefix("popular", A);
+    const picks: string[] = [];
+    for (let i = 0; i < 24; i++) {
+      const p = await pool.place({ hashes: [], key: "popular", trajectoryId: `burst-${i}`, pinned: undefined });
+      expect(p).not.toBeNull();
+      picks.push(p!.url);
+    }
+    const count = (url: string) => picks.filter((u) => u === url).length;
+    // The holder first (its cache is warm), then, once it runs absMargin (4) more than the least
+    // loaded, the others: no heartbeat came in between, so only the pool's own count can see it.
+    expect(picks.slice(0, 5)).toEqual(Array(5).fill(A));
+    expect(count(A)).toBeLessThan(24);
+    expect(count("http://10.0.0.2:8080")).toBeGreaterThan(0);
+    expect(count("http://10.0.0.3:8080")).toBeGreaterThan(0);
+    // A heartbeat reporting the load resets what the pool counts for that backend.
+    await pool.heartbeat(beat("ga", { url: A, running: 0, waiting: 0 }));
+    await runInDurableObject(pool, (instance: PoolDO) => {
+      // Placements long before the heartbeat no longer count.
+      (instance as unknown as { pending: Map<string, number[]> }).pending.set(A, [Date.now() - 60_000]);
+    });
+    expect((await pool.place({ hashes: [], key: "popular", trajectoryId: "after", pinned: undefined }))!.url).toBe(A);
+  });
+});
