@@ -5,7 +5,7 @@
  * Cache-aware affinity with bounded load (the default, `affinity`):
  *
  *   1. Keep the pinned backend unless it is down or overloaded: its load exceeds the least
- *      loaded backend's by more than `absMargin` AND by more than `relMargin` times.
+ *      loaded backend's by more than `pinAbsMargin` AND by more than `relMargin` times.
  *   2. Otherwise (new trajectory, pin down or overloaded) take the backend holding the longest
  *      cached prefix of this trajectory's blocks (from KV events), unless that one is overloaded
  *      by the same test; ties go to the less loaded one.
@@ -18,8 +18,12 @@
  * prompt there too).
  *
  * Tunables and defaults:
- *   absMargin = 4     (sequences running + waiting)
- *   relMargin = 1.5   (x the least loaded backend's load)
+ *   absMargin = 4     (sequences running + waiting; for placing: rule 2)
+ *   pinAbsMargin = 8  (for leaving a pin: rule 1; a move costs a full prefill of the transcript
+ *                      elsewhere, so the pinned backend must be much busier before it pays. The
+ *                      routing benchmark moved 44-78 trajectories per run at 4, each a re-prefill
+ *                      of thousands of tokens, with loads of ~5 per backend)
+ *   relMargin = 1.5   (x the least loaded backend's load; both rules)
  *   minPrefixBlocks = 1 (a prefix hit shorter than this is ignored)
  *
  * Alternatives for comparison: `round-robin`, `least-loaded`, `consistent-hash` (rendezvous
@@ -49,11 +53,13 @@ export interface RouteRequest {
 
 export interface RoutingTunables {
   absMargin: number;
+  /** Rule 1's absolute margin (leaving a pin). */
+  pinAbsMargin: number;
   relMargin: number;
   minPrefixBlocks: number;
 }
 
-export const DEFAULT_TUNABLES: RoutingTunables = { absMargin: 4, relMargin: 1.5, minPrefixBlocks: 1 };
+export const DEFAULT_TUNABLES: RoutingTunables = { absMargin: 4, pinAbsMargin: 8, relMargin: 1.5, minPrefixBlocks: 1 };
 
 export type RouteReason = "pinned" | "prefix" | "least-loaded" | "round-robin" | "hash" | "pinned-down" | "pinned-overloaded";
 
@@ -95,13 +101,13 @@ export function route(
 
 function affinity(req: RouteRequest, all: readonly BackendSnapshot[], up: BackendSnapshot[], t: RoutingTunables): RouteDecision {
   const minLoad = Math.min(...up.map((b) => b.load));
-  const overloaded = (b: BackendSnapshot) => b.load > minLoad + t.absMargin && b.load > minLoad * t.relMargin;
+  const overloaded = (b: BackendSnapshot, abs = t.absMargin) => b.load > minLoad + abs && b.load > minLoad * t.relMargin;
 
   let movedFrom: string | undefined;
   let why: RouteReason | undefined;
   if (req.pinned !== undefined) {
     const pinned = all.find((b) => b.id === req.pinned);
-    if (pinned?.up && !overloaded(pinned)) return { backendId: pinned.id, reason: "pinned" };
+    if (pinned?.up && !overloaded(pinned, t.pinAbsMargin)) return { backendId: pinned.id, reason: "pinned" };
     movedFrom = req.pinned;
     why = pinned?.up ? "pinned-overloaded" : "pinned-down";
   }

@@ -14,13 +14,20 @@ interface Case {
 
 const cases: Case[] = [
   { name: "keeps the pin under equal load", policy: "affinity", req: { trajectoryId: "t", pinned: "b1" }, backends: [b("b0", 2), b("b1", 2)], want: { backendId: "b1", reason: "pinned" } },
-  { name: "keeps the pin within the absolute margin", policy: "affinity", req: { trajectoryId: "t", pinned: "b1" }, backends: [b("b0", 0), b("b1", 4)], want: { backendId: "b1", reason: "pinned" } },
+  { name: "keeps the pin within the absolute margin", policy: "affinity", req: { trajectoryId: "t", pinned: "b1" }, backends: [b("b0", 0), b("b1", 8)], want: { backendId: "b1", reason: "pinned" } },
+  {
+    name: "keeps a pin that placing would avoid (leaving costs a full prefill: a larger margin)",
+    policy: "affinity",
+    req: { trajectoryId: "t", pinned: "b1" },
+    backends: [b("b0", 1), b("b1", 7)],
+    want: { backendId: "b1", reason: "pinned" },
+  },
   { name: "keeps the pin within the relative margin", policy: "affinity", req: { trajectoryId: "t", pinned: "b1" }, backends: [b("b0", 20), b("b1", 29)], want: { backendId: "b1", reason: "pinned" } },
   {
     name: "moves off a pin over both margins, to the least loaded",
     policy: "affinity",
     req: { trajectoryId: "t", pinned: "b1" },
-    backends: [b("b0", 1), b("b1", 9), b("b2", 3)],
+    backends: [b("b0", 1), b("b1", 10), b("b2", 3)],
     want: { backendId: "b0", reason: "pinned-overloaded", movedFrom: "b1" },
   },
   {
