@@ -22,6 +22,7 @@ const ARTIFACTS = join(repoRoot, "test", "artifacts");
 interface StateTurn {
   turn: number;
   full_reason: string | null;
+  prefix_break: { cause: string; message?: number; field?: string; offset?: number } | null;
   prompt_tokens: number;
   cached_tokens: number;
   computed_tokens: number;
@@ -91,6 +92,8 @@ describe("trajectory inspector in headless Chromium", () => {
 
     const state = (await (await fetch(`${stack.edgeUrl}/v1/tenants/local/trajectories/${id}`, { headers: { authorization: "Bearer sk-local-dev" } })).json()) as { turns: StateTurn[] };
     expect(state.turns.map((t) => t.full_reason)).toEqual(["first-turn", null, "diverged"]);
+    // The explainer: an edit of message 1's text that is no timestamp, id or JSON is "other".
+    expect(state.turns[2]!.prefix_break).toMatchObject({ cause: "other", message: 1, field: "content", offset: "The tests fail".length });
 
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     const page = await context.newPage();
@@ -120,12 +123,14 @@ describe("trajectory inspector in headless Chromium", () => {
     // The break marker on turn 3, with its cause, on the bars, the timeline and in the details.
     const marker = page.locator('svg.token-bars g.break-marker[data-turn="3"]');
     await expect.poll(() => marker.isVisible()).toBe(true);
-    expect(await marker.textContent()).toContain("diverged");
+    expect(await marker.textContent()).toContain("other");
     expect(await page.locator("svg.token-bars g.break-marker").count()).toBe(1);
     expect(await page.locator('svg.timeline line.break-tick[data-turn="3"]').count()).toBe(1);
     expect(await page.locator("svg.timeline g.pause").count()).toBe(2);
     const detail = page.locator('.break-detail[data-turn="3"]');
-    expect(await detail.textContent()).toContain("transcript diverged: an earlier message was edited or removed");
+    // The first differing text, side by side: as stored and as sent.
+    expect(await detail.textContent()).toContain("The tests fail. Find out why.");
+    expect(await detail.textContent()).toContain("The tests fail on CI only. Find out why.");
     expect(await page.locator("#hit-rate b").textContent()).toMatch(/^\d+\.\d%$/);
     expect(await page.locator("#time-saved").textContent()).toContain("estimate");
     // User text is text: the <script> in the tool output shows as such and never ran.
