@@ -27,7 +27,7 @@ export interface EngineOptions {
   stateCapacity?: number;
   /** Reported in done frames. */
   backendId: string;
-  /** Tool-pause leases: cap (default 0.25 of the pool), longest TTL, clock (lease-table.ts). */
+  /** Tool-pause leases: cap (default 0.75 of the pool), longest TTL, clock, eviction order (lease-table.ts). */
   leases?: Omit<LeaseTableParams, "pool">;
 }
 

@@ -2,16 +2,16 @@ import { describe, expect, it } from "vitest";
 import { hashRoot } from "../../protocol/block-hash";
 import { BlockPool } from "./block-pool";
 import { KVCacheManager } from "./kv-cache-manager";
-import { LeaseTable } from "./lease-table";
+import { LeaseTable, type LeaseTableParams } from "./lease-table";
 import { prng, randInt, range } from "./test-support";
 
 const h = (n: number): string => n.toString(16).padStart(32, "0");
 
 /** A pool of `numBlocks` blocks of 4 tokens and a lease table over it, on a settable clock. */
-function setup(numBlocks: number, maxLeasedFraction = 0.5) {
+function setup(numBlocks: number, maxLeasedFraction = 0.5, more: Partial<LeaseTableParams> = {}) {
   const clock = { t: 1000 };
   const pool = new BlockPool({ numBlocks, blockSize: 4 });
-  const leases = new LeaseTable({ pool, maxLeasedFraction, now: () => clock.t });
+  const leases = new LeaseTable({ pool, maxLeasedFraction, now: () => clock.t, ...more });
   const check = () => {
     pool.checkInvariants();
     leases.checkInvariants();
@@ -50,20 +50,23 @@ describe("LeaseTable: eviction order", () => {
     expect(pool.allocate(1)).toBeNull();
   });
 
-  it("breaks the oldest lease first under pressure", () => {
-    const { pool, leases, check, cacheAndFree } = setup(6, 1);
-    const a = cacheAndFree(2, 100);
-    const b = cacheAndFree(2, 200);
-    const c = cacheAndFree(2, 300);
-    leases.lease({ key: "b", blockIds: b, ttlMs: 5000 });
-    leases.lease({ key: "a", blockIds: a, ttlMs: 5000 });
-    leases.lease({ key: "c", blockIds: c, ttlMs: 5000 });
-    check();
-    pool.allocate(1);
-    check();
-    expect(leases.list().map((l) => l.key)).toEqual(["a", "c"]);
-    expect(pool.blockHash(b[0]!)).toBe(h(200)); // b's head survives; its tail went first
-    expect(pool.blockHash(b[1]!)).toBeNull();
+  it("breaks the lease due last first under pressure (or the oldest, with breakOrder oldest)", () => {
+    for (const breakOrder of ["latest-deadline", "oldest"] as const) {
+      const { pool, leases, check, cacheAndFree } = setup(6, 1, breakOrder === "oldest" ? { breakOrder } : {});
+      const a = cacheAndFree(2, 100);
+      const b = cacheAndFree(2, 200);
+      const c = cacheAndFree(2, 300);
+      leases.lease({ key: "b", blockIds: b, ttlMs: 5000 });
+      leases.lease({ key: "a", blockIds: a, ttlMs: 9000 });
+      leases.lease({ key: "c", blockIds: c, ttlMs: 3000 });
+      check();
+      pool.allocate(1);
+      check();
+      const broken = breakOrder === "oldest" ? b : a;
+      expect(leases.list().map((l) => l.key)).toEqual(breakOrder === "oldest" ? ["a", "c"] : ["b", "c"]);
+      expect(pool.blockHash(broken[0]!)).not.toBeNull(); // the broken lease's head survives; its tail went first
+      expect(pool.blockHash(broken[1]!)).toBeNull();
+    }
   });
 
   it("counts protected blocks: evictions LRU would have taken from the lease become saved tokens on a hit", () => {
@@ -158,17 +161,44 @@ describe("LeaseTable: cap, expiry, release", () => {
     expect(leases.end("a", "released")).toEqual({ ended: false, savedTokens: 0, endedBefore: "expired" });
   });
 
-  it("ends a lease past its deadline before an allocation evicts anything; its blocks go first", () => {
+  it("ends a lease past its deadline before an allocation evicts anything; its blocks rejoin the LRU at the back", () => {
     const { clock, pool, leases, check, cacheAndFree } = setup(4, 1);
     const a = cacheAndFree(2, 100);
     const b = cacheAndFree(2, 200);
     leases.lease({ key: "b", blockIds: b, ttlMs: 100 });
     clock.t += 100;
-    pool.allocate(1); // b expired first, and expired blocks go to the FRONT: b's tail is the victim, not a's
+    pool.allocate(1); // b expired first and went to the back, as if released now: a's tail is the victim
     check();
     expect(leases.counters.expired).toBe(1);
+    expect(a.map((id) => pool.blockHash(id))).toEqual([h(100), null]);
+    expect(b.map((id) => pool.blockHash(id))).toEqual([h(200), h(201)]);
+  });
+
+  it("with expiredTo front, an expired lease's blocks go first", () => {
+    const { clock, pool, leases, check, cacheAndFree } = setup(4, 1, { expiredTo: "front" });
+    const a = cacheAndFree(2, 100);
+    const b = cacheAndFree(2, 200);
+    leases.lease({ key: "b", blockIds: b, ttlMs: 100 });
+    clock.t += 100;
+    pool.allocate(1);
+    check();
     expect(a.map((id) => pool.blockHash(id))).toEqual([h(100), h(101)]);
     expect(b.map((id) => pool.blockHash(id))).toEqual([h(200), null]);
+  });
+
+  it("sends capped leases' blocks to the back (default) or the front (droppedTo front)", () => {
+    for (const droppedTo of ["back", "front"] as const) {
+      const { pool, leases, check, cacheAndFree } = setup(8, 0.25, { droppedTo }); // cap 2 blocks
+      const x = cacheAndFree(2, 50);
+      const a = cacheAndFree(2, 100);
+      const b = cacheAndFree(2, 200);
+      leases.lease({ key: "a", blockIds: a, ttlMs: 5000 });
+      leases.lease({ key: "b", blockIds: b, ttlMs: 5000 }); // caps a
+      check();
+      expect(leases.counters.capped).toBe(1);
+      const order = pool.freeOrder().filter((id) => pool.blockHash(id) !== null);
+      expect(order).toEqual(droppedTo === "back" ? [x[1], x[0], a[1], a[0]] : [a[1], a[0], x[1], x[0]]); // the tail first either way
+    }
   });
 
   it("clamps the TTL to maxTtlMs and rejects a non-positive one", () => {

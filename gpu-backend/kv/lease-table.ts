@@ -5,19 +5,20 @@ import type { BlockPool, PoolLeaseHooks } from "./block-pool";
  * of the trajectory's latest state for a predicted time. Leased free blocks are evicted only after
  * every unleased one (the pool keeps them out of its free queue, see block-pool.ts).
  *
- * Rules, with their defaults:
- * - `maxLeasedFraction` (0.25): leases hold at most this fraction of the pool's blocks (distinct
+ * Rules, with their defaults (measured: docs/benchmarks.md, Leases):
+ * - `maxLeasedFraction` (0.75): leases hold at most this fraction of the pool's blocks (distinct
  *   blocks, in use or free). A new lease that would pass it ends the oldest leases first
  *   (`capped`); a lease larger than the cap alone is refused.
- * - Admission is never blocked: when the pool needs a block and only leased ones are free, the
- *   oldest lease is ended (`broken`) and its blocks rejoin the LRU order.
+ * - Admission is never blocked: when the pool needs a block and only leased ones are free, a
+ *   lease is ended (`broken`) and its blocks rejoin the LRU order: by default (`breakOrder`
+ *   "latest-deadline") the one due last, i.e. the agent predicted to come back last; "oldest"
+ *   breaks the oldest.
  * - A lease ends at its deadline (`expired`, checked lazily on every call and by `expire()`),
  *   when a turn on its state arrives (`hit`), when the edge releases it (`released`), or when a
  *   new lease on the same key replaces it (`superseded`). `maxTtlMs` (10 min) bounds any TTL.
- * - Blocks leaving a lease re-enter the free queue at the back, as if released then, when the
- *   lease ended by a turn or the edge (`hit`, `released`, `superseded`); at the FRONT when it
- *   expired, was capped or broken: with heavy-tailed pauses an agent that outwaited its predicted
- *   pause will likely wait much longer, so those blocks are the best victims.
+ * - Blocks leaving a lease re-enter the free queue at the back, as if released then. For an
+ *   expired lease (`expiredTo`) and a capped or broken one (`droppedTo`) "front" (evicted next)
+ *   is the alternative; it measured worse than plain LRU.
  *
  * Saved tokens (`counters.savedTokens`): each eviction of a cached block that became free AFTER a
  * lease's blocks did (so plain LRU would have evicted a leased block instead) marks one block of
@@ -35,6 +36,9 @@ export class LeaseTable implements PoolLeaseHooks {
   readonly counters: LeaseCounters = { created: 0, refused: 0, hits: 0, savedTokens: 0, expired: 0, released: 0, broken: 0, capped: 0, superseded: 0 };
   private readonly pool: BlockPool;
   private readonly now: () => number;
+  private readonly expiredToFront: boolean;
+  private readonly droppedToFront: boolean;
+  private readonly breakLatestDeadline: boolean;
   /** Active leases, oldest first (Map keeps insertion order). */
   private readonly leases = new Map<string, Lease>();
   /** How recently ended leases ended (bounded), so a late release can say whether a turn used it. */
@@ -43,10 +47,13 @@ export class LeaseTable implements PoolLeaseHooks {
   private nextDeadline = Infinity;
 
   constructor(params: LeaseTableParams) {
-    const fraction = params.maxLeasedFraction ?? 0.25;
+    const fraction = params.maxLeasedFraction ?? 0.75;
     if (!(fraction >= 0 && fraction <= 1)) throw new Error(`LeaseTable: maxLeasedFraction must be in [0, 1], got ${fraction}`);
     this.pool = params.pool;
     this.now = params.now ?? Date.now;
+    this.expiredToFront = params.expiredTo === "front";
+    this.droppedToFront = params.droppedTo === "front";
+    this.breakLatestDeadline = (params.breakOrder ?? "latest-deadline") === "latest-deadline";
     this.maxTtlMs = params.maxTtlMs ?? 600_000;
     this.maxLeasedBlocks = Math.floor(fraction * params.pool.numBlocks);
     this.pool.setLeaseHooks(this);
@@ -133,12 +140,22 @@ export class LeaseTable implements PoolLeaseHooks {
     return n;
   }
 
-  /** Pool hook: only leased blocks are free. Ends expired leases, else the oldest one. */
+  /** Pool hook: only leased blocks are free. Ends expired leases, else the one due last (or the oldest, per `breakOrder`). */
   reclaim(): boolean {
     if (this.expire() > 0) return true;
     const oldest = this.leases.keys().next();
     if (oldest.done) return false;
-    this.endLease(oldest.value, "broken");
+    let victim = oldest.value;
+    if (this.breakLatestDeadline) {
+      let latest = -Infinity;
+      for (const [key, l] of this.leases) {
+        if (l.expiresAt > latest) {
+          latest = l.expiresAt;
+          victim = key;
+        }
+      }
+    }
+    this.endLease(victim, "broken");
     return true;
   }
 
@@ -171,7 +188,7 @@ export class LeaseTable implements PoolLeaseHooks {
   private endLease(key: string, how: LeaseEnd): number {
     const l = this.leases.get(key)!;
     this.leases.delete(key);
-    this.pool.unlease(l.blockIds, how === "expired" || how === "capped" || how === "broken");
+    this.pool.unlease(l.blockIds, how === "expired" ? this.expiredToFront : (how === "capped" || how === "broken") && this.droppedToFront);
     if (l.expiresAt <= this.nextDeadline) {
       this.nextDeadline = Infinity;
       for (const other of this.leases.values()) this.nextDeadline = Math.min(this.nextDeadline, other.expiresAt);
@@ -206,12 +223,18 @@ export type LeaseEnd = "hit" | "released" | "expired" | "broken" | "capped" | "s
 
 export interface LeaseTableParams {
   pool: BlockPool;
-  /** Most blocks leases may hold, as a fraction of the pool. Default 0.25. */
+  /** Most blocks leases may hold, as a fraction of the pool. Default 0.75. */
   maxLeasedFraction?: number;
   /** Longest TTL granted. Default 600000 (10 min). */
   maxTtlMs?: number;
   /** Clock in milliseconds. Default `Date.now`. */
   now?: () => number;
+  /** Where the blocks of an expired lease go in the LRU order. Default "back". */
+  expiredTo?: "front" | "back";
+  /** Where the blocks of a capped or broken lease go in the LRU order. Default "back". */
+  droppedTo?: "front" | "back";
+  /** Which lease the pool breaks when only leased blocks are left. Default "latest-deadline". */
+  breakOrder?: "oldest" | "latest-deadline";
 }
 
 export interface LeaseResult {
