@@ -166,7 +166,7 @@ export async function runLeaseBench(o: LeaseBenchOptions): Promise<{ summary: Re
     writeFileSync(
       plot,
       lineChart({
-        title: `Re-prefilled tokens, cumulative (${M} agents x ${T} turns, pool = 1/3 of their contexts)`,
+        title: `Re-prefilled tokens, cumulative (${M} agents x ${T} turns, pool = 1/3 of the active working set)`,
         xLabel: "turns finished (simulated-time order)",
         yLabel: "re-prefilled tokens",
         series: variants.map((v, i) => ({ name: v.label, color: colors[i % colors.length]!, points: cumulative(runs[v.name]!.records) })),
