@@ -58,6 +58,14 @@ export const PREFIX_LIST_BLOCKS = 256;
 export const PENDING_PLACEMENT_MS = 5000;
 /** A placement this much older than a backend's last heartbeat may not be in it yet. */
 export const PLACEMENT_OVERLAP_MS = 1000;
+/**
+ * How long a new trajectory placed under a prefix key marks its backend as (about to be) holding
+ * that key's shared prefix: long enough for a first prefill under load; by then the turn's done
+ * frame has noted the real blocks (`notePrefix`).
+ */
+export const PLACED_PREFIX_MS = 30_000;
+/** Prefix keys with recent placements kept in memory at most (the oldest are forgotten first). */
+export const MAX_PLACED_KEYS = 10_000;
 
 /** Where `PoolDO.place` put a trajectory, and why. */
 export interface Placement {
@@ -89,6 +97,8 @@ export class PoolDO extends DurableObject<EdgeEnv> {
   private readonly index = new BlockIndex();
   /** Per backend url: times of placements made here (PENDING_PLACEMENT_MS at most). */
   private readonly pending = new Map<string, number[]>();
+  /** Per prefix key: backend url -> when a new trajectory under that key was placed there. */
+  private readonly placedKeys = new Map<string, Map<string, number>>();
 
   constructor(ctx: DurableObjectState, env: EdgeEnv) {
     super(ctx, env);
@@ -169,6 +179,12 @@ export class PoolDO extends DurableObject<EdgeEnv> {
    *   one they lack), so a backend whose blocks were evicted counts 0 even if it served the key.
    * - Backends not indexed (static BACKEND_URLS, a registered one before its first snapshot) count
    *   1 when they recently served `key`; so do all holders when no list is known for the key.
+   * - For a new trajectory (no hashes), a backend where `place` put another new trajectory
+   *   under the same key in the last PLACED_PREFIX_MS counts as holding the key's whole list (1
+   *   when none is known yet): its first prefill of the shared prefix may still be running, and
+   *   the requests behind it share it there. Without this, a burst of new trajectories arriving
+   *   before the first one's prefill ends would find no holder and scatter over the pool,
+   *   prefilling the same system prompt on every backend.
    * - A backend marked down counts nothing (and its blocks are dropped from the index).
    *
    * @example await pool.prefixBlocks([], key) // { "http://10.0.0.2:8080": 14 }
@@ -185,6 +201,13 @@ export class PoolDO extends DurableObject<EdgeEnv> {
       for (const url of await this.prefixHolders(key)) {
         if (list && this.index.isIndexed(url)) continue;
         out[url] = Math.max(out[url] ?? 0, 1);
+      }
+      if (hashes.length === 0) {
+        const upSet = new Set([...up, ...backendTargets(this.env).map((t) => t.url)]);
+        const now = Date.now();
+        for (const [url, at] of this.placedKeys.get(key) ?? []) {
+          if (now - at <= PLACED_PREFIX_MS && upSet.has(url)) out[url] = Math.max(out[url] ?? 0, list?.length ?? 1, 1);
+        }
       }
     }
     return out;
@@ -215,7 +238,21 @@ export class PoolDO extends DurableObject<EdgeEnv> {
     const list = this.pending.get(d.backendId) ?? [];
     list.push(now);
     this.pending.set(d.backendId, list.filter((t) => now - t <= PENDING_PLACEMENT_MS));
+    if (p.key !== undefined && p.hashes.length === 0) this.notePlaced(p.key, d.backendId, now);
     return { url: d.backendId, reason: d.reason, prefixBlocks };
+  }
+
+  /** Remembers that a new trajectory under `key` went to `url` (see `prefixBlocks`), bounded. */
+  private notePlaced(key: string, url: string, now: number): void {
+    const urls = this.placedKeys.get(key) ?? new Map<string, number>();
+    this.placedKeys.delete(key); // re-inserted last: the Map's order is oldest note first
+    for (const [u, at] of urls) if (now - at > PLACED_PREFIX_MS) urls.delete(u);
+    urls.set(url, now);
+    this.placedKeys.set(key, urls);
+    for (const [k, byUrl] of this.placedKeys) {
+      if (this.placedKeys.size <= MAX_PLACED_KEYS && [...byUrl.values()].some((at) => now - at <= PLACED_PREFIX_MS)) break;
+      this.placedKeys.delete(k);
+    }
   }
 
   /** Placements on `url` not yet reflected in its last heartbeat (made after it, or just before). */

@@ -3,7 +3,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { SECRET_HEADER } from "../../protocol/messages";
 import { BlockIndex, DEFAULT_MAX_INDEX_ENTRIES, evictionBatch } from "../../durable-objects/block-index";
-import { DEFAULT_DOWN_AFTER_MS, PREFIX_LIST_BLOCKS, PREFIX_TTL_MS, type BackendHeartbeat, type HeartbeatInput, type PoolDO } from "../../durable-objects/pool-do";
+import { DEFAULT_DOWN_AFTER_MS, PLACED_PREFIX_MS, PREFIX_LIST_BLOCKS, PREFIX_TTL_MS, type BackendHeartbeat, type HeartbeatInput, type PoolDO } from "../../durable-objects/pool-do";
 import type { KvEventBatch } from "../../protocol/messages";
 import { call } from "./helpers";
 
@@ -276,5 +276,30 @@ describe("BlockIndex", () => {
       (instance as unknown as { pending: Map<string, number[]> }).pending.set(A, [Date.now() - 60_000]);
     });
     expect((await pool.place({ hashes: [], key: "popular", trajectoryId: "after", pinned: undefined }))!.url).toBe(A);
+  });
+
+  it("keeps a burst of new trajectories with a prefix no one holds yet together: the first placement marks its backend for the key", async () => {
+    const pool = privatePool();
+    const urls = ["http://10.0.1.1:8080", "http://10.0.1.2:8080", "http://10.0.1.3:8080", "http://10.0.1.4:8080"];
+    for (const [i, url] of urls.entries()) await pool.heartbeat(beat(`gp${i}`, { url, running: 0, waiting: 0 }));
+    const picks: { url: string; reason: string }[] = [];
+    for (let i = 0; i < 8; i++) picks.push((await pool.place({ hashes: [], key: "fresh-key", trajectoryId: `fresh-${i}`, pinned: undefined }))!);
+    // The first goes to the least loaded (all idle); the next ones follow it while its first
+    // prefill of the shared prompt may still run, until it runs absMargin (4) more than the rest.
+    expect(picks[0]!.reason).toBe("least-loaded");
+    expect(picks.slice(1, 5).map((p) => p.url)).toEqual(Array(4).fill(picks[0]!.url));
+    expect(picks.slice(1, 5).every((p) => p.reason === "prefix")).toBe(true);
+    // Then the overflow goes to ONE other backend, which it marks in turn, not over all of them.
+    expect(picks[5]!.url).not.toBe(picks[0]!.url);
+    expect(new Set(picks.slice(5).map((p) => p.url)).size).toBe(1);
+    // Another key is unaffected; a moving trajectory (with hashes) does not use the marks.
+    expect(await pool.prefixBlocks([], "other-key")).toEqual({});
+    expect(await pool.prefixBlocks([hx(9)], "fresh-key")).toEqual({});
+    // Marks expire after PLACED_PREFIX_MS.
+    await runInDurableObject(pool, (instance: PoolDO) => {
+      const marks = (instance as unknown as { placedKeys: Map<string, Map<string, number>> }).placedKeys.get("fresh-key")!;
+      for (const url of marks.keys()) marks.set(url, Date.now() - PLACED_PREFIX_MS - 1);
+    });
+    expect(await pool.prefixBlocks([], "fresh-key")).toEqual({});
   });
 });
