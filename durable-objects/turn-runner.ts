@@ -3,7 +3,7 @@ import type { ChatMessage, DoneFrame, GenerateRequest } from "../protocol/messag
 import { generateFrames, type BackendTarget } from "./backend-client";
 import { canonicalizeTranscript, canonicalJsonText, canonicalToolDefinitions, type Repairs } from "./canonicalize";
 import { explainBreak, type PrefixBreak } from "./prefix-break";
-import { route, routeCounter, type RoutingPolicyName } from "./routing-policy";
+import { route, routeCounter, type RouteReason, type RoutingPolicyName } from "./routing-policy";
 import type { TrajectoryMeta, TrajectoryStore } from "./trajectory-store";
 import { canonicalTools, diffTranscript, normalizeMessage, prefixKey } from "./transcript-diff";
 import type { AssistantReply, FullReason, TurnEvent, TurnInput, TurnRecord } from "./turn-types";
@@ -36,7 +36,7 @@ export interface TurnContext {
    * trajectory goes and counts it there at once, so concurrent placements see each other. When
    * given, it replaces `prefixBlocks` plus local routing for placements.
    */
-  place?: (p: { hashes: string[]; key: string; trajectoryId: string; pinned: string | undefined }) => Promise<{ url: string } | null>;
+  place?: (p: { hashes: string[]; key: string; trajectoryId: string; pinned: string | undefined }) => Promise<{ url: string; reason: RouteReason } | null>;
   /** Records that a backend now holds this prefix key and these prompt blocks. */
   notePrefix?: (key: string, url: string, hashes: string[]) => Promise<void>;
   /** Receives events; returns false once the client is gone (then nothing is committed). */
@@ -83,10 +83,10 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
   const keyOf = async () =>
     (key ??= await prefixKey({ cacheSalt: input.cacheSalt, model: input.model, first: ctx.transcript[0] ?? input.messages[0], tools: input.tools ?? (JSON.parse(meta.toolsJson) as TurnInput["tools"]) }));
   let prefixBlocks = new Map<string, number>();
-  let placed: string | undefined;
+  let placed: { url: string; reason: RouteReason } | undefined;
   if (policy === "affinity" && (ctx.place || ctx.prefixBlocks) && !staysPinned(meta, input.trajectoryId, ctx.backends)) {
     if (ctx.place) {
-      placed = (await ctx.place({ hashes: store.promptBlockHashes(), key: await keyOf(), trajectoryId: input.trajectoryId, pinned: meta.backendUrl ?? undefined }))?.url;
+      placed = (await ctx.place({ hashes: store.promptBlockHashes(), key: await keyOf(), trajectoryId: input.trajectoryId, pinned: meta.backendUrl ?? undefined })) ?? undefined;
     } else {
       prefixBlocks = new Map(Object.entries(await ctx.prefixBlocks!(store.promptBlockHashes(), await keyOf())));
     }
@@ -101,6 +101,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
   let mode = plan.mode;
   let fullReason = plan.fullReason;
   let backend = plan.backend;
+  let routeReason: RouteReason | "failover" = plan.route;
   const tried = new Set<string>();
   let clientGone = false;
 
@@ -150,6 +151,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
         backend = next;
         mode = "full";
         fullReason = "failover";
+        routeReason = "failover";
         continue;
       }
       if (err.code === "backend_unavailable" && !nothingSent && !clientGone) {
@@ -180,6 +182,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     requestBytes: stats.requestBytes,
     prefixBreak: plan.prefixBreak.cause === "none" ? plan.prefixBreak : { ...plan.prefixBreak, uncachedFromToken: done.usage.cachedTokens },
     ...(plan.repaired ? { repaired: plan.repaired } : {}),
+    route: routeReason,
   };
   const event = { type: "done" as const, message: reply, finishReason: done.finishReason, usage: done.usage, turn: record, replayed: false };
   const transcript = [...plan.fullTranscript, reply as ChatMessage];
@@ -211,6 +214,8 @@ interface TurnPlan {
   fullTranscript: ChatMessage[];
   tools: NonNullable<TurnInput["tools"]>;
   backend: BackendTarget;
+  /** Why the turn goes to `backend` (the routing policy's reason, or the pool's placement's). */
+  route: RouteReason;
   /** Why the transcript is not an extension of the stored one (cause "none" when it is). */
   prefixBreak: PrefixBreak;
   /** Whether messages and tools were canonicalized (then the reply's tool calls are too). */
@@ -228,7 +233,7 @@ function planTurn(
   policy: RoutingPolicyName,
   canonical: boolean,
   turnsDone: number,
-  placed: string | undefined,
+  placed: { url: string; reason: RouteReason } | undefined,
 ): TurnPlan {
   // Safe canonicalization: tool-call ids by position, JSON arguments and tools with sorted keys.
   // On an append turn the stored messages (already canonical) give the new ones their positions.
@@ -265,13 +270,14 @@ function planTurn(
   const tools = input.tools ? (canonical ? canonicalToolDefinitions(input.tools) : input.tools) : storedTools;
   const prefixBreak = stored.length > 0 ? explainBreak(stored, fullTranscript, storedTools, tools) : { cause: "none" as const };
   // The pool's placement, when it named a backend this object knows as up; else route here.
-  const backend = backends.find((b) => b.url === placed && b.up) ?? pickBackend(policy, meta, input.trajectoryId, turnsDone, backends, prefixBlocks);
+  const placedBackend = placed ? backends.find((b) => b.url === placed.url && b.up) : undefined;
+  const { backend, reason: routeReason } = placedBackend ? { backend: placedBackend, reason: placed!.reason } : pickBackend(policy, meta, input.trajectoryId, turnsDone, backends, prefixBlocks);
   let fullReason: FullReason | null = null;
   if (stored.length === 0 || !meta.stateId) fullReason = "first-turn";
   else if (diverged) fullReason = "diverged";
   else if (canonicalTools(tools) !== meta.toolsJson) fullReason = "tools-changed";
   else if (backend.url !== meta.backendUrl) fullReason = "backend-changed";
-  return { mode: fullReason ? "full" : "delta", fullReason, keep, newMessages, fullTranscript, tools, backend, prefixBreak, canonical, ...(repaired ? { repaired } : {}) };
+  return { mode: fullReason ? "full" : "delta", fullReason, keep, newMessages, fullTranscript, tools, backend, route: routeReason, prefixBreak, canonical, ...(repaired ? { repaired } : {}) };
 }
 
 /** Whether affinity keeps the trajectory on its pinned backend (up, not overloaded): no placement needed. */
@@ -299,12 +305,12 @@ function pickBackend(
   turnsDone: number,
   backends: RoutedBackend[],
   prefixBlocks: Map<string, number>,
-): BackendTarget {
+): { backend: BackendTarget; reason: RouteReason } {
   if (backends.length === 0) throw new ProtocolError("backend_unavailable", "no backend is configured or registered");
   const req = { trajectoryId, pinned: meta.backendUrl ?? undefined, prefixBlocks, counter: routeCounter(trajectoryId, turnsDone) };
   const d = route(policy, req, backends.map(snapshotOf));
   if (!d) throw new ProtocolError("backend_unavailable", "no backend is up (none answered its heartbeats)");
-  return backends.find((b) => b.url === d.backendId)!;
+  return { backend: backends.find((b) => b.url === d.backendId)!, reason: d.reason };
 }
 
 function snapshotOf(b: RoutedBackend) {

@@ -1,5 +1,6 @@
 import type { Repairs } from "./canonicalize";
 import type { PrefixBreak } from "./prefix-break";
+import type { RouteReason } from "./routing-policy";
 import type { ChatMessage, ErrorCode, FinishReason, SamplingParams, ToolCall, ToolDefinition, Usage } from "../protocol/messages";
 
 /** The assistant reply of a turn, as stored in the transcript and returned to clients. */
@@ -60,6 +61,12 @@ export interface TurnRecord {
   prefixBreak?: PrefixBreak;
   /** What safe canonicalization changed in this turn's request (absent when nothing). */
   repaired?: Repairs;
+  /**
+   * Why the turn went to its backend: the routing policy's reason (`pinned`, `prefix`,
+   * `least-loaded`, `pinned-overloaded`, `pinned-down`, `round-robin`, `hash`), or `failover`
+   * when the planned backend failed and another took the turn. Absent on older records.
+   */
+  route?: RouteReason | "failover";
 }
 
 /** Events from the Durable Object to the Worker, one JSON object per line (NDJSON). */

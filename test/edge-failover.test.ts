@@ -89,7 +89,8 @@ describe("edge failover (two backends, one killed)", () => {
     expect(r3.status).toBe(200);
     const after = await state(id);
     expect(after.turns).toHaveLength(3);
-    expect(after.turns[2]).toMatchObject({ mode: "full", full_reason: "failover" });
+    expect(after.turns[2]).toMatchObject({ mode: "full", full_reason: "failover", route: "failover" });
+    expect(after.turns[1]).toMatchObject({ route: "pinned" });
     expect(after.backend).not.toBe(before.backend);
     expect(after.message_count).toBe(messages.length + 1);
 

@@ -62,6 +62,7 @@ export const trajectoryRoutes = new Hono<App>()
         request_bytes: t.requestBytes,
         prefix_break: t.prefixBreak ? prefixBreakJson(t.prefixBreak) : null,
         repaired: t.repaired ? { tool_call_ids: t.repaired.toolCallIds, json_arguments: t.repaired.jsonArguments } : null,
+        route: t.route ?? null,
       })),
     });
   })

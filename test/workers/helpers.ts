@@ -124,6 +124,7 @@ export interface TurnJson {
   started_at: string;
   mode: "delta" | "full";
   full_reason: string | null;
+  route: string | null;
   prompt_tokens: number;
   cached_tokens: number;
   computed_tokens: number;

@@ -86,6 +86,9 @@ describe("session URLs", () => {
       [1, "full", "first-turn"],
       [2, "delta", null],
     ]);
+    // Why each turn went where it did: placed (the one static backend), then kept there.
+    expect(["least-loaded", "prefix"]).toContain(state.turns[0]!.route);
+    expect(state.turns[1]!.route).toBe("pinned");
     // The delta turn sent the backend only the new message, not the transcript.
     expect(state.turns[1]!.request_bytes).toBeLessThan(state.turns[0]!.request_bytes);
   });
