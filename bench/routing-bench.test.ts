@@ -56,6 +56,7 @@ describe("routing bench: pure parts", () => {
       backend,
       mode: n === 1 ? "full" : "delta",
       fullReason: n === 1 ? "first-turn" : null,
+      route: n === 3 ? "pinned-overloaded" : n === 1 ? "least-loaded" : "pinned",
       doTtftMs: ttftMs - 5,
     });
     const results = [r("a", 1, "b0", 0, 100), r("a", 2, "b0", 80, 20), r("a", 3, "b1", 0, 300), r("b", 1, "b1", 48, 40)];
@@ -70,6 +71,7 @@ describe("routing bench: pure parts", () => {
     expect(d.maxOverMeanLoad).toBe(2); // 2 turns on b0 and b1, 0 on b2, b3: mean 1
     expect(d.turnsPerBackend).toEqual({ b0: 2, b1: 2, b2: 0, b3: 0 });
     expect(d.moves).toBe(1);
+    expect(d.movesByRoute).toEqual({ "pinned-overloaded": 1 });
     expect(d.backendsPerTrajectory).toBe(1.5);
     expect(d.lostVsIdeal).toEqual({ firstTurns: 16, movedTurns: 96, stayingTurns: 16 });
     expect(lostVsIdeal(results, ideal)).toEqual(d.lostVsIdeal);

@@ -59,6 +59,8 @@ export interface TurnResult {
   backend: string;
   mode: string;
   fullReason: string | null;
+  /** The turn record's `route` (why it went to its backend); absent from older records. */
+  route?: string | null;
   /** TTFT as the trajectory object saw it (backend request to first token frame). */
   doTtftMs: number;
 }
@@ -89,6 +91,8 @@ export interface PolicyDetails extends PolicyFigures {
   maxOverMeanComputed: number;
   /** Turns whose backend differs from the trajectory's previous turn. */
   moves: number;
+  /** Those moves by the turn record's `route` reason (e.g. pinned-overloaded, pinned-down, failover). */
+  movesByRoute: Record<string, number>;
   fullTurns: number;
   /** Distinct backends a trajectory visited, mean. */
   backendsPerTrajectory: number;
@@ -221,9 +225,15 @@ export function summarizePolicy(params: {
   for (const r of rs) byTrajectory.set(r.trajectory, [...(byTrajectory.get(r.trajectory) ?? []), r]);
   let moves = 0;
   let visited = 0;
+  const movesByRoute: Record<string, number> = {};
   for (const turns of byTrajectory.values()) {
     const sorted = [...turns].sort((a, b) => a.turn - b.turn);
-    for (let i = 1; i < sorted.length; i++) if (sorted[i]!.backend !== sorted[i - 1]!.backend) moves++;
+    for (let i = 1; i < sorted.length; i++) {
+      if (sorted[i]!.backend === sorted[i - 1]!.backend) continue;
+      moves++;
+      const why = sorted[i]!.route ?? "unknown";
+      movesByRoute[why] = (movesByRoute[why] ?? 0) + 1;
+    }
     visited += new Set(sorted.map((t) => t.backend)).size;
   }
   const ttft = rs.map((r) => r.ttftMs);
@@ -247,6 +257,7 @@ export function summarizePolicy(params: {
     computedPerBackend: computedPer,
     maxOverMeanComputed: round(maxOverMean(Object.values(computedPer)), 3),
     moves,
+    movesByRoute,
     fullTurns: rs.filter((r) => r.mode === "full").length,
     backendsPerTrajectory: round(byTrajectory.size > 0 ? visited / byTrajectory.size : 0, 2),
     p50DoTtftMs: round(percentile(doTtft, 50), 1),
@@ -394,7 +405,7 @@ export async function runRoutingBench(o: RoutingBenchOptions): Promise<{ summary
       perTurn[policy] = { results: run.results, ideal };
       allTurns[policy] = run.results.map((r, i) => ({ ...r, idealCachedTokens: ideal[i]! }));
       const d = details[policy]!;
-      process.stderr.write(`\n${policyTable({ [policy]: d })}\nturns per backend: ${JSON.stringify(d.turnsPerBackend)}; computed prompt tokens per backend: ${JSON.stringify(d.computedPerBackend)}; mean sampled load (pool view): ${JSON.stringify(d.sampledLoadPerBackend)}; full turns ${d.fullTurns}; DO-side TTFT p50/p99 ${d.p50DoTtftMs}/${d.p99DoTtftMs} ms; ideal - cached tokens: ${JSON.stringify(d.lostVsIdeal)}; backend CPU ${d.backendCpuS} s, executor steps ${d.executorS} s in ${d.wallS} s wall; pool samples showing a backend down: ${JSON.stringify(d.downSamples)}; resent turns ${d.retries}; CPU s (machine busy/total, backends, edge, client): ${JSON.stringify(d.cpu)}\n\n`);
+      process.stderr.write(`\n${policyTable({ [policy]: d })}\nturns per backend: ${JSON.stringify(d.turnsPerBackend)}; computed prompt tokens per backend: ${JSON.stringify(d.computedPerBackend)}; mean sampled load (pool view): ${JSON.stringify(d.sampledLoadPerBackend)}; full turns ${d.fullTurns}; DO-side TTFT p50/p99 ${d.p50DoTtftMs}/${d.p99DoTtftMs} ms; ideal - cached tokens: ${JSON.stringify(d.lostVsIdeal)}; backend CPU ${d.backendCpuS} s, executor steps ${d.executorS} s in ${d.wallS} s wall; moves by route: ${JSON.stringify(d.movesByRoute)}; pool samples showing a backend down: ${JSON.stringify(d.downSamples)}; resent turns ${d.retries}; CPU s (machine busy/total, backends, edge, client): ${JSON.stringify(d.cpu)}\n\n`);
     }
   } finally {
     await backendStack.stop();
@@ -452,7 +463,7 @@ async function runPolicy(params: {
     const headers = { authorization: `Bearer ${API_KEY}`, "content-type": "application/json" };
     const run = `${policy}-${Date.now().toString(36)}`;
     const progress = new Progress("routing", workload.reduce((a, t) => a + t.turns.length, 0));
-    const client: Omit<TurnResult, "computedTokens" | "backend" | "mode" | "fullReason" | "doTtftMs">[] = [];
+    const client: Omit<TurnResult, "computedTokens" | "backend" | "mode" | "fullReason" | "route" | "doTtftMs">[] = [];
     const retries: string[] = [];
     const sampler = samplePool(stack);
     const before = await meters(params.backendStack);
@@ -524,7 +535,7 @@ async function runPolicy(params: {
     const results: TurnResult[] = client.map((c) => {
       const r = records.get(`${c.trajectory}\u0000${c.turn}`);
       if (!r) throw new Error(`no turn record for ${c.trajectory} turn ${c.turn}`);
-      return { ...c, computedTokens: r.computed_tokens, backend: r.backend, mode: r.mode, fullReason: r.full_reason, doTtftMs: r.ttft_ms };
+      return { ...c, computedTokens: r.computed_tokens, backend: r.backend, mode: r.mode, fullReason: r.full_reason, route: r.route ?? null, doTtftMs: r.ttft_ms };
     });
     if (retries.length > 0) note("routing", `${policy}: ${retries.length} turn(s) resent after an error, first: ${retries[0]}`);
     return { results, wallMs, backends, sampledLoad: sampledLoad.load, downSamples: sampledLoad.down, usage, retries: retries.length, cpu };
@@ -559,6 +570,7 @@ interface SessionTurn {
   turn: number;
   mode: string;
   full_reason: string | null;
+  route?: string | null;
   computed_tokens: number;
   ttft_ms: number;
   backend: string;

@@ -1,5 +1,5 @@
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer, type Server } from "node:http";
+import { createServer, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -93,6 +93,45 @@ describe("startHeartbeat publishes KV events", () => {
     expect(batches.map((b) => b.seq).slice(0, 8)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
     for (const i of [0, 3, 5]) expect(batches[i]!.stored.sort()).toEqual([...cached].sort());
     expect(maxInFlight).toBe(1);
+  });
+});
+
+describe("heartbeat whose beats do not get through", () => {
+  it("the keepalive thread resends the load when no beat was answered for 1.25 intervals, even with the main thread running", async () => {
+    const received: { at: number; keepalive: boolean }[] = [];
+    const held: ServerResponse[] = [];
+    const server = createServer((req, res) => {
+      let raw = "";
+      req.on("data", (c: Buffer) => (raw += c.toString()));
+      req.on("end", () => {
+        const body = JSON.parse(raw) as Record<string, unknown>;
+        const keepalive = body.kvEvents === undefined;
+        received.push({ at: Date.now(), keepalive });
+        // The main thread's beats hang (a stuck edge connection); the keepalive's are answered.
+        if (keepalive) res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ registered: false }));
+        else held.push(res);
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const edge = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const dir3 = mkdtempSync(join(tmpdir(), "agent-edge-stuck-beat-"));
+    const b = await createBackend({ modelDir: await materializeTinyModel(join(dir3, "tiny")), kvMemoryBytes: 1 << 20, blockSize: 16, maxBatchTokens: 256, enablePrefixCache: true, threads: 1, device: "cpu", backendId: "stuck-test" });
+    const stop = startHeartbeat({ edgeUrl: edge, secret: "s", backendId: "stuck-test", advertiseUrl: "http://127.0.0.1:1", engine: b.engine, intervalMs: 400 });
+    try {
+      // The main thread stays free (awaiting timers), yet none of its beats is answered.
+      for (let i = 0; i < 60 && received.filter((r) => r.keepalive).length < 2; i++) await new Promise((r) => setTimeout(r, 100));
+      const keepalives = received.filter((r) => r.keepalive);
+      expect(keepalives.length).toBeGreaterThanOrEqual(2);
+      // The first after the 1 s grace, then at most one per grace period.
+      expect(keepalives[1]!.at - keepalives[0]!.at).toBeGreaterThanOrEqual(900);
+      expect(received.some((r) => !r.keepalive)).toBe(true);
+    } finally {
+      stop();
+      for (const res of held) res.destroy();
+      server.close();
+      await b.close();
+      rmSync(dir3, { recursive: true, force: true });
+    }
   });
 });
 

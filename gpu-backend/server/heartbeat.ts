@@ -27,9 +27,9 @@ export interface HeartbeatOptions {
  * per outage and retried; the pool marks the backend down after 3 missed beats.
  *
  * The load reported for routing is `loadAvg`, running + waiting sampled every 250 ms and averaged
- * over LOAD_AVG_TAU_MS (load-average.ts). While an engine step blocks the main thread, a keepalive
- * thread resends the last beat's load (keepalive-thread.ts), so a busy backend is not taken for
- * a dead one.
+ * over LOAD_AVG_TAU_MS (load-average.ts). When no beat got through for 1.25 intervals (an
+ * engine step blocking the main thread, or beats stuck behind steps), a keepalive thread resends
+ * the last beat's load (keepalive-thread.ts), so a busy backend is not taken for a dead one.
  *
  * @example const stop = startHeartbeat({ edgeUrl, secret, backendId, advertiseUrl, engine });
  */
@@ -46,10 +46,7 @@ export function startHeartbeat(o: HeartbeatOptions): () => void {
   const load = new LoadAverage();
   const sampleLoad = () => load.sample(o.engine.numRunning + o.engine.numWaiting);
   sampleLoad();
-  const sampler = setInterval(() => {
-    sampleLoad();
-    keepalive?.alive();
-  }, 250);
+  const sampler = setInterval(sampleLoad, 250);
   sampler.unref();
   const beat = async () => {
     if (inFlight) return;
@@ -80,6 +77,7 @@ export function startHeartbeat(o: HeartbeatOptions): () => void {
         signal: AbortSignal.timeout(5000),
       });
       if (!res.ok) throw new Error(`HTTP ${res.status}: ${(await res.text()).slice(0, 200)}`);
+      keepalive?.delivered();
       const reply = (await res.json()) as HeartbeatReply;
       if (reply.kv === "resync") o.engine.kvEvents.requestResync();
       if (reply.registered || failing) log(`registered with the pool at ${o.edgeUrl}`);
