@@ -17,7 +17,8 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *   routing  N backends x M concurrent agent trajectories through the real stack, once per routing
  *            policy (affinity, round-robin, least-loaded, consistent-hash): hit rate vs ideal,
  *            tokens/s, TTFT p50/p99, max/mean backend load; flags: --backends N (4),
- *            --trajectories M (32), --turns T, --policies a,b, --quick, --json, --model DIR, --out DIR
+ *            --trajectories M (32), --turns T, --observation-tokens LO,HI, --policies a,b, --quick,
+ *            --json, --model DIR, --out DIR
  *   executors  prefill/decode tokens/s and bytes per decode step of every executor here (cpu
  *            baseline, webgpu, cuda); flags: --quick, --json, --model DIR
  *   leases   M agent trajectories with heavy-tailed tool pauses on a pool holding ~1/3 of them:
@@ -41,6 +42,7 @@ const { values } = parseArgs({
     model: { type: "string" },
     out: { type: "string", default: "bench/out" },
     "lease-cap": { type: "string" },
+    "observation-tokens": { type: "string" },
   },
   strict: true,
 });
@@ -69,6 +71,7 @@ switch (name) {
       backends: values.backends ? Number(values.backends) : undefined,
       trajectories: values.trajectories ? Number(values.trajectories) : undefined,
       turns: values.turns ? Number(values.turns) : undefined,
+      observationTokens: values["observation-tokens"] ? parseRange(values["observation-tokens"]) : undefined,
       policies: values.policies ? parsePolicies(values.policies) : undefined,
       model: values.model,
       outDir: values.out!,
@@ -107,4 +110,11 @@ function parsePolicies(list: string): RoutingPolicyName[] {
     if (!p) throw new Error(`unknown policy ${JSON.stringify(name)}; available: ${ROUTING_POLICIES.join(", ")}`);
     return p;
   });
+}
+
+/** "LO,HI" as two non-negative integers, LO <= HI. */
+function parseRange(text: string): [number, number] {
+  const [lo, hi] = text.split(",").map((x) => Number(x.trim()));
+  if (!Number.isInteger(lo) || !Number.isInteger(hi) || lo! < 0 || hi! < lo!) throw new Error(`expected LO,HI (integers, LO <= HI), got ${JSON.stringify(text)}`);
+  return [lo!, hi!];
 }

@@ -36,6 +36,8 @@ export interface RoutingBenchOptions {
   backends?: number;
   trajectories?: number;
   turns?: number;
+  /** Tokens of each tool observation, drawn uniformly from [lo, hi]. */
+  observationTokens?: [number, number];
   policies?: RoutingPolicyName[];
   model?: string;
   outDir: string;
@@ -357,7 +359,7 @@ export async function runRoutingBench(o: RoutingBenchOptions): Promise<{ summary
     groupShares: [0.5, 0.2, 0.15, 0.15],
     systemTokens: sizes.systemTokens,
     tools: sizes.tools,
-    observationTokens: sizes.observationTokens,
+    observationTokens: o.observationTokens ?? sizes.observationTokens,
     replyTokens: sizes.replyTokens,
     pauseMs: [50, 300],
     startSpreadMs: 2000,
