@@ -9,7 +9,7 @@ import { generateFrames } from "../durable-objects/backend-client";
 import { freePort, startStack, type Stack } from "../scripts/stack";
 import { makeRoutingWorkload, type RoutingTrajectory } from "./routing-workload";
 import { Progress, note } from "./progress";
-import { lineChart } from "./svg-plot";
+import { lineChart, type Series } from "./svg-plot";
 
 /**
  * `npm run bench -- routing [--backends N] [--trajectories M] [--turns T] [--quick] [--json]`
@@ -722,7 +722,8 @@ function samplePool(stack: Stack): { stop: () => Promise<{ load: Record<string, 
   };
 }
 
-function writePlots(
+/** Writes the hit-rate and TTFT plots of a run (also from a saved routing-turns.json). */
+export function writePlots(
   outDir: string,
   perTurn: Partial<Record<RoutingPolicyName, { results: TurnResult[]; ideal: number[] }>>,
   turns: number,
@@ -742,12 +743,12 @@ function writePlots(
     });
     return p > 0 ? c / p : 0;
   };
-  const hitSeries: { name: string; color: string; points: { x: number; y: number }[] }[] = entries.map(([name, { results }]) => ({ name, color: colors[name], points: ks.map((k) => ({ x: k, y: hitAt(results, k, (r) => r.cachedTokens) })) }));
+  const hitSeries: Series[] = entries.map(([name, { results }]) => ({ name, color: colors[name], points: ks.map((k) => ({ x: k, y: hitAt(results, k, (r) => r.cachedTokens) })) }));
   const first = entries[0];
-  if (first) hitSeries.push({ name: "ideal", color: "#7f7f7f", points: ks.map((k) => ({ x: k, y: hitAt(first[1].results, k, (_r, i) => first[1].ideal[i]!) })) });
+  if (first) hitSeries.push({ name: "ideal", color: "#7f7f7f", dashed: true, points: ks.map((k) => ({ x: k, y: hitAt(first[1].results, k, (_r, i) => first[1].ideal[i]!) })) });
   const title = `${info.numBackends} backends, ${info.numTrajectories} agent trajectories (${info.modelId}, CPU)`;
   const hitPath = join(outDir, "routing-hit-rate.svg");
-  writeFileSync(hitPath, lineChart({ title: `Prefix hit rate per turn: ${title}`, xLabel: "turn", yLabel: "cached / prompt tokens", series: hitSeries }));
+  writeFileSync(hitPath, lineChart({ title: `Prefix hit rate per turn: ${title}`, xLabel: "turn", yLabel: "cached / prompt tokens", series: hitSeries, legend: "bottom-right" }));
   const ttftPath = join(outDir, "routing-ttft.svg");
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
   writeFileSync(

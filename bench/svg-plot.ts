@@ -1,6 +1,8 @@
 export interface Series {
   name: string;
   color: string;
+  /** Draw the line dashed (e.g. a reference such as an ideal). */
+  dashed?: boolean;
   points: { x: number; y: number }[];
 }
 
@@ -11,7 +13,7 @@ export interface Series {
  * @example
  * writeFileSync("ttft.svg", lineChart({ title: "TTFT per turn", xLabel: "turn", yLabel: "ms", series }));
  */
-export function lineChart(opts: { title: string; xLabel: string; yLabel: string; series: Series[]; logY?: boolean; logX?: boolean; width?: number; height?: number }): string {
+export function lineChart(opts: { title: string; xLabel: string; yLabel: string; series: Series[]; logY?: boolean; logX?: boolean; width?: number; height?: number; legend?: "top-left" | "bottom-right" }): string {
   const W = opts.width ?? 760;
   const H = opts.height ?? 420;
   const m = { l: 70, r: 20, t: 40, b: 50 };
@@ -51,10 +53,12 @@ export function lineChart(opts: { title: string; xLabel: string; yLabel: string;
   out.push(`<text x="16" y="${H / 2}" text-anchor="middle" transform="rotate(-90 16 ${H / 2})">${esc(opts.yLabel)}</text>`);
   opts.series.forEach((s, i) => {
     const pts = s.points.map((p) => `${fx(p.x).toFixed(1)},${fy(p.y).toFixed(1)}`).join(" ");
-    out.push(`<polyline points="${pts}" fill="none" stroke="${s.color}" stroke-width="2"/>`);
+    out.push(`<polyline points="${pts}" fill="none" stroke="${s.color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6 4"' : ""}/>`);
     for (const p of s.points) out.push(`<circle cx="${fx(p.x).toFixed(1)}" cy="${fy(p.y).toFixed(1)}" r="2.5" fill="${s.color}"/>`);
-    out.push(`<rect x="${m.l + 12}" y="${m.t + 6 + i * 18}" width="12" height="12" fill="${s.color}"/>`);
-    out.push(`<text x="${m.l + 30}" y="${m.t + 16 + i * 18}">${esc(s.name)}</text>`);
+    const lx = opts.legend === "bottom-right" ? W - m.r - 170 : m.l + 12;
+    const ly = opts.legend === "bottom-right" ? H - m.b - 12 - opts.series.length * 18 : m.t;
+    out.push(`<rect x="${lx}" y="${ly + 6 + i * 18}" width="12" height="12" fill="${s.color}"/>`);
+    out.push(`<text x="${lx + 18}" y="${ly + 16 + i * 18}">${esc(s.name)}</text>`);
   });
   out.push("</svg>");
   return out.join("\n");
