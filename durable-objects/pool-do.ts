@@ -162,6 +162,8 @@ export class PoolDO extends DurableObject<EdgeEnv> {
       const list = known ? mine.slice(0, commonPrefix(known, mine)) : mine;
       sql.exec(`INSERT OR REPLACE INTO prefix_lists (key, hashes, last_ms) VALUES (?, ?, ?)`, key, list.join(""), now);
       this.index.noteHeld(url, hashes.slice(0, MAX_PROMPT_BLOCK_HASHES));
+      // The turn placed there has ended: the block index knows what it holds from now on.
+      this.placedKeys.get(key)?.delete(url);
     }
     for (const table of ["prefixes", "prefix_lists"]) {
       sql.exec(`DELETE FROM ${table} WHERE last_ms < ?`, now - PREFIX_TTL_MS);
@@ -182,7 +184,8 @@ export class PoolDO extends DurableObject<EdgeEnv> {
    * - For a new trajectory (no hashes), a backend where `place` put another new trajectory
    *   under the same key in the last PLACED_PREFIX_MS counts as holding the key's whole list (1
    *   when none is known yet): its first prefill of the shared prefix may still be running, and
-   *   the requests behind it share it there. Without this, a burst of new trajectories arriving
+   *   the requests behind it share it there. The mark ends when a turn under the key is noted
+   *   there with its hashes (`notePrefix`): from then on the block index counts for it. Without this, a burst of new trajectories arriving
    *   before the first one's prefill ends would find no holder and scatter over the pool,
    *   prefilling the same system prompt on every backend.
    * - A backend marked down counts nothing (and its blocks are dropped from the index).
