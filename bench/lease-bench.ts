@@ -48,10 +48,19 @@ export interface LeaseVariant {
   droppedTo?: "front" | "back";
   /** Which lease admission breaks. Default the backend's. */
   breakOrder?: "oldest" | "latest-deadline";
+  /** Which leases a new lease over the cap ends. Default the backend's ("oldest"). */
+  capOrder?: "oldest" | "latest-return";
   /** A prediction above `settings.maxMs`: lease for maxMs (`clamp`) or not at all (`skip`). Default `clamp`. */
   overMax?: "clamp" | "skip";
   /** An oracle: the TTL is the real next pause + 1 ms (the best any prediction could do). */
   oracle?: boolean;
+  /**
+   * A prediction of when the agent comes back (ms after the lease), sent as the lease's
+   * `expectedReturnMs`: the break order's key instead of the deadline. Sees the same (scaled)
+   * samples as the TTL; `nextPauseMs` (the real next pause) is there for an oracle only. Default
+   * none (break by deadline). For studies (lease-study.ts).
+   */
+  predictReturn?: (p: { pauses: readonly number[]; fallbackPauses: readonly number[]; settings: LeaseSettings; ttlMs: number; nextPauseMs: number }) => number;
 }
 
 export const DEFAULT_VARIANTS: LeaseVariant[] = [
@@ -260,7 +269,7 @@ async function simulate(p: { model: LoadedModel; executor: Executor; workload: r
     scheduler: { maxBatchTokens: 512, maxRunningSequences: 1, blockSize, prefillWastePerToken: prefillWastePerToken(model.spec) },
     enablePrefixCache: true,
     backendId: "bench",
-    leases: { now: () => clock.now, ...(v.cap !== undefined ? { maxLeasedFraction: v.cap } : {}), ...(v.expiredTo ? { expiredTo: v.expiredTo } : {}), ...(v.droppedTo ? { droppedTo: v.droppedTo } : {}), ...(v.breakOrder ? { breakOrder: v.breakOrder } : {}) },
+    leases: { now: () => clock.now, ...(v.cap !== undefined ? { maxLeasedFraction: v.cap } : {}), ...(v.expiredTo ? { expiredTo: v.expiredTo } : {}), ...(v.droppedTo ? { droppedTo: v.droppedTo } : {}), ...(v.breakOrder ? { breakOrder: v.breakOrder } : {}), ...(v.capOrder ? { capOrder: v.capOrder } : {}) },
   });
   const total = workload.reduce((a, t) => a + t.observations.length + 1, 0);
   const progress = p.progress ? new Progress("leases", total) : undefined;
@@ -346,7 +355,8 @@ async function simulate(p: { model: LoadedModel; executor: Executor; workload: r
         const ttlMs = v.oracle ? w.pausesMs[ev.k]! + 1 : unclamped > settings.maxMs ? (v.overMax === "skip" ? null : settings.maxMs) : unclamped;
         if (ttlMs === null) skipped++;
         else {
-          const r = engine.leases.lease(s.stateId!, ttlMs);
+          const expectedReturnMs = v.predictReturn?.({ pauses: scale(s.pauses), fallbackPauses: scale(tenantPauses), settings, ttlMs, nextPauseMs: w.pausesMs[ev.k]! });
+          const r = engine.leases.lease(s.stateId!, ttlMs, expectedReturnMs);
           if (r.leased) {
             s.alarmFor = s.stateId;
             queue.push(r.expiresAt, { kind: "alarm", t: ev.t, stateId: s.stateId! });

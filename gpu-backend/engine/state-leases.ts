@@ -23,13 +23,17 @@ export class StateLeases {
     this.table = params.table;
   }
 
-  /** Leases the blocks of a kept state for `ttlMs`; `leased: false` for an unknown state. */
-  lease(stateId: string, ttlMs: number): LeaseResponse {
+  /**
+   * Leases the blocks of a kept state for `ttlMs`; `leased: false` for an unknown state.
+   * `expectedReturnMs` (the break order's key, lease-table.ts) is a study option of the lease
+   * bench, not on the wire.
+   */
+  lease(stateId: string, ttlMs: number, expectedReturnMs?: number): LeaseResponse {
     const state = this.states.get(stateId);
     if (!state) return { leased: false, blocks: 0, expiresAt: 0 };
     const tokenIds = [...state.promptTokenIds, ...state.generatedTokenIds];
     const { blockIds } = this.kv.findCachedPrefix({ tokenIds, root: state.hashRoot });
-    const r = this.table.lease({ key: stateId, blockIds, ttlMs });
+    const r = this.table.lease({ key: stateId, blockIds, ttlMs, ...(expectedReturnMs !== undefined ? { expectedReturnMs } : {}) });
     return { leased: r.leased, blocks: r.blocks, expiresAt: r.expiresAt };
   }
 

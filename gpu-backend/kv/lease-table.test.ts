@@ -69,6 +69,31 @@ describe("LeaseTable: eviction order", () => {
     }
   });
 
+  it("breaks by expected return when a lease gives one (the deadline otherwise), and still expires at the deadline", () => {
+    const { clock, pool, leases, check, cacheAndFree } = setup(8, 1);
+    const a = cacheAndFree(2, 100);
+    const b = cacheAndFree(2, 200);
+    const c = cacheAndFree(2, 300);
+    const d = cacheAndFree(2, 400);
+    // Deadlines: a 9000 (back at 1000), b 3000 (back at 2500), c 6000 (no prediction: 6000), d 8000 (back at 4000).
+    leases.lease({ key: "a", blockIds: a, ttlMs: 9000, expectedReturnMs: 1000 });
+    leases.lease({ key: "b", blockIds: b, ttlMs: 3000, expectedReturnMs: 2500 });
+    leases.lease({ key: "c", blockIds: c, ttlMs: 6000 });
+    leases.lease({ key: "d", blockIds: d, ttlMs: 8000, expectedReturnMs: 4000 });
+    check();
+    pool.allocate(1);
+    check();
+    expect(leases.list().map((l) => l.key)).toEqual(["a", "b", "d"]); // c: latest return (its deadline)
+    pool.allocate(2);
+    check();
+    expect(leases.list().map((l) => l.key)).toEqual(["a", "b"]); // d, not a (a's deadline is the latest)
+    expect(leases.get("a")!.expiresAt).toBe(clock.t + 9000); // the prediction leaves the deadline alone
+    clock.t += 3000;
+    expect(leases.list().map((l) => l.key)).toEqual(["a"]);
+    expect(leases.counters.expired).toBe(1);
+    expect(() => leases.lease({ key: "e", blockIds: b, ttlMs: 1000, expectedReturnMs: -1 })).toThrow(/expectedReturnMs/);
+  });
+
   it("counts protected blocks: evictions LRU would have taken from the lease become saved tokens on a hit", () => {
     const { pool, leases, check, cacheAndFree } = setup(8, 0.5);
     const a = cacheAndFree(3, 100);
@@ -128,6 +153,23 @@ describe("LeaseTable: cap, expiry, release", () => {
     expect(leases.counters.capped).toBe(1);
     expect(leases.lease({ key: "big", blockIds: [...a, ...b, ...c], ttlMs: 5000 })).toEqual({ leased: false, blocks: 0, expiresAt: 0, reason: "cap" });
     expect(leases.lease({ key: "none", blockIds: [], ttlMs: 5000 })).toMatchObject({ leased: false, reason: "empty" });
+  });
+
+  it("with capOrder latest-return, drops the lease expected back last instead of the oldest", () => {
+    const { leases, check, cacheAndFree } = setup(8, 0.5, { capOrder: "latest-return" }); // cap 4 blocks
+    const a = cacheAndFree(2, 100);
+    const b = cacheAndFree(2, 200);
+    const c = cacheAndFree(2, 300);
+    const d = cacheAndFree(2, 400);
+    leases.lease({ key: "a", blockIds: a, ttlMs: 9000, expectedReturnMs: 1000 });
+    leases.lease({ key: "b", blockIds: b, ttlMs: 5000 });
+    leases.lease({ key: "c", blockIds: c, ttlMs: 5000 });
+    check();
+    expect(leases.list().map((l) => l.key)).toEqual(["a", "c"]); // b (back at 5000) went, not a (back at 1000)
+    leases.lease({ key: "d", blockIds: d, ttlMs: 2000, expectedReturnMs: 7000 });
+    check();
+    expect(leases.list().map((l) => l.key)).toEqual(["a", "d"]); // the new lease always gets in
+    expect(leases.counters.capped).toBe(2);
   });
 
   it("counts a block shared by two leases once against the cap", () => {

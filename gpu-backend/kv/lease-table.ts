@@ -8,10 +8,12 @@ import type { BlockPool, PoolLeaseHooks } from "./block-pool";
  * Rules, with their defaults (measured: docs/benchmarks.md, Leases):
  * - `maxLeasedFraction` (0.75): leases hold at most this fraction of the pool's blocks (distinct
  *   blocks, in use or free). A new lease that would pass it ends the oldest leases first
- *   (`capped`); a lease larger than the cap alone is refused.
+ *   (`capped`; `capOrder` "latest-return", a study option, ends the one expected back last); a
+ *   lease larger than the cap alone is refused.
  * - Admission is never blocked: when the pool needs a block and only leased ones are free, a
  *   lease is ended (`broken`) and its blocks rejoin the LRU order: by default (`breakOrder`
- *   "latest-deadline") the one due last, i.e. the agent predicted to come back last; "oldest"
+ *   "latest-deadline") the one due last, i.e. the agent predicted to come back last (its
+ *   `expectedReturnMs` after leasing when the lease gave one, else its deadline); "oldest"
  *   breaks the oldest.
  * - A lease ends at its deadline (`expired`, checked lazily on every call and by `expire()`),
  *   when a turn on its state arrives (`hit`), when the edge releases it (`released`), or when a
@@ -39,6 +41,7 @@ export class LeaseTable implements PoolLeaseHooks {
   private readonly expiredToFront: boolean;
   private readonly droppedToFront: boolean;
   private readonly breakLatestDeadline: boolean;
+  private readonly capLatestReturn: boolean;
   /** Active leases, oldest first (Map keeps insertion order). */
   private readonly leases = new Map<string, Lease>();
   /** How recently ended leases ended (bounded), so a late release can say whether a turn used it. */
@@ -54,6 +57,7 @@ export class LeaseTable implements PoolLeaseHooks {
     this.expiredToFront = params.expiredTo === "front";
     this.droppedToFront = params.droppedTo === "front";
     this.breakLatestDeadline = (params.breakOrder ?? "latest-deadline") === "latest-deadline";
+    this.capLatestReturn = params.capOrder === "latest-return";
     this.maxTtlMs = params.maxTtlMs ?? 600_000;
     this.maxLeasedBlocks = Math.floor(fraction * params.pool.numBlocks);
     this.pool.setLeaseHooks(this);
@@ -78,9 +82,10 @@ export class LeaseTable implements PoolLeaseHooks {
    *
    * @example const r = leases.lease({ key: "state-1", blockIds: [3, 4, 9], ttlMs: 20_000 });
    */
-  lease(params: { key: string; blockIds: readonly number[]; ttlMs: number }): LeaseResult {
+  lease(params: { key: string; blockIds: readonly number[]; ttlMs: number; expectedReturnMs?: number }): LeaseResult {
     const { key } = params;
     if (!(params.ttlMs > 0)) throw new Error(`LeaseTable.lease: ttlMs must be > 0, got ${params.ttlMs}`);
+    if (params.expectedReturnMs !== undefined && !(params.expectedReturnMs >= 0)) throw new Error(`LeaseTable.lease: expectedReturnMs must be >= 0, got ${params.expectedReturnMs}`);
     this.expire();
     if (this.leases.has(key)) this.endLease(key, "superseded");
     const blockIds = [...new Set(params.blockIds)];
@@ -88,12 +93,14 @@ export class LeaseTable implements PoolLeaseHooks {
       this.counters.refused++;
       return { leased: false, blocks: 0, expiresAt: 0, reason: blockIds.length === 0 ? "empty" : "cap" };
     }
-    while (this.pool.numLeased + this.newBlocks(blockIds) > this.maxLeasedBlocks) this.endLease(this.leases.keys().next().value!, "capped");
+    while (this.pool.numLeased + this.newBlocks(blockIds) > this.maxLeasedBlocks) this.endLease(this.capLatestReturn ? this.latestReturn()! : this.leases.keys().next().value!, "capped");
     this.pool.lease(blockIds);
     let stamp = 0;
     for (const id of blockIds) stamp = Math.max(stamp, this.pool.releaseStamp(id));
-    const expiresAt = this.now() + Math.min(params.ttlMs, this.maxTtlMs);
-    this.leases.set(key, { blockIds, expiresAt, stamp, protectedBlocks: 0 });
+    const now = this.now();
+    const expiresAt = now + Math.min(params.ttlMs, this.maxTtlMs);
+    const returnAt = params.expectedReturnMs === undefined ? expiresAt : now + params.expectedReturnMs;
+    this.leases.set(key, { blockIds, expiresAt, returnAt, stamp, protectedBlocks: 0 });
     this.nextDeadline = Math.min(this.nextDeadline, expiresAt);
     this.counters.created++;
     return { leased: true, blocks: blockIds.length, expiresAt };
@@ -145,18 +152,21 @@ export class LeaseTable implements PoolLeaseHooks {
     if (this.expire() > 0) return true;
     const oldest = this.leases.keys().next();
     if (oldest.done) return false;
-    let victim = oldest.value;
-    if (this.breakLatestDeadline) {
-      let latest = -Infinity;
-      for (const [key, l] of this.leases) {
-        if (l.expiresAt > latest) {
-          latest = l.expiresAt;
-          victim = key;
-        }
+    this.endLease(this.breakLatestDeadline ? this.latestReturn()! : oldest.value, "broken");
+    return true;
+  }
+
+  /** The active lease whose agent is expected back last (`returnAt`: the deadline unless the lease gave `expectedReturnMs`). */
+  private latestReturn(): string | undefined {
+    let victim: string | undefined;
+    let latest = -Infinity;
+    for (const [key, l] of this.leases) {
+      if (l.returnAt > latest) {
+        latest = l.returnAt;
+        victim = key;
       }
     }
-    this.endLease(victim, "broken");
-    return true;
+    return victim;
   }
 
   /** Pool hook: a cached block that became free at `releaseStamp` was evicted. */
@@ -235,6 +245,12 @@ export interface LeaseTableParams {
   droppedTo?: "front" | "back";
   /** Which lease the pool breaks when only leased blocks are left. Default "latest-deadline". */
   breakOrder?: "oldest" | "latest-deadline";
+  /**
+   * Which leases a new lease over the cap ends. Default "oldest" (the issue's rule);
+   * "latest-return" ends the one expected back last, as breaking does (a study option, see
+   * docs/benchmarks.md, Leases).
+   */
+  capOrder?: "oldest" | "latest-return";
 }
 
 export interface LeaseResult {
@@ -263,6 +279,8 @@ export interface LeaseCounters {
 interface Lease {
   blockIds: number[];
   expiresAt: number;
+  /** When its agent is expected back (`expectedReturnMs` after leasing; the deadline when not given): the break order's key. */
+  returnAt: number;
   /** The latest release stamp of its blocks when leased. */
   stamp: number;
   protectedBlocks: number;
