@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ChatMessage, DoneFrame, Frame, GenerateRequest } from "../protocol/messages";
-import { LEASE_DEFAULTS, MAX_PAUSE_SAMPLES, percentile, predictLeaseTtl, type LeaseSettings } from "../durable-objects/lease-policy";
+import { LEASE_DEFAULTS, MAX_PAUSE_SAMPLES, percentile, predictLeaseReturn, predictLeaseTtl, type LeaseSettings } from "../durable-objects/lease-policy";
 import { Engine } from "../gpu-backend/engine/engine";
 import { BlockPool } from "../gpu-backend/kv/block-pool";
 import { CpuExecutor } from "../gpu-backend/model/cpu-executor";
@@ -57,16 +57,18 @@ export interface LeaseVariant {
   /**
    * A prediction of when the agent comes back (ms after the lease), sent as the lease's
    * `expectedReturnMs`: the break order's key instead of the deadline. Sees the same (scaled)
-   * samples as the TTL; `nextPauseMs` (the real next pause) is there for an oracle only. Default
-   * none (break by deadline). For studies (lease-study.ts).
+   * samples as the TTL; `nextPauseMs` (the real next pause) is there for an oracle only. Without
+   * it, leases break by deadline (the previous default). The default variants use the DO's
+   * `predictLeaseReturn`.
    */
   predictReturn?: (p: { pauses: readonly number[]; fallbackPauses: readonly number[]; settings: LeaseSettings; ttlMs: number; nextPauseMs: number }) => number;
 }
 
 export const DEFAULT_VARIANTS: LeaseVariant[] = [
   { name: "lru", label: "lru", lease: false },
-  { name: "leases", label: "leases", lease: true },
-  { name: "leasesMispredicted", label: "leases, pauses 3x predicted", lease: true, predictScale: 1 / 3 },
+  // As the Durable Object does: TTL by predictLeaseTtl, expected return by predictLeaseReturn.
+  { name: "leases", label: "leases", lease: true, predictReturn: predictLeaseReturn },
+  { name: "leasesMispredicted", label: "leases, pauses 3x predicted", lease: true, predictScale: 1 / 3, predictReturn: predictLeaseReturn },
 ];
 
 /** Per variant, what the issue asks for (times on the virtual clock, see lease-workload.ts). */

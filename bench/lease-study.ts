@@ -1,4 +1,4 @@
-import { LEASE_DEFAULTS, percentile, type LeaseSettings } from "../durable-objects/lease-policy";
+import { LEASE_DEFAULTS, percentile, predictLeaseReturn, type LeaseSettings } from "../durable-objects/lease-policy";
 import { runLeaseBench, type LeaseVariant } from "./lease-bench";
 
 /**
@@ -6,12 +6,13 @@ import { runLeaseBench, type LeaseVariant } from "./lease-bench";
  * candidate lease settings. `npx tsx bench/lease-study.ts [--trajectories M] [--turns T] [--seed S]
  * [--gap MS] [--only name,name]` (defaults: the `--quick` workload, seed 11). Every variant names its
  * eviction settings, so rows stay comparable when the backend's defaults change ("c25" is the
- * backend's previous default, "c75latest" its current one). Prints the bench's table; JSON last.
+ * backend's first default, "c75latest" the one before predicted returns, "rgeo" the current one:
+ * the DO's `predictLeaseReturn`). Prints the bench's table; JSON last.
  *
  * The `r*` and `cap*` variants order breaking (and, `cap*`, the cap's drops: `capOrder`
  * "latest-return") by a predicted return time sent with the lease (`expectedReturnMs`), the TTL
- * staying the DO's; `*oracle` ones predict the real next pause. Study options only, off by
- * default: docs/benchmarks.md, Leases, "Break order by predicted return".
+ * staying the DO's; `*oracle` ones predict the real next pause. `rgeo` became the default
+ * (docs/benchmarks.md, Leases, "Break order by predicted return"); the others are study options.
  */
 const arg = (name: string) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -59,7 +60,7 @@ const all: LeaseVariant[] = [
   { name: "rlast", label: "cap 0.75, break latest return: last pause, else pooled p50", ...c75, predictReturn: fromSamples((xs) => xs.at(-1)!, 1) },
   { name: "rp90own1", label: "cap 0.75, break latest return: p90 x1.5 of own pauses (1+), else pooled p50", ...c75, predictReturn: fromSamples((xs) => 1.5 * percentile(xs, 0.9), 1) },
   { name: "rshrink", label: "cap 0.75, break latest return: geometric mean of own pauses shrunk to pooled p50 (prior 1)", ...c75, predictReturn: shrunk(1) },
-  { name: "rgeo", label: "cap 0.75, break latest return: geometric mean of own pauses (1+), else pooled p50", ...c75, predictReturn: shrunk(0) },
+  { name: "rgeo", label: "cap 0.75, break latest return: geometric mean of own pauses (1+), else pooled p50 (the DO's predictLeaseReturn)", ...c75, predictReturn: predictLeaseReturn },
   { name: "roracle", label: "cap 0.75, break latest return: oracle (the real next pause; TTL as is)", ...c75, predictReturn: (p) => p.nextPauseMs },
   { name: "c100rshrink", label: "cap 1, break latest return: shrunk geometric mean (prior 1)", ...c75, cap: 1, predictReturn: shrunk(1) },
   { name: "c100roracle", label: "cap 1, break latest return: oracle (TTL as is)", ...c75, cap: 1, predictReturn: (p) => p.nextPauseMs },

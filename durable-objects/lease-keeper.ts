@@ -1,7 +1,7 @@
 import type { ChatMessage } from "../protocol/messages";
 import type { BackendTarget } from "./backend-client";
 import { releaseLease, requestLease } from "./lease-client";
-import { predictLeaseTtl, wantsLease, type LeaseSettings } from "./lease-policy";
+import { predictLeaseReturn, predictLeaseTtl, wantsLease, type LeaseSettings } from "./lease-policy";
 import { LeaseStore, type ToolWait } from "./lease-store";
 import type { SqlHost, TrajectoryStore } from "./trajectory-store";
 
@@ -99,7 +99,8 @@ export class LeaseKeeper {
         const tenant = pauses.length < settings.minSamples ? this.p.tenantPauses?.() : undefined;
         const fallbackPauses = tenant ? await tenant.pauseSample().catch(() => []) : [];
         const { ttlMs } = predictLeaseTtl({ pauses, fallbackPauses, settings });
-        await this.grant(stateId, backendUrl, ttlMs);
+        const expectedReturnMs = predictLeaseReturn({ pauses, fallbackPauses, settings });
+        await this.grant(stateId, backendUrl, ttlMs, expectedReturnMs);
       })(),
     );
   }
@@ -123,8 +124,8 @@ export class LeaseKeeper {
     }
   }
 
-  private async grant(stateId: string, backendUrl: string, ttlMs: number): Promise<void> {
-    const r = await requestLease(this.target(backendUrl), { stateId, ttlMs }, this.timeoutMs);
+  private async grant(stateId: string, backendUrl: string, ttlMs: number, expectedReturnMs: number): Promise<void> {
+    const r = await requestLease(this.target(backendUrl), { stateId, ttlMs, expectedReturnMs }, this.timeoutMs);
     if (!r?.leased) return;
     // At or after the backend's own deadline (it started counting when the request arrived).
     const until = this.now() + ttlMs;

@@ -93,6 +93,26 @@ export function predictLeaseTtl(params: { pauses: readonly number[]; fallbackPau
 }
 
 /**
+ * When the agent is expected back, in ms after the lease starts: what the backend orders leases
+ * by when admission must break one (the one expected back last goes first). The geometric mean of
+ * this trajectory's observed pauses (from the first one: pauses cluster per agent, and a
+ * trajectory's own single sample beats the pooled one), else the median of the fallback sample
+ * (at least `minSamples`), else `defaultMs`. Unlike the TTL it is a central estimate, not a
+ * bound, and it is not clamped (at least 1 ms). Measured against ordering by the TTL's deadline:
+ * docs/benchmarks.md, Leases.
+ *
+ * @example predictLeaseReturn({ pauses: [1000, 4000], settings: LEASE_DEFAULTS }) // 2000
+ */
+export function predictLeaseReturn(params: { pauses: readonly number[]; fallbackPauses?: readonly number[]; settings: LeaseSettings }): number {
+  const { pauses, settings: s } = params;
+  let ms: number;
+  if (pauses.length > 0) ms = Math.exp(pauses.reduce((a, x) => a + Math.log(Math.max(1, x)), 0) / pauses.length);
+  else if ((params.fallbackPauses?.length ?? 0) >= s.minSamples) ms = percentile(params.fallbackPauses!, 0.5);
+  else ms = s.defaultMs;
+  return Math.max(1, Math.round(ms));
+}
+
+/**
  * Nearest-rank percentile (q in [0, 1]) of a non-empty sample.
  *
  * @example percentile([5, 1, 3, 2, 4], 0.9) // 5

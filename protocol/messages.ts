@@ -123,6 +123,11 @@ export interface LeaseRequest {
   stateId: string;
   /** How long to hold them, in milliseconds (> 0; the backend may shorten it). */
   ttlMs: number;
+  /**
+   * When the agent is expected back, ms from now (> 0; optional): when admission must break a
+   * lease, the backend breaks the one expected back last (without it: the one due last).
+   */
+  expectedReturnMs?: number;
 }
 
 export interface LeaseResponse {

@@ -155,6 +155,7 @@ export const releaseStateRequestSchema = map({
 export const leaseRequestSchema = map({
   stateId: nonEmptyString,
   ttlMs: z.number(expect("must be a finite number > 0")).gt(0, "must be a finite number > 0").max(Number.MAX_SAFE_INTEGER, "must be a finite number > 0"),
+  expectedReturnMs: z.number(expect("must be a finite number > 0")).gt(0, "must be a finite number > 0").max(Number.MAX_SAFE_INTEGER, "must be a finite number > 0").optional(),
 }) satisfies z.ZodType<LeaseRequest>;
 
 export const releaseLeaseRequestSchema = map({

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { LEASE_DEFAULTS, leaseSettings, percentile, predictLeaseTtl, wantsLease } from "../durable-objects/lease-policy";
+import { LEASE_DEFAULTS, leaseSettings, percentile, predictLeaseReturn, predictLeaseTtl, wantsLease } from "../durable-objects/lease-policy";
 
 describe("lease policy", () => {
   it("takes the nearest-rank percentile", () => {
@@ -20,6 +20,18 @@ describe("lease policy", () => {
     const s = LEASE_DEFAULTS;
     expect(predictLeaseTtl({ pauses: [4000, 4000], fallbackPauses: [2000, 2000, 2000], settings: s })).toEqual({ ttlMs: 3000, basis: "fallback" });
     expect(predictLeaseTtl({ pauses: [4000], settings: s })).toEqual({ ttlMs: 22_500, basis: "default" });
+  });
+
+  it("expects the agent back after the geometric mean of its own pauses (from the first), else the tenant's median, else the default", () => {
+    const s = LEASE_DEFAULTS;
+    expect(predictLeaseReturn({ pauses: [1000, 4000], settings: s })).toBe(2000);
+    // One sample of its own beats the pooled ones (unlike the TTL, which waits for 3).
+    expect(predictLeaseReturn({ pauses: [500], fallbackPauses: [9000, 9000, 9000], settings: s })).toBe(500);
+    expect(predictLeaseReturn({ pauses: [], fallbackPauses: [1000, 3000, 8000], settings: s })).toBe(3000);
+    expect(predictLeaseReturn({ pauses: [], fallbackPauses: [1000, 3000], settings: s })).toBe(s.defaultMs);
+    // A central estimate, not clamped to the TTL's bounds; never below 1 ms.
+    expect(predictLeaseReturn({ pauses: [300_000, 300_000], settings: s })).toBe(300_000);
+    expect(predictLeaseReturn({ pauses: [0], settings: s })).toBe(1);
   });
 
   it("reads the Worker vars, defaults for what is unset or nonsense", () => {

@@ -122,10 +122,10 @@ export class LeaseTable implements PoolLeaseHooks {
   }
 
   /** The active lease of `key`, if any. */
-  get(key: string): { blocks: number; expiresAt: number; protectedBlocks: number } | undefined {
+  get(key: string): { blocks: number; expiresAt: number; returnAt: number; protectedBlocks: number } | undefined {
     this.expire();
     const l = this.leases.get(key);
-    return l && { blocks: l.blockIds.length, expiresAt: l.expiresAt, protectedBlocks: l.protectedBlocks };
+    return l && { blocks: l.blockIds.length, expiresAt: l.expiresAt, returnAt: l.returnAt, protectedBlocks: l.protectedBlocks };
   }
 
   /** Active leases, oldest first (for debugging and tests). */

@@ -68,7 +68,7 @@ export function createBackendApp(options: BackendAppOptions): Hono {
     if (body instanceof ProtocolError) return errorResponse(c, body);
     const decoded = decodeLeaseRequest(body);
     if (!decoded.ok) return errorResponse(c, decoded.error);
-    const result = engine.leases.lease(decoded.value.stateId, decoded.value.ttlMs);
+    const result = engine.leases.lease(decoded.value.stateId, decoded.value.ttlMs, decoded.value.expectedReturnMs);
     return new Response(encode(result), { status: 200, headers: { "content-type": MSGPACK_CONTENT_TYPE } });
   });
 

@@ -102,6 +102,22 @@ describe("POST /v1/leases", () => {
     expect(await release(done.stateId)).toEqual({ released: false, hit: true });
   });
 
+  it("keeps the expected return a lease gives (the break order's key), else orders by its deadline", async () => {
+    const a = await generate(firstTurn("lease-ret-a"));
+    const b = await generate(firstTurn("lease-ret-b"));
+    const t0 = Date.now();
+    expect((await post(ROUTES.leases, { stateId: a.stateId, ttlMs: 60_000, expectedReturnMs: 5000 })).status).toBe(200);
+    await lease(b.stateId, 60_000);
+    const la = engine.leases.table.get(a.stateId)!;
+    const lb = engine.leases.table.get(b.stateId)!;
+    expect(la.returnAt - t0).toBeGreaterThanOrEqual(5000);
+    expect(la.returnAt - t0).toBeLessThan(15_000);
+    expect(la.expiresAt - t0).toBeGreaterThanOrEqual(60_000);
+    expect(lb.returnAt).toBe(lb.expiresAt);
+    await release(a.stateId);
+    await release(b.stateId);
+  });
+
   it("releases on request; an expired release counts as expired unused", async () => {
     const a = await generate(firstTurn("lease-b"));
     const b = await generate(firstTurn("lease-c"));
@@ -121,6 +137,10 @@ describe("POST /v1/leases", () => {
     const frame = decodeFrame(new Uint8Array(await bad.arrayBuffer()));
     expect(frame.ok && frame.value.type === "error" && frame.value.code).toBe("invalid_request");
     expect(frame.ok && frame.value.type === "error" && frame.value.message).toMatch(/ttlMs/);
+    const badReturn = await post(ROUTES.leases, { stateId: "x", ttlMs: 1000, expectedReturnMs: -5 });
+    expect(badReturn.status).toBe(400);
+    const returnFrame = decodeFrame(new Uint8Array(await badReturn.arrayBuffer()));
+    expect(returnFrame.ok && returnFrame.value.type === "error" && returnFrame.value.message).toMatch(/expectedReturnMs/);
     expect((await post(ROUTES.releaseLease, { stateId: "x" }, "wrong")).status).toBe(401);
   });
 });
