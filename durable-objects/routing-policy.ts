@@ -18,7 +18,10 @@
  * prompt there too).
  *
  * Tunables and defaults:
- *   absMargin = 4     (sequences running + waiting; for placing: rule 2)
+ *   absMargin = 2     (sequences running + waiting; for placing: rule 2. At 4 the routing
+ *                      benchmark once placed 11 of a popular group's 16 trajectories on one of 4
+ *                      backends and paid for it in a one-backend tail; at 2 the group split 8/8
+ *                      and no run moved a trajectory)
  *   pinAbsMargin = 8  (for leaving a pin: rule 1; a move costs a full prefill of the transcript
  *                      elsewhere, so the pinned backend must be much busier before it pays. The
  *                      routing benchmark moved 44-78 trajectories per run at 4, each a re-prefill
@@ -59,7 +62,7 @@ export interface RoutingTunables {
   minPrefixBlocks: number;
 }
 
-export const DEFAULT_TUNABLES: RoutingTunables = { absMargin: 4, pinAbsMargin: 8, relMargin: 1.5, minPrefixBlocks: 1 };
+export const DEFAULT_TUNABLES: RoutingTunables = { absMargin: 2, pinAbsMargin: 8, relMargin: 1.5, minPrefixBlocks: 1 };
 
 export type RouteReason = "pinned" | "prefix" | "least-loaded" | "round-robin" | "hash" | "pinned-down" | "pinned-overloaded";
 

@@ -41,8 +41,15 @@ const cases: Case[] = [
     name: "places a new trajectory where its longest prefix is",
     policy: "affinity",
     req: { trajectoryId: "t", prefixBlocks: prefix([["b0", 3], ["b2", 8]]) },
-    backends: [b("b0", 0), b("b1", 0), b("b2", 3)],
+    backends: [b("b0", 0), b("b1", 0), b("b2", 2)],
     want: { backendId: "b2", reason: "prefix" },
+  },
+  {
+    name: "places past the longest prefix once its holder runs more than absMargin (2) over the least loaded",
+    policy: "affinity",
+    req: { trajectoryId: "t", prefixBlocks: prefix([["b0", 3], ["b2", 8]]) },
+    backends: [b("b0", 0), b("b1", 0), b("b2", 3)],
+    want: { backendId: "b0", reason: "prefix" },
   },
   {
     name: "skips the prefix holder when it is overloaded (no hotspot)",

@@ -3,6 +3,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { SECRET_HEADER } from "../../protocol/messages";
 import { BlockIndex, DEFAULT_MAX_INDEX_ENTRIES, evictionBatch } from "../../durable-objects/block-index";
+import { DEFAULT_TUNABLES } from "../../durable-objects/routing-policy";
 import { DEFAULT_DOWN_AFTER_MS, PLACED_PREFIX_MS, PREFIX_LIST_BLOCKS, PREFIX_TTL_MS, type BackendHeartbeat, type HeartbeatInput, type PoolDO } from "../../durable-objects/pool-do";
 import type { KvEventBatch } from "../../protocol/messages";
 import { call } from "./helpers";
@@ -263,9 +264,10 @@ describe("BlockIndex", () => {
       picks.push(p!.url);
     }
     const count = (url: string) => picks.filter((u) => u === url).length;
-    // The holder first (its cache is warm), then, once it runs absMargin (4) more than the least
+    // The holder first (its cache is warm), then, once it runs absMargin more than the least
     // loaded, the others: no heartbeat came in between, so only the pool's own count can see it.
-    expect(picks.slice(0, 5)).toEqual(Array(5).fill(A));
+    const first = DEFAULT_TUNABLES.absMargin + 1;
+    expect(picks.slice(0, first)).toEqual(Array(first).fill(A));
     expect(count(A)).toBeLessThan(24);
     expect(count("http://10.0.0.2:8080")).toBeGreaterThan(0);
     expect(count("http://10.0.0.3:8080")).toBeGreaterThan(0);
@@ -285,19 +287,20 @@ describe("BlockIndex", () => {
     const picks: { url: string; reason: string }[] = [];
     for (let i = 0; i < 8; i++) picks.push((await pool.place({ hashes: [], key: "fresh-key", trajectoryId: `fresh-${i}`, pinned: undefined }))!);
     // The first goes to the least loaded (all idle); the next ones follow it while its first
-    // prefill of the shared prompt may still run, until it runs absMargin (4) more than the rest.
+    // prefill of the shared prompt may still run, until it runs absMargin more than the rest.
+    const n = DEFAULT_TUNABLES.absMargin + 1;
     expect(picks[0]!.reason).toBe("least-loaded");
-    expect(picks.slice(1, 5).map((p) => p.url)).toEqual(Array(4).fill(picks[0]!.url));
-    expect(picks.slice(1, 5).every((p) => p.reason === "prefix")).toBe(true);
+    expect(picks.slice(1, n).map((p) => p.url)).toEqual(Array(n - 1).fill(picks[0]!.url));
+    expect(picks.slice(1, n).every((p) => p.reason === "prefix")).toBe(true);
     // Then the overflow goes to ONE other backend, which it marks in turn, not over all of them.
-    expect(picks[5]!.url).not.toBe(picks[0]!.url);
-    expect(new Set(picks.slice(5).map((p) => p.url)).size).toBe(1);
+    expect(picks[n]!.url).not.toBe(picks[0]!.url);
+    expect(new Set(picks.slice(n, 2 * n).map((p) => p.url)).size).toBe(1);
     // Another key is unaffected; a moving trajectory (with hashes) does not use the marks.
     expect(await pool.prefixBlocks([], "other-key")).toEqual({});
     expect(await pool.prefixBlocks([hx(9)], "fresh-key")).toEqual({});
     // A turn under the key noted there with its hashes ends that backend's mark: the block index
     // (which has not seen these blocks) counts for it from now on.
-    const marked = picks[5]!.url;
+    const marked = picks[n]!.url;
     await pool.notePrefix("fresh-key", marked, [hx(500), hx(501)]);
     await runInDurableObject(pool, (instance: PoolDO) => {
       expect((instance as unknown as { placedKeys: Map<string, Map<string, number>> }).placedKeys.get("fresh-key")!.has(marked)).toBe(false);
