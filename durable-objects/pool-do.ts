@@ -95,8 +95,11 @@ export const DEFAULT_DOWN_AFTER_MS = 6000;
  */
 export class PoolDO extends DurableObject<EdgeEnv> {
   private readonly index = new BlockIndex();
-  /** Per backend url: times of placements made here (PENDING_PLACEMENT_MS at most). */
-  private readonly pending = new Map<string, number[]>();
+  /**
+   * Per backend url: placements made here whose first turn has not been noted as done yet
+   * (`notePrefix` with the trajectory id ends one), PENDING_PLACEMENT_MS at most.
+   */
+  private readonly pending = new Map<string, { at: number; trajectoryId: string }[]>();
   /** Per prefix key: backend url -> when a new trajectory under that key was placed there. */
   private readonly placedKeys = new Map<string, Map<string, number>>();
 
@@ -145,16 +148,22 @@ export class PoolDO extends DurableObject<EdgeEnv> {
 
   /**
    * Notes that `url` served (and so caches) the trajectory prefix named `key` (see
-   * `prefixKey`), with the short hashes of that turn's prompt blocks (`hashes`, may be empty):
+   * `prefixKey`), with the short hashes of that turn's prompt blocks (`hashes`, may be empty),
+   * after the turn of `trajectoryId` (when given: its placement stops counting as load there):
    * the block index marks them held by `url` now, without waiting for its next heartbeat, and
    * the key keeps the common prefix of its lists (first PREFIX_LIST_BLOCKS hashes), i.e. the
    * blocks every trajectory under the key shares. The text index is approximate and bounded: the
    * newest MAX_PREFIX_ROWS rows of each table, each dropped after PREFIX_TTL_MS without a new
    * note (about 100 bytes a holder row, at most 4 KiB a list row).
    */
-  async notePrefix(key: string, url: string, hashes: string[] = []): Promise<void> {
+  async notePrefix(key: string, url: string, hashes: string[] = [], trajectoryId?: string): Promise<void> {
     const sql = this.ctx.storage.sql;
     const now = Date.now();
+    // That trajectory's placed turn is done: it no longer loads the backend (pending placements).
+    if (trajectoryId !== undefined) {
+      const list = this.pending.get(url);
+      if (list) this.pending.set(url, list.filter((e) => e.trajectoryId !== trajectoryId));
+    }
     sql.exec(`INSERT OR REPLACE INTO prefixes (key, url, last_ms) VALUES (?, ?, ?)`, key, url, now);
     if (hashes.length > 0) {
       const mine = hashes.slice(0, PREFIX_LIST_BLOCKS);
@@ -239,8 +248,11 @@ export class PoolDO extends DurableObject<EdgeEnv> {
     const d = route(p.policy ?? "affinity", { trajectoryId: p.trajectoryId, pinned: p.pinned, prefixBlocks: new Map(Object.entries(prefixBlocks)) }, snapshot);
     if (!d) return null;
     const list = this.pending.get(d.backendId) ?? [];
-    list.push(now);
-    this.pending.set(d.backendId, list.filter((t) => now - t <= PENDING_PLACEMENT_MS));
+    list.push({ at: now, trajectoryId: p.trajectoryId });
+    this.pending.set(
+      d.backendId,
+      list.filter((e) => now - e.at <= PENDING_PLACEMENT_MS),
+    );
     if (p.key !== undefined && p.hashes.length === 0) this.notePlaced(p.key, d.backendId, now);
     return { url: d.backendId, reason: d.reason, prefixBlocks };
   }
@@ -262,8 +274,9 @@ export class PoolDO extends DurableObject<EdgeEnv> {
   private pendingPlacements(url: string, lastSeenMs: number, now: number): number {
     const list = this.pending.get(url);
     if (!list) return 0;
-    return list.filter((t) => now - t <= PENDING_PLACEMENT_MS && t >= lastSeenMs - PLACEMENT_OVERLAP_MS).length;
+    return list.filter((e) => now - e.at <= PENDING_PLACEMENT_MS && e.at >= lastSeenMs - PLACEMENT_OVERLAP_MS).length;
   }
+
 
   /** Backends that recently served a trajectory with this prefix key. */
   async prefixHolders(key: string): Promise<string[]> {

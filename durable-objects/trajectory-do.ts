@@ -142,7 +142,7 @@ export class TrajectoryDO extends DurableObject<EdgeEnv> {
           backends: await this.backends(),
           prefixBlocks: (hashes, key) => poolOf(this.env).prefixBlocks(hashes, key),
           place: (p) => poolOf(this.env).place(p),
-          notePrefix: (key, url, hashes) => poolOf(this.env).notePrefix(key, url, hashes),
+          notePrefix: (key, url, hashes, trajectoryId) => poolOf(this.env).notePrefix(key, url, hashes, trajectoryId),
           timeoutMs: timeoutOf(this.env),
           policy: policyOf(this.env),
           canonicalize: canonicalizes(this.env, input.tenant),

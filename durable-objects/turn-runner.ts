@@ -38,7 +38,7 @@ export interface TurnContext {
    */
   place?: (p: { hashes: string[]; key: string; trajectoryId: string; pinned: string | undefined }) => Promise<{ url: string; reason: RouteReason } | null>;
   /** Records that a backend now holds this prefix key and these prompt blocks. */
-  notePrefix?: (key: string, url: string, hashes: string[]) => Promise<void>;
+  notePrefix?: (key: string, url: string, hashes: string[], trajectoryId: string) => Promise<void>;
   /** Receives events; returns false once the client is gone (then nothing is committed). */
   emit: (event: TurnEvent) => Promise<boolean>;
   signal: AbortSignal;
@@ -199,7 +199,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     promptBlockHashes: done.promptBlockHashes ?? [],
   });
   if (ctx.notePrefix && (mode === "full" || backend.url !== meta.backendUrl)) {
-    await ctx.notePrefix(await keyOf(), backend.url, done.promptBlockHashes ?? []).catch(() => {});
+    await ctx.notePrefix(await keyOf(), backend.url, done.promptBlockHashes ?? [], input.trajectoryId).catch(() => {});
   }
   await ctx.emit(event);
   return transcript;

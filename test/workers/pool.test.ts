@@ -275,9 +275,29 @@ describe("BlockIndex", () => {
     await pool.heartbeat(beat("ga", { url: A, running: 0, waiting: 0 }));
     await runInDurableObject(pool, (instance: PoolDO) => {
       // Placements long before the heartbeat no longer count.
-      (instance as unknown as { pending: Map<string, number[]> }).pending.set(A, [Date.now() - 60_000]);
+      (instance as unknown as { pending: Map<string, { at: number; trajectoryId: string }[]> }).pending.set(A, [{ at: Date.now() - 60_000, trajectoryId: "old" }]);
     });
     expect((await pool.place({ hashes: [], key: "popular", trajectoryId: "after", pinned: undefined }))!.url).toBe(A);
+  });
+
+  it("stops counting a placement as load once its trajectory's turn is noted done there", async () => {
+    const pool = privatePool();
+    const X = "http://10.0.2.1:8080";
+    await pool.heartbeat(beat("px", { url: X, running: 0, waiting: 0 }));
+    await pool.heartbeat(beat("py", { url: "http://10.0.2.2:8080", running: 0, waiting: 0 }));
+    await pool.notePrefix("seq-key", X, [hx(700), hx(701)]);
+    // New trajectories one after another, each done before the next: all stay on the holder,
+    // however many, because each finished placement stops counting before the next heartbeat.
+    for (let i = 0; i < DEFAULT_TUNABLES.absMargin + 3; i++) {
+      const p = await pool.place({ hashes: [], key: "seq-key", trajectoryId: `seq-${i}`, pinned: undefined });
+      expect(p!.url).toBe(X);
+      await pool.notePrefix("seq-key", X, [hx(700), hx(701)], `seq-${i}`);
+    }
+    // Without the notes (turns still running) the same burst spreads once X is overloaded.
+    const picks: string[] = [];
+    for (let i = 0; i < DEFAULT_TUNABLES.absMargin + 3; i++) picks.push((await pool.place({ hashes: [], key: "seq-key", trajectoryId: `burst-${i}`, pinned: undefined }))!.url);
+    // (Y, or the static backend of this test environment: whichever is less loaded.)
+    expect(picks.some((u) => u !== X)).toBe(true);
   });
 
   it("keeps a burst of new trajectories with a prefix no one holds yet together: the first placement marks its backend for the key", async () => {
