@@ -96,61 +96,65 @@ describe("startHeartbeat publishes KV events", () => {
   });
 });
 
-describe("heartbeat whose beats do not get through", () => {
-  it("the keepalive thread resends the load when no beat was answered for 1.25 intervals, even with the main thread running", async () => {
-    const received: { at: number; keepalive: boolean }[] = [];
-    const held: ServerResponse[] = [];
-    const server = createServer((req, res) => {
-      let raw = "";
-      req.on("data", (c: Buffer) => (raw += c.toString()));
-      req.on("end", () => {
-        const body = JSON.parse(raw) as Record<string, unknown>;
-        const keepalive = body.kvEvents === undefined;
-        received.push({ at: Date.now(), keepalive });
-        // The main thread's beats hang (a stuck edge connection); the keepalive's are answered.
-        if (keepalive) res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ registered: false }));
-        else held.push(res);
-      });
+/**
+ * A fake edge (its heartbeat route answers with `answer`, which may hold the response) and a
+ * tiny-model backend heartbeating to it every 400 ms (keepalive grace 1 s). `close` ends all.
+ */
+async function heartbeatFixture(backendId: string, answer: (body: Record<string, unknown>, res: ServerResponse) => void) {
+  const received: { at: number; body: Record<string, unknown> }[] = [];
+  const server = createServer((req, res) => {
+    let raw = "";
+    req.on("data", (c: Buffer) => (raw += c.toString()));
+    req.on("end", () => {
+      const body = JSON.parse(raw) as Record<string, unknown>;
+      received.push({ at: Date.now(), body });
+      answer(body, res);
     });
-    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-    const edge = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    const dir3 = mkdtempSync(join(tmpdir(), "agent-edge-stuck-beat-"));
-    const b = await createBackend({ modelDir: await materializeTinyModel(join(dir3, "tiny")), kvMemoryBytes: 1 << 20, blockSize: 16, maxBatchTokens: 256, enablePrefixCache: true, threads: 1, device: "cpu", backendId: "stuck-test" });
-    const stop = startHeartbeat({ edgeUrl: edge, secret: "s", backendId: "stuck-test", advertiseUrl: "http://127.0.0.1:1", engine: b.engine, intervalMs: 400 });
-    try {
-      // The main thread stays free (awaiting timers), yet none of its beats is answered.
-      for (let i = 0; i < 60 && received.filter((r) => r.keepalive).length < 2; i++) await new Promise((r) => setTimeout(r, 100));
-      const keepalives = received.filter((r) => r.keepalive);
-      expect(keepalives.length).toBeGreaterThanOrEqual(2);
-      // The first after the 1 s grace, then at most one per grace period.
-      expect(keepalives[1]!.at - keepalives[0]!.at).toBeGreaterThanOrEqual(900);
-      expect(received.some((r) => !r.keepalive)).toBe(true);
-    } finally {
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const edge = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const dir = mkdtempSync(join(tmpdir(), `agent-edge-${backendId}-`));
+  const b = await createBackend({ modelDir: await materializeTinyModel(join(dir, "tiny")), kvMemoryBytes: 1 << 20, blockSize: 16, maxBatchTokens: 256, enablePrefixCache: true, threads: 1, device: "cpu", backendId });
+  const stop = startHeartbeat({ edgeUrl: edge, secret: "s", backendId, advertiseUrl: "http://127.0.0.1:1", engine: b.engine, intervalMs: 400 });
+  return {
+    received,
+    close: async () => {
       stop();
-      for (const res of held) res.destroy();
+      server.closeAllConnections();
       server.close();
       await b.close();
-      rmSync(dir3, { recursive: true, force: true });
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+const isKeepalive = (body: Record<string, unknown>) => body.kvEvents === undefined;
+const answerOk = (res: ServerResponse) => res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ registered: false, kv: "ok" }));
+
+describe("heartbeat whose beats do not get through", () => {
+  it("the keepalive thread resends the load when no beat was answered for 1.25 intervals, even with the main thread running", async () => {
+    // The main thread's beats hang (a stuck edge connection); the keepalive's are answered.
+    const f = await heartbeatFixture("stuck-test", (body, res) => {
+      if (isKeepalive(body)) answerOk(res);
+    });
+    try {
+      // The main thread stays free (awaiting timers), yet none of its beats is answered.
+      const keepalives = () => f.received.filter((r) => isKeepalive(r.body));
+      for (let i = 0; i < 60 && keepalives().length < 2; i++) await new Promise((r) => setTimeout(r, 100));
+      expect(keepalives().length).toBeGreaterThanOrEqual(2);
+      // The first after the 1 s grace, then at most one per grace period.
+      expect(keepalives()[1]!.at - keepalives()[0]!.at).toBeGreaterThanOrEqual(900);
+      expect(f.received.some((r) => !isKeepalive(r.body))).toBe(true);
+    } finally {
+      await f.close();
     }
   });
 });
 
 describe("heartbeat while the main thread is blocked", () => {
   it("a keepalive thread resends the last load (no KV events) so the pool does not take a busy backend for a dead one", async () => {
-    const received: { at: number; body: Record<string, unknown> }[] = [];
-    const server = createServer((req, res) => {
-      let raw = "";
-      req.on("data", (c: Buffer) => (raw += c.toString()));
-      req.on("end", () => {
-        received.push({ at: Date.now(), body: JSON.parse(raw) as Record<string, unknown> });
-        res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ registered: false, kv: "ok" }));
-      });
-    });
-    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
-    const edge = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-    const dir2 = mkdtempSync(join(tmpdir(), "agent-edge-keepalive-"));
-    const b = await createBackend({ modelDir: await materializeTinyModel(join(dir2, "tiny")), kvMemoryBytes: 1 << 20, blockSize: 16, maxBatchTokens: 256, enablePrefixCache: true, threads: 1, device: "cpu", backendId: "ka-test" });
-    const stop = startHeartbeat({ edgeUrl: edge, secret: "s", backendId: "ka-test", advertiseUrl: "http://127.0.0.1:1", engine: b.engine, intervalMs: 400 });
+    const f = await heartbeatFixture("ka-test", (_body, res) => answerOk(res));
+    const { received } = f;
     try {
       // Let the main thread send its first beats.
       await new Promise((r) => setTimeout(r, 900));
@@ -169,10 +173,7 @@ describe("heartbeat while the main thread is blocked", () => {
       expect(keepalives.length).toBeGreaterThanOrEqual(1);
       expect(keepalives[0]!.body).toMatchObject({ id: "ka-test", url: "http://127.0.0.1:1", running: 0, waiting: 0 });
     } finally {
-      stop();
-      server.close();
-      await b.close();
-      rmSync(dir2, { recursive: true, force: true });
+      await f.close();
     }
   });
 });
