@@ -64,8 +64,20 @@ export const PLACEMENT_OVERLAP_MS = 1000;
  * frame has noted the real blocks (`notePrefix`).
  */
 export const PLACED_PREFIX_MS = 30_000;
-/** Prefix keys with recent placements kept in memory at most (the oldest are forgotten first). */
-export const MAX_PLACED_KEYS = 10_000;
+/** Open placements kept in memory at most (the oldest are forgotten first). */
+export const MAX_OPEN_PLACEMENTS = 10_000;
+
+/**
+ * A placement whose turn has not been noted done yet. It counts as load on `url` until a
+ * heartbeat can show it (PENDING_PLACEMENT_MS at most), and, for a new trajectory, marks `url` as
+ * (about to be) holding `key`'s shared prefix (PLACED_PREFIX_MS at most).
+ */
+interface OpenPlacement {
+  url: string;
+  /** The prefix key of a new trajectory; cleared once a turn under it is noted on `url`. */
+  key: string | undefined;
+  at: number;
+}
 
 /** Where `PoolDO.place` put a trajectory, and why. */
 export interface Placement {
@@ -95,13 +107,8 @@ export const DEFAULT_DOWN_AFTER_MS = 6000;
  */
 export class PoolDO extends DurableObject<EdgeEnv> {
   private readonly index = new BlockIndex();
-  /**
-   * Per backend url: placements made here whose first turn has not been noted as done yet
-   * (`notePrefix` with the trajectory id ends one), PENDING_PLACEMENT_MS at most.
-   */
-  private readonly pending = new Map<string, { at: number; trajectoryId: string }[]>();
-  /** Per prefix key: backend url -> when a new trajectory under that key was placed there. */
-  private readonly placedKeys = new Map<string, Map<string, number>>();
+  /** Per trajectory id, oldest first: its placement until `notePrefix` says its turn is done. */
+  private readonly placements = new Map<string, OpenPlacement>();
 
   constructor(ctx: DurableObjectState, env: EdgeEnv) {
     super(ctx, env);
@@ -159,11 +166,8 @@ export class PoolDO extends DurableObject<EdgeEnv> {
   async notePrefix(key: string, url: string, hashes: string[] = [], trajectoryId?: string): Promise<void> {
     const sql = this.ctx.storage.sql;
     const now = Date.now();
-    // That trajectory's placed turn is done: it no longer loads the backend (pending placements).
-    if (trajectoryId !== undefined) {
-      const list = this.pending.get(url);
-      if (list) this.pending.set(url, list.filter((e) => e.trajectoryId !== trajectoryId));
-    }
+    // That trajectory's placed turn is done: it no longer loads the backend.
+    if (trajectoryId !== undefined) this.placements.delete(trajectoryId);
     sql.exec(`INSERT OR REPLACE INTO prefixes (key, url, last_ms) VALUES (?, ?, ?)`, key, url, now);
     if (hashes.length > 0) {
       const mine = hashes.slice(0, PREFIX_LIST_BLOCKS);
@@ -171,8 +175,8 @@ export class PoolDO extends DurableObject<EdgeEnv> {
       const list = known ? mine.slice(0, commonPrefix(known, mine)) : mine;
       sql.exec(`INSERT OR REPLACE INTO prefix_lists (key, hashes, last_ms) VALUES (?, ?, ?)`, key, list.join(""), now);
       this.index.noteHeld(url, hashes.slice(0, MAX_PROMPT_BLOCK_HASHES));
-      // The turn placed there has ended: the block index knows what it holds from now on.
-      this.placedKeys.get(key)?.delete(url);
+      // A turn under the key has ended there: the block index knows what it holds from now on.
+      for (const p of this.placements.values()) if (p.key === key && p.url === url) p.key = undefined;
     }
     for (const table of ["prefixes", "prefix_lists"]) {
       sql.exec(`DELETE FROM ${table} WHERE last_ms < ?`, now - PREFIX_TTL_MS);
@@ -194,9 +198,9 @@ export class PoolDO extends DurableObject<EdgeEnv> {
    *   under the same key in the last PLACED_PREFIX_MS counts as holding the key's whole list (1
    *   when none is known yet): its first prefill of the shared prefix may still be running, and
    *   the requests behind it share it there. The mark ends when a turn under the key is noted
-   *   there with its hashes (`notePrefix`): from then on the block index counts for it. Without this, a burst of new trajectories arriving
-   *   before the first one's prefill ends would find no holder and scatter over the pool,
-   *   prefilling the same system prompt on every backend.
+   *   there with its hashes (`notePrefix`): from then on the block index counts for it. Without
+   *   this, a burst of new trajectories arriving before the first one's prefill ends would find
+   *   no holder and scatter over the pool, prefilling the same system prompt on every backend.
    * - A backend marked down counts nothing (and its blocks are dropped from the index).
    *
    * @example await pool.prefixBlocks([], key) // { "http://10.0.0.2:8080": 14 }
@@ -217,8 +221,8 @@ export class PoolDO extends DurableObject<EdgeEnv> {
       if (hashes.length === 0) {
         const upSet = new Set([...up, ...backendTargets(this.env).map((t) => t.url)]);
         const now = Date.now();
-        for (const [url, at] of this.placedKeys.get(key) ?? []) {
-          if (now - at <= PLACED_PREFIX_MS && upSet.has(url)) out[url] = Math.max(out[url] ?? 0, list?.length ?? 1, 1);
+        for (const p of this.placements.values()) {
+          if (p.key === key && now - p.at <= PLACED_PREFIX_MS && upSet.has(p.url)) out[p.url] = Math.max(out[p.url] ?? 0, list?.length ?? 1);
         }
       }
     }
@@ -247,36 +251,21 @@ export class PoolDO extends DurableObject<EdgeEnv> {
     }));
     const d = route(p.policy ?? "affinity", { trajectoryId: p.trajectoryId, pinned: p.pinned, prefixBlocks: new Map(Object.entries(prefixBlocks)) }, snapshot);
     if (!d) return null;
-    const list = this.pending.get(d.backendId) ?? [];
-    list.push({ at: now, trajectoryId: p.trajectoryId });
-    this.pending.set(
-      d.backendId,
-      list.filter((e) => now - e.at <= PENDING_PLACEMENT_MS),
-    );
-    if (p.key !== undefined && p.hashes.length === 0) this.notePlaced(p.key, d.backendId, now);
-    return { url: d.backendId, reason: d.reason, prefixBlocks };
-  }
-
-  /** Remembers that a new trajectory under `key` went to `url` (see `prefixBlocks`), bounded. */
-  private notePlaced(key: string, url: string, now: number): void {
-    const urls = this.placedKeys.get(key) ?? new Map<string, number>();
-    this.placedKeys.delete(key); // re-inserted last: the Map's order is oldest note first
-    for (const [u, at] of urls) if (now - at > PLACED_PREFIX_MS) urls.delete(u);
-    urls.set(url, now);
-    this.placedKeys.set(key, urls);
-    for (const [k, byUrl] of this.placedKeys) {
-      if (this.placedKeys.size <= MAX_PLACED_KEYS && [...byUrl.values()].some((at) => now - at <= PLACED_PREFIX_MS)) break;
-      this.placedKeys.delete(k);
+    this.placements.delete(p.trajectoryId); // re-inserted last: the Map stays oldest first
+    this.placements.set(p.trajectoryId, { url: d.backendId, key: p.hashes.length === 0 ? p.key : undefined, at: now });
+    for (const [id, open] of this.placements) {
+      if (this.placements.size <= MAX_OPEN_PLACEMENTS && now - open.at <= PLACED_PREFIX_MS) break;
+      this.placements.delete(id);
     }
+    return { url: d.backendId, reason: d.reason, prefixBlocks };
   }
 
   /** Placements on `url` not yet reflected in its last heartbeat (made after it, or just before). */
   private pendingPlacements(url: string, lastSeenMs: number, now: number): number {
-    const list = this.pending.get(url);
-    if (!list) return 0;
-    return list.filter((e) => now - e.at <= PENDING_PLACEMENT_MS && e.at >= lastSeenMs - PLACEMENT_OVERLAP_MS).length;
+    let n = 0;
+    for (const p of this.placements.values()) if (p.url === url && now - p.at <= PENDING_PLACEMENT_MS && p.at >= lastSeenMs - PLACEMENT_OVERLAP_MS) n++;
+    return n;
   }
-
 
   /** Backends that recently served a trajectory with this prefix key. */
   async prefixHolders(key: string): Promise<string[]> {

@@ -225,6 +225,11 @@ describe("PoolDO block index (KV events)", () => {
   });
 });
 
+/** The pool object's open placements (trajectory id -> backend url, prefix key, time placed). */
+function openPlacements(instance: PoolDO): Map<string, { url: string; key: string | undefined; at: number }> {
+  return (instance as unknown as { placements: Map<string, { url: string; key: string | undefined; at: number }> }).placements;
+}
+
 describe("BlockIndex", () => {
   it("evicts the least recently stored, noted or found hash first", () => {
     const index = new BlockIndex({ maxEntries: 3 });
@@ -275,7 +280,7 @@ describe("BlockIndex", () => {
     await pool.heartbeat(beat("ga", { url: A, running: 0, waiting: 0 }));
     await runInDurableObject(pool, (instance: PoolDO) => {
       // Placements long before the heartbeat no longer count.
-      (instance as unknown as { pending: Map<string, { at: number; trajectoryId: string }[]> }).pending.set(A, [{ at: Date.now() - 60_000, trajectoryId: "old" }]);
+      for (const p of openPlacements(instance).values()) if (p.url === A) p.at = Date.now() - 60_000;
     });
     expect((await pool.place({ hashes: [], key: "popular", trajectoryId: "after", pinned: undefined }))!.url).toBe(A);
   });
@@ -323,12 +328,11 @@ describe("BlockIndex", () => {
     const marked = picks[n]!.url;
     await pool.notePrefix("fresh-key", marked, [hx(500), hx(501)]);
     await runInDurableObject(pool, (instance: PoolDO) => {
-      expect((instance as unknown as { placedKeys: Map<string, Map<string, number>> }).placedKeys.get("fresh-key")!.has(marked)).toBe(false);
+      expect([...openPlacements(instance).values()].some((p) => p.key === "fresh-key" && p.url === marked)).toBe(false);
     });
     // Marks expire after PLACED_PREFIX_MS.
     await runInDurableObject(pool, (instance: PoolDO) => {
-      const marks = (instance as unknown as { placedKeys: Map<string, Map<string, number>> }).placedKeys.get("fresh-key")!;
-      for (const url of marks.keys()) marks.set(url, Date.now() - PLACED_PREFIX_MS - 1);
+      for (const p of openPlacements(instance).values()) if (p.key === "fresh-key") p.at = Date.now() - PLACED_PREFIX_MS - 1;
     });
     // Left: what the text index says (the noted backend, not indexed by KV events here, counts 1).
     expect(await pool.prefixBlocks([], "fresh-key")).toEqual({ [marked]: 1 });
