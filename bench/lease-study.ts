@@ -66,7 +66,7 @@ const all: LeaseVariant[] = [
   { name: "c100roracle", label: "cap 1, break latest return: oracle (TTL as is)", ...c75, cap: 1, predictReturn: (p) => p.nextPauseMs },
   { name: "capret", label: "cap 0.75, cap and break by latest deadline", ...c75, capOrder: "latest-return" },
   { name: "caprshrink", label: "cap 0.75, cap and break by latest return: shrunk geometric mean (prior 1)", ...c75, capOrder: "latest-return", predictReturn: shrunk(1) },
-  { name: "caprgeo", label: "cap 0.75, cap and break by latest return: geometric mean of own pauses (1+), else pooled p50", ...c75, capOrder: "latest-return", predictReturn: shrunk(0) },
+  { name: "caprgeo", label: "cap 0.75, cap and break by latest return: geometric mean of own pauses (1+), else pooled p50", ...c75, capOrder: "latest-return", predictReturn: predictLeaseReturn },
   { name: "caproracle", label: "cap 0.75, cap and break by latest return: oracle (TTL as is)", ...c75, capOrder: "latest-return", predictReturn: (p) => p.nextPauseMs },
   { name: "oracle100latest", label: "oracle TTL, cap 1, back, break latest", lease: true, cap: 1, expiredTo: "back", droppedTo: "back", breakOrder: "latest-deadline", oracle: true },
   { name: "oracle100", label: "oracle TTL, cap 1, back", lease: true, cap: 1, expiredTo: "back", droppedTo: "back", breakOrder: "oldest", oracle: true },

@@ -62,6 +62,7 @@ const count = integer(0);
 /** A short block hash: 16 lowercase hex characters. */
 const shortBlockHash = z.string(expect("must be a 16-character lowercase hex string")).regex(/^[0-9a-f]{16}$/, "must be a 16-character lowercase hex string");
 const milliseconds = z.number(expect("must be a finite number >= 0")).min(0, "must be a finite number >= 0");
+const positiveMilliseconds = z.number(expect("must be a finite number > 0")).gt(0, "must be a finite number > 0").max(Number.MAX_SAFE_INTEGER, "must be a finite number > 0");
 
 function map<S extends z.core.$ZodLooseShape>(shape: S) {
   return z.object(shape, expect("must be a map"));
@@ -154,8 +155,8 @@ export const releaseStateRequestSchema = map({
 
 export const leaseRequestSchema = map({
   stateId: nonEmptyString,
-  ttlMs: z.number(expect("must be a finite number > 0")).gt(0, "must be a finite number > 0").max(Number.MAX_SAFE_INTEGER, "must be a finite number > 0"),
-  expectedReturnMs: z.number(expect("must be a finite number > 0")).gt(0, "must be a finite number > 0").max(Number.MAX_SAFE_INTEGER, "must be a finite number > 0").optional(),
+  ttlMs: positiveMilliseconds,
+  expectedReturnMs: positiveMilliseconds.optional(),
 }) satisfies z.ZodType<LeaseRequest>;
 
 export const releaseLeaseRequestSchema = map({

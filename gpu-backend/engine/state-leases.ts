@@ -25,8 +25,8 @@ export class StateLeases {
 
   /**
    * Leases the blocks of a kept state for `ttlMs`; `leased: false` for an unknown state.
-   * `expectedReturnMs` (the break order's key, lease-table.ts) is a study option of the lease
-   * bench, not on the wire.
+   * `expectedReturnMs` (the lease request's, optional) is when the agent is expected back: the
+   * key by which the table picks a lease to break (lease-table.ts).
    */
   lease(stateId: string, ttlMs: number, expectedReturnMs?: number): LeaseResponse {
     const state = this.states.get(stateId);

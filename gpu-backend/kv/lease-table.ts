@@ -40,7 +40,7 @@ export class LeaseTable implements PoolLeaseHooks {
   private readonly now: () => number;
   private readonly expiredToFront: boolean;
   private readonly droppedToFront: boolean;
-  private readonly breakLatestDeadline: boolean;
+  private readonly breakLatestReturn: boolean;
   private readonly capLatestReturn: boolean;
   /** Active leases, oldest first (Map keeps insertion order). */
   private readonly leases = new Map<string, Lease>();
@@ -56,7 +56,7 @@ export class LeaseTable implements PoolLeaseHooks {
     this.now = params.now ?? Date.now;
     this.expiredToFront = params.expiredTo === "front";
     this.droppedToFront = params.droppedTo === "front";
-    this.breakLatestDeadline = (params.breakOrder ?? "latest-deadline") === "latest-deadline";
+    this.breakLatestReturn = (params.breakOrder ?? "latest-deadline") === "latest-deadline";
     this.capLatestReturn = params.capOrder === "latest-return";
     this.maxTtlMs = params.maxTtlMs ?? 600_000;
     this.maxLeasedBlocks = Math.floor(fraction * params.pool.numBlocks);
@@ -152,7 +152,7 @@ export class LeaseTable implements PoolLeaseHooks {
     if (this.expire() > 0) return true;
     const oldest = this.leases.keys().next();
     if (oldest.done) return false;
-    this.endLease(this.breakLatestDeadline ? this.latestReturn()! : oldest.value, "broken");
+    this.endLease(this.breakLatestReturn ? this.latestReturn()! : oldest.value, "broken");
     return true;
   }
 
