@@ -453,6 +453,9 @@ async function runPolicy(params: {
       secret: params.backendStack.secret,
       edgePort: params.edgePort,
       inspectorPort: params.inspectorPort,
+      // wrangler dev's devtools inspector reports every streamed chunk to its Node process (~40 ms
+      // of CPU per turn here), a cost of the local tool that a deployed Worker does not have.
+      devtools: false,
       persistTo: params.persistTo,
       // A salt of its own per policy: blocks cached under another policy never hit.
       vars: { ROUTING_POLICY: policy, CACHE_SALT_SECRET: `routing-bench-${policy}-${Date.now()}` },

@@ -24,6 +24,13 @@ export interface StackOptions {
   edgePort?: number;
   /** wrangler's devtools inspector port (default: wrangler's own choice, 9229 when free). */
   inspectorPort?: number;
+  /**
+   * wrangler's devtools inspector (default true). With it, wrangler dev reports every subrequest
+   * and every streamed chunk of the Worker to its Node process (the devtools Network domain, also
+   * appended to its debug log file): about 40 ms of CPU per streamed turn here, a cost of the
+   * local tool that a deployed Worker does not have. Benchmarks turn it off.
+   */
+  devtools?: boolean;
   /** Where wrangler keeps local Durable Object state (default `.wrangler/state`). */
   persistTo?: string;
   /** Shared edge-backend secret (default: `resolveSecret().secret`). */
@@ -130,6 +137,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
 
   const wranglerBin = join(repoRoot, "node_modules", "wrangler", "bin", "wrangler.js");
   if (!existsSync(wranglerBin)) throw new StackStartError(`wrangler is not installed (${wranglerBin} is missing): run npm ci`, "missing_dependency");
+  const devtools = options.devtools !== false;
   const allPorts = [...backendPorts, ...(startEdge ? [edgePort] : []), ...(startEdge && options.inspectorPort ? [options.inspectorPort] : [])];
   if (new Set(allPorts).size !== allPorts.length) throw new Error(`ports must differ: ${allPorts.join(", ")}`);
   for (const port of allPorts) {
@@ -186,7 +194,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
         command: process.execPath,
         args: wranglerArgs,
         cwd: repoRoot,
-        env: wranglerEnv(),
+        env: wranglerEnv({ devtools }),
         onLine,
       });
       parts.push({ name: "wrangler", kind: "edge", url: `http://${host}:${edgePort}`, process: edge });
@@ -241,15 +249,22 @@ export function resolveSecret(params: { env?: NodeJS.ProcessEnv; root?: string }
  * wrangler must never wait on a prompt or on the network (only loopback exists here): no
  * telemetry or error reports, no download of the `Request.cf` placeholder, CI mode (prompts take
  * their defaults). Its update check has its own short timeout.
+ *
+ * `wrangler dev` has no flag that turns its devtools inspector off. It leaves it off inside a VS
+ * Code JavaScript debug terminal, which it recognizes by VSCODE_INSPECTOR_OPTIONS being set;
+ * `devtools: false` sets it. (wrangler 4.x and its miniflare use the variable for nothing else,
+ * unless NODE_OPTIONS also requires VS Code's debugger bootloader.)
  */
-function wranglerEnv(): NodeJS.ProcessEnv {
-  return {
+export function wranglerEnv(params: { devtools: boolean }): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {
     ...process.env,
     WRANGLER_SEND_METRICS: "false",
     WRANGLER_SEND_ERROR_REPORTS: "false",
     CLOUDFLARE_CF_FETCH_ENABLED: "false",
     CI: "true",
   };
+  if (!params.devtools) env.VSCODE_INSPECTOR_OPTIONS = "{}";
+  return env;
 }
 
 async function waitUntilHealthy(

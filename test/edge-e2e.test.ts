@@ -6,7 +6,7 @@ import type { ChatCompletionMessageParam, ChatCompletionTool } from "openai/reso
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { route } from "../durable-objects/routing-policy";
 import { materializeTinyModel } from "../gpu-backend/model/demo-model";
-import { freePort, startStack, type Stack } from "../scripts/stack";
+import { freePort, isPortFree, startStack, type Stack } from "../scripts/stack";
 import { generate, greedy } from "./support/backend-client";
 
 /**
@@ -19,15 +19,17 @@ describe("edge end to end (wrangler dev + backend + openai client)", () => {
   let dir: string;
   let stack: Stack;
   let client: OpenAI;
+  let inspectorPort: number;
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "agent-edge-e2e-"));
     const modelDir = await materializeTinyModel(join(dir, "tiny"));
+    inspectorPort = await freePort();
     stack = await startStack({
       modelDir,
       backendPorts: [await freePort()],
       edgePort: await freePort(),
-      inspectorPort: await freePort(),
+      inspectorPort,
       persistTo: join(dir, "wrangler-state"),
       kvMemory: "64MiB",
       threads: 1,
@@ -55,6 +57,10 @@ describe("edge end to end (wrangler dev + backend + openai client)", () => {
       function: { name: "run_tests", description: "Run the test suite", parameters: { type: "object", properties: {} } },
     },
   ];
+
+  it("keeps wrangler dev's devtools inspector by default (npm start): it listens on the inspector port", async () => {
+    expect(await isPortFree(inspectorPort, "127.0.0.1")).toBe(false);
+  });
 
   it("runs a 10-turn tool-calling trajectory whose cached tokens grow every turn", async () => {
     const trajectoryId = "e2e-agent-1";

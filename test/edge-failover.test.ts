@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { materializeTinyModel } from "../gpu-backend/model/demo-model";
-import { freePort, startStack, type Stack } from "../scripts/stack";
+import { freePort, isPortFree, startStack, type Stack } from "../scripts/stack";
 
 /**
  * Two real backend processes behind `wrangler dev`; the trajectory's backend is killed between
@@ -13,16 +13,20 @@ import { freePort, startStack, type Stack } from "../scripts/stack";
 describe("edge failover (two backends, one killed)", () => {
   let dir: string;
   let stack: Stack;
+  let inspectorPort: number;
   const auth = { authorization: "Bearer sk-local-dev", "content-type": "application/json" };
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "agent-edge-failover-"));
     const modelDir = await materializeTinyModel(join(dir, "tiny"));
+    inspectorPort = await freePort();
     stack = await startStack({
       modelDir,
       backendPorts: [await freePort(), await freePort(), await freePort()],
       edgePort: await freePort(),
-      inspectorPort: await freePort(),
+      inspectorPort,
+      // As the benchmarks run it: wrangler dev without its devtools inspector.
+      devtools: false,
       persistTo: join(dir, "state"),
       kvMemory: "64MiB",
       threads: 1,
@@ -52,6 +56,13 @@ describe("edge failover (two backends, one killed)", () => {
     expect(part, `a backend at ${url}`).toBeDefined();
     part!.process.signalGroup("SIGKILL");
   };
+
+  it("runs wrangler dev without its devtools inspector when asked: nothing listens on the inspector port", async () => {
+    // The edge answers (the stack waited for /healthz), yet the port given to --inspector-port is
+    // unbound: wrangler kept its inspector proxy off. With devtools on, wrangler listens there.
+    expect((await fetch(`${stack.edgeUrl}/healthz`)).status).toBe(200);
+    expect(await isPortFree(inspectorPort, "127.0.0.1")).toBe(true);
+  });
 
   it("places a new trajectory on the backend that already caches its system prompt", async () => {
     const system = { role: "system", content: `You are the shared agent prompt. ${"Rules apply. ".repeat(40)}` };
