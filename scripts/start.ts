@@ -13,6 +13,8 @@ demo model and the edge Worker (wrangler dev) wired to them. Ctrl-C stops everyt
   --model DIR            backend model folder (default: the embedded demo-llama-random)
   --kv-memory SIZE       backend KV pool budget, e.g. 512MiB (default 1GiB)
   --no-prefix-cache      backends without prefix reuse (the benchmark baseline)
+  --no-devtools          wrangler dev without its devtools inspector, which costs ~40 ms of
+                         CPU per streamed turn (for load tests; the benchmarks use it)
   --timeout SECONDS      how long start-up may take (default 300)
   --help                 this text
 
@@ -60,6 +62,7 @@ try {
     modelDir: values.model,
     kvMemory: values["kv-memory"],
     noPrefixCache: values["no-prefix-cache"],
+    devtools: !values["no-devtools"],
     // N backends on one machine: share the cores instead of each taking all of them.
     threads: backends > 1 ? Math.max(1, Math.floor(availableParallelism() / backends)) : undefined,
     secret,
@@ -131,6 +134,7 @@ function parseCli() {
         model: { type: "string" },
         "kv-memory": { type: "string" },
         "no-prefix-cache": { type: "boolean", default: false },
+        "no-devtools": { type: "boolean", default: false },
         timeout: { type: "string", default: "300" },
         help: { type: "boolean", default: false },
       },
