@@ -4,6 +4,7 @@ import { runEdgeBench } from "./edge-bench";
 import { runExecutorBench } from "./executor-bench";
 import { runLeaseBench } from "./lease-bench";
 import { runRoutingBench } from "./routing-bench";
+import { runStepCosts } from "./step-costs";
 import { runTraceBench } from "./trace-replay";
 import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durable-objects/routing-policy";
 
@@ -18,7 +19,8 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *            policy (affinity, round-robin, least-loaded, consistent-hash): hit rate vs ideal,
  *            tokens/s, TTFT p50/p99, max/mean backend load; flags: --backends N (4),
  *            --trajectories M (32), --turns T, --observation-tokens LO,HI, --policies a,b, --quick,
- *            --json, --model DIR, --out DIR
+ *            --json, --model DIR, --out DIR, --step-trace DIR (backends trace every engine step)
+ *   step-costs  fit where the engine steps' CPU went from a --step-trace folder: step-costs DIR
  *   executors  prefill/decode tokens/s and bytes per decode step of every executor here (cpu
  *            baseline, webgpu, cuda); flags: --quick, --json, --model DIR
  *   leases   M agent trajectories with heavy-tailed tool pauses on a pool holding ~1/3 of them:
@@ -31,7 +33,7 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  */
 const [name, ...rest] = process.argv.slice(2);
 const { values } = parseArgs({
-  args: name === "trace" ? [] : rest, // trace parses its own flags (a FILE and --capacity/--policy/--sweep)
+  args: name === "trace" || name === "step-costs" ? [] : rest, // these parse their own arguments (a FILE or DIR, flags)
   options: {
     quick: { type: "boolean", default: false },
     json: { type: "boolean", default: false },
@@ -43,6 +45,7 @@ const { values } = parseArgs({
     out: { type: "string", default: "bench/out" },
     "lease-cap": { type: "string" },
     "observation-tokens": { type: "string" },
+    "step-trace": { type: "string" },
   },
   strict: true,
 });
@@ -75,8 +78,14 @@ switch (name) {
       policies: values.policies ? parsePolicies(values.policies) : undefined,
       model: values.model,
       outDir: values.out!,
+      stepTraceDir: values["step-trace"],
     });
     console.log(values.json ? JSON.stringify(summary) : JSON.stringify({ ...summary, details }, null, 2));
+    break;
+  }
+  case "step-costs": {
+    const result = runStepCosts(rest);
+    console.log(rest.includes("--json") ? JSON.stringify(result) : JSON.stringify(result, null, 2));
     break;
   }
   case "executors": {
@@ -100,7 +109,7 @@ switch (name) {
     await runTraceBench(rest);
     break;
   default:
-    console.error(`unknown benchmark ${JSON.stringify(name ?? "")}; available: agent, edge, executors, routing, trace`);
+    console.error(`unknown benchmark ${JSON.stringify(name ?? "")}; available: agent, edge, executors, leases, routing, step-costs, trace`);
     process.exit(2);
 }
 

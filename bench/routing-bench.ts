@@ -1,6 +1,6 @@
-import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import type { ChatMessage } from "../protocol/messages";
 import { SECRET_HEADER } from "../protocol/messages";
 import { ROUTING_POLICIES, type RoutingPolicyName } from "../durable-objects/routing-policy";
@@ -41,6 +41,8 @@ export interface RoutingBenchOptions {
   policies?: RoutingPolicyName[];
   model?: string;
   outDir: string;
+  /** Backends trace every engine step into this folder (`--step-trace`), with `windows.json`: each policy's run. */
+  stepTraceDir?: string | undefined;
 }
 
 /** One finished turn as the client and the session URL saw it. */
@@ -394,12 +396,20 @@ export async function runRoutingBench(o: RoutingBenchOptions): Promise<{ summary
   // The backends run once for all policies (each policy's edge gets its own cache salt, so no
   // policy reuses another's blocks); only the edge restarts, with ROUTING_POLICY set.
   note("routing", `starting ${numBackends} backends`);
-  const backendStack = await startStack({ ...(modelDir ? { modelDir } : {}), backendPorts, edgePort, kvMemory: "1GiB", threads: 1, startEdge: false, onLine });
+  const traceDir = o.stepTraceDir === undefined ? undefined : resolve(o.stepTraceDir);
+  if (traceDir) {
+    mkdirSync(traceDir, { recursive: true });
+    if (readdirSync(traceDir).some((f) => f.endsWith(".jsonl"))) throw new Error(`--step-trace ${traceDir} already holds step traces: give an empty folder`);
+  }
+  const backendArgs = traceDir ? ["--step-trace", traceDir] : [];
+  const backendStack = await startStack({ ...(modelDir ? { modelDir } : {}), backendPorts, edgePort, kvMemory: "1GiB", threads: 1, startEdge: false, backendArgs, onLine });
+  const windows: { name: string; fromMs: number; toMs: number }[] = [];
   try {
     await warmUp(backendStack, modelId);
     for (const policy of policies) {
       onLine(`[routing] ---- ${policy} ----`);
       const run = await runPolicy({ policy, backendStack, edgePort, inspectorPort: await freePort(), persistTo: join(dir, policy), workload, modelId, onLine });
+      windows.push({ name: policy, fromMs: run.startedAt, toMs: run.startedAt + run.wallMs });
       const ideal = idealCachedTokens(run.results, sharedPrefix, BLOCK_SIZE);
       const firstMismatch = run.results.find((r) => r.turn === 1 && r.promptTokens !== firstIds.get(r.trajectory)!.length);
       if (firstMismatch) note("routing", `note: ${firstMismatch.trajectory} turn 1 has ${firstMismatch.promptTokens} prompt tokens, the local render ${firstIds.get(firstMismatch.trajectory)!.length}`);
@@ -412,6 +422,10 @@ export async function runRoutingBench(o: RoutingBenchOptions): Promise<{ summary
   } finally {
     await backendStack.stop();
     rmSync(dir, { recursive: true, force: true });
+    if (traceDir) {
+      writeFileSync(join(traceDir, "windows.json"), `${JSON.stringify(windows)}\n`);
+      process.stderr.write(`step traces: ${traceDir} (npm run bench -- step-costs ${o.stepTraceDir})\n`);
+    }
   }
 
   const summary = summaryJson(details);
@@ -436,6 +450,8 @@ async function runPolicy(params: {
   onLine: (line: string) => void;
 }): Promise<{
   results: TurnResult[];
+  /** Epoch ms when the workload started. */
+  startedAt: number;
   wallMs: number;
   backends: string[];
   sampledLoad: Record<string, number>;
@@ -474,6 +490,7 @@ async function runPolicy(params: {
     const before = await meters(params.backendStack);
     const cpuBefore = cpuSnapshot(params.backendStack, stack);
     const start = performance.now();
+    const startedAt = Date.now();
     await Promise.all(
       workload.map(async (traj) => {
         await sleep(traj.startDelayMs);
@@ -543,7 +560,7 @@ async function runPolicy(params: {
       return { ...c, computedTokens: r.computed_tokens, backend: r.backend, mode: r.mode, fullReason: r.full_reason, route: r.route ?? null, doTtftMs: r.ttft_ms };
     });
     if (retries.length > 0) note("routing", `${policy}: ${retries.length} turn(s) resent after an error, first: ${retries[0]}`);
-    return { results, wallMs, backends, sampledLoad: sampledLoad.load, downSamples: sampledLoad.down, usage, retries: retries.length, cpu };
+    return { results, startedAt, wallMs, backends, sampledLoad: sampledLoad.load, downSamples: sampledLoad.down, usage, retries: retries.length, cpu };
   } finally {
     await stack?.stop();
   }

@@ -10,6 +10,7 @@ import { materializeTinyModel } from "../model/demo-model";
 import type { Executor, StepSequence } from "../model/executor";
 import { loadModel, type LoadedModel } from "../model/load-model";
 import { Engine } from "./engine";
+import type { StepRecord } from "./step-trace";
 
 const BLOCK = 16;
 let dir: string;
@@ -60,7 +61,7 @@ class ScriptedExecutor extends RecordingExecutor {
   }
 }
 
-async function makeEngine(options: { numBlocks?: number; prefixCache?: boolean; maxBatchTokens?: number } = {}) {
+async function makeEngine(options: { numBlocks?: number; prefixCache?: boolean; maxBatchTokens?: number; onStep?: (r: StepRecord) => void } = {}) {
   const numBlocks = options.numBlocks ?? 256;
   const inner = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks, blockSize: BLOCK, threads: 1 });
   executors.push(inner);
@@ -75,6 +76,7 @@ async function makeEngine(options: { numBlocks?: number; prefixCache?: boolean; 
     scheduler: { maxBatchTokens: options.maxBatchTokens ?? 64, maxRunningSequences: 16, blockSize: BLOCK },
     enablePrefixCache: options.prefixCache ?? true,
     backendId: "test",
+    ...(options.onStep ? { onStep: options.onStep } : {}),
   });
   return { engine, executor, pool };
 }
@@ -170,6 +172,26 @@ describe("Engine: reuse never changes an answer", () => {
     await Promise.all([0, 1, 2].map((k) => engine.generateTokens({ tokenIds: prompt(70, k * 99), sampling: greedy(8) })));
     for (const s of executor.steps) expect(s.sequences.reduce((a, q) => a + q.tokenIds.length, 0)).toBeLessThanOrEqual(32);
     expect(executor.steps.some((s) => s.sequences.some((q) => q.tokenIds.length === 1) && s.sequences.some((q) => q.tokenIds.length > 1))).toBe(true);
+  });
+
+  it("reports every step it runs to onStep, with the rows, sampled rows and attention work of its sequences", async () => {
+    const records: StepRecord[] = [];
+    const { engine, executor } = await makeEngine({ maxBatchTokens: 32, onStep: (r) => records.push(r) });
+    await Promise.all([0, 1].map((k) => engine.generateTokens({ tokenIds: prompt(40, k * 77), sampling: greedy(5) })));
+    expect(records).toHaveLength(executor.steps.length);
+    expect(records.length).toBe(engine.counters.steps);
+    const rows = records.reduce((a, r) => a + r.decodeRows + r.prefillRows, 0);
+    expect(rows).toBe(engine.counters.stepTokens);
+    // Each sequence samples its first token at the end of its prefill, then 4 more while decoding.
+    expect(records.reduce((a, r) => a + r.logitRows, 0)).toBe(2 * 5);
+    expect(records.reduce((a, r) => a + r.decodeRows, 0)).toBe(2 * 4);
+    records.forEach((r, i) => {
+      const seqs = executor.steps[i]!.sequences;
+      expect(r.prefillSequences).toBe(seqs.filter((q) => q.tokenIds.length > 1).length);
+      expect(r.decodeContext).toBe(seqs.filter((q) => q.tokenIds.length === 1).reduce((a, q) => a + q.startPos, 0));
+      expect(r.wallMs).toBeGreaterThan(0);
+      expect(r.cpuMs).toBeGreaterThanOrEqual(0);
+    });
   });
 });
 

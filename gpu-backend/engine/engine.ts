@@ -14,6 +14,7 @@ import { Sampler } from "./sampler";
 import { StateStore } from "./state-store";
 import { LeaseTable, type LeaseTableParams } from "../kv/lease-table";
 import { StateLeases } from "./state-leases";
+import { stepRecord, type StepRecord } from "./step-trace";
 import { StopChecker } from "./stop-checker";
 
 export interface EngineOptions {
@@ -29,6 +30,8 @@ export interface EngineOptions {
   backendId: string;
   /** Tool-pause leases: cap (default 0.75 of the pool), longest TTL, clock, eviction order (lease-table.ts). */
   leases?: Omit<LeaseTableParams, "pool">;
+  /** Called after every step with what it computed and took (`--step-trace`; step-trace.ts). */
+  onStep?: (record: StepRecord) => void;
 }
 
 /** Raw-token generation, for tests and benchmarks that bypass the chat template. */
@@ -280,10 +283,16 @@ export class Engine {
           logits: !item.samples ? "none" : this.jobs.get(item.seq.seqId)?.sampler.greedy ? "argmax" : "last",
         }));
         const t0 = performance.now();
+        const cpu0 = this.options.onStep ? process.cpuUsage() : undefined;
         const { logits, argmax } = await this.options.executor.run(steps);
+        const wallMs = performance.now() - t0;
         this.counters.steps++;
         this.counters.stepTokens += steps.reduce((a, s) => a + s.tokenIds.length, 0);
-        this.counters.stepMs += performance.now() - t0;
+        this.counters.stepMs += wallMs;
+        if (cpu0) {
+          const cpu = process.cpuUsage(cpu0);
+          this.options.onStep!(stepRecord(steps, { at: Date.now(), wallMs, cpuMs: (cpu.user + cpu.system) / 1000 }));
+        }
 
         plan.items.forEach((item, i) => {
           const job = this.jobs.get(item.seq.seqId);

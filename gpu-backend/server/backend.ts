@@ -5,6 +5,7 @@ import { resolveDevice, type DeviceRequest } from "../model/device";
 import type { Executor } from "../model/executor";
 import { loadModel } from "../model/load-model";
 import { prefillWastePerToken } from "../model/decoder-spec";
+import { StepTraceFile } from "../engine/step-trace";
 
 export interface BackendOptions {
   /** Hugging Face-style folder; undefined means the embedded demo model. */
@@ -18,6 +19,8 @@ export interface BackendOptions {
   device?: DeviceRequest;
   backendId: string;
   maxRunningSequences?: number;
+  /** Append a record of every engine step to `<stepTraceDir>/<backendId>.jsonl` (step-trace.ts). */
+  stepTraceDir?: string | undefined;
   log?: (line: string) => void;
 }
 
@@ -54,6 +57,8 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
   log(`building the ONNX graph and the onnxruntime session (${device}), KV pool ${numBlocks} blocks x ${options.blockSize} tokens`);
   const executor = await createExecutor({ device, spec, weights: model.weights, numBlocks, blockSize: options.blockSize, threads: options.threads });
   const pool = new BlockPool({ numBlocks, blockSize: options.blockSize });
+  const trace = options.stepTraceDir ? new StepTraceFile(options.stepTraceDir, options.backendId) : undefined;
+  if (trace) log(`tracing every engine step to ${trace.path}`);
   const engine = new Engine({
     executor,
     pool,
@@ -67,7 +72,15 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
     },
     enablePrefixCache: options.enablePrefixCache,
     backendId: options.backendId,
+    ...(trace ? { onStep: (r) => trace.add(r) } : {}),
   });
   log(`ready in ${((performance.now() - t0) / 1000).toFixed(1)} s: ${spec.modelId}, ${(executor.kvBytes / 2 ** 20).toFixed(0)} MiB KV, prefix cache ${options.enablePrefixCache ? "on" : "off"}`);
-  return { engine, executor, close: () => executor.dispose() };
+  return {
+    engine,
+    executor,
+    close: () => {
+      trace?.flush();
+      return executor.dispose();
+    },
+  };
 }

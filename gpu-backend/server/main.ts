@@ -23,6 +23,8 @@ const USAGE = `npm run backend -- [flags]: one backend process serving one model
   --id NAME              backend id reported to the edge (default backend-<port>)
   --register URL         heartbeat into the edge's pool at URL (e.g. https://edge.example.com)
   --advertise URL        the URL the edge reaches this backend at (default http://HOST:PORT)
+  --step-trace DIR       append a JSON line per engine step to DIR/<id>.jsonl: what it computed and
+                         its wall and CPU time (npm run bench -- step-costs DIR fits the costs)
   --help                 this text
 `;
 const { values } = parseArgs({
@@ -40,6 +42,7 @@ const { values } = parseArgs({
     id: { type: "string" },
     register: { type: "string" },
     advertise: { type: "string" },
+    "step-trace": { type: "string" },
     help: { type: "boolean", default: false },
   },
   strict: true,
@@ -63,6 +66,7 @@ const backend = await createBackend({
   threads: values.threads ? positiveInt(values.threads, "--threads") : undefined,
   device: deviceFlag(values.device!),
   backendId,
+  stepTraceDir: values["step-trace"],
   log: (line) => console.log(`[backend] ${line}`),
 });
 
