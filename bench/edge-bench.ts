@@ -38,6 +38,9 @@ export async function runEdgeBench(o: EdgeBenchOptions): Promise<Record<string, 
     backendPorts: [await freePort()],
     edgePort: await freePort(),
     inspectorPort: await freePort(),
+    // As a deployed Worker runs: without wrangler dev's devtools inspector, which reports every
+    // streamed chunk to wrangler's Node process (`AGENT_EDGE_BENCH_DEVTOOLS=1` keeps it, to compare).
+    devtools: process.env.AGENT_EDGE_BENCH_DEVTOOLS === "1",
     persistTo: join(dir, "state"),
     kvMemory: "1GiB",
     onLine: (line) => {
