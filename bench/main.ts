@@ -84,7 +84,14 @@ switch (name) {
     break;
   }
   case "step-costs": {
-    const result = runStepCosts(rest);
+    let result: Record<string, unknown>;
+    try {
+      result = runStepCosts(rest);
+    } catch (e) {
+      // A missing or unreadable folder, or too few steps: say so, no stack trace.
+      console.error(`step-costs: ${(e as Error).message}`);
+      process.exit(2);
+    }
     console.log(rest.includes("--json") ? JSON.stringify(result) : JSON.stringify(result, null, 2));
     break;
   }
