@@ -1,6 +1,7 @@
 import { appendFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { StepSequence } from "../model/executor";
+import { PrefillGroupCost } from "../scheduler/scheduler";
 
 /**
  * One engine step as a cost model sees it: what the step computed (rows through the linear
@@ -46,9 +47,8 @@ export function stepRecord(steps: readonly StepSequence[], timing: { at: number;
   let decodeContext = 0;
   let prefillRows = 0;
   let prefillSequences = 0;
-  let prefillContext = 0;
-  let prefillScores = 0;
   let logitRows = 0;
+  const prefill = new PrefillGroupCost(Infinity); // the scheduler's count of the flat batch
   for (const s of steps) {
     const n = s.tokenIds.length;
     if (s.logits === "all") logitRows += n;
@@ -59,12 +59,10 @@ export function stepRecord(steps: readonly StepSequence[], timing: { at: number;
     } else {
       prefillRows += n;
       prefillSequences += 1;
-      prefillContext += s.startPos;
-      prefillScores += n * (s.startPos + n);
+      prefill.add(s.startPos, n);
     }
   }
-  const flatExtraScores = prefillRows * (prefillContext + prefillRows) - prefillScores;
-  return { ...timing, decodeRows, prefillRows, prefillSequences, logitRows, decodeContext, prefillScores, flatExtraScores };
+  return { ...timing, decodeRows, prefillRows, prefillSequences, logitRows, decodeContext, prefillScores: prefill.scores, flatExtraScores: prefill.extraScores };
 }
 
 /**

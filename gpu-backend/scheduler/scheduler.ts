@@ -242,14 +242,31 @@ export class Scheduler {
  * (sum T) x (sum S + sum T) score entries where running each sequence alone would compute
  * sum T_i x (S_i + T_i). Another prefill sequence joins the step only while the difference stays
  * within `wastePerToken` entries per prefill token (see SchedulerConfig); otherwise it runs next
- * step. Decode tokens (one per sequence) are batched separately and always join.
+ * step. Decode tokens (one per sequence) are batched separately and always join. Step traces
+ * count a step's attention work with it too (`stepRecord`).
+ *
+ * @example
+ * const group = new PrefillGroupCost(Infinity);
+ * group.add(10, 4); group.add(20, 2);
+ * group.scores;      // 100: 4 x 14 + 2 x 22
+ * group.extraScores; // 116: 6 x (30 + 6) - 100
  */
-class PrefillGroupCost {
+export class PrefillGroupCost {
   private tokens = 0;
   private context = 0;
   private ideal = 0;
 
   constructor(private readonly wastePerToken: number) {}
+
+  /** Score entries of the group's chunks, each attending alone. */
+  get scores(): number {
+    return this.ideal;
+  }
+
+  /** Score entries the flat batch computes on top of `scores`. */
+  get extraScores(): number {
+    return this.tokens * (this.context + this.tokens) - this.ideal;
+  }
 
   admits(startPos: number, numTokens: number): boolean {
     if (numTokens <= 1 || this.tokens === 0) return true;
