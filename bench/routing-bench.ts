@@ -10,6 +10,7 @@ import { freePort, startStack, type Stack } from "../scripts/stack";
 import { makeRoutingWorkload, type RoutingTrajectory } from "./routing-workload";
 import { Progress, note } from "./progress";
 import { lineChart, type Series } from "./svg-plot";
+import type { TraceWindow } from "./step-costs";
 
 /**
  * `npm run bench -- routing [--backends N] [--trajectories M] [--turns T] [--quick] [--json]`
@@ -403,7 +404,7 @@ export async function runRoutingBench(o: RoutingBenchOptions): Promise<{ summary
   }
   const backendArgs = traceDir ? ["--step-trace", traceDir] : [];
   const backendStack = await startStack({ ...(modelDir ? { modelDir } : {}), backendPorts, edgePort, kvMemory: "1GiB", threads: 1, startEdge: false, backendArgs, onLine });
-  const windows: { name: string; fromMs: number; toMs: number }[] = [];
+  const windows: TraceWindow[] = [];
   try {
     await warmUp(backendStack, modelId);
     for (const policy of policies) {

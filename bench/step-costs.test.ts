@@ -7,6 +7,13 @@ import { COST_TERMS, fitStepCosts, leastSquares, readStepTraces, splitByTerm } f
 import { mulberry32 } from "../gpu-backend/model/random-weights";
 
 describe("leastSquares", () => {
+  it("takes more rows than a function call takes arguments (a long trace)", () => {
+    const a = Array.from({ length: 300_000 }, (_, i) => [1, i % 100]);
+    const x = leastSquares(a, a.map(([, v]) => 2 + 3 * v!));
+    expect(x[0]).toBeCloseTo(2, 6);
+    expect(x[1]).toBeCloseTo(3, 6);
+  });
+
   it("solves an exact system and gives 0 to a column no row uses", () => {
     expect(leastSquares([[1, 0, 0], [1, 1, 0], [1, 2, 0]], [1, 3, 5]).map((v) => Number(v.toFixed(9)))).toEqual([1, 2, 0]);
   });

@@ -33,11 +33,12 @@ export function costFeatures(r: StepRecord): number[] {
  */
 export function leastSquares(a: readonly number[][], y: readonly number[]): number[] {
   const k = a[0]?.length ?? 0;
-  const used = Array.from({ length: k }, (_, j) => a.some((row) => row[j] !== 0));
-  const cols = used.flatMap((u, j) => (u ? [j] : []));
+  // Scale columns to unit max, so the normal equations stay well conditioned (a reduce, not
+  // Math.max(...): a long trace has more steps than a call takes arguments).
+  const colMax = Array.from({ length: k }, (_, j) => a.reduce((m, row) => Math.max(m, Math.abs(row[j]!)), 0));
+  const cols = colMax.flatMap((m, j) => (m > 0 ? [j] : []));
+  const scale = cols.map((j) => colMax[j]!);
   const n = cols.length;
-  // Scale columns to unit max, so the normal equations stay well conditioned.
-  const scale = cols.map((j) => Math.max(...a.map((row) => Math.abs(row[j]!))));
   const m = Array.from({ length: n }, () => new Array<number>(n + 1).fill(0));
   for (let i = 0; i < a.length; i++) {
     const row = cols.map((j, c) => a[i]![j]! / scale[c]!);

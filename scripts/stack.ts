@@ -255,7 +255,7 @@ export function resolveSecret(params: { env?: NodeJS.ProcessEnv; root?: string }
  * `devtools: false` sets it. (wrangler 4.x and its miniflare use the variable for nothing else,
  * unless NODE_OPTIONS also requires VS Code's debugger bootloader.)
  */
-export function wranglerEnv(params: { devtools: boolean }): NodeJS.ProcessEnv {
+function wranglerEnv(params: { devtools: boolean }): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     WRANGLER_SEND_METRICS: "false",
