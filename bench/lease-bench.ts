@@ -2,7 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ChatMessage, DoneFrame, Frame, GenerateRequest } from "../protocol/messages";
-import { LEASE_DEFAULTS, MAX_PAUSE_SAMPLES, percentile, predictLeaseReturn, predictLeaseTtl, type LeaseSettings } from "../durable-objects/lease-policy";
+import { LEASE_DEFAULTS, MAX_PAUSE_SAMPLES, percentile, predictLeaseReturn, predictLeaseTtl, type LeaseSettings } from "../durable-objects/trajectory/lease-policy";
 import { Engine } from "../gpu-backend/engine/engine";
 import { BlockPool } from "../gpu-backend/kv/block-pool";
 import { CpuExecutor } from "../gpu-backend/model/cpu-executor";

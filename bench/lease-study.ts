@@ -1,4 +1,4 @@
-import { LEASE_DEFAULTS, percentile, predictLeaseReturn, type LeaseSettings } from "../durable-objects/lease-policy";
+import { LEASE_DEFAULTS, percentile, predictLeaseReturn, type LeaseSettings } from "../durable-objects/trajectory/lease-policy";
 import { runLeaseBench, type LeaseVariant } from "./lease-bench";
 
 /**

@@ -6,7 +6,7 @@ import { runLeaseBench } from "./lease-bench";
 import { runRoutingBench } from "./routing-bench";
 import { runStepCosts } from "./step-costs";
 import { runTraceBench } from "./trace-replay";
-import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durable-objects/routing-policy";
+import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durable-objects/routing/routing-policy";
 
 /**
  * `npm run bench -- <name> [flags]`

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import type { ChatMessage } from "../protocol/messages";
 import { SECRET_HEADER } from "../protocol/messages";
-import { ROUTING_POLICIES, type RoutingPolicyName } from "../durable-objects/routing-policy";
+import { ROUTING_POLICIES, type RoutingPolicyName } from "../durable-objects/routing/routing-policy";
 import { loadModel } from "../gpu-backend/model/load-model";
 import { generateFrames } from "../durable-objects/backend-client";
 import { freePort, startStack, type Stack } from "../scripts/stack";

@@ -2,10 +2,10 @@ import type { BackendTarget } from "./backend-client";
 
 /** Bindings and settings of the edge Worker and its Durable Objects (wrangler.toml, secrets). */
 export interface EdgeEnv {
-  TRAJECTORY: DurableObjectNamespace<import("./trajectory-do").TrajectoryDO>;
-  POOL: DurableObjectNamespace<import("./pool-do").PoolDO>;
+  TRAJECTORY: DurableObjectNamespace<import("./trajectory/trajectory-do").TrajectoryDO>;
+  POOL: DurableObjectNamespace<import("./pool/pool-do").PoolDO>;
   /** One per tenant: its trajectories for the inspector's list page. */
-  TENANT_INDEX: DurableObjectNamespace<import("./tenant-index-do").TenantIndexDO>;
+  TENANT_INDEX: DurableObjectNamespace<import("./tenant-index/tenant-index-do").TenantIndexDO>;
   /** Comma-separated base URLs of the GPU backends. */
   BACKEND_URLS: string;
   /** Shared secret sent to backends in `x-agent-edge-secret` (a Worker secret in production). */

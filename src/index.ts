@@ -10,9 +10,9 @@ import { poolRoutes } from "./routes/pool";
 import { inspectRoutes } from "./routes/inspect";
 import { metricsRoutes } from "./routes/metrics";
 
-export { TrajectoryDO } from "../durable-objects/trajectory-do";
-export { PoolDO } from "../durable-objects/pool-do";
-export { TenantIndexDO } from "../durable-objects/tenant-index-do";
+export { TrajectoryDO } from "../durable-objects/trajectory/trajectory-do";
+export { PoolDO } from "../durable-objects/pool/pool-do";
+export { TenantIndexDO } from "../durable-objects/tenant-index/tenant-index-do";
 export type { EdgeEnv as Env } from "../durable-objects/edge-env";
 
 /**

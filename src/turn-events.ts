@@ -2,10 +2,10 @@ import { ProtocolError, toProtocolError } from "../protocol";
 import type { SamplingParams, ToolDefinition, ChatMessage } from "../protocol/messages";
 import { generateFrames } from "../durable-objects/backend-client";
 import { DEV_SECRET, type EdgeEnv } from "../durable-objects/edge-env";
-import { poolOf, routingLoad } from "../durable-objects/pool-do";
-import { route } from "../durable-objects/routing-policy";
-import { normalizeMessage } from "../durable-objects/transcript-diff";
-import type { AssistantReply, TurnEvent, TurnInput } from "../durable-objects/turn-types";
+import { poolOf, routingLoad } from "../durable-objects/pool/pool-do";
+import { route } from "../durable-objects/routing/routing-policy";
+import { normalizeMessage } from "../durable-objects/turn/transcript-diff";
+import type { AssistantReply, TurnEvent, TurnInput } from "../durable-objects/turn/turn-types";
 
 /**
  * Runs a turn in the trajectory's Durable Object (`<tenant>/<id>`) and yields its events as they

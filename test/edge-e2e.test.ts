@@ -4,7 +4,7 @@ import { join } from "node:path";
 import OpenAI from "openai";
 import type { ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { route } from "../durable-objects/routing-policy";
+import { route } from "../durable-objects/routing/routing-policy";
 import { materializeTinyModel } from "../gpu-backend/model/demo-model";
 import { freePort, isPortFree, startStack, type Stack } from "../scripts/stack";
 import { generate, greedy } from "./support/backend-client";

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import type { EdgeEnv } from "../../durable-objects/edge-env";
-import { tenantIndexOf } from "../../durable-objects/tenant-index-do";
-import type { TurnEvent } from "../../durable-objects/turn-types";
+import { tenantIndexOf } from "../../durable-objects/tenant-index/tenant-index-do";
+import type { TurnEvent } from "../../durable-objects/turn/turn-types";
 
 type Edge = { Bindings: EdgeEnv };
 

@@ -1,5 +1,5 @@
 import type { ChatMessage } from "../../protocol/messages";
-import type { FullReason, TrajectoryState, TurnRecord } from "../../durable-objects/turn-types";
+import type { FullReason, TrajectoryState, TurnRecord } from "../../durable-objects/turn/turn-types";
 
 /**
  * Why a turn's prefix stopped matching the cache, as the prefix-break explainer records it on the

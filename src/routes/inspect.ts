@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import { ProtocolError } from "../../protocol";
 import type { EdgeEnv } from "../../durable-objects/edge-env";
-import { MAX_INDEXED_TRAJECTORIES, tenantIndexOf } from "../../durable-objects/tenant-index-do";
+import { MAX_INDEXED_TRAJECTORIES, tenantIndexOf } from "../../durable-objects/tenant-index/tenant-index-do";
 import type { AuthVariables } from "../auth";
 import { PAGE_HEADERS } from "../inspect/layout";
 import { listedTrajectories, listPage } from "../inspect/list-page";

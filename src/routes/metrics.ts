@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import type { EdgeEnv } from "../../durable-objects/edge-env";
-import { PREFIX_BREAK_CAUSES } from "../../durable-objects/prefix-break";
-import { tenantIndexOf } from "../../durable-objects/tenant-index-do";
+import { PREFIX_BREAK_CAUSES } from "../../durable-objects/turn/prefix-break";
+import { tenantIndexOf } from "../../durable-objects/tenant-index/tenant-index-do";
 import type { AuthVariables } from "../auth";
 import { ownTenant } from "../own-tenant";
 

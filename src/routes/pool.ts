@@ -3,7 +3,7 @@ import { z } from "zod";
 import { ProtocolError } from "../../protocol";
 import { MAX_KV_EVENTS_PER_BATCH, SECRET_HEADER } from "../../protocol/messages";
 import { DEV_SECRET, type EdgeEnv } from "../../durable-objects/edge-env";
-import { poolOf, type HeartbeatInput } from "../../durable-objects/pool-do";
+import { poolOf, type HeartbeatInput } from "../../durable-objects/pool/pool-do";
 import { maxBodyBytes, readJson } from "../body";
 
 const shortHash = z.string().regex(/^[0-9a-f]{16}$/, "must be a short block hash (16 lowercase hex characters)");

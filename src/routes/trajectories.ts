@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import { ProtocolError } from "../../protocol";
 import type { EdgeEnv } from "../../durable-objects/edge-env";
-import type { PrefixBreak } from "../../durable-objects/prefix-break";
+import type { PrefixBreak } from "../../durable-objects/turn/prefix-break";
 import type { AuthVariables } from "../auth";
 import { maxBodyBytes, readJson } from "../body";
 import { parseChatBody } from "../chat-request";

@@ -2,8 +2,8 @@ import { runInDurableObject } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { expect } from "vitest";
 import type { ChatMessage } from "../../protocol/messages";
-import { TrajectoryStore, type TrajectoryMeta } from "../../durable-objects/trajectory-store";
-import type { TurnRecord } from "../../durable-objects/turn-types";
+import { TrajectoryStore, type TrajectoryMeta } from "../../durable-objects/trajectory/trajectory-store";
+import type { TurnRecord } from "../../durable-objects/turn/turn-types";
 import { TENANTS } from "./tenants";
 
 export type TenantName = keyof typeof TENANTS;

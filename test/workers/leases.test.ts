@@ -3,9 +3,9 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { decodeReleaseLeaseResponse, encode } from "../../protocol/codec";
 import { MSGPACK_CONTENT_TYPE, ROUTES, SECRET_HEADER, type ChatMessage } from "../../protocol/messages";
-import { LeaseStore } from "../../durable-objects/lease-store";
-import { leaseSettings, predictLeaseTtl } from "../../durable-objects/lease-policy";
-import { tenantIndexOf } from "../../durable-objects/tenant-index-do";
+import { LeaseStore } from "../../durable-objects/trajectory/lease-store";
+import { leaseSettings, predictLeaseTtl } from "../../durable-objects/trajectory/lease-policy";
+import { tenantIndexOf } from "../../durable-objects/tenant-index/tenant-index-do";
 import { TENANTS } from "./tenants";
 import { chat, completion, replyOf, SMALL, stored, stubOf, uid, uniqueSystem } from "./helpers";
 

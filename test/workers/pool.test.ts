@@ -2,9 +2,9 @@ import { evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { SECRET_HEADER } from "../../protocol/messages";
-import { BlockIndex, DEFAULT_MAX_INDEX_ENTRIES, evictionBatch } from "../../durable-objects/block-index";
-import { DEFAULT_TUNABLES } from "../../durable-objects/routing-policy";
-import { DEFAULT_DOWN_AFTER_MS, PLACED_PREFIX_MS, PREFIX_LIST_BLOCKS, PREFIX_TTL_MS, type BackendHeartbeat, type HeartbeatInput, type PoolDO } from "../../durable-objects/pool-do";
+import { BlockIndex, DEFAULT_MAX_INDEX_ENTRIES, evictionBatch } from "../../durable-objects/routing/block-index";
+import { DEFAULT_TUNABLES } from "../../durable-objects/routing/routing-policy";
+import { DEFAULT_DOWN_AFTER_MS, PLACED_PREFIX_MS, PREFIX_LIST_BLOCKS, PREFIX_TTL_MS, type BackendHeartbeat, type HeartbeatInput, type PoolDO } from "../../durable-objects/pool/pool-do";
 import type { KvEventBatch } from "../../protocol/messages";
 import { call } from "./helpers";
 

@@ -1,7 +1,7 @@
 import { evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
-import { TrajectoryStore } from "../../durable-objects/trajectory-store";
-import type { TurnRecord } from "../../durable-objects/turn-types";
+import { TrajectoryStore } from "../../durable-objects/trajectory/trajectory-store";
+import type { TurnRecord } from "../../durable-objects/turn/turn-types";
 import type { ChatMessage } from "../../protocol/messages";
 import { call, chat, completion, createTrajectory, expectError, replyOf, sessionPath, SMALL, stored, stubOf, uid, uniqueSystem } from "./helpers";
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { canonicalizeTranscript, canonicalJson, canonicalJsonText, restoreIds } from "../durable-objects/canonicalize";
-import { explainBreak, formatBreakHeader, PREFIX_BREAK_CAUSES, type PrefixBreakCause } from "../durable-objects/prefix-break";
-import type { ChatMessage, ToolDefinition } from "../protocol/messages";
+import { canonicalizeTranscript, canonicalJson, canonicalJsonText, restoreIds } from "./canonicalize";
+import { explainBreak, formatBreakHeader, PREFIX_BREAK_CAUSES, type PrefixBreakCause } from "./prefix-break";
+import type { ChatMessage, ToolDefinition } from "../../protocol/messages";
 
 const sys = (content: string): ChatMessage => ({ role: "system", content });
 const user = (content: string): ChatMessage => ({ role: "user", content });

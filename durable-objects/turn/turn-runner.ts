@@ -1,10 +1,10 @@
-import { ProtocolError, toProtocolError } from "../protocol/errors";
-import type { ChatMessage, DoneFrame, GenerateRequest } from "../protocol/messages";
-import { generateFrames, type BackendTarget } from "./backend-client";
+import { ProtocolError, toProtocolError } from "../../protocol/errors";
+import type { ChatMessage, DoneFrame, GenerateRequest } from "../../protocol/messages";
+import { generateFrames, type BackendTarget } from "../backend-client";
 import { canonicalizeTranscript, canonicalJsonText, canonicalToolDefinitions, type Repairs } from "./canonicalize";
 import { explainBreak, type PrefixBreak } from "./prefix-break";
-import { route, routeCounter, type RouteReason, type RoutingPolicyName } from "./routing-policy";
-import type { TrajectoryMeta, TrajectoryStore } from "./trajectory-store";
+import { route, routeCounter, type RouteReason, type RoutingPolicyName } from "../routing/routing-policy";
+import type { TrajectoryMeta, TrajectoryStore } from "../trajectory/trajectory-store";
 import { canonicalTools, diffTranscript, normalizeMessage, prefixKey } from "./transcript-diff";
 import type { AssistantReply, FullReason, TurnEvent, TurnInput, TurnRecord } from "./turn-types";
 

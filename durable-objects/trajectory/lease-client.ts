@@ -1,6 +1,6 @@
-import { decodeLeaseResponse, decodeReleaseLeaseResponse, encode } from "../protocol/codec";
-import { MSGPACK_CONTENT_TYPE, ROUTES, SECRET_HEADER, type LeaseRequest, type LeaseResponse, type ReleaseLeaseRequest, type ReleaseLeaseResponse } from "../protocol/messages";
-import type { BackendTarget } from "./backend-client";
+import { decodeLeaseResponse, decodeReleaseLeaseResponse, encode } from "../../protocol/codec";
+import { MSGPACK_CONTENT_TYPE, ROUTES, SECRET_HEADER, type LeaseRequest, type LeaseResponse, type ReleaseLeaseRequest, type ReleaseLeaseResponse } from "../../protocol/messages";
+import type { BackendTarget } from "../backend-client";
 
 /**
  * Asks a backend to hold a state's blocks (`POST /v1/leases`). Best effort: null on any failure.

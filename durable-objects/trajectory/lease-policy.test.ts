@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { LEASE_DEFAULTS, leaseSettings, percentile, predictLeaseReturn, predictLeaseTtl, wantsLease } from "../durable-objects/lease-policy";
+import { LEASE_DEFAULTS, leaseSettings, percentile, predictLeaseReturn, predictLeaseTtl, wantsLease } from "./lease-policy";
 
 describe("lease policy", () => {
   it("takes the nearest-rank percentile", () => {

@@ -1,4 +1,4 @@
-import type { ChatMessage, ToolDefinition } from "../protocol/messages";
+import type { ChatMessage, ToolDefinition } from "../../protocol/messages";
 import { canonicalJson } from "./canonicalize";
 import { canonicalMessage } from "./transcript-diff";
 

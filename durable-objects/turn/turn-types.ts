@@ -1,7 +1,7 @@
 import type { Repairs } from "./canonicalize";
 import type { PrefixBreak } from "./prefix-break";
-import type { RouteReason } from "./routing-policy";
-import type { ChatMessage, ErrorCode, FinishReason, SamplingParams, ToolCall, ToolDefinition, Usage } from "../protocol/messages";
+import type { RouteReason } from "../routing/routing-policy";
+import type { ChatMessage, ErrorCode, FinishReason, SamplingParams, ToolCall, ToolDefinition, Usage } from "../../protocol/messages";
 
 /** The assistant reply of a turn, as stored in the transcript and returned to clients. */
 export interface AssistantReply {

@@ -1,6 +1,6 @@
 import { DurableObject } from "cloudflare:workers";
-import type { EdgeEnv } from "./edge-env";
-import { PREFIX_BREAK_CAUSES, type PrefixBreakCause } from "./prefix-break";
+import type { EdgeEnv } from "../edge-env";
+import { PREFIX_BREAK_CAUSES, type PrefixBreakCause } from "../turn/prefix-break";
 
 /** Trajectories kept per tenant: the most recently active ones; older rows are dropped. */
 export const MAX_INDEXED_TRAJECTORIES = 1000;

@@ -1,6 +1,6 @@
-import { SHORT_HASH_HEX } from "../protocol/block-hash";
-import type { ChatMessage } from "../protocol/messages";
-import type { TurnEvent, TurnRecord } from "./turn-types";
+import { SHORT_HASH_HEX } from "../../protocol/block-hash";
+import type { ChatMessage } from "../../protocol/messages";
+import type { TurnEvent, TurnRecord } from "../turn/turn-types";
 
 /** The slice of `DurableObjectStorage` the store needs (real SQLite storage in workerd). */
 export interface SqlHost {

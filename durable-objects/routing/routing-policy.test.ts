@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parsePolicy, route, routeCounter, ROUTING_POLICIES, type BackendSnapshot, type RouteDecision, type RouteRequest, type RoutingPolicyName } from "../durable-objects/routing-policy";
+import { parsePolicy, route, routeCounter, ROUTING_POLICIES, type BackendSnapshot, type RouteDecision, type RouteRequest, type RoutingPolicyName } from "./routing-policy";
 
 const b = (id: string, load: number, up = true): BackendSnapshot => ({ id, load, up });
 const prefix = (entries: [string, number][]) => new Map(entries);

@@ -1,4 +1,4 @@
-import type { ChatMessage, ToolDefinition } from "../protocol/messages";
+import type { ChatMessage, ToolDefinition } from "../../protocol/messages";
 
 export type TranscriptDiff =
   /** The incoming transcript extends the stored one: only `newMessages` are new. */

@@ -1,4 +1,4 @@
-import type { KvEventBatch } from "../protocol/messages";
+import type { KvEventBatch } from "../../protocol/messages";
 
 /**
  * The pool's block-level prefix index: which backends hold which KV blocks, learnt from the KV

@@ -1,5 +1,5 @@
-import type { ChatMessage } from "../protocol/messages";
-import type { BackendTarget } from "./backend-client";
+import type { ChatMessage } from "../../protocol/messages";
+import type { BackendTarget } from "../backend-client";
 import { releaseLease, requestLease } from "./lease-client";
 import { predictLeaseReturn, predictLeaseTtl, wantsLease, type LeaseSettings } from "./lease-policy";
 import { LeaseStore, type ToolWait } from "./lease-store";

@@ -1,4 +1,4 @@
-import type { ChatMessage, ToolDefinition } from "../protocol/messages";
+import type { ChatMessage, ToolDefinition } from "../../protocol/messages";
 
 /**
  * Safe canonicalization of a transcript before it is compared, stored and rendered: the repairs

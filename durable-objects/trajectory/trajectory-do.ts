@@ -1,16 +1,16 @@
 import { DurableObject } from "cloudflare:workers";
-import { ProtocolError, toProtocolError } from "../protocol/errors";
-import type { ChatMessage } from "../protocol/messages";
-import { releaseState } from "./backend-client";
-import { DEV_SECRET, type EdgeEnv } from "./edge-env";
+import { ProtocolError, toProtocolError } from "../../protocol/errors";
+import type { ChatMessage } from "../../protocol/messages";
+import { releaseState } from "../backend-client";
+import { DEV_SECRET, type EdgeEnv } from "../edge-env";
 import { LeaseKeeper } from "./lease-keeper";
 import { leaseSettings } from "./lease-policy";
-import { poolOf, routingLoad, type PoolBackend } from "./pool-do";
-import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "./routing-policy";
-import { tenantIndexOf } from "./tenant-index-do";
+import { poolOf, routingLoad, type PoolBackend } from "../pool/pool-do";
+import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../routing/routing-policy";
+import { tenantIndexOf } from "../tenant-index/tenant-index-do";
 import { TrajectoryStore } from "./trajectory-store";
-import { runTurn, type RoutedBackend } from "./turn-runner";
-import type { TrajectoryState, TurnEvent, TurnInput } from "./turn-types";
+import { runTurn, type RoutedBackend } from "../turn/turn-runner";
+import type { TrajectoryState, TurnEvent, TurnInput } from "../turn/turn-types";
 
 /**
  * One trajectory: its transcript (the source of truth), turn records, pinned backend and the

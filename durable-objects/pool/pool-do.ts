@@ -1,9 +1,9 @@
 import { DurableObject } from "cloudflare:workers";
-import { SHORT_HASH_HEX } from "../protocol/block-hash";
-import { MAX_PROMPT_BLOCK_HASHES, type HeartbeatReply, type KvEventBatch } from "../protocol/messages";
-import { BlockIndex } from "./block-index";
-import { backendTargets, type EdgeEnv } from "./edge-env";
-import { route, type RouteReason, type RoutingPolicyName } from "./routing-policy";
+import { SHORT_HASH_HEX } from "../../protocol/block-hash";
+import { MAX_PROMPT_BLOCK_HASHES, type HeartbeatReply, type KvEventBatch } from "../../protocol/messages";
+import { BlockIndex } from "../routing/block-index";
+import { backendTargets, type EdgeEnv } from "../edge-env";
+import { route, type RouteReason, type RoutingPolicyName } from "../routing/routing-policy";
 
 /** What a backend reports about itself on each heartbeat. */
 export interface BackendHeartbeat {
