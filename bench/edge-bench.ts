@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { encode } from "../protocol/codec";
 import type { ChatMessage, DoneFrame, GenerateRequest } from "../protocol/messages";
-import { generateFrames } from "../durable-objects/backend-client";
+import { generateFrames } from "../durable-objects/backend/backend-client";
 import { freePort, startStack } from "../scripts/stack";
 import { makeAgentWorkload } from "./agent-workload";
 import { Progress, note } from "./progress";

@@ -1,4 +1,5 @@
-import { LEASE_DEFAULTS, percentile, predictLeaseReturn, type LeaseSettings } from "../durable-objects/trajectory/lease-policy";
+import { percentile, predictLeaseReturn } from "../durable-objects/trajectory/lease-policy";
+import { LEASE_DEFAULTS, type LeaseSettings } from "../durable-objects/settings";
 import { runLeaseBench, type LeaseVariant } from "./lease-bench";
 
 /**

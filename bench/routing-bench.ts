@@ -5,7 +5,7 @@ import type { ChatMessage } from "../protocol/messages";
 import { SECRET_HEADER } from "../protocol/messages";
 import { ROUTING_POLICIES, type RoutingPolicyName } from "../durable-objects/routing/routing-policy";
 import { loadModel } from "../gpu-backend/model/load-model";
-import { generateFrames } from "../durable-objects/backend-client";
+import { generateFrames } from "../durable-objects/backend/backend-client";
 import { freePort, startStack, type Stack } from "../scripts/stack";
 import { makeRoutingWorkload, type RoutingTrajectory } from "./routing-workload";
 import { Progress, note } from "./progress";

@@ -1,8 +1,8 @@
 import { C1, Packr, Unpackr, type Options } from "msgpackr";
 import type { z } from "zod";
 import { ProtocolError } from "./errors";
-import type { Frame, GenerateRequest, LeaseRequest, LeaseResponse, ReleaseLeaseRequest, ReleaseLeaseResponse, ReleaseStateRequest } from "./messages";
-import { frameSchema, generateRequestSchema, leaseRequestSchema, leaseResponseSchema, releaseLeaseRequestSchema, releaseLeaseResponseSchema, releaseStateRequestSchema } from "./schemas";
+import type { Frame, GenerateRequest, Heartbeat, HeartbeatReply, LeaseRequest, LeaseResponse, ReleaseLeaseRequest, ReleaseLeaseResponse, ReleaseStateRequest } from "./messages";
+import { frameSchema, generateRequestSchema, heartbeatReplySchema, heartbeatSchema, leaseRequestSchema, leaseResponseSchema, releaseLeaseRequestSchema, releaseLeaseResponseSchema, releaseStateRequestSchema } from "./schemas";
 
 /**
  * The one module that touches msgpackr: encoding, decoding with validation, and the streaming
@@ -224,6 +224,21 @@ const packr = new Packr({
 } as Options & { skipValues: unknown[] });
 
 const unpackr = new Unpackr({ useRecords: false, mapsAsObjects: true, int64AsType: "number" });
+
+/**
+ * Validates a heartbeat parsed from JSON (the edge's `POST /v1/pool/heartbeat`): same rules and
+ * error messages as the msgpack decoders ("running must be an integer >= 0").
+ *
+ * @example const h = validateHeartbeat(await c.req.json()); if (!h.ok) throw h.error;
+ */
+export function validateHeartbeat(value: unknown): DecodeResult<Heartbeat> {
+  return validate(value, heartbeatSchema, "heartbeat");
+}
+
+/** Validates the pool's JSON answer to a heartbeat (the backend's side). */
+export function validateHeartbeatReply(value: unknown): DecodeResult<HeartbeatReply> {
+  return validate(value, heartbeatReplySchema, "heartbeat reply");
+}
 
 function decodeOne<T>(bytes: Uint8Array, schema: z.ZodType<T>, what: string): DecodeResult<T> {
   let value: unknown;

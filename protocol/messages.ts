@@ -14,17 +14,6 @@ export const PROTOCOL_VERSION = 1;
 export const SECRET_HEADER = "x-agent-edge-secret";
 export const MSGPACK_CONTENT_TYPE = "application/msgpack";
 
-/** Backend HTTP routes. */
-export const ROUTES = {
-  generate: "/v1/generate",
-  releaseState: "/v1/states/release",
-  /** POST: lease a state's blocks (`LeaseRequest`); GET: the active leases (JSON, for debugging). */
-  leases: "/v1/leases",
-  releaseLease: "/v1/leases/release",
-  models: "/v1/models",
-  healthz: "/healthz",
-  metrics: "/metrics",
-} as const;
 
 // ---------------------------------------------------------------------------------------------
 // Chat content (OpenAI-compatible subset, as the backend's chat template sees it)
@@ -240,6 +229,32 @@ export interface KvEventBatch {
   stored: string[];
   /** Blocks evicted (their hash dropped); always empty in a snapshot. */
   removed: string[];
+}
+
+/**
+ * What a backend reports about itself on each heartbeat (JSON, `POST` to the edge's
+ * `ROUTES.edge.pool` + `heartbeat`), with the KV events since the previous one.
+ */
+export interface Heartbeat {
+  /** Backend instance id ([A-Za-z0-9._:-], 1-128 characters). */
+  id: string;
+  /** The URL the edge reaches this backend at (no trailing slash once the pool stores it). */
+  url: string;
+  model: string;
+  /** KV blocks in its pool. */
+  kvCapacityBlocks: number;
+  running: number;
+  waiting: number;
+  /** Fraction of KV blocks in use, 0..1. */
+  kvUsage: number;
+  tokensPerS: number;
+  /**
+   * Running + waiting sequences averaged over the last seconds (exponential, time constant
+   * LOAD_AVG_TAU_MS on the backend). Absent from older backends.
+   */
+  loadAvg?: number;
+  /** KV events since the previous heartbeat (absent: the backend publishes none). */
+  kvEvents?: KvEventBatch;
 }
 
 /** The pool's answer to a heartbeat. */

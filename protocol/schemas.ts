@@ -9,6 +9,9 @@ import type {
   FinishReason,
   Frame,
   GenerateRequest,
+  Heartbeat,
+  HeartbeatReply,
+  KvEventBatch,
   LeaseRequest,
   LeaseResponse,
   ReleaseLeaseRequest,
@@ -22,7 +25,7 @@ import type {
   ToolDefinition,
   Usage,
 } from "./messages";
-import { MAX_PROMPT_BLOCK_HASHES } from "./messages";
+import { MAX_KV_EVENTS_PER_BATCH, MAX_PROMPT_BLOCK_HASHES } from "./messages";
 
 /**
  * Zod schemas for every message decoded from the wire, typed to match `messages.ts` exactly: each
@@ -241,6 +244,40 @@ export const frameSchema = z.discriminatedUnion("type", [tokenFrameSchema, doneF
 }) satisfies z.ZodType<Frame>;
 
 // ---------------------------------------------------------------------------------------------
+// Heartbeats (JSON, backend -> edge pool)
+// ---------------------------------------------------------------------------------------------
+
+export const kvEventBatchSchema = map({
+  seq: integer(1),
+  kind: z.enum(["delta", "snapshot"], expect(oneOf(["delta", "snapshot"]))),
+  stored: array(shortBlockHash),
+  removed: array(shortBlockHash),
+})
+  .refine((b) => b.stored.length + b.removed.length <= MAX_KV_EVENTS_PER_BATCH, { message: `must hold at most ${MAX_KV_EVENTS_PER_BATCH} hashes` })
+  .refine((b) => b.kind === "delta" || b.removed.length === 0, { path: ["removed"], message: "must be empty in a snapshot" }) satisfies z.ZodType<KvEventBatch>;
+
+const fraction = z.number(expect("must be a number in [0, 1]")).min(0, "must be a number in [0, 1]").max(1, "must be a number in [0, 1]");
+const nonNegative = z.number(expect("must be a finite number >= 0")).min(0, "must be a finite number >= 0").max(Number.MAX_VALUE, "must be a finite number >= 0");
+
+export const heartbeatSchema = map({
+  id: z.string(expect("must be a string")).regex(/^[A-Za-z0-9._:-]{1,128}$/, "must be 1-128 characters of [A-Za-z0-9._:-]"),
+  url: z.url(expect("must be an http(s) URL")),
+  model: nonEmptyString,
+  kvCapacityBlocks: count,
+  running: count,
+  waiting: count,
+  kvUsage: fraction,
+  tokensPerS: nonNegative,
+  loadAvg: nonNegative.optional(),
+  kvEvents: kvEventBatchSchema.optional(),
+}) satisfies z.ZodType<Heartbeat>;
+
+export const heartbeatReplySchema = map({
+  registered: boolean,
+  kv: z.enum(["ok", "resync"], expect(oneOf(["ok", "resync"]))).optional(),
+}) satisfies z.ZodType<HeartbeatReply>;
+
+// ---------------------------------------------------------------------------------------------
 // Drift checks: each line fails to compile when a schema and its messages.ts type differ.
 // ---------------------------------------------------------------------------------------------
 
@@ -265,6 +302,9 @@ export type SchemaDriftChecks = [
   Assert<Equals<z.output<typeof doneFrameSchema>, DoneFrame>>,
   Assert<Equals<z.output<typeof errorFrameSchema>, ErrorFrame>>,
   Assert<Equals<z.output<typeof frameSchema>, Frame>>,
+  Assert<Equals<z.output<typeof kvEventBatchSchema>, KvEventBatch>>,
+  Assert<Equals<z.output<typeof heartbeatSchema>, Heartbeat>>,
+  Assert<Equals<z.output<typeof heartbeatReplySchema>, HeartbeatReply>>,
   Assert<Equals<(typeof ROLES)[number], Role>>,
   Assert<Equals<(typeof FINISH_REASONS)[number], FinishReason>>,
   Assert<Equals<(typeof GENERATE_MODES)[number], GenerateRequest["mode"]>>,

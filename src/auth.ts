@@ -1,7 +1,7 @@
 import type { MiddlewareHandler } from "hono";
 import { ProtocolError } from "../protocol";
-import type { EdgeEnv } from "../durable-objects/edge-env";
-import { DEV_SECRET } from "../durable-objects/edge-env";
+import { edgeSettings } from "../durable-objects/settings";
+import { hmacSha256Hex, sha256Hex } from "../protocol/hex";
 import { errorResponse } from "./errors";
 import { INSPECT_COOKIE, isInspectorRequest, readCookie, sessionCookie, sessionToken, verifySessionToken, withoutKey } from "./inspect/session";
 
@@ -20,9 +20,9 @@ export type AuthVariables = { tenant: string; cacheSalt: string };
  * `?key=<key>`, which answers a 303 to the same URL without the key and sets that cookie
  * (`src/inspect/session.ts`).
  *
- * @example app.use("/v1/*", auth());
+ * @example tenantRoutes.use(auth());
  */
-export function auth(): MiddlewareHandler<{ Bindings: EdgeEnv; Variables: AuthVariables }> {
+export function auth(): MiddlewareHandler<{ Bindings: Env; Variables: AuthVariables }> {
   return async (c, next) => {
     const header = c.req.header("authorization") ?? "";
     const m = /^Bearer\s+(\S+)$/i.exec(header);
@@ -62,8 +62,8 @@ export function auth(): MiddlewareHandler<{ Bindings: EdgeEnv; Variables: AuthVa
 
 let cached: { source: string; table: Map<string, string> } | undefined;
 
-async function keyTable(env: EdgeEnv): Promise<Map<string, string>> {
-  const source = env.API_KEYS ?? "";
+async function keyTable(env: Env): Promise<Map<string, string>> {
+  const source = edgeSettings(env).apiKeys;
   if (cached?.source === source) return cached.table;
   let table: Map<string, string>;
   if (source.trim() === "") {
@@ -83,19 +83,11 @@ async function keyTable(env: EdgeEnv): Promise<Map<string, string>> {
   return table;
 }
 
-export async function sha256Hex(text: string): Promise<string> {
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
-  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
-}
-
 /** The secret behind tenant salts and inspector sessions (each MACs its own message prefix). */
-function edgeSecret(env: EdgeEnv): string {
-  return env.CACHE_SALT_SECRET ?? env.AGENT_EDGE_SECRET ?? DEV_SECRET;
+function edgeSecret(env: Env): string {
+  return edgeSettings(env).saltSecret;
 }
 
-async function tenantSalt(env: EdgeEnv, tenant: string): Promise<string> {
-  const secret = edgeSecret(env);
-  const key = await crypto.subtle.importKey("raw", new TextEncoder().encode(secret), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
-  const mac = await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(`tenant:${tenant}`));
-  return [...new Uint8Array(mac)].map((b) => b.toString(16).padStart(2, "0")).join("");
+async function tenantSalt(env: Env, tenant: string): Promise<string> {
+  return hmacSha256Hex(edgeSecret(env), `tenant:${tenant}`);
 }

@@ -1,15 +1,16 @@
 import type { Context } from "hono";
 import { ProtocolError } from "../protocol";
-
-export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
+import { edgeSettings } from "../durable-objects/settings";
 
 /**
- * Reads a JSON body, refusing more than `maxBytes` (413 `payload_too_large`, checked on the
- * declared length and while reading) and malformed JSON (400 `invalid_request`).
+ * The edge's one body reader: a JSON body, refusing more than MAX_BODY_BYTES (413
+ * `payload_too_large`, checked on the declared length and while reading) and malformed JSON
+ * (400 `invalid_request`).
  *
- * @example const json = await readJson(c, 4 << 20);
+ * @example const json = await readJson(c);
  */
-export async function readJson(c: Context, maxBytes: number): Promise<unknown> {
+export async function readJson<E extends { Bindings: Env }>(c: Context<E>): Promise<unknown> {
+  const maxBytes = edgeSettings(c.env).maxBodyBytes;
   const declared = Number(c.req.header("content-length") ?? "0");
   if (declared > maxBytes) throw tooLarge(declared, maxBytes);
   const body = c.req.raw.body;
@@ -38,11 +39,6 @@ export async function readJson(c: Context, maxBytes: number): Promise<unknown> {
   } catch (e) {
     throw new ProtocolError("invalid_request", `the body is not valid JSON: ${(e as Error).message}`);
   }
-}
-
-export function maxBodyBytes(env: { MAX_BODY_BYTES?: string }): number {
-  const n = Number(env.MAX_BODY_BYTES ?? "");
-  return Number.isFinite(n) && n > 0 ? n : DEFAULT_MAX_BODY_BYTES;
 }
 
 function tooLarge(bytes: number, max: number): ProtocolError {

@@ -1,43 +1,58 @@
 import { Hono } from "hono";
 import { ProtocolError } from "../protocol";
-import type { EdgeEnv } from "../durable-objects/edge-env";
+import { ROUTES } from "../protocol/routes";
 import { auth, type AuthVariables } from "./auth";
 import { edgeError, errorResponse } from "./errors";
 import { servedModels } from "./models";
 import { chatRoutes } from "./routes/chat";
-import { trajectoryRoutes } from "./routes/trajectories";
-import { poolRoutes } from "./routes/pool";
 import { inspectRoutes } from "./routes/inspect";
 import { metricsRoutes } from "./routes/metrics";
+import { poolRoutes } from "./routes/pool";
+import { trajectoryRoutes } from "./routes/trajectories";
 
 export { TrajectoryDO } from "../durable-objects/trajectory/trajectory-do";
 export { PoolDO } from "../durable-objects/pool/pool-do";
 export { TenantIndexDO } from "../durable-objects/tenant-index/tenant-index-do";
-export type { EdgeEnv as Env } from "../durable-objects/edge-env";
+
+type App = { Bindings: Env; Variables: AuthVariables };
+const E = ROUTES.edge;
+
+/**
+ * The OpenAI-compatible group under `/v1`. It shares `/v1` with the other groups, so its guard
+ * names its routes instead of `/v1/*`.
+ */
+const openaiRoutes = new Hono<App>();
+for (const path of [E.openai.models, E.openai.chatCompletions]) openaiRoutes.use(path, auth());
+openaiRoutes
+  .get(E.openai.models, async (c) =>
+    c.json({
+      object: "list",
+      data: (await servedModels(c.env)).map((id) => ({ id, object: "model", created: 0, owned_by: "agent-edge" })),
+    }),
+  )
+  .route("/", chatRoutes);
+
+/** Per-tenant session URLs, the inspector and metrics under `/v1/tenants/:tenant`, all behind an API key (or the inspector's session). */
+const tenantRoutes = new Hono<App>().use(auth()).route("/", trajectoryRoutes).route("/", inspectRoutes).route("/", metricsRoutes);
 
 /**
  * The edge Worker: the HTTP surface clients talk to (OpenAI-compatible chat completions,
- * per-tenant session URLs), in front of one Durable Object per trajectory.
+ * per-tenant session URLs), in front of one Durable Object per trajectory. Route groups, each
+ * behind its own guard (the paths are `ROUTES.edge` in protocol/routes.ts):
+ *
+ * | group  | base                  | guard                                   |
+ * |--------|-----------------------|-----------------------------------------|
+ * | pool   | /v1/pool              | shared backend secret (backends)        |
+ * | openai | /v1                   | API key                                 |
+ * | tenant | /v1/tenants/:tenant   | API key, or the inspector's session     |
+ *
+ * plus the public `GET /healthz`. Anything else is a 404 `not_found`.
  */
-const app = new Hono<{ Bindings: EdgeEnv; Variables: AuthVariables }>();
-
-app.get("/healthz", (c) => c.json({ ok: true }));
-
-// Backends heartbeat into the pool with the shared secret; everything else under /v1 needs a key.
-app.route("/", poolRoutes);
-app.use("/v1/*", async (c, next) => (c.req.path === "/v1/pool" || c.req.path.startsWith("/v1/pool/") ? next() : auth()(c, next)));
-
-app.get("/v1/models", async (c) =>
-  c.json({
-    object: "list",
-    data: (await servedModels(c.env)).map((id) => ({ id, object: "model", created: 0, owned_by: "agent-edge" })),
-  }),
-);
-
-app.route("/", chatRoutes);
-app.route("/", trajectoryRoutes);
-app.route("/", inspectRoutes);
-app.route("/", metricsRoutes);
+const app = new Hono<App>();
+app.get(E.healthz, (c) => c.json({ ok: true }));
+app.route(E.pool.base, poolRoutes);
+app.route(E.tenant.base, tenantRoutes);
+app.route(E.openai.base, openaiRoutes);
 
 app.notFound((c) => errorResponse(c, new ProtocolError("not_found", `no route ${c.req.method} ${c.req.path}`)));
 

@@ -1,5 +1,6 @@
-import { ROUTES, SECRET_HEADER } from "../protocol/messages";
-import { backendTargets, type EdgeEnv } from "../durable-objects/edge-env";
+import { SECRET_HEADER } from "../protocol/messages";
+import { ROUTES } from "../protocol/routes";
+import { edgeSettings } from "../durable-objects/settings";
 
 /** The model the local backend pool serves by default. */
 export const DEFAULT_MODEL_ID = "demo-llama-random";
@@ -13,14 +14,14 @@ let cache: { at: number; key: string; models: string[] } | undefined;
  *
  * @example const ids = await servedModels(env); // ["demo-llama-random"]
  */
-export async function servedModels(env: EdgeEnv): Promise<string[]> {
-  const targets = backendTargets(env);
+export async function servedModels(env: Env): Promise<string[]> {
+  const targets = edgeSettings(env).backends;
   const key = targets.map((t) => t.url).join(",");
   if (cache && cache.key === key && Date.now() - cache.at < TTL_MS) return cache.models;
   const lists = await Promise.all(
     targets.map(async (t) => {
       try {
-        const res = await fetch(`${t.url}${ROUTES.models}`, { headers: { [SECRET_HEADER]: t.secret }, signal: AbortSignal.timeout(3000) });
+        const res = await fetch(`${t.url}${ROUTES.backend.models}`, { headers: { [SECRET_HEADER]: t.secret }, signal: AbortSignal.timeout(3000) });
         if (!res.ok) return [];
         const body = (await res.json()) as { data?: { id?: unknown }[] };
         return (body.data ?? []).map((m) => m.id).filter((id): id is string => typeof id === "string");

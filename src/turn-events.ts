@@ -1,9 +1,9 @@
 import { ProtocolError, toProtocolError } from "../protocol";
-import type { SamplingParams, ToolDefinition, ChatMessage } from "../protocol/messages";
-import { generateFrames } from "../durable-objects/backend-client";
-import { DEV_SECRET, type EdgeEnv } from "../durable-objects/edge-env";
-import { poolOf, routingLoad } from "../durable-objects/pool/pool-do";
-import { route } from "../durable-objects/routing/routing-policy";
+import type { ChatMessage, SamplingParams, ToolDefinition } from "../protocol/messages";
+import { poolOf } from "../durable-objects/pool/pool-do";
+import { smoothedLoad, statelessTarget } from "../durable-objects/routing/placement";
+import { edgeSettings } from "../durable-objects/settings";
+import { relayTurn, turnRecord } from "../durable-objects/turn/relay";
 import { normalizeMessage } from "../durable-objects/turn/transcript-diff";
 import type { AssistantReply, TurnEvent, TurnInput } from "../durable-objects/turn/turn-types";
 
@@ -13,7 +13,7 @@ import type { AssistantReply, TurnEvent, TurnInput } from "../durable-objects/tu
  *
  * @example for await (const event of trajectoryTurn(env, input)) ...
  */
-export async function* trajectoryTurn(env: EdgeEnv, input: TurnInput, signal?: AbortSignal): AsyncGenerator<TurnEvent> {
+export async function* trajectoryTurn(env: Env, input: TurnInput, signal?: AbortSignal): AsyncGenerator<TurnEvent> {
   const stub = env.TRAJECTORY.get(env.TRAJECTORY.idFromName(`${input.tenant}/${input.trajectoryId}`));
   const res = await stub.fetch("https://trajectory/turn", { method: "POST", body: JSON.stringify(input), ...(signal ? { signal } : {}) });
   if (!res.ok || !res.body) throw new ProtocolError("internal_error", `trajectory object answered ${res.status}`);
@@ -37,23 +37,35 @@ export async function* trajectoryTurn(env: EdgeEnv, input: TurnInput, signal?: A
 }
 
 /**
- * A turn without a trajectory: the full transcript straight to a backend (still salted, so it
- * uses the backend's prefix cache for this tenant), nothing stored.
+ * A turn without a trajectory: the full transcript to the least loaded backend (still salted, so
+ * it uses the backend's prefix cache for this tenant), nothing stored. The same relay as a
+ * trajectory's turn (`relayTurn`: BACKEND_TIMEOUT_MS, failover before the first token); its
+ * record is numbered 0.
  */
 export async function* statelessTurn(
-  env: EdgeEnv,
+  env: Env,
   params: { tenant: string; cacheSalt: string; messages: ChatMessage[]; tools: ToolDefinition[] | undefined; sampling: SamplingParams; model: string | undefined },
   signal?: AbortSignal,
 ): AsyncGenerator<TurnEvent> {
-  const pool = (await poolOf(env).view()).filter((b) => b.up);
-  const choice = route("least-loaded", { trajectoryId: crypto.randomUUID() }, pool.map((b) => ({ id: b.url, up: b.up, load: routingLoad(b) })));
-  if (!choice) throw new ProtocolError("backend_unavailable", "no backend is configured or up");
-  const target = { url: choice.backendId, secret: env.AGENT_EDGE_SECRET ?? DEV_SECRET };
-  const t0 = Date.now();
-  try {
-    for await (const frame of generateFrames(
-      target,
-      {
+  const settings = edgeSettings(env);
+  const channel = eventChannel();
+  const abort = new AbortController();
+  const onAbort = () => abort.abort();
+  signal?.addEventListener("abort", onAbort);
+  const run = (async () => {
+    const backends = (await poolOf(env).view()).map((b) => ({ url: b.url, secret: settings.backendSecret, up: b.up, load: smoothedLoad(b) }));
+    const backend = statelessTarget(backends);
+    const result = await relayTurn({
+      backend,
+      backends,
+      trajectoryId: crypto.randomUUID(),
+      mode: "full",
+      fullReason: null,
+      route: "least-loaded",
+      timeoutMs: settings.backendTimeoutMs,
+      emit: channel.emit,
+      signal: abort.signal,
+      request: () => ({
         requestId: crypto.randomUUID(),
         cacheSalt: params.cacheSalt,
         mode: "full",
@@ -61,43 +73,53 @@ export async function* statelessTurn(
         sampling: params.sampling,
         ...(params.tools && params.tools.length > 0 ? { tools: params.tools } : {}),
         ...(params.model ? { model: params.model } : {}),
-      },
-      { timeoutMs: 120_000, ...(signal ? { signal } : {}) },
-    )) {
-      if (frame.type === "token") {
-        if (frame.text) yield { type: "token", text: frame.text };
-      } else if (frame.type === "done") {
-        const message = normalizeMessage(frame.message) as AssistantReply;
-        yield {
-          type: "done",
-          message,
-          finishReason: frame.finishReason,
-          usage: frame.usage,
-          replayed: false,
-          turn: {
-            turn: 0,
-            startedAt: new Date(t0).toISOString(),
-            mode: "full",
-            fullReason: null,
-            promptTokens: frame.usage.promptTokens,
-            cachedTokens: frame.usage.cachedTokens,
-            computedTokens: frame.usage.computedTokens,
-            completionTokens: frame.usage.completionTokens,
-            ttftMs: frame.timings.ttftMs,
-            backendTtftMs: frame.timings.ttftMs,
-            totalMs: Date.now() - t0,
-            backend: frame.backendId,
-            backendUrl: target.url,
-            finishReason: frame.finishReason,
-            requestBytes: 0,
-          },
-        };
-      } else {
-        yield { type: "error", code: frame.code, message: frame.message, retryable: frame.retryable };
-      }
-    }
-  } catch (e) {
-    const err = toProtocolError(e);
-    yield { type: "error", code: err.code, message: err.message, retryable: err.retryable };
+      }),
+    });
+    const { done } = result;
+    await channel.emit({ type: "done", message: normalizeMessage(done.message) as AssistantReply, finishReason: done.finishReason, usage: done.usage, replayed: false, turn: turnRecord(result, { turn: 0 }) });
+  })()
+    .catch(async (e: unknown) => {
+      const err = toProtocolError(e);
+      await channel.emit({ type: "error", code: err.code, message: err.message, retryable: err.retryable });
+    })
+    .finally(() => channel.close());
+  try {
+    yield* channel.events();
+  } finally {
+    // The consumer stopped early (client gone): stop the relay.
+    channel.close();
+    abort.abort();
+    signal?.removeEventListener("abort", onAbort);
+    await run;
   }
+}
+
+/** Events pushed by a callback, pulled by a generator; `emit` answers false once closed. */
+function eventChannel(): { emit: (e: TurnEvent) => Promise<boolean>; close: () => void; events: () => AsyncGenerator<TurnEvent> } {
+  const queue: TurnEvent[] = [];
+  let closed = false;
+  let wake: (() => void) | undefined;
+  const notify = () => {
+    wake?.();
+    wake = undefined;
+  };
+  return {
+    emit: async (e) => {
+      if (closed) return false;
+      queue.push(e);
+      notify();
+      return true;
+    },
+    close: () => {
+      closed = true;
+      notify();
+    },
+    events: async function* () {
+      for (;;) {
+        if (queue.length > 0) yield queue.shift()!;
+        else if (closed) return;
+        else await new Promise<void>((r) => (wake = r));
+      }
+    },
+  };
 }

@@ -3,7 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeFrame, encode } from "../protocol/codec";
-import { MSGPACK_CONTENT_TYPE, ROUTES, SECRET_HEADER, type DoneFrame, type ErrorFrame, type GenerateRequest } from "../protocol/messages";
+import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type DoneFrame, type ErrorFrame, type GenerateRequest } from "../protocol/messages";
+import { ROUTES } from "../protocol/routes";
 import { materializeTinyModel } from "../gpu-backend/model/demo-model";
 import { generate, greedy } from "./support/backend-client";
 import { startBackend, type BackendProcess } from "./support/backend-process";
@@ -38,7 +39,7 @@ describe("backend server (real process, msgpack over HTTP)", () => {
 
   it("answers /healthz without the secret and refuses other routes without it", async () => {
     expect((await fetch(`${backend.url}/healthz`)).status).toBe(200);
-    const res = await fetch(`${backend.url}${ROUTES.metrics}`);
+    const res = await fetch(`${backend.url}${ROUTES.backend.metrics}`);
     expect(res.status).toBe(401);
     const frame = decodeFrame(new Uint8Array(await res.arrayBuffer()));
     expect(frame.ok && frame.value.type === "error" && frame.value.code).toBe("unauthorized");
@@ -115,7 +116,7 @@ describe("backend server (real process, msgpack over HTTP)", () => {
       [0, 1, 2, 3].map((i) => generate(backend.url, backend.secret, request({ trajectoryId: `c${i}`, messages: [{ role: "user", content: `question ${i}` }] }))),
     );
     for (const r of results) expect(r.frames.at(-1)!.type).toBe("done");
-    const metrics = await (await fetch(`${backend.url}${ROUTES.metrics}`, { headers: { [SECRET_HEADER]: backend.secret } })).text();
+    const metrics = await (await fetch(`${backend.url}${ROUTES.backend.metrics}`, { headers: { [SECRET_HEADER]: backend.secret } })).text();
     expect(metrics).toMatch(/agent_edge_prefix_cache_queried_tokens_total \d+/);
     expect(metrics).toMatch(/agent_edge_prefix_cache_hit_tokens_total [1-9]\d*/);
     expect(metrics).toMatch(/agent_edge_kv_usage_ratio/);
@@ -124,7 +125,7 @@ describe("backend server (real process, msgpack over HTTP)", () => {
 
   it("releases a state", async () => {
     const first = (await generate(backend.url, backend.secret, request({ trajectoryId: "t5" }))).frames.at(-1) as DoneFrame;
-    const res = await fetch(`${backend.url}${ROUTES.releaseState}`, {
+    const res = await fetch(`${backend.url}${ROUTES.backend.releaseState}`, {
       method: "POST",
       headers: { "content-type": MSGPACK_CONTENT_TYPE, [SECRET_HEADER]: backend.secret },
       body: encode({ stateId: first.stateId }),

@@ -1,39 +1,14 @@
 import { DurableObject } from "cloudflare:workers";
 import { SHORT_HASH_HEX } from "../../protocol/block-hash";
-import { MAX_PROMPT_BLOCK_HASHES, type HeartbeatReply, type KvEventBatch } from "../../protocol/messages";
+import { commonPrefixLength } from "../../protocol/common-prefix";
+import { MAX_PROMPT_BLOCK_HASHES, type Heartbeat, type HeartbeatReply } from "../../protocol/messages";
 import { BlockIndex } from "../routing/block-index";
-import { backendTargets, type EdgeEnv } from "../edge-env";
-import { route, type RouteReason, type RoutingPolicyName } from "../routing/routing-policy";
+import { placeOver, type Placed } from "../routing/placement";
+import type { RoutingPolicyName } from "../routing/routing-policy";
+import { edgeSettings } from "../settings";
 
-/** What a backend reports about itself on each heartbeat. */
-export interface BackendHeartbeat {
-  id: string;
-  url: string;
-  model: string;
-  /** KV blocks in its pool. */
-  kvCapacityBlocks: number;
-  running: number;
-  waiting: number;
-  /** Fraction of KV blocks in use, 0..1. */
-  kvUsage: number;
-  tokensPerS: number;
-  /**
-   * Running + waiting sequences averaged over the last seconds (exponential, time constant
-   * LOAD_AVG_TAU_MS on the backend): what routing compares, so a momentary burst does not move
-   * pinned trajectories. Absent from older backends: routing then uses running + waiting.
-   */
-  loadAvg?: number;
-}
-
-/** The load routing compares: the backend's smoothed load when it reports one. */
-export function routingLoad(b: Pick<BackendHeartbeat, "running" | "waiting" | "loadAvg">): number {
-  return b.loadAvg ?? b.running + b.waiting;
-}
-
-/** A heartbeat as it arrives: the load, and the KV events since the previous one. */
-export interface HeartbeatInput extends BackendHeartbeat {
-  kvEvents?: KvEventBatch;
-}
+/** A backend's last heartbeat as the pool keeps it (without its KV events). */
+export type BackendHeartbeat = Omit<Heartbeat, "kvEvents">;
 
 /** A backend as the pool sees it. */
 export interface PoolBackend extends BackendHeartbeat {
@@ -44,7 +19,7 @@ export interface PoolBackend extends BackendHeartbeat {
 }
 
 /** The pool object (there is one, named "pool"). */
-export function poolOf(env: EdgeEnv): DurableObjectStub<PoolDO> {
+export function poolOf(env: Env): DurableObjectStub<PoolDO> {
   return env.POOL.get(env.POOL.idFromName("pool"));
 }
 
@@ -79,15 +54,10 @@ interface OpenPlacement {
   at: number;
 }
 
-/** Where `PoolDO.place` put a trajectory, and why. */
-export interface Placement {
-  url: string;
-  reason: RouteReason;
+/** Where `PoolDO.place` put a trajectory, why, and the prefix counts it ranked by. */
+export interface Placement extends Placed {
   prefixBlocks: Record<string, number>;
 }
-
-/** Default: a backend that missed heartbeats for this long is down (3 x the 2 s interval). */
-export const DEFAULT_DOWN_AFTER_MS = 6000;
 
 /**
  * The backend pool: one object (named "pool") holding the registry of backends that heartbeat
@@ -102,15 +72,15 @@ export const DEFAULT_DOWN_AFTER_MS = 6000;
  *   model, first message, tools) and, per key, the leading block hashes those trajectories
  *   share, so a NEW trajectory can be looked up in the block index before it has any hashes.
  *
- * RPC: `heartbeat(h)`, `view()`, `remove(id)`, `notePrefix(key, url, hashes)`,
+ * RPC: `heartbeat(h)`, `view()`, `remove(id)`, `place(p)`, `notePrefix(key, url, hashes, trajectoryId)`,
  * `prefixBlocks(hashes, key)`, `prefixHolders(key)`, `indexStats()`.
  */
-export class PoolDO extends DurableObject<EdgeEnv> {
+export class PoolDO extends DurableObject<Env> {
   private readonly index = new BlockIndex();
   /** Per trajectory id, oldest first: its placement until `notePrefix` says its turn is done. */
   private readonly placements = new Map<string, OpenPlacement>();
 
-  constructor(ctx: DurableObjectState, env: EdgeEnv) {
+  constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     void ctx.blockConcurrencyWhile(async () => {
       ctx.storage.sql.exec(
@@ -128,7 +98,7 @@ export class PoolDO extends DurableObject<EdgeEnv> {
    * whether it was new, and `kv: "resync"` when its batch could not be applied (then its next
    * batch must be a snapshot). A backend that was down is forgotten by the block index first.
    */
-  async heartbeat(h: HeartbeatInput): Promise<HeartbeatReply> {
+  async heartbeat(h: Heartbeat): Promise<HeartbeatReply> {
     const { kvEvents, ...load } = h;
     const now = Date.now();
     const previous = this.ctx.storage.sql.exec<{ last_seen_ms: number }>(`SELECT last_seen_ms FROM backends WHERE id = ?`, h.id).toArray()[0];
@@ -172,7 +142,7 @@ export class PoolDO extends DurableObject<EdgeEnv> {
     if (hashes.length > 0) {
       const mine = hashes.slice(0, PREFIX_LIST_BLOCKS);
       const known = this.prefixList(key);
-      const list = known ? mine.slice(0, commonPrefix(known, mine)) : mine;
+      const list = known ? mine.slice(0, commonPrefixLength(known, mine)) : mine;
       sql.exec(`INSERT OR REPLACE INTO prefix_lists (key, hashes, last_ms) VALUES (?, ?, ?)`, key, list.join(""), now);
       this.index.noteHeld(url, hashes.slice(0, MAX_PROMPT_BLOCK_HASHES));
       // A turn under the key has ended there: the block index knows what it holds from now on.
@@ -219,7 +189,7 @@ export class PoolDO extends DurableObject<EdgeEnv> {
         out[url] = Math.max(out[url] ?? 0, 1);
       }
       if (hashes.length === 0) {
-        const upSet = new Set([...up, ...backendTargets(this.env).map((t) => t.url)]);
+        const upSet = new Set([...up, ...edgeSettings(this.env).backends.map((t) => t.url)]);
         const now = Date.now();
         for (const p of this.placements.values()) {
           if (p.key === key && now - p.at <= PLACED_PREFIX_MS && upSet.has(p.url)) out[p.url] = Math.max(out[p.url] ?? 0, list?.length ?? 1);
@@ -231,9 +201,9 @@ export class PoolDO extends DurableObject<EdgeEnv> {
 
   /**
    * Places a new or moving trajectory (one call, serialized in this object): ranks backends by
-   * `prefixBlocks(hashes, key)` and routes with `policy` (affinity by default) over loads that
-   * count, on top of each backend's last heartbeat (the larger of its instant and smoothed load),
-   * the placements made here since that heartbeat (at most PENDING_PLACEMENT_MS old). So a burst
+   * `prefixBlocks(hashes, key)` and decides with `placeOver` (routing/placement.ts: affinity by
+   * default, over each backend's placement load, which counts the placements made here since its
+   * last heartbeat, at most PENDING_PLACEMENT_MS old). So a burst
    * of new trajectories sharing a popular system prompt, all arriving before the next heartbeat,
    * spreads once the holder is overloaded instead of piling onto it (the hotspot failure).
    * Null when no backend is up.
@@ -244,20 +214,15 @@ export class PoolDO extends DurableObject<EdgeEnv> {
     const prefixBlocks = await this.prefixBlocks(p.hashes, p.key);
     const now = Date.now();
     const view = await this.view();
-    const snapshot = view.map((b) => ({
-      id: b.url,
-      up: b.up,
-      load: Math.max(b.running + b.waiting, b.loadAvg ?? 0) + this.pendingPlacements(b.url, b.lastSeenMs, now),
-    }));
-    const d = route(p.policy ?? "affinity", { trajectoryId: p.trajectoryId, pinned: p.pinned, prefixBlocks: new Map(Object.entries(prefixBlocks)) }, snapshot);
+    const d = placeOver({ ...p, prefixBlocks }, view.map((b) => ({ ...b, pending: this.pendingPlacements(b.url, b.lastSeenMs, now) })));
     if (!d) return null;
     this.placements.delete(p.trajectoryId); // re-inserted last: the Map stays oldest first
-    this.placements.set(p.trajectoryId, { url: d.backendId, key: p.hashes.length === 0 ? p.key : undefined, at: now });
+    this.placements.set(p.trajectoryId, { url: d.url, key: p.hashes.length === 0 ? p.key : undefined, at: now });
     for (const [id, open] of this.placements) {
       if (this.placements.size <= MAX_OPEN_PLACEMENTS && now - open.at <= PLACED_PREFIX_MS) break;
       this.placements.delete(id);
     }
-    return { url: d.backendId, reason: d.reason, prefixBlocks };
+    return { ...d, prefixBlocks };
   }
 
   /** Placements on `url` not yet reflected in its last heartbeat (made after it, or just before). */
@@ -296,14 +261,14 @@ export class PoolDO extends DurableObject<EdgeEnv> {
       up: now - r.last_seen_ms <= downAfter,
     }));
     const known = new Set(registered.map((b) => b.url));
-    const statics: PoolBackend[] = backendTargets(this.env)
+    const statics: PoolBackend[] = edgeSettings(this.env).backends
       .filter((t) => !known.has(t.url))
       .map((t) => ({ id: t.url, url: t.url, model: "", kvCapacityBlocks: 0, running: 0, waiting: 0, kvUsage: 0, tokensPerS: 0, source: "static", lastSeenMs: now, up: true }));
     return [...registered, ...statics];
   }
 
   private downAfterMs(): number {
-    return Number(this.env.POOL_DOWN_AFTER_MS ?? "") || DEFAULT_DOWN_AFTER_MS;
+    return edgeSettings(this.env).poolDownAfterMs;
   }
 
   /** Drops from the block index every backend that is down or gone; returns the urls of those up. */
@@ -326,10 +291,4 @@ export class PoolDO extends DurableObject<EdgeEnv> {
     for (let i = 0; i + SHORT_HASH_HEX <= row.hashes.length; i += SHORT_HASH_HEX) out.push(row.hashes.slice(i, i + SHORT_HASH_HEX));
     return out;
   }
-}
-
-function commonPrefix(a: readonly string[], b: readonly string[]): number {
-  let n = 0;
-  while (n < a.length && n < b.length && a[n] === b[n]) n++;
-  return n;
 }

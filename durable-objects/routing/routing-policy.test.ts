@@ -28,14 +28,14 @@ const cases: Case[] = [
     policy: "affinity",
     req: { trajectoryId: "t", pinned: "b1" },
     backends: [b("b0", 1), b("b1", 10), b("b2", 3)],
-    want: { backendId: "b0", reason: "pinned-overloaded", movedFrom: "b1" },
+    want: { backendId: "b0", reason: "pinned-overloaded" },
   },
   {
     name: "moves off a down pin, to the backend with its prefix",
     policy: "affinity",
     req: { trajectoryId: "t", pinned: "b1", prefixBlocks: prefix([["b2", 5]]) },
     backends: [b("b0", 0), b("b1", 0, false), b("b2", 2)],
-    want: { backendId: "b2", reason: "prefix", movedFrom: "b1" },
+    want: { backendId: "b2", reason: "prefix" },
   },
   {
     name: "places a new trajectory where its longest prefix is",

@@ -1,6 +1,6 @@
 /**
  * Routing policies: which backend serves a trajectory's next turn. Pure functions over a
- * snapshot of the pool; the Durable Objects hold the state (pins, counters) and call these.
+ * snapshot of the pool; `placement.ts` applies them (the one placement rule, its load figures).
  *
  * Cache-aware affinity with bounded load (the default, `affinity`):
  *
@@ -69,8 +69,6 @@ export type RouteReason = "pinned" | "prefix" | "least-loaded" | "round-robin" |
 export interface RouteDecision {
   backendId: string;
   reason: RouteReason;
-  /** Set when the trajectory leaves its pinned backend. */
-  movedFrom?: string;
 }
 
 /**
@@ -78,7 +76,7 @@ export interface RouteDecision {
  *
  * @example
  * route("affinity", { trajectoryId: "t1", pinned: "b0" }, [{ id: "b0", up: true, load: 3 }, { id: "b1", up: true, load: 0 }])
- * // { backendId: "b0", reason: "pinned" }   (3 is within 0 + 4)
+ * // { backendId: "b0", reason: "pinned" }   (3 is within 0 + pinAbsMargin 8)
  */
 export function route(
   policy: RoutingPolicyName,
@@ -106,12 +104,10 @@ function affinity(req: RouteRequest, all: readonly BackendSnapshot[], up: Backen
   const minLoad = Math.min(...up.map((b) => b.load));
   const overloaded = (b: BackendSnapshot, abs = t.absMargin) => b.load > minLoad + abs && b.load > minLoad * t.relMargin;
 
-  let movedFrom: string | undefined;
   let why: RouteReason | undefined;
   if (req.pinned !== undefined) {
     const pinned = all.find((b) => b.id === req.pinned);
     if (pinned?.up && !overloaded(pinned, t.pinAbsMargin)) return { backendId: pinned.id, reason: "pinned" };
-    movedFrom = req.pinned;
     why = pinned?.up ? "pinned-overloaded" : "pinned-down";
   }
 
@@ -126,9 +122,7 @@ function affinity(req: RouteRequest, all: readonly BackendSnapshot[], up: Backen
     }
   }
   const choice = best ?? leastLoaded(up, req.trajectoryId);
-  const decision: RouteDecision = { backendId: choice.id, reason: best ? "prefix" : (why ?? "least-loaded") };
-  if (movedFrom !== undefined && movedFrom !== choice.id) decision.movedFrom = movedFrom;
-  return decision;
+  return { backendId: choice.id, reason: best ? "prefix" : (why ?? "least-loaded") };
 }
 
 /**

@@ -1,5 +1,4 @@
 import { DurableObject } from "cloudflare:workers";
-import type { EdgeEnv } from "../edge-env";
 import { PREFIX_BREAK_CAUSES, type PrefixBreakCause } from "../turn/prefix-break";
 
 /** Trajectories kept per tenant: the most recently active ones; older rows are dropped. */
@@ -46,7 +45,7 @@ export interface TenantCounters {
 }
 
 /** The tenant's index object (one per tenant, named by the tenant). */
-export function tenantIndexOf(env: EdgeEnv, tenant: string): DurableObjectStub<TenantIndexDO> {
+export function tenantIndexOf(env: Env, tenant: string): DurableObjectStub<TenantIndexDO> {
   return env.TENANT_INDEX.get(env.TENANT_INDEX.idFromName(tenant));
 }
 
@@ -66,8 +65,8 @@ export function tenantIndexOf(env: EdgeEnv, tenant: string): DurableObjectStub<T
  *
  * RPC: `noteCreated`, `noteTurn`, `noteDeleted`, `list`, `counters`, `notePause`, `pauseSample`.
  */
-export class TenantIndexDO extends DurableObject<EdgeEnv> {
-  constructor(ctx: DurableObjectState, env: EdgeEnv) {
+export class TenantIndexDO extends DurableObject<Env> {
+  constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     void ctx.blockConcurrencyWhile(async () => {
       const sql = ctx.storage.sql;

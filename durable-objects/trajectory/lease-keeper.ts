@@ -1,7 +1,8 @@
 import type { ChatMessage } from "../../protocol/messages";
-import type { BackendTarget } from "../backend-client";
-import { releaseLease, requestLease } from "./lease-client";
-import { predictLeaseReturn, predictLeaseTtl, wantsLease, type LeaseSettings } from "./lease-policy";
+import type { BackendTarget } from "../backend/backend-client";
+import { releaseLease, requestLease } from "../backend/lease-client";
+import { predictLeaseReturn, predictLeaseTtl, wantsLease } from "./lease-policy";
+import type { LeaseSettings } from "../settings";
 import { LeaseStore, type ToolWait } from "./lease-store";
 import type { SqlHost, TrajectoryStore } from "./trajectory-store";
 

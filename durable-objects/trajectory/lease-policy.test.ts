@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { LEASE_DEFAULTS, leaseSettings, percentile, predictLeaseReturn, predictLeaseTtl, wantsLease } from "./lease-policy";
+import { percentile, predictLeaseReturn, predictLeaseTtl, wantsLease } from "./lease-policy";
+import { LEASE_DEFAULTS, leaseSettings } from "../settings";
 
 describe("lease policy", () => {
   it("takes the nearest-rank percentile", () => {

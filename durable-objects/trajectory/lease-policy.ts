@@ -1,3 +1,5 @@
+import type { LeaseSettings } from "../settings";
+
 /**
  * Tool-pause lease policy (pure): whether a finished turn asks its backend to hold the
  * trajectory's KV blocks, and for how long.
@@ -7,7 +9,7 @@
  * `minSamples` (3) of them, the fallback sample (the tenant's, when the caller has it), else
  * `defaultMs`. Times `safetyFactor`, clamped to [`minMs`, `maxMs`].
  *
- * Settings (Worker vars), defaults next to the names:
+ * Settings (Worker vars, parsed by `leaseSettings` in durable-objects/settings.ts), defaults next to the names:
  * - `LEASES` = `on` (lease after turns that end in tool calls) | `off` | `always` (after every
  *   turn: for agents whose tool calls the backend cannot see, e.g. ReAct text protocols)
  * - `LEASE_MIN_MS` = 1000, `LEASE_MAX_MS` = 120000, `LEASE_DEFAULT_MS` = 15000,
@@ -17,47 +19,8 @@
  * const s = leaseSettings(env);
  * if (wantsLease(s, reply)) predictLeaseTtl({ pauses: [800, 1200, 950, 4000], settings: s }); // { ttlMs: 6000, basis: "trajectory" }
  */
-export interface LeaseSettings {
-  mode: "on" | "off" | "always";
-  minMs: number;
-  maxMs: number;
-  defaultMs: number;
-  safetyFactor: number;
-  percentile: number;
-  minSamples: number;
-}
-
-export const LEASE_DEFAULTS: LeaseSettings = { mode: "on", minMs: 1000, maxMs: 120_000, defaultMs: 15_000, safetyFactor: 1.5, percentile: 0.9, minSamples: 3 };
-
 /** Pauses kept per trajectory (the most recent). */
 export const MAX_PAUSE_SAMPLES = 64;
-
-/** The Worker vars that configure leases. */
-export interface LeaseVars {
-  LEASES?: string;
-  LEASE_MIN_MS?: string;
-  LEASE_MAX_MS?: string;
-  LEASE_DEFAULT_MS?: string;
-  LEASE_SAFETY_FACTOR?: string;
-}
-
-/**
- * Settings from Worker vars; an unset or unparsable value takes its default. `LEASES` accepts
- * on/off/always (also true/false, 1/0).
- *
- * @example leaseSettings({ LEASES: "off" }).mode // "off"
- */
-export function leaseSettings(vars: LeaseVars): LeaseSettings {
-  const num = (v: string | undefined, d: number) => {
-    const n = Number(v);
-    return v !== undefined && v.trim() !== "" && Number.isFinite(n) && n > 0 ? n : d;
-  };
-  const raw = (vars.LEASES ?? "").trim().toLowerCase();
-  const mode = raw === "off" || raw === "false" || raw === "0" ? "off" : raw === "always" ? "always" : "on";
-  const minMs = num(vars.LEASE_MIN_MS, LEASE_DEFAULTS.minMs);
-  const maxMs = Math.max(minMs, num(vars.LEASE_MAX_MS, LEASE_DEFAULTS.maxMs));
-  return { ...LEASE_DEFAULTS, mode, minMs, maxMs, defaultMs: num(vars.LEASE_DEFAULT_MS, LEASE_DEFAULTS.defaultMs), safetyFactor: num(vars.LEASE_SAFETY_FACTOR, LEASE_DEFAULTS.safetyFactor) };
-}
 
 /**
  * Whether a turn that produced `reply` should lease: `on` when it called tools, `always` always.

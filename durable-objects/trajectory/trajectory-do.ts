@@ -1,16 +1,15 @@
 import { DurableObject } from "cloudflare:workers";
 import { ProtocolError, toProtocolError } from "../../protocol/errors";
 import type { ChatMessage } from "../../protocol/messages";
-import { releaseState } from "../backend-client";
-import { DEV_SECRET, type EdgeEnv } from "../edge-env";
-import { LeaseKeeper } from "./lease-keeper";
-import { leaseSettings } from "./lease-policy";
-import { poolOf, routingLoad, type PoolBackend } from "../pool/pool-do";
-import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../routing/routing-policy";
+import { releaseState } from "../backend/backend-client";
+import { poolOf, type PoolBackend } from "../pool/pool-do";
+import { smoothedLoad, type RoutedBackend } from "../routing/placement";
+import { edgeSettings, routingPolicyOf } from "../settings";
 import { tenantIndexOf } from "../tenant-index/tenant-index-do";
-import { TrajectoryStore } from "./trajectory-store";
-import { runTurn, type RoutedBackend } from "../turn/turn-runner";
+import { runTurn } from "../turn/turn-runner";
 import type { TrajectoryState, TurnEvent, TurnInput } from "../turn/turn-types";
+import { LeaseKeeper } from "./lease-keeper";
+import { TrajectoryStore } from "./trajectory-store";
 
 /**
  * One trajectory: its transcript (the source of truth), turn records, pinned backend and the
@@ -24,22 +23,22 @@ import type { TrajectoryState, TurnEvent, TurnInput } from "../turn/turn-types";
  * - RPC: `create`, `state`, `end`.
  * - `alarm`: releases a tool-pause lease at its deadline (`LeaseKeeper`, lease-keeper.ts).
  */
-export class TrajectoryDO extends DurableObject<EdgeEnv> {
+export class TrajectoryDO extends DurableObject<Env> {
   private readonly store: TrajectoryStore;
   private readonly leases: LeaseKeeper;
   private transcript: ChatMessage[] = [];
   private busy = false;
   private poolCache: { at: number; backends: PoolBackend[] } | undefined;
 
-  constructor(ctx: DurableObjectState, env: EdgeEnv) {
+  constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.store = new TrajectoryStore(ctx.storage);
     this.leases = new LeaseKeeper({
       host: ctx.storage,
       trajectory: this.store,
       alarms: ctx.storage,
-      settings: () => leaseSettings(this.env),
-      secret: () => this.env.AGENT_EDGE_SECRET ?? DEV_SECRET,
+      settings: () => edgeSettings(this.env).leases,
+      secret: () => edgeSettings(this.env).backendSecret,
       waitUntil: (p) => ctx.waitUntil(p),
       tenantPauses: () => {
         const tenant = this.store.meta()?.tenant;
@@ -135,17 +134,18 @@ export class TrajectoryDO extends DurableObject<EdgeEnv> {
     try {
       if (input.kind === "chat") await this.create({ tenant: input.tenant, trajectoryId: input.trajectoryId });
       leaseStart = await this.leases.beforeTurn();
+      const settings = edgeSettings(this.env);
       this.transcript = await runTurn(
         {
           store: this.store,
           transcript: this.transcript,
           backends: await this.backends(),
-          prefixBlocks: (hashes, key) => poolOf(this.env).prefixBlocks(hashes, key),
           place: (p) => poolOf(this.env).place(p),
           notePrefix: (key, url, hashes, trajectoryId) => poolOf(this.env).notePrefix(key, url, hashes, trajectoryId),
-          timeoutMs: timeoutOf(this.env),
-          policy: policyOf(this.env),
-          canonicalize: canonicalizes(this.env, input.tenant),
+          waitUntil: (p) => this.ctx.waitUntil(p),
+          timeoutMs: settings.backendTimeoutMs,
+          policy: routingPolicyOf(settings),
+          canonicalize: !settings.canonicalizeOffTenants.has(input.tenant),
           emit,
           signal,
         },
@@ -166,35 +166,14 @@ export class TrajectoryDO extends DurableObject<EdgeEnv> {
 
   /** The pool's view (registered and static backends), reused for POOL_VIEW_TTL_MS. */
   private async backends(): Promise<RoutedBackend[]> {
-    const ttl = Number(this.env.POOL_VIEW_TTL_MS ?? "") || 1000;
-    if (!this.poolCache || Date.now() - this.poolCache.at > ttl) {
+    const settings = edgeSettings(this.env);
+    if (!this.poolCache || Date.now() - this.poolCache.at > settings.poolViewTtlMs) {
       this.poolCache = { at: Date.now(), backends: await poolOf(this.env).view() };
     }
-    const secret = this.env.AGENT_EDGE_SECRET ?? DEV_SECRET;
-    return this.poolCache.backends.map((b) => ({ url: b.url, secret, up: b.up, load: routingLoad(b) }));
+    return this.poolCache.backends.map((b) => ({ url: b.url, secret: settings.backendSecret, up: b.up, load: smoothedLoad(b) }));
   }
 }
 
 function errorEvent(err: ProtocolError): TurnEvent {
   return { type: "error", code: err.code, message: err.message, retryable: err.retryable };
-}
-
-/** Safe canonicalization is on unless the tenant is listed in CANONICALIZE_OFF_TENANTS. */
-function canonicalizes(env: EdgeEnv, tenant: string): boolean {
-  return !(env.CANONICALIZE_OFF_TENANTS ?? "")
-    .split(",")
-    .map((t) => t.trim())
-    .includes(tenant);
-}
-
-function policyOf(env: EdgeEnv): RoutingPolicyName {
-  if (!env.ROUTING_POLICY) return "affinity";
-  const policy = parsePolicy(env.ROUTING_POLICY);
-  if (!policy) throw new ProtocolError("internal_error", `ROUTING_POLICY ${JSON.stringify(env.ROUTING_POLICY)} is not one of ${ROUTING_POLICIES.join(", ")}`);
-  return policy;
-}
-
-function timeoutOf(env: EdgeEnv): number {
-  const n = Number(env.BACKEND_TIMEOUT_MS ?? "");
-  return Number.isFinite(n) && n > 0 ? n : 120_000;
 }

@@ -1,39 +1,12 @@
 import { SHORT_HASH_HEX } from "../../protocol/block-hash";
 import type { ChatMessage } from "../../protocol/messages";
-import type { TurnEvent, TurnRecord } from "../turn/turn-types";
+import type { CommitTurn, StoredResult, TrajectoryMeta, TurnRecord, TurnStore } from "../turn/turn-types";
+
 
 /** The slice of `DurableObjectStorage` the store needs (real SQLite storage in workerd). */
 export interface SqlHost {
   sql: SqlStorage;
   transactionSync<T>(fn: () => T): T;
-}
-
-export interface TrajectoryMeta {
-  tenant: string;
-  trajectoryId: string;
-  createdAt: string;
-  backendUrl: string | null;
-  stateId: string | null;
-  toolsJson: string;
-}
-
-/** A turn's stored outcome, replayed for a retried request with the same Idempotency-Key. */
-export type StoredResult = Extract<TurnEvent, { type: "done" }> & { text: string };
-
-export interface CommitTurn {
-  /** Keep stored messages [0, keep) and append `messages` after them. */
-  keep: number;
-  messages: ChatMessage[];
-  record: TurnRecord;
-  backendUrl: string;
-  stateId: string;
-  toolsJson: string;
-  idempotencyKey: string | undefined;
-  /** SHA-256 of the request, so a reused key with another request is refused. */
-  fingerprint: string;
-  result: StoredResult;
-  /** Short hashes of this turn's prompt blocks (the done frame's); empty: none known. */
-  promptBlockHashes: readonly string[];
 }
 
 const SCHEMA_VERSION = 1;
@@ -50,7 +23,7 @@ const PART_CHARS = 256 * 1024;
  * store.migrate();
  * store.commitTurn({ keep: 3, messages: [toolResult, reply], record, ... });
  */
-export class TrajectoryStore {
+export class TrajectoryStore implements TurnStore {
   constructor(private readonly host: SqlHost) {}
 
   /** Creates the tables, or checks the schema version of existing ones. */

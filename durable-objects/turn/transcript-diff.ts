@@ -1,3 +1,4 @@
+import { sha256Hex } from "../../protocol/hex";
 import type { ChatMessage, ToolDefinition } from "../../protocol/messages";
 
 export type TranscriptDiff =
@@ -50,6 +51,5 @@ export function canonicalTools(tools: readonly ToolDefinition[] | undefined): st
  */
 export async function prefixKey(p: { cacheSalt: string; model: string | undefined; first: ChatMessage | undefined; tools: readonly ToolDefinition[] | undefined }): Promise<string> {
   const text = JSON.stringify([p.cacheSalt, p.model ?? "", p.first ? canonicalMessage(p.first) : "", canonicalTools(p.tools)]);
-  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
-  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("").slice(0, 32);
+  return (await sha256Hex(text)).slice(0, 32);
 }

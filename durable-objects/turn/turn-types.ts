@@ -86,3 +86,46 @@ export interface TrajectoryState {
   backendUrl: string | null;
   turns: TurnRecord[];
 }
+
+/** A trajectory's metadata as stored with its transcript. */
+export interface TrajectoryMeta {
+  tenant: string;
+  trajectoryId: string;
+  createdAt: string;
+  backendUrl: string | null;
+  stateId: string | null;
+  toolsJson: string;
+}
+
+/** A turn's stored outcome, replayed for a retried request with the same Idempotency-Key. */
+export type StoredResult = Extract<TurnEvent, { type: "done" }> & { text: string };
+
+export interface CommitTurn {
+  /** Keep stored messages [0, keep) and append `messages` after them. */
+  keep: number;
+  messages: ChatMessage[];
+  record: TurnRecord;
+  backendUrl: string;
+  stateId: string;
+  toolsJson: string;
+  idempotencyKey: string | undefined;
+  /** SHA-256 of the request, so a reused key with another request is refused. */
+  fingerprint: string;
+  result: StoredResult;
+  /** Short hashes of this turn's prompt blocks (the done frame's); empty: none known. */
+  promptBlockHashes: readonly string[];
+}
+
+/**
+ * What a turn reads and writes of its trajectory's storage (`TrajectoryStore` implements it in
+ * SQLite; the turn logic needs no more).
+ */
+export interface TurnStore {
+  meta(): TrajectoryMeta | null;
+  numTurns(): number;
+  /** Short hashes of the last turn's prompt blocks. */
+  promptBlockHashes(): string[];
+  idempotentResult(key: string): { result: StoredResult; fingerprint: string } | null;
+  /** Writes transcript rows, the turn record, state and idempotency result in one transaction. */
+  commitTurn(c: CommitTurn): void;
+}

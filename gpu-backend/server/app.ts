@@ -2,7 +2,8 @@ import { timingSafeEqual } from "node:crypto";
 import { Hono, type Context } from "hono";
 import { decodeGenerateRequest, decodeLeaseRequest, decodeReleaseLeaseRequest, decodeReleaseStateRequest, encode } from "../../protocol/codec";
 import { ProtocolError, toProtocolError } from "../../protocol/errors";
-import { MSGPACK_CONTENT_TYPE, ROUTES, SECRET_HEADER, type ErrorFrame, type Frame } from "../../protocol/messages";
+import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type ErrorFrame, type Frame } from "../../protocol/messages";
+import { ROUTES } from "../../protocol/routes";
 import type { Engine } from "../engine/engine";
 import { createMetrics } from "./metrics";
 
@@ -38,23 +39,23 @@ export function createBackendApp(options: BackendAppOptions): Hono {
   const metrics = createMetrics(engine);
   const app = new Hono();
 
-  app.get(ROUTES.healthz, (c) =>
+  app.get(ROUTES.backend.healthz, (c) =>
     c.json({ ok: true, backendId: options.backendId, model: engine.modelId, running: engine.numRunning, waiting: engine.numWaiting }),
   );
 
   app.use("*", async (c, next) => {
-    if (c.req.path === ROUTES.healthz) return next();
+    if (c.req.path === ROUTES.backend.healthz) return next();
     if (!secretMatches(c.req.header(SECRET_HEADER), options.secret)) {
       return errorResponse(c, new ProtocolError("unauthorized", `missing or wrong ${SECRET_HEADER} header`));
     }
     return next();
   });
 
-  app.get(ROUTES.metrics, async (c) => c.body(await metrics.registry.metrics(), 200, { "content-type": metrics.registry.contentType }));
+  app.get(ROUTES.backend.metrics, async (c) => c.body(await metrics.registry.metrics(), 200, { "content-type": metrics.registry.contentType }));
 
-  app.get(ROUTES.models, (c) => c.json({ object: "list", data: [{ id: engine.modelId, object: "model", owned_by: "agent-edge" }] }));
+  app.get(ROUTES.backend.models, (c) => c.json({ object: "list", data: [{ id: engine.modelId, object: "model", owned_by: "agent-edge" }] }));
 
-  app.post(ROUTES.releaseState, async (c) => {
+  app.post(ROUTES.backend.releaseState, async (c) => {
     const body = await readBody(c, maxBodyBytes);
     if (body instanceof ProtocolError) return errorResponse(c, body);
     const decoded = decodeReleaseStateRequest(body);
@@ -63,7 +64,7 @@ export function createBackendApp(options: BackendAppOptions): Hono {
     return new Response(encode({ released }), { status: 200, headers: { "content-type": MSGPACK_CONTENT_TYPE } });
   });
 
-  app.post(ROUTES.leases, async (c) => {
+  app.post(ROUTES.backend.leases, async (c) => {
     const body = await readBody(c, maxBodyBytes);
     if (body instanceof ProtocolError) return errorResponse(c, body);
     const decoded = decodeLeaseRequest(body);
@@ -72,7 +73,7 @@ export function createBackendApp(options: BackendAppOptions): Hono {
     return new Response(encode(result), { status: 200, headers: { "content-type": MSGPACK_CONTENT_TYPE } });
   });
 
-  app.post(ROUTES.releaseLease, async (c) => {
+  app.post(ROUTES.backend.releaseLease, async (c) => {
     const body = await readBody(c, maxBodyBytes);
     if (body instanceof ProtocolError) return errorResponse(c, body);
     const decoded = decodeReleaseLeaseRequest(body);
@@ -81,9 +82,9 @@ export function createBackendApp(options: BackendAppOptions): Hono {
     return new Response(encode(result), { status: 200, headers: { "content-type": MSGPACK_CONTENT_TYPE } });
   });
 
-  app.get(ROUTES.leases, (c) => c.json({ leases: engine.leases.table.list().map((l) => ({ stateId: l.key, blocks: l.blocks, expiresAt: l.expiresAt, protectedBlocks: l.protectedBlocks })) }));
+  app.get(ROUTES.backend.leases, (c) => c.json({ leases: engine.leases.table.list().map((l) => ({ stateId: l.key, blocks: l.blocks, expiresAt: l.expiresAt, protectedBlocks: l.protectedBlocks })) }));
 
-  app.post(ROUTES.generate, async (c) => {
+  app.post(ROUTES.backend.generate, async (c) => {
     const body = await readBody(c, maxBodyBytes);
     if (body instanceof ProtocolError) return errorResponse(c, body);
     const decoded = decodeGenerateRequest(body);

@@ -1,10 +1,12 @@
-import { SECRET_HEADER, type HeartbeatReply } from "../../protocol/messages";
+import { validateHeartbeatReply } from "../../protocol/codec";
+import { SECRET_HEADER, type Heartbeat } from "../../protocol/messages";
+import { edgePath } from "../../protocol/routes";
 import type { Engine } from "../engine/engine";
 import { startKeepalive } from "./keepalive-thread";
 import { LoadAverage } from "./load-average";
 
 export interface HeartbeatOptions {
-  /** The edge's base URL; heartbeats go to `${edgeUrl}/v1/pool/heartbeat`. */
+  /** The edge's base URL; heartbeats go to `${edgeUrl}` + `edgePath("pool", "heartbeat")`. */
   edgeUrl: string;
   secret: string;
   backendId: string;
@@ -39,7 +41,7 @@ export function startHeartbeat(o: HeartbeatOptions): () => void {
   let lastTokens = o.engine.counters.stepTokens;
   let lastAt = performance.now();
   let inFlight = false;
-  const url = `${o.edgeUrl.replace(/\/+$/, "")}/v1/pool/heartbeat`;
+  const url = `${o.edgeUrl.replace(/\/+$/, "")}${edgePath("pool", "heartbeat")}`;
   const headers = { "content-type": "application/json", [SECRET_HEADER]: o.secret };
   const intervalMs = o.intervalMs ?? 2000;
   const keepalive = o.keepalive === false ? undefined : startKeepalive({ graceMs: Math.max(1000, Math.round(intervalMs * 1.25)) });
@@ -58,7 +60,7 @@ export function startHeartbeat(o: HeartbeatOptions): () => void {
     lastAt = now;
     try {
       sampleLoad();
-      const status = {
+      const status: Heartbeat = {
         id: o.backendId,
         url: o.advertiseUrl,
         model: o.engine.modelId,
@@ -73,14 +75,15 @@ export function startHeartbeat(o: HeartbeatOptions): () => void {
       const res = await fetch(url, {
         method: "POST",
         headers,
-        body: JSON.stringify({ ...status, kvEvents: o.engine.kvEventBatch() }),
+        body: JSON.stringify({ ...status, kvEvents: o.engine.kvEventBatch() } satisfies Heartbeat),
         signal: AbortSignal.timeout(5000),
       });
       if (!res.ok) throw new Error(`HTTP ${res.status}: ${(await res.text()).slice(0, 200)}`);
       keepalive?.delivered();
-      const reply = (await res.json()) as HeartbeatReply;
-      if (reply.kv === "resync") o.engine.kvEvents.requestResync();
-      if (reply.registered || failing) log(`registered with the pool at ${o.edgeUrl}`);
+      const reply = validateHeartbeatReply(await res.json());
+      if (!reply.ok) throw reply.error;
+      if (reply.value.kv === "resync") o.engine.kvEvents.requestResync();
+      if (reply.value.registered || failing) log(`registered with the pool at ${o.edgeUrl}`);
       failing = false;
     } catch (e) {
       // The pool may or may not have applied the batch: only a snapshot is safe next.

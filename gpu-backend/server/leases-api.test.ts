@@ -3,7 +3,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeFrame, decodeLeaseResponse, decodeReleaseLeaseResponse, encode, FrameDecoder } from "../../protocol/codec";
-import { MSGPACK_CONTENT_TYPE, ROUTES, SECRET_HEADER, type DoneFrame, type GenerateRequest, type SamplingParams } from "../../protocol/messages";
+import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type DoneFrame, type GenerateRequest, type SamplingParams } from "../../protocol/messages";
+import { ROUTES } from "../../protocol/routes";
 import { Engine } from "../engine/engine";
 import { BlockPool } from "../kv/block-pool";
 import { CpuExecutor } from "../model/cpu-executor";
@@ -45,7 +46,7 @@ function post(path: string, body: unknown, secret = SECRET): Promise<Response> {
 }
 
 async function generate(req: GenerateRequest): Promise<DoneFrame> {
-  const res = await post(ROUTES.generate, req);
+  const res = await post(ROUTES.backend.generate, req);
   const frames = new FrameDecoder().push(new Uint8Array(await res.arrayBuffer()));
   const last = frames.at(-1)!;
   if (last.type !== "done") throw new Error(JSON.stringify(last));
@@ -53,7 +54,7 @@ async function generate(req: GenerateRequest): Promise<DoneFrame> {
 }
 
 async function lease(stateId: string, ttlMs: number) {
-  const res = await post(ROUTES.leases, { stateId, ttlMs });
+  const res = await post(ROUTES.backend.leases, { stateId, ttlMs });
   expect(res.status).toBe(200);
   const r = decodeLeaseResponse(new Uint8Array(await res.arrayBuffer()));
   if (!r.ok) throw r.error;
@@ -61,7 +62,7 @@ async function lease(stateId: string, ttlMs: number) {
 }
 
 async function release(stateId: string, expired?: boolean) {
-  const res = await post(ROUTES.releaseLease, { stateId, ...(expired ? { expired } : {}) });
+  const res = await post(ROUTES.backend.releaseLease, { stateId, ...(expired ? { expired } : {}) });
   expect(res.status).toBe(200);
   const r = decodeReleaseLeaseResponse(new Uint8Array(await res.arrayBuffer()));
   if (!r.ok) throw r.error;
@@ -69,7 +70,7 @@ async function release(stateId: string, expired?: boolean) {
 }
 
 async function metric(name: string): Promise<number> {
-  const text = await (await app.request(ROUTES.metrics, { headers: { [SECRET_HEADER]: SECRET } })).text();
+  const text = await (await app.request(ROUTES.backend.metrics, { headers: { [SECRET_HEADER]: SECRET } })).text();
   const line = text.split("\n").find((l) => l.startsWith(`${name} `));
   return Number(line?.split(" ")[1] ?? NaN);
 }
@@ -90,7 +91,7 @@ describe("POST /v1/leases", () => {
     expect(r.leased).toBe(true);
     expect(r.blocks).toBe(Math.floor((done.usage.promptTokens + done.usage.completionTokens - 1) / 16));
     expect(r.expiresAt).toBeGreaterThan(Date.now() + 50_000);
-    const listed = (await (await app.request(ROUTES.leases, { headers: { [SECRET_HEADER]: SECRET } })).json()) as { leases: { stateId: string; blocks: number }[] };
+    const listed = (await (await app.request(ROUTES.backend.leases, { headers: { [SECRET_HEADER]: SECRET } })).json()) as { leases: { stateId: string; blocks: number }[] };
     expect(listed.leases).toContainEqual(expect.objectContaining({ stateId: done.stateId, blocks: r.blocks }));
     expect(await metric("agent_edge_leases_active")).toBeGreaterThanOrEqual(1);
     expect(await metric("agent_edge_leased_blocks")).toBeGreaterThanOrEqual(r.blocks);
@@ -106,7 +107,7 @@ describe("POST /v1/leases", () => {
     const a = await generate(firstTurn("lease-ret-a"));
     const b = await generate(firstTurn("lease-ret-b"));
     const t0 = Date.now();
-    expect((await post(ROUTES.leases, { stateId: a.stateId, ttlMs: 60_000, expectedReturnMs: 5000 })).status).toBe(200);
+    expect((await post(ROUTES.backend.leases, { stateId: a.stateId, ttlMs: 60_000, expectedReturnMs: 5000 })).status).toBe(200);
     await lease(b.stateId, 60_000);
     const la = engine.leases.table.get(a.stateId)!;
     const lb = engine.leases.table.get(b.stateId)!;
@@ -132,15 +133,15 @@ describe("POST /v1/leases", () => {
 
   it("answers leased: false for an unknown state, 400 for a bad body, 401 without the secret", async () => {
     expect(await lease("no-such-state", 1000)).toEqual({ leased: false, blocks: 0, expiresAt: 0 });
-    const bad = await post(ROUTES.leases, { stateId: "x", ttlMs: 0 });
+    const bad = await post(ROUTES.backend.leases, { stateId: "x", ttlMs: 0 });
     expect(bad.status).toBe(400);
     const frame = decodeFrame(new Uint8Array(await bad.arrayBuffer()));
     expect(frame.ok && frame.value.type === "error" && frame.value.code).toBe("invalid_request");
     expect(frame.ok && frame.value.type === "error" && frame.value.message).toMatch(/ttlMs/);
-    const badReturn = await post(ROUTES.leases, { stateId: "x", ttlMs: 1000, expectedReturnMs: -5 });
+    const badReturn = await post(ROUTES.backend.leases, { stateId: "x", ttlMs: 1000, expectedReturnMs: -5 });
     expect(badReturn.status).toBe(400);
     const returnFrame = decodeFrame(new Uint8Array(await badReturn.arrayBuffer()));
     expect(returnFrame.ok && returnFrame.value.type === "error" && returnFrame.value.message).toMatch(/expectedReturnMs/);
-    expect((await post(ROUTES.releaseLease, { stateId: "x" }, "wrong")).status).toBe(401);
+    expect((await post(ROUTES.backend.releaseLease, { stateId: "x" }, "wrong")).status).toBe(401);
   });
 });

@@ -1,9 +1,8 @@
 import type { Context } from "hono";
-import type { EdgeEnv } from "../../durable-objects/edge-env";
 import { tenantIndexOf } from "../../durable-objects/tenant-index/tenant-index-do";
 import type { TurnEvent } from "../../durable-objects/turn/turn-types";
 
-type Edge = { Bindings: EdgeEnv };
+type Edge = { Bindings: Env };
 
 /**
  * Passes a trajectory turn's events through unchanged and, when its (not replayed) done event

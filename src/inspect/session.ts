@@ -1,3 +1,5 @@
+import { hmacSha256Hex, secretsEqual } from "../../protocol/hex";
+
 /**
  * Browser access to the inspector. A browser cannot send `Authorization: Bearer` when it
  * navigates, so an inspector page opened once with `?key=<API key>` answers a redirect to the
@@ -35,7 +37,7 @@ export async function verifySessionToken(params: { secret: string; token: string
   const exp = Number(expText);
   if (exp <= params.nowS) return null;
   for (const digest of params.digestsOf(tenant)) {
-    if (timingSafeEqual(await mac(params.secret, tenant, exp, digest), given)) return tenant;
+    if (secretsEqual(await mac(params.secret, tenant, exp, digest), given)) return tenant;
   }
   return null;
 }
@@ -62,14 +64,5 @@ export function withoutKey(url: string): string {
 }
 
 async function mac(secret: string, tenant: string, exp: number, keyDigest: string): Promise<string> {
-  const key = await crypto.subtle.importKey("raw", new TextEncoder().encode(secret), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
-  const sig = await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(`inspect|${tenant}|${exp}|${keyDigest}`));
-  return [...new Uint8Array(sig)].map((b) => b.toString(16).padStart(2, "0")).join("");
-}
-
-function timingSafeEqual(a: string, b: string): boolean {
-  if (a.length !== b.length) return false;
-  let diff = 0;
-  for (let i = 0; i < a.length; i++) diff |= a.charCodeAt(i) ^ b.charCodeAt(i);
-  return diff === 0;
+  return hmacSha256Hex(secret, `inspect|${tenant}|${exp}|${keyDigest}`);
 }

@@ -1,8 +1,8 @@
 import { Hono } from "hono";
+import { ROUTES } from "../../protocol/routes";
 import { ProtocolError } from "../../protocol";
-import type { EdgeEnv } from "../../durable-objects/edge-env";
 import type { AuthVariables } from "../auth";
-import { maxBodyBytes, readJson } from "../body";
+import { readJson } from "../body";
 import { parseChatBody } from "../chat-request";
 import { DEFAULT_MODEL_ID, servedModels } from "../models";
 import { respondWithTurn } from "../respond";
@@ -15,8 +15,8 @@ import { noteTurns } from "../inspect/index-updates";
  * else `x-session-affinity`, else the body's `prompt_cache_key`; without one the turn is served
  * statelessly (full transcript to a backend, still using its prefix cache).
  */
-export const chatRoutes = new Hono<{ Bindings: EdgeEnv; Variables: AuthVariables }>().post("/v1/chat/completions", async (c) => {
-  const parsed = parseChatBody(await readJson(c, maxBodyBytes(c.env)), "chat");
+export const chatRoutes = new Hono<{ Bindings: Env; Variables: AuthVariables }>().post(ROUTES.edge.openai.chatCompletions, async (c) => {
+  const parsed = parseChatBody(await readJson(c), "chat");
   const trajectoryId = c.req.header("x-trajectory-id") ?? c.req.header("x-session-affinity") ?? parsed.promptCacheKey;
   const tenant = c.get("tenant");
   const common = { model: parsed.model ?? (await servedModels(c.env))[0] ?? DEFAULT_MODEL_ID, stream: parsed.stream, includeUsage: parsed.includeUsage, hasTools: (parsed.tools?.length ?? 0) > 0 };

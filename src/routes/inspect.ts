@@ -1,6 +1,6 @@
 import { Hono } from "hono";
+import { ROUTES } from "../../protocol/routes";
 import { ProtocolError } from "../../protocol";
-import type { EdgeEnv } from "../../durable-objects/edge-env";
 import { MAX_INDEXED_TRAJECTORIES, tenantIndexOf } from "../../durable-objects/tenant-index/tenant-index-do";
 import type { AuthVariables } from "../auth";
 import { PAGE_HEADERS } from "../inspect/layout";
@@ -10,7 +10,10 @@ import { inspectView, type InspectView } from "../inspect/view";
 import { checkTrajectoryId } from "../trajectory-id";
 import { ownTenant } from "../own-tenant";
 
-type App = { Bindings: EdgeEnv; Variables: AuthVariables };
+/** Paths relative to the tenant group's base, `/v1/tenants/:tenant` (src/index.ts mounts it). */
+const T = ROUTES.edge.tenant;
+
+type App = { Bindings: Env; Variables: AuthVariables };
 
 /**
  * The trajectory inspector (docs/inspector.md): server-rendered HTML with inline SVG, no script,
@@ -23,26 +26,26 @@ type App = { Bindings: EdgeEnv; Variables: AuthVariables };
  * another tenant's URL answers 404, like a missing trajectory.
  */
 export const inspectRoutes = new Hono<App>()
-  .get("/v1/tenants/:tenant/inspect", async (c) => {
+  .get(T.inspect, async (c) => {
     const tenant = ownTenant(c.req.param("tenant"), c.get("tenant"));
     const rows = listedTrajectories(tenant, await tenantIndexOf(c.env, tenant).list({ limit: limitOf(c.req.query("limit")) }));
     return c.html(listPage(tenant, rows).text, 200, PAGE_HEADERS);
   })
-  .get("/v1/tenants/:tenant/inspect.json", async (c) => {
+  .get(T.inspectJson, async (c) => {
     const tenant = ownTenant(c.req.param("tenant"), c.get("tenant"));
     const rows = listedTrajectories(tenant, await tenantIndexOf(c.env, tenant).list({ limit: limitOf(c.req.query("limit")) }));
     return c.json({ object: "list", tenant, data: rows }, 200, { "cache-control": "no-store" });
   })
-  .get("/v1/tenants/:tenant/trajectories/:id/inspect", async (c) => {
+  .get(T.trajectoryInspect, async (c) => {
     const view = await viewOf(c.env, ownTenant(c.req.param("tenant"), c.get("tenant")), c.req.param("id"));
     return c.html(trajectoryPage(view).text, 200, PAGE_HEADERS);
   })
-  .get("/v1/tenants/:tenant/trajectories/:id/inspect.json", async (c) => {
+  .get(T.trajectoryInspectJson, async (c) => {
     const view = await viewOf(c.env, ownTenant(c.req.param("tenant"), c.get("tenant")), c.req.param("id"));
     return c.json({ object: "trajectory.inspection", ...view }, 200, { "cache-control": "no-store" });
   });
 
-async function viewOf(env: EdgeEnv, tenant: string, id: string): Promise<InspectView> {
+async function viewOf(env: Env, tenant: string, id: string): Promise<InspectView> {
   checkTrajectoryId(id);
   const stub = env.TRAJECTORY.get(env.TRAJECTORY.idFromName(`${tenant}/${id}`));
   const [state, messages] = await Promise.all([stub.state(), stub.messages()]);

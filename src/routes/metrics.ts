@@ -1,9 +1,12 @@
 import { Hono } from "hono";
-import type { EdgeEnv } from "../../durable-objects/edge-env";
+import { ROUTES } from "../../protocol/routes";
 import { PREFIX_BREAK_CAUSES } from "../../durable-objects/turn/prefix-break";
 import { tenantIndexOf } from "../../durable-objects/tenant-index/tenant-index-do";
 import type { AuthVariables } from "../auth";
 import { ownTenant } from "../own-tenant";
+
+/** Paths relative to the tenant group's base, `/v1/tenants/:tenant` (src/index.ts mounts it). */
+const T = ROUTES.edge.tenant;
 
 /**
  * `GET /v1/tenants/{tenant}/metrics`: the tenant's edge counters in the Prometheus text format
@@ -13,7 +16,7 @@ import { ownTenant } from "../own-tenant";
  *   agent_edge_prefix_breaks_total{tenant, cause}       every cause, `none` included
  *   agent_edge_canonical_repairs_total{tenant, kind}    tool_call_ids | json_arguments
  */
-export const metricsRoutes = new Hono<{ Bindings: EdgeEnv; Variables: AuthVariables }>().get("/v1/tenants/:tenant/metrics", async (c) => {
+export const metricsRoutes = new Hono<{ Bindings: Env; Variables: AuthVariables }>().get(T.metrics, async (c) => {
   const tenant = ownTenant(c.req.param("tenant"), c.get("tenant"));
   const counters = await tenantIndexOf(c.env, tenant).counters();
   const t = `tenant="${tenant.replace(/["\\\n]/g, "_")}"`;

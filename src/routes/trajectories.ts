@@ -1,9 +1,9 @@
 import { Hono } from "hono";
+import { ROUTES } from "../../protocol/routes";
 import { ProtocolError } from "../../protocol";
-import type { EdgeEnv } from "../../durable-objects/edge-env";
 import type { PrefixBreak } from "../../durable-objects/turn/prefix-break";
 import type { AuthVariables } from "../auth";
-import { maxBodyBytes, readJson } from "../body";
+import { readJson } from "../body";
 import { parseChatBody } from "../chat-request";
 import { DEFAULT_MODEL_ID, servedModels } from "../models";
 import { respondWithTurn } from "../respond";
@@ -13,17 +13,20 @@ import { idempotencyKey } from "./chat";
 import { noteCreated, noteDeleted, noteTurns } from "../inspect/index-updates";
 import { ownTenant } from "../own-tenant";
 
-type App = { Bindings: EdgeEnv; Variables: AuthVariables };
+/** Paths relative to the tenant group's base, `/v1/tenants/:tenant` (src/index.ts mounts it). */
+const T = ROUTES.edge.tenant;
+
+type App = { Bindings: Env; Variables: AuthVariables };
 
 /**
  * Per-tenant session URLs: `/v1/tenants/{tenant}/trajectories[/{id}[/turns]]`. A tenant reaches
  * only its own trajectories: another tenant's URL answers 404, like a missing one.
  */
 export const trajectoryRoutes = new Hono<App>()
-  .post("/v1/tenants/:tenant/trajectories", async (c) => {
+  .post(T.trajectories, async (c) => {
     const tenant = ownTenant(c.req.param("tenant"), c.get("tenant"));
     const hasBody = Number(c.req.header("content-length") ?? "0") > 0 || c.req.header("transfer-encoding") !== undefined;
-    const body = hasBody ? ((await readJson(c, maxBodyBytes(c.env))) as { id?: unknown } | null) ?? {} : {};
+    const body = hasBody ? ((await readJson(c)) as { id?: unknown } | null) ?? {} : {};
     const id = body.id === undefined ? `traj_${crypto.randomUUID().replace(/-/g, "")}` : String(body.id);
     checkTrajectoryId(id);
     const stub = stubOf(c.env, tenant, id);
@@ -32,7 +35,7 @@ export const trajectoryRoutes = new Hono<App>()
     const url = new URL(`/v1/tenants/${tenant}/trajectories/${id}`, c.req.url).toString();
     return c.json({ object: "trajectory", id, tenant, url, created_at: createdAt }, created ? 201 : 200, { location: url });
   })
-  .get("/v1/tenants/:tenant/trajectories/:id", async (c) => {
+  .get(T.trajectory, async (c) => {
     const tenant = ownTenant(c.req.param("tenant"), c.get("tenant"));
     const id = c.req.param("id");
     checkTrajectoryId(id);
@@ -66,11 +69,11 @@ export const trajectoryRoutes = new Hono<App>()
       })),
     });
   })
-  .post("/v1/tenants/:tenant/trajectories/:id/turns", async (c) => {
+  .post(T.turns, async (c) => {
     const tenant = ownTenant(c.req.param("tenant"), c.get("tenant"));
     const id = c.req.param("id");
     checkTrajectoryId(id);
-    const parsed = parseChatBody(await readJson(c, maxBodyBytes(c.env)), "turn");
+    const parsed = parseChatBody(await readJson(c), "turn");
     const events = trajectoryTurn(
       c.env,
       {
@@ -94,7 +97,7 @@ export const trajectoryRoutes = new Hono<App>()
       headers: { "x-trajectory-id": id },
     });
   })
-  .delete("/v1/tenants/:tenant/trajectories/:id", async (c) => {
+  .delete(T.trajectory, async (c) => {
     const tenant = ownTenant(c.req.param("tenant"), c.get("tenant"));
     const id = c.req.param("id");
     checkTrajectoryId(id);
@@ -105,7 +108,7 @@ export const trajectoryRoutes = new Hono<App>()
     return c.json({ object: "trajectory.deleted", id, deleted: true });
   });
 
-function stubOf(env: EdgeEnv, tenant: string, id: string) {
+function stubOf(env: Env, tenant: string, id: string) {
   return env.TRAJECTORY.get(env.TRAJECTORY.idFromName(`${tenant}/${id}`));
 }
 

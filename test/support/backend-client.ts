@@ -1,9 +1,10 @@
 import { FrameDecoder, encode } from "../../protocol/codec";
-import { MSGPACK_CONTENT_TYPE, ROUTES, SECRET_HEADER, type Frame, type GenerateRequest } from "../../protocol/messages";
+import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type Frame, type GenerateRequest } from "../../protocol/messages";
+import { ROUTES } from "../../protocol/routes";
 
 /** POSTs a generate request and collects every frame of the streamed answer. */
 export async function generate(url: string, secret: string, req: GenerateRequest | Uint8Array): Promise<{ status: number; frames: Frame[] }> {
-  const res = await fetch(`${url}${ROUTES.generate}`, {
+  const res = await fetch(`${url}${ROUTES.backend.generate}`, {
     method: "POST",
     headers: { "content-type": MSGPACK_CONTENT_TYPE, [SECRET_HEADER]: secret },
     body: req instanceof Uint8Array ? req : encode(req),

@@ -1,12 +1,9 @@
-// Types of `env` and `exports` from "cloudflare:workers" inside the workers tests.
-import type { EdgeEnv } from "../../durable-objects/edge-env";
+// Types of `env` inside the workers tests: the generated bindings (worker-configuration.d.ts)
+// plus the optional settings the tests configure (vitest.config.ts bindings).
+import type { EdgeVars } from "../../durable-objects/settings";
 
 declare global {
   namespace Cloudflare {
-    interface Env extends EdgeEnv {}
-    interface GlobalProps {
-      mainModule: typeof import("../../src/index");
-      durableNamespaces: "TrajectoryDO";
-    }
+    interface Env extends EdgeVars {}
   }
 }

@@ -2,7 +2,8 @@ import { runInDurableObject } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { expect } from "vitest";
 import type { ChatMessage } from "../../protocol/messages";
-import { TrajectoryStore, type TrajectoryMeta } from "../../durable-objects/trajectory/trajectory-store";
+import { TrajectoryStore } from "../../durable-objects/trajectory/trajectory-store";
+import type { TrajectoryMeta } from "../../durable-objects/turn/turn-types";
 import type { TurnRecord } from "../../durable-objects/turn/turn-types";
 import { TENANTS } from "./tenants";
 

@@ -2,9 +2,11 @@ import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { decodeReleaseLeaseResponse, encode } from "../../protocol/codec";
-import { MSGPACK_CONTENT_TYPE, ROUTES, SECRET_HEADER, type ChatMessage } from "../../protocol/messages";
+import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type ChatMessage } from "../../protocol/messages";
+import { ROUTES } from "../../protocol/routes";
 import { LeaseStore } from "../../durable-objects/trajectory/lease-store";
-import { leaseSettings, predictLeaseTtl } from "../../durable-objects/trajectory/lease-policy";
+import { predictLeaseTtl } from "../../durable-objects/trajectory/lease-policy";
+import { leaseSettings } from "../../durable-objects/settings";
 import { tenantIndexOf } from "../../durable-objects/tenant-index/tenant-index-do";
 import { TENANTS } from "./tenants";
 import { chat, completion, replyOf, SMALL, stored, stubOf, uid, uniqueSystem } from "./helpers";
@@ -17,7 +19,7 @@ const secret = () => env.AGENT_EDGE_SECRET ?? "dev-secret";
 
 /** The backend's active leases (its debug listing). */
 async function backendLeases(): Promise<{ stateId: string; blocks: number; expiresAt: number }[]> {
-  const res = await fetch(`${backendUrl()}${ROUTES.leases}`, { headers: { [SECRET_HEADER]: secret() } });
+  const res = await fetch(`${backendUrl()}${ROUTES.backend.leases}`, { headers: { [SECRET_HEADER]: secret() } });
   expect(res.status).toBe(200);
   return ((await res.json()) as { leases: { stateId: string; blocks: number; expiresAt: number }[] }).leases;
 }
@@ -104,7 +106,7 @@ describe("tool-pause leases", () => {
     const s = await leaseState(id);
     expect(s.wait).toMatchObject({ stateId, leaseUntil: null }); // still waiting: the pause will be recorded
     // The backend counted it as ended (not by a turn).
-    const res = await fetch(`${backendUrl()}${ROUTES.releaseLease}`, {
+    const res = await fetch(`${backendUrl()}${ROUTES.backend.releaseLease}`, {
       method: "POST",
       headers: { "content-type": MSGPACK_CONTENT_TYPE, [SECRET_HEADER]: secret() },
       body: encode({ stateId }),
@@ -124,7 +126,7 @@ describe("tool-pause leases", () => {
     const { meta, turns } = await stored("a", id);
     expect(turns.at(-1)!.mode).toBe("delta");
     expect((await backendLeases()).some((l) => l.stateId === stateId)).toBe(false);
-    const res = await fetch(`${backendUrl()}${ROUTES.releaseLease}`, {
+    const res = await fetch(`${backendUrl()}${ROUTES.backend.releaseLease}`, {
       method: "POST",
       headers: { "content-type": MSGPACK_CONTENT_TYPE, [SECRET_HEADER]: secret() },
       body: encode({ stateId }),

@@ -4,7 +4,12 @@ import { describe, expect, it } from "vitest";
 import { SECRET_HEADER } from "../../protocol/messages";
 import { BlockIndex, DEFAULT_MAX_INDEX_ENTRIES, evictionBatch } from "../../durable-objects/routing/block-index";
 import { DEFAULT_TUNABLES } from "../../durable-objects/routing/routing-policy";
-import { DEFAULT_DOWN_AFTER_MS, PLACED_PREFIX_MS, PREFIX_LIST_BLOCKS, PREFIX_TTL_MS, type BackendHeartbeat, type HeartbeatInput, type PoolDO } from "../../durable-objects/pool/pool-do";
+import { PLACED_PREFIX_MS, PREFIX_LIST_BLOCKS, PREFIX_TTL_MS, type BackendHeartbeat, type PoolDO } from "../../durable-objects/pool/pool-do";
+import type { Heartbeat } from "../../protocol/messages";
+import { edgeSettings } from "../../durable-objects/settings";
+
+/** The default POOL_DOWN_AFTER_MS (the tests do not set it). */
+const DEFAULT_DOWN_AFTER_MS = edgeSettings({}).poolDownAfterMs;
 import type { KvEventBatch } from "../../protocol/messages";
 import { call } from "./helpers";
 
@@ -93,7 +98,7 @@ const hx = (i: number) => i.toString(16).padStart(16, "0");
 const hashes = (from: number, n: number) => Array.from({ length: n }, (_, i) => hx(from + i));
 const snapshot = (seq: number, stored: string[]): KvEventBatch => ({ seq, kind: "snapshot", stored, removed: [] });
 const delta = (seq: number, stored: string[], removed: string[] = []): KvEventBatch => ({ seq, kind: "delta", stored, removed });
-const withEvents = (id: string, kvEvents: KvEventBatch, over: Partial<BackendHeartbeat> = {}): HeartbeatInput => ({ ...beat(id, over), kvEvents });
+const withEvents = (id: string, kvEvents: KvEventBatch, over: Partial<BackendHeartbeat> = {}): Heartbeat => ({ ...beat(id, over), kvEvents });
 
 describe("PoolDO block index (KV events)", () => {
   const A = "http://10.0.1.1:8080";
@@ -218,10 +223,10 @@ describe("PoolDO block index (KV events)", () => {
     const headers = { [SECRET_HEADER]: env.AGENT_EDGE_SECRET! };
     const bad = await call("/v1/pool/heartbeat", { tenant: null, headers, body: withEvents("x", delta(1, ["0123456789ABCDEF"])) });
     expect(bad.status).toBe(400);
-    expect(((await bad.json()) as { error: { code: string; message: string } }).error).toMatchObject({ code: "invalid_request", message: expect.stringMatching(/^kvEvents\.stored\.0: /) });
+    expect(((await bad.json()) as { error: { code: string; message: string } }).error).toMatchObject({ code: "invalid_request", message: expect.stringMatching(/^kvEvents\.stored\[0\] must be a 16-character lowercase hex string/) });
     const removedInSnapshot = await call("/v1/pool/heartbeat", { tenant: null, headers, body: withEvents("x", { ...snapshot(1, []), removed: [hx(1)] }) });
     expect(removedInSnapshot.status).toBe(400);
-    expect(((await removedInSnapshot.json()) as { error: { message: string } }).error.message).toMatch(/^kvEvents\.removed: must be empty in a snapshot/);
+    expect(((await removedInSnapshot.json()) as { error: { message: string } }).error.message).toMatch(/^kvEvents\.removed must be empty in a snapshot/);
   });
 });
 

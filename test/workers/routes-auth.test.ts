@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { sha256Hex } from "../../src/auth";
+import { sha256Hex } from "../../protocol/hex";
 import { call, expectError } from "./helpers";
 import { TENANTS } from "./tenants";
 

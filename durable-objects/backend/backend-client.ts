@@ -1,6 +1,7 @@
-import { FrameDecoder, encode } from "../protocol/codec";
-import { ProtocolError, toProtocolError } from "../protocol/errors";
-import { MSGPACK_CONTENT_TYPE, ROUTES, SECRET_HEADER, type ErrorFrame, type Frame, type GenerateRequest } from "../protocol/messages";
+import { FrameDecoder, encode } from "../../protocol/codec";
+import { ProtocolError, toProtocolError } from "../../protocol/errors";
+import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type ErrorFrame, type Frame, type GenerateRequest } from "../../protocol/messages";
+import { ROUTES } from "../../protocol/routes";
 
 export interface BackendTarget {
   /** Base URL, e.g. http://127.0.0.1:8080 */
@@ -44,7 +45,7 @@ export async function* generateFrames(
     arm();
     let res: Response;
     try {
-      res = await fetch(`${target.url}${ROUTES.generate}`, {
+      res = await fetch(`${target.url}${ROUTES.backend.generate}`, {
         method: "POST",
         headers: { "content-type": MSGPACK_CONTENT_TYPE, [SECRET_HEADER]: target.secret },
         body,
@@ -94,7 +95,7 @@ export async function* generateFrames(
 /** Asks a backend to drop a trajectory state (best effort). */
 export async function releaseState(target: BackendTarget, stateId: string, timeoutMs: number): Promise<boolean> {
   try {
-    const res = await fetch(`${target.url}${ROUTES.releaseState}`, {
+    const res = await fetch(`${target.url}${ROUTES.backend.releaseState}`, {
       method: "POST",
       headers: { "content-type": MSGPACK_CONTENT_TYPE, [SECRET_HEADER]: target.secret },
       body: encode({ stateId }),

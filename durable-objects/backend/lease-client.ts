@@ -1,6 +1,7 @@
 import { decodeLeaseResponse, decodeReleaseLeaseResponse, encode } from "../../protocol/codec";
-import { MSGPACK_CONTENT_TYPE, ROUTES, SECRET_HEADER, type LeaseRequest, type LeaseResponse, type ReleaseLeaseRequest, type ReleaseLeaseResponse } from "../../protocol/messages";
-import type { BackendTarget } from "../backend-client";
+import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type LeaseRequest, type LeaseResponse, type ReleaseLeaseRequest, type ReleaseLeaseResponse } from "../../protocol/messages";
+import { ROUTES } from "../../protocol/routes";
+import type { BackendTarget } from "./backend-client";
 
 /**
  * Asks a backend to hold a state's blocks (`POST /v1/leases`). Best effort: null on any failure.
@@ -8,7 +9,7 @@ import type { BackendTarget } from "../backend-client";
  * @example const r = await requestLease(target, { stateId, ttlMs: 20_000 }, 2000);
  */
 export async function requestLease(target: BackendTarget, req: LeaseRequest, timeoutMs: number): Promise<LeaseResponse | null> {
-  const bytes = await post(target, ROUTES.leases, req, timeoutMs);
+  const bytes = await post(target, ROUTES.backend.leases, req, timeoutMs);
   if (!bytes) return null;
   const r = decodeLeaseResponse(bytes);
   return r.ok ? r.value : null;
@@ -20,7 +21,7 @@ export async function requestLease(target: BackendTarget, req: LeaseRequest, tim
  * @example await releaseLease(target, { stateId, expired: true }, 2000);
  */
 export async function releaseLease(target: BackendTarget, req: ReleaseLeaseRequest, timeoutMs: number): Promise<ReleaseLeaseResponse | null> {
-  const bytes = await post(target, ROUTES.releaseLease, req, timeoutMs);
+  const bytes = await post(target, ROUTES.backend.releaseLease, req, timeoutMs);
   if (!bytes) return null;
   const r = decodeReleaseLeaseResponse(bytes);
   return r.ok ? r.value : null;

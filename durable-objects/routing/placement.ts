@@ -1,0 +1,136 @@
+import { ProtocolError } from "../../protocol/errors";
+import type { BackendTarget } from "../backend/backend-client";
+import { DEFAULT_TUNABLES, route, routeCounter, type RouteReason, type RoutingPolicyName, type RoutingTunables } from "./routing-policy";
+
+/**
+ * Placement: the one rule for where a trajectory's turn runs, and the load figures it compares.
+ * Everything that picks a backend (a trajectory's turn, failover, a stateless turn, the pool's
+ * `place`) calls this module; `routing-policy.ts` holds the pure policies it applies.
+ *
+ * The rule (affinity, the default policy; docs/architecture.md "The pool and placement"):
+ *   1. A trajectory stays on its pinned backend unless it is down, or its SMOOTHED load exceeds
+ *      the least loaded backend's by more than `pinAbsMargin` (8) and `relMargin` (1.5) times.
+ *      Staying needs no pool call (`staysPinned`).
+ *   2. Otherwise (new trajectory, or leaving its pin) it is PLACED, in the one pool object
+ *      (`PoolDO.place` -> `placeOver`): the backend holding the longest run of its leading KV
+ *      blocks unless that one's PLACEMENT load exceeds the least loaded by more than `absMargin`
+ *      (2) and `relMargin` times; else the least loaded (ties by rendezvous hash of the id).
+ *   3. A backend that fails before answering: the turn fails over to the least loaded up
+ *      backend not tried yet, in full (`failoverTarget`).
+ *   Other policies (round-robin, least-loaded, consistent-hash: for comparison) route locally
+ *   over the trajectory object's view.
+ *
+ * Load figures, both in sequences (running + waiting):
+ *   - smoothed load (`smoothedLoad`): the backend's `loadAvg` (time constant 4 s), else its
+ *     instant load. What the pin test compares, so a momentary burst does not move pinned
+ *     trajectories (each move is a full prefill elsewhere).
+ *   - placement load (`placementLoad`): max(instant, smoothed) plus the placements the pool made
+ *     there that its last heartbeat cannot show yet. What placing compares, so a burst of new
+ *     trajectories arriving between heartbeats sees itself instead of piling onto one backend.
+ */
+
+/** A backend as a trajectory object routes over it: where it is, whether it is up, its smoothed load. */
+export interface RoutedBackend extends BackendTarget {
+  up: boolean;
+  /** `smoothedLoad` of its last heartbeat (0 when unknown). */
+  load: number;
+}
+
+/** The load fields of a heartbeat. */
+export interface LoadReport {
+  running: number;
+  waiting: number;
+  loadAvg?: number;
+}
+
+/** The load the pin test compares: `loadAvg` when reported, else running + waiting. */
+export function smoothedLoad(b: LoadReport): number {
+  return b.loadAvg ?? b.running + b.waiting;
+}
+
+/** The load placing compares: max(instant, smoothed) plus placements not in the last heartbeat yet. */
+export function placementLoad(b: LoadReport, pendingPlacements: number): number {
+  return Math.max(b.running + b.waiting, b.loadAvg ?? 0) + pendingPlacements;
+}
+
+/** Whether affinity keeps the trajectory on its pinned backend (up, not overloaded): then no placement is needed. */
+export function staysPinned(pinned: string | null | undefined, trajectoryId: string, backends: readonly RoutedBackend[], tunables: RoutingTunables = DEFAULT_TUNABLES): boolean {
+  if (pinned === null || pinned === undefined) return false;
+  return route("affinity", { trajectoryId, pinned }, backends.map(snapshotOf), tunables)?.reason === "pinned";
+}
+
+/** Another up backend not tried yet for this turn: the least loaded (ties by trajectory id). */
+export function failoverTarget(backends: readonly RoutedBackend[], tried: ReadonlySet<string>, trajectoryId: string): RoutedBackend | undefined {
+  const rest = backends.filter((b) => !tried.has(b.url));
+  const d = route("least-loaded", { trajectoryId }, rest.map(snapshotOf));
+  return rest.find((b) => b.url === d?.backendId);
+}
+
+/** Where the pool placed a trajectory, and why. */
+export interface Placed {
+  url: string;
+  reason: RouteReason;
+}
+
+/**
+ * The backend for a trajectory's turn (the rule above). `place` asks the pool (called only when
+ * affinity does not keep the pin); its answer is used when it names a backend this view has up,
+ * else affinity routes over this view without prefix information.
+ *
+ * @example const { backend, reason } = await chooseBackend({ policy: "affinity", pinned, trajectoryId, turnsDone, backends, place });
+ */
+export async function chooseBackend(p: {
+  policy: RoutingPolicyName;
+  pinned: string | null;
+  trajectoryId: string;
+  /** Turns already done (round-robin walks one backend per turn). */
+  turnsDone: number;
+  backends: readonly RoutedBackend[];
+  place: () => Promise<Placed | null>;
+}): Promise<{ backend: RoutedBackend; reason: RouteReason }> {
+  if (p.backends.length === 0) throw new ProtocolError("backend_unavailable", "no backend is configured or registered");
+  if (p.policy === "affinity" && !staysPinned(p.pinned, p.trajectoryId, p.backends)) {
+    const placed = await p.place();
+    const backend = placed ? p.backends.find((b) => b.url === placed.url && b.up) : undefined;
+    if (backend) return { backend, reason: placed!.reason };
+  }
+  const req = { trajectoryId: p.trajectoryId, pinned: p.pinned ?? undefined, counter: routeCounter(p.trajectoryId, p.turnsDone) };
+  const d = route(p.policy, req, p.backends.map(snapshotOf));
+  if (!d) throw new ProtocolError("backend_unavailable", "no backend is up (none answered its heartbeats)");
+  return { backend: p.backends.find((b) => b.url === d.backendId)!, reason: d.reason };
+}
+
+/** A turn without a trajectory: the least loaded up backend (ties by a fresh id). */
+export function statelessTarget(backends: readonly RoutedBackend[]): RoutedBackend {
+  const d = route("least-loaded", { trajectoryId: crypto.randomUUID() }, backends.map(snapshotOf));
+  if (!d) throw new ProtocolError("backend_unavailable", "no backend is configured or up");
+  return backends.find((b) => b.url === d.backendId)!;
+}
+
+/** A backend as the pool sees it when placing (`PoolDO.place`). */
+export interface PlacementCandidate extends LoadReport {
+  url: string;
+  up: boolean;
+  /** Placements made there that its last heartbeat cannot show yet. */
+  pending: number;
+}
+
+/**
+ * The pool's placement decision over its view (`PoolDO.place`, serialized in the pool object):
+ * affinity over placement loads, ranked by leading blocks held. Null when no backend is up.
+ *
+ * @example placeOver({ trajectoryId: "t1", prefixBlocks: { a: 12 } }, [{ url: "a", up: true, running: 1, waiting: 0, pending: 0 }])
+ */
+export function placeOver(
+  p: { trajectoryId: string; pinned?: string | undefined; prefixBlocks: Record<string, number>; policy?: RoutingPolicyName },
+  candidates: readonly PlacementCandidate[],
+  tunables: RoutingTunables = DEFAULT_TUNABLES,
+): Placed | null {
+  const snapshot = candidates.map((b) => ({ id: b.url, up: b.up, load: placementLoad(b, b.pending) }));
+  const d = route(p.policy ?? "affinity", { trajectoryId: p.trajectoryId, pinned: p.pinned, prefixBlocks: new Map(Object.entries(p.prefixBlocks)) }, snapshot, tunables);
+  return d ? { url: d.backendId, reason: d.reason } : null;
+}
+
+function snapshotOf(b: RoutedBackend) {
+  return { id: b.url, up: b.up, load: b.load };
+}

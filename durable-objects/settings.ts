@@ -1,0 +1,163 @@
+import { ProtocolError } from "../protocol/errors";
+import type { BackendTarget } from "./backend/backend-client";
+import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "./routing/routing-policy";
+
+/**
+ * The edge's settings: every Worker var and secret it reads, parsed in this one place
+ * (`edgeSettings(env)`), with its default. Bindings (TRAJECTORY, POOL, TENANT_INDEX) are typed by
+ * `worker-configuration.d.ts`, which `npm run types` (wrangler types) generates from
+ * wrangler.toml.
+ *
+ * One parse rule for numbers: a finite number > 0, else the default (unset, empty or
+ * unparsable alike). An unknown ROUTING_POLICY is an error (`internal_error`) where it is read.
+ */
+export interface EdgeVars {
+  /** Comma-separated base URLs of the GPU backends (static; others register by heartbeat). */
+  BACKEND_URLS?: string;
+  /** Shared secret sent to backends in `x-agent-edge-secret` (a Worker secret in production). Default `dev-secret`. */
+  AGENT_EDGE_SECRET?: string;
+  /**
+   * API keys: JSON object mapping the SHA-256 hex digest of each key to its tenant, e.g.
+   * `{"3f1c...": "acme"}` (a Worker secret). Unset: the key `sk-local-dev` for tenant `local`.
+   */
+  API_KEYS?: string;
+  /** Secret mixed with the tenant name into each tenant's block-hash salt (default AGENT_EDGE_SECRET). */
+  CACHE_SALT_SECRET?: string;
+  /** Largest accepted request body in bytes (default 4 MiB). */
+  MAX_BODY_BYTES?: string;
+  /** Wait for a backend's first byte, then between chunks (default 120000). */
+  BACKEND_TIMEOUT_MS?: string;
+  /** A registered backend silent for this long is down (default 6000: 3 x the 2 s heartbeat). */
+  POOL_DOWN_AFTER_MS?: string;
+  /** How long a trajectory object reuses the pool's view before asking again (default 1000). */
+  POOL_VIEW_TTL_MS?: string;
+  /**
+   * Routing policy: affinity (default), or round-robin, least-loaded, consistent-hash for
+   * comparison (`npm run bench -- routing`). An unknown name is an error at the first turn.
+   */
+  ROUTING_POLICY?: string;
+  /**
+   * Tenants (comma-separated names) whose transcripts are NOT canonicalized (tool-call ids, JSON
+   * arguments, tool definitions; docs/prefix-breaks.md). Default: every tenant is.
+   */
+  CANONICALIZE_OFF_TENANTS?: string;
+  /** Tool-pause leases: `on` (default: after a turn that ends in tool calls), `off`, or `always` (after every turn; also true/false, 1/0). */
+  LEASES?: string;
+  /** Shortest lease in ms (default 1000). */
+  LEASE_MIN_MS?: string;
+  /** Longest lease in ms (default 120000). */
+  LEASE_MAX_MS?: string;
+  /** Lease TTL base with fewer than 3 observed pauses, in ms (default 15000). */
+  LEASE_DEFAULT_MS?: string;
+  /** Multiplier on the predicted p90 pause (default 1.5). */
+  LEASE_SAFETY_FACTOR?: string;
+}
+
+/** The shared backend secret when AGENT_EDGE_SECRET is unset (local development). */
+export const DEV_SECRET = "dev-secret";
+export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
+
+/** Tool-pause lease settings (durable-objects/trajectory/lease-policy.ts uses them). */
+export interface LeaseSettings {
+  mode: "on" | "off" | "always";
+  minMs: number;
+  maxMs: number;
+  defaultMs: number;
+  safetyFactor: number;
+  percentile: number;
+  minSamples: number;
+}
+
+export const LEASE_DEFAULTS: LeaseSettings = { mode: "on", minMs: 1000, maxMs: 120_000, defaultMs: 15_000, safetyFactor: 1.5, percentile: 0.9, minSamples: 3 };
+
+export interface EdgeSettings {
+  /** The static backends (BACKEND_URLS), each with the shared secret. */
+  backends: BackendTarget[];
+  backendSecret: string;
+  /** The secret behind tenant salts and inspector sessions. */
+  saltSecret: string;
+  /** API_KEYS as configured (src/auth.ts parses the table); "" when unset. */
+  apiKeys: string;
+  maxBodyBytes: number;
+  backendTimeoutMs: number;
+  poolDownAfterMs: number;
+  poolViewTtlMs: number;
+  /** Undefined only when ROUTING_POLICY names no policy; `routingPolicyOf` throws then. */
+  routingPolicy: RoutingPolicyName | undefined;
+  routingPolicyRaw: string | undefined;
+  canonicalizeOffTenants: ReadonlySet<string>;
+  leases: LeaseSettings;
+}
+
+const cache = new WeakMap<object, EdgeSettings>();
+
+/**
+ * The settings of this environment (parsed once per env object).
+ *
+ * @example edgeSettings(env).backendTimeoutMs // 120000 unless BACKEND_TIMEOUT_MS says otherwise
+ */
+export function edgeSettings(env: EdgeVars): EdgeSettings {
+  const known = cache.get(env);
+  if (known) return known;
+  const backendSecret = env.AGENT_EDGE_SECRET ?? DEV_SECRET;
+  const settings: EdgeSettings = {
+    backends: list(env.BACKEND_URLS)
+      .map((u) => u.replace(/\/+$/, ""))
+      .filter((u) => u.length > 0)
+      .map((url) => ({ url, secret: backendSecret })),
+    backendSecret,
+    saltSecret: env.CACHE_SALT_SECRET ?? backendSecret,
+    apiKeys: env.API_KEYS ?? "",
+    maxBodyBytes: positive(env.MAX_BODY_BYTES, DEFAULT_MAX_BODY_BYTES),
+    backendTimeoutMs: positive(env.BACKEND_TIMEOUT_MS, 120_000),
+    poolDownAfterMs: positive(env.POOL_DOWN_AFTER_MS, 6000),
+    poolViewTtlMs: positive(env.POOL_VIEW_TTL_MS, 1000),
+    routingPolicy: env.ROUTING_POLICY ? parsePolicy(env.ROUTING_POLICY) : "affinity",
+    routingPolicyRaw: env.ROUTING_POLICY,
+    canonicalizeOffTenants: new Set(list(env.CANONICALIZE_OFF_TENANTS)),
+    leases: leaseSettings(env),
+  };
+  cache.set(env, settings);
+  return settings;
+}
+
+/** The routing policy, or `internal_error` naming the bad ROUTING_POLICY. */
+export function routingPolicyOf(s: EdgeSettings): RoutingPolicyName {
+  if (s.routingPolicy) return s.routingPolicy;
+  throw new ProtocolError("internal_error", `ROUTING_POLICY ${JSON.stringify(s.routingPolicyRaw)} is not one of ${ROUTING_POLICIES.join(", ")}`);
+}
+
+/**
+ * Lease settings from Worker vars; an unset or unparsable value takes its default. `LEASES`
+ * accepts on/off/always (also true/false, 1/0).
+ *
+ * @example leaseSettings({ LEASES: "off" }).mode // "off"
+ */
+export function leaseSettings(vars: Pick<EdgeVars, "LEASES" | "LEASE_MIN_MS" | "LEASE_MAX_MS" | "LEASE_DEFAULT_MS" | "LEASE_SAFETY_FACTOR">): LeaseSettings {
+  const raw = (vars.LEASES ?? "").trim().toLowerCase();
+  const mode = raw === "off" || raw === "false" || raw === "0" ? "off" : raw === "always" ? "always" : "on";
+  const minMs = positive(vars.LEASE_MIN_MS, LEASE_DEFAULTS.minMs);
+  const maxMs = Math.max(minMs, positive(vars.LEASE_MAX_MS, LEASE_DEFAULTS.maxMs));
+  return {
+    ...LEASE_DEFAULTS,
+    mode,
+    minMs,
+    maxMs,
+    defaultMs: positive(vars.LEASE_DEFAULT_MS, LEASE_DEFAULTS.defaultMs),
+    safetyFactor: positive(vars.LEASE_SAFETY_FACTOR, LEASE_DEFAULTS.safetyFactor),
+  };
+}
+
+/** The one number rule: a finite number > 0, else `fallback`. */
+function positive(v: string | undefined, fallback: number): number {
+  if (v === undefined || v.trim() === "") return fallback;
+  const n = Number(v);
+  return Number.isFinite(n) && n > 0 ? n : fallback;
+}
+
+function list(v: string | undefined): string[] {
+  return (v ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
+}
