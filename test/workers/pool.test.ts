@@ -2,16 +2,15 @@ import { evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { SECRET_HEADER } from "../../protocol/messages";
-import { BlockIndex, DEFAULT_MAX_INDEX_ENTRIES, evictionBatch } from "../../durable-objects/routing/block-index";
+import { DEFAULT_MAX_INDEX_ENTRIES, evictionBatch } from "../../durable-objects/routing/block-index";
 import { DEFAULT_TUNABLES } from "../../durable-objects/routing/routing-policy";
 import { PLACED_PREFIX_MS, PREFIX_LIST_BLOCKS, PREFIX_TTL_MS, type BackendHeartbeat, type PoolDO } from "../../durable-objects/pool/pool-do";
-import type { Heartbeat } from "../../protocol/messages";
+import type { Heartbeat, KvEventBatch } from "../../protocol/messages";
 import { edgeSettings } from "../../durable-objects/settings";
+import { call } from "./helpers";
 
 /** The default POOL_DOWN_AFTER_MS (the tests do not set it). */
 const DEFAULT_DOWN_AFTER_MS = edgeSettings({}).poolDownAfterMs;
-import type { KvEventBatch } from "../../protocol/messages";
-import { call } from "./helpers";
 
 const beat = (id: string, over: Partial<BackendHeartbeat> = {}): BackendHeartbeat => ({
   id,
@@ -235,31 +234,7 @@ function openPlacements(instance: PoolDO): Map<string, { url: string; key: strin
   return (instance as unknown as { placements: Map<string, { url: string; key: string | undefined; at: number }> }).placements;
 }
 
-describe("BlockIndex", () => {
-  it("evicts the least recently stored, noted or found hash first", () => {
-    const index = new BlockIndex({ maxEntries: 3 });
-    expect(index.apply("u", { seq: 1, kind: "snapshot", stored: [hx(1), hx(2), hx(3)], removed: [] })).toBe("ok");
-    // Finding hx(1) held moves it to the back: hx(2) is now the oldest.
-    expect(index.leadingBlocks([hx(1)], ["u"])).toEqual(new Map([["u", 1]]));
-    index.noteHeld("u", [hx(4)]);
-    expect(index.size).toBe(3);
-    expect(index.leadingBlocks([hx(2)], ["u"])).toEqual(new Map([["u", 0]]));
-    expect(index.leadingBlocks([hx(1), hx(3), hx(4)], ["u"])).toEqual(new Map([["u", 3]]));
-  });
-
-  it("keeps one entry per hash for many backends, and 32 backends at most", () => {
-    const index = new BlockIndex();
-    for (let i = 0; i < 32; i++) expect(index.apply(`u${i}`, { seq: 1, kind: "snapshot", stored: [hx(7)], removed: [] })).toBe("ok");
-    expect(index.size).toBe(1);
-    // A 33rd backend gets no slot: answered ok, not indexed.
-    expect(index.apply("u32", { seq: 1, kind: "snapshot", stored: [hx(7)], removed: [] })).toBe("ok");
-    expect(index.isIndexed("u32")).toBe(false);
-    expect(index.leadingBlocks([hx(7)], ["u0", "u31", "u32"])).toEqual(new Map([["u0", 1], ["u31", 1]]));
-    index.drop("u31");
-    expect(index.apply("u32", { seq: 1, kind: "snapshot", stored: [hx(7)], removed: [] })).toBe("ok");
-    expect(index.leadingBlocks([hx(7)], ["u31", "u32"])).toEqual(new Map([["u32", 1]]));
-  });
-
+describe("PoolDO placement", () => {
   it("places a burst of new trajectories with a popular prefix on its holder only until the holder is overloaded (placements count as load before heartbeats show them)", async () => {
     const pool = privatePool();
     const A = "http://10.0.0.1:8080";

@@ -1,0 +1,61 @@
+import { describe, expect, it } from "vitest";
+import { chooseBackend, failoverTarget, placementLoad, placeOver, smoothedLoad, staysPinned, type RoutedBackend } from "./placement";
+
+const b = (url: string, load: number, up = true): RoutedBackend => ({ url, secret: "s", up, load });
+
+describe("placement", () => {
+  it("names its two load figures: smoothed for the pin test, max(instant, smoothed) + pending for placing", () => {
+    expect(smoothedLoad({ running: 5, waiting: 1, loadAvg: 2.5 })).toBe(2.5);
+    expect(smoothedLoad({ running: 5, waiting: 1 })).toBe(6);
+    expect(placementLoad({ running: 5, waiting: 1, loadAvg: 2.5 }, 2)).toBe(8);
+    expect(placementLoad({ running: 0, waiting: 0, loadAvg: 3 }, 1)).toBe(4);
+  });
+
+  it("keeps a pin unless it is down or over the pin margin", () => {
+    expect(staysPinned("a", "t", [b("a", 8), b("b", 0)])).toBe(true);
+    expect(staysPinned("a", "t", [b("a", 9), b("b", 0)])).toBe(false);
+    expect(staysPinned("a", "t", [b("a", 0, false), b("b", 0)])).toBe(false);
+    expect(staysPinned(null, "t", [b("a", 0)])).toBe(false);
+  });
+
+  it("fails over to the least loaded up backend not tried yet", () => {
+    const backends = [b("a", 0), b("b", 3), b("c", 1), b("d", 0, false)];
+    expect(failoverTarget(backends, new Set(["a"]), "t")?.url).toBe("c");
+    expect(failoverTarget(backends, new Set(["a", "b", "c"]), "t")).toBeUndefined();
+  });
+
+  it("asks the pool only when affinity does not keep the pin, and uses its answer when that backend is up here", async () => {
+    let asked = 0;
+    const place = async () => {
+      asked++;
+      return { url: "b", reason: "prefix" as const };
+    };
+    const base = { policy: "affinity" as const, trajectoryId: "t", turnsDone: 1, place };
+    expect(await chooseBackend({ ...base, pinned: "a", backends: [b("a", 1), b("b", 0)] })).toMatchObject({ backend: { url: "a" }, reason: "pinned" });
+    expect(asked).toBe(0);
+    expect(await chooseBackend({ ...base, pinned: null, backends: [b("a", 1), b("b", 0)] })).toMatchObject({ backend: { url: "b" }, reason: "prefix" });
+    expect(asked).toBe(1);
+    // The pool names a backend this view has down: route here without prefix information.
+    expect(await chooseBackend({ ...base, pinned: null, backends: [b("a", 1), b("b", 0, false)] })).toMatchObject({ backend: { url: "a" }, reason: "least-loaded" });
+    await expect(chooseBackend({ ...base, pinned: null, backends: [] })).rejects.toThrow(/no backend/);
+  });
+
+  it("routes the comparison policies locally, without the pool", async () => {
+    const place = async () => {
+      throw new Error("not asked");
+    };
+    const backends = [b("a", 0), b("b", 0)];
+    const first = await chooseBackend({ policy: "round-robin", pinned: null, trajectoryId: "t", turnsDone: 0, backends, place });
+    const second = await chooseBackend({ policy: "round-robin", pinned: first.backend.url, trajectoryId: "t", turnsDone: 1, backends, place });
+    expect(second.backend.url).not.toBe(first.backend.url);
+    expect(second.reason).toBe("round-robin");
+  });
+
+  it("places over placement loads: pending placements push a holder over the margin", () => {
+    const holder = { url: "a", up: true, running: 2, waiting: 0, pending: 0 };
+    const other = { url: "b", up: true, running: 0, waiting: 0, pending: 0 };
+    expect(placeOver({ trajectoryId: "t", prefixBlocks: { a: 10 } }, [holder, other])).toEqual({ url: "a", reason: "prefix" });
+    expect(placeOver({ trajectoryId: "t", prefixBlocks: { a: 10 } }, [{ ...holder, pending: 1 }, other])).toEqual({ url: "b", reason: "least-loaded" });
+    expect(placeOver({ trajectoryId: "t", prefixBlocks: {} }, [{ ...holder, up: false }])).toBeNull();
+  });
+});
