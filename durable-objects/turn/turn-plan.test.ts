@@ -17,7 +17,7 @@ const input = (over: Partial<TurnInput> = {}): TurnInput => ({
   kind: "chat",
   messages: [...stored, user("next")],
   tools: [],
-  sampling: { maxTokens: 8 },
+  sampling: { maxTokens: 8, temperature: 0, topP: 1, topK: 0, stop: [], stopTokenIds: [] },
   model: undefined,
   idempotencyKey: undefined,
   ...over,
