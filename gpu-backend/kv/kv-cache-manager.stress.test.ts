@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
+import { mulberry32 } from "../../protocol/random";
 import { hashRoot, type BlockHash } from "../../protocol/block-hash";
 import { BlockPool } from "./block-pool";
 import { KVCacheManager } from "./kv-cache-manager";
-import { checked, prng, randInt } from "./test-support";
+import { checked, randInt, slotsOf } from "./test-support";
 
 /**
  * Randomized model check. A fake engine writes, for every computed position p of a sequence, a
@@ -50,7 +51,7 @@ interface StressConfig {
 }
 
 function runStress(cfg: StressConfig): Record<string, number> {
-  const rand = prng(cfg.seed);
+  const rand = mulberry32(cfg.seed);
   const B = cfg.blockSize;
   const pool = new BlockPool({ numBlocks: cfg.numBlocks, blockSize: B });
   // Every call through `kv` is followed by kv.checkInvariants(); `raw` serves the read-only queries
@@ -120,7 +121,7 @@ function runStress(cfg: StressConfig): Record<string, number> {
         kv.preempt(victim);
         counts.preempts++;
       } else {
-        const slots = raw.slotMapping(seqId, computed, computed + n);
+        const slots = slotsOf(raw.blockTable(seqId), B, computed, computed + n);
         const fps = fingerprints(m.root, m.tokens, computed + n);
         for (let i = 0; i < n; i++) kvSlots[slots[i]!] = fps[computed + i]!;
         kv.markComputed(seqId, n);
@@ -165,7 +166,7 @@ function runStress(cfg: StressConfig): Record<string, number> {
       const computed = raw.numComputedTokens(seqId);
       const table = raw.blockTable(seqId);
       const allocated = table.length * B;
-      const slots = raw.contextSlots(seqId, allocated);
+      const slots = slotsOf(table, B, 0, allocated);
       const fps = fingerprints(m.root, m.tokens, computed);
       for (let p = 0; p < computed; p++) {
         if (kvSlots[slots[p]!] !== fps[p]) throw new Error(`seq ${seqId}: position ${p} (slot ${slots[p]}) holds the wrong KV`);
