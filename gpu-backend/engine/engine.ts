@@ -317,8 +317,7 @@ export class Engine {
     const now = performance.now();
     job.firstTokenMs ??= now;
     job.lastTokenMs = now;
-    seq.tokenIds.push(tokenId);
-    this.kv.appendTokens(seq.seqId, [tokenId]);
+    seq.tokenIds.push(tokenId); // the KV manager reads the sequence's own tokens
     this.counters.generatedTokens++;
 
     if (job.stopTokenIds.has(tokenId)) return this.finish(job, "stop");

@@ -4,7 +4,7 @@ import { hashRoot } from "../../protocol/block-hash";
 import { BlockPool } from "./block-pool";
 import { KVCacheManager } from "./kv-cache-manager";
 import { LeaseTable, type LeaseTableParams } from "./lease-table";
-import { blocksNeeded, randInt, range } from "./test-support";
+import { blocksNeeded, randInt, range, sequence } from "./test-support";
 
 const h = (n: number): string => n.toString(16).padStart(32, "0");
 
@@ -272,7 +272,7 @@ describe("LeaseTable with KVCacheManager (random operations, invariants after ea
       if (r < 0.35 && running.size < 6) {
         const p = randInt(rand, 0, prompts.length - 1);
         const seqId = nextSeq++;
-        kv.startSequence({ seqId, tokenIds: prompts[p]!, root });
+        kv.startSequence(sequence({ seqId, tokenIds: prompts[p]!, root }));
         running.set(seqId, p);
         // Free blocks (leased or not) always suffice: leases never block an allocation.
         const need = blocksNeeded(kv, seqId, prompts[p]!.length - kv.numComputedTokens(seqId));

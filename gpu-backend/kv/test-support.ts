@@ -1,4 +1,6 @@
+import type { BlockHash } from "../../protocol/block-hash";
 import type { KVCacheManager } from "./kv-cache-manager";
+import type { KVSequence } from "./kv-sequence";
 
 /**
  * Test helpers for the kv folder (imported only by its *.test.ts files).
@@ -56,4 +58,18 @@ export function slotsOf(blockTable: readonly number[], blockSize: number, fromPo
  */
 export function blocksNeeded(kv: KVCacheManager, seqId: number, numNewTokens: number): number {
   return Math.max(0, Math.ceil((kv.numComputedTokens(seqId) + numNewTokens) / kv.blockSize) - kv.blockTable(seqId).length);
+}
+
+/** A sequence whose tokens the test appends to (the engine's `Sequence` plays this part in production). */
+export interface TestSequence extends KVSequence {
+  readonly tokenIds: number[];
+}
+
+/**
+ * A new ("waiting") sequence for the KV manager, with a copy of `tokenIds`.
+ *
+ * @example kv.startSequence(sequence({ seqId: 1, tokenIds: range(0, 10), root }));
+ */
+export function sequence(params: { seqId: number; tokenIds: ArrayLike<number>; root: BlockHash }): TestSequence {
+  return { seqId: params.seqId, tokenIds: Array.from(params.tokenIds), hashRoot: params.root, blockHashes: [], status: "waiting" };
 }
