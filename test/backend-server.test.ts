@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeFrame, encode } from "../protocol/codec";
 import { MSGPACK_CONTENT_TYPE, ROUTES, SECRET_HEADER, type DoneFrame, type ErrorFrame, type GenerateRequest } from "../protocol/messages";
-import { materializeTinyModel } from "../gpu-backend/model/demo-model";
+import { materializeTinyModel } from "../gpu-backend/model/checkpoint/demo-model";
 import { generate, greedy } from "./support/backend-client";
 import { startBackend, type BackendProcess } from "./support/backend-process";
 

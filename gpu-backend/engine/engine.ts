@@ -5,7 +5,7 @@ import { MAX_PROMPT_BLOCK_HASHES, type AssistantMessage, type DoneFrame, type Fi
 import { KVCacheManager } from "../kv/kv-cache-manager";
 import { KvEventLog } from "../kv/kv-events";
 import type { BlockPool } from "../kv/block-pool";
-import type { Executor, StepSequence } from "../model/executor";
+import type { Executor, StepSequence } from "../model/executors/executor";
 import { Scheduler, type SchedulerConfig } from "../scheduler/scheduler";
 import { Sequence } from "../scheduler/sequence";
 import type { ChatCodec } from "./chat-codec";

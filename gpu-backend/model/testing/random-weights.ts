@@ -1,5 +1,5 @@
-import { mulberry32 } from "../../protocol/random";
-import { EMBED_WEIGHT, FINAL_NORM_WEIGHT, LM_HEAD_WEIGHT, layerWeightNames, type DecoderSpec, type WeightSource } from "./decoder-spec";
+import { mulberry32 } from "../../../protocol/random";
+import { EMBED_WEIGHT, FINAL_NORM_WEIGHT, LM_HEAD_WEIGHT, layerWeightNames, type DecoderSpec, type WeightSource } from "../graph/decoder-spec";
 
 /**
  * Seeded random weights for a decoder spec, in memory (tests and micro-benchmarks that need no
