@@ -1,5 +1,5 @@
 import type { ChatMessage, ToolDefinition } from "../protocol/messages";
-import { mulberry32 } from "../gpu-backend/model/random-weights";
+import { mulberry32 } from "../protocol/random";
 
 /**
  * A synthetic agent workload: one shared system prompt with tool definitions, then per

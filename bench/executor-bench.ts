@@ -1,8 +1,8 @@
 import * as ort from "onnxruntime-node";
-import { CpuExecutor } from "../gpu-backend/model/cpu-executor";
-import { cudaProviderInstalled, webGpuAdapter } from "../gpu-backend/model/device";
-import type { Executor } from "../gpu-backend/model/executor";
-import { loadModel } from "../gpu-backend/model/load-model";
+import { CpuExecutor } from "../gpu-backend/model/executors/cpu-executor";
+import { cudaProviderInstalled, webGpuAdapter } from "../gpu-backend/model/executors/device";
+import type { Executor } from "../gpu-backend/model/executors/executor";
+import { loadModel } from "../gpu-backend/server/load-model";
 import { note, Progress } from "./progress";
 
 /**
@@ -62,7 +62,7 @@ export async function runExecutorBench(o: ExecutorBenchOptions): Promise<{ model
     targets.push({
       name: "webgpu",
       adapter: adapterName,
-      create: async () => (await import("../gpu-backend/model/webgpu-executor")).WebGpuExecutor.create({ spec, weights, numBlocks, blockSize: BLOCK }),
+      create: async () => (await import("../gpu-backend/model/executors/webgpu-executor")).WebGpuExecutor.create({ spec, weights, numBlocks, blockSize: BLOCK }),
     });
   }
   if (cudaProviderInstalled() || adapter) {
@@ -70,7 +70,7 @@ export async function runExecutorBench(o: ExecutorBenchOptions): Promise<{ model
     targets.push({
       name: cuda ? "cuda" : "cuda@node-webgpu",
       adapter: cuda ? "onnxruntime-node CUDA provider" : `onnxruntime-node WebGPU provider, ${adapterName}`,
-      create: async () => (await import("../gpu-backend/model/cuda-executor")).CudaExecutor.create({ spec, weights, numBlocks, blockSize: BLOCK, executionProvider: cuda ? "cuda" : "webgpu" }),
+      create: async () => (await import("../gpu-backend/model/executors/cuda-executor")).CudaExecutor.create({ spec, weights, numBlocks, blockSize: BLOCK, executionProvider: cuda ? "cuda" : "webgpu" }),
     });
   }
   if (!adapter) note("executors", "no WebGPU adapter: only cpu (run scripts/install-webgpu-deps.sh for lavapipe)");

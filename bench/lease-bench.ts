@@ -6,11 +6,11 @@ import { MAX_PAUSE_SAMPLES, percentile, predictLeaseReturn, predictLeaseTtl } fr
 import { LEASE_DEFAULTS, type LeaseSettings } from "../durable-objects/settings";
 import { Engine } from "../gpu-backend/engine/engine";
 import { BlockPool } from "../gpu-backend/kv/block-pool";
-import { CpuExecutor } from "../gpu-backend/model/cpu-executor";
-import { prefillWastePerToken } from "../gpu-backend/model/decoder-spec";
-import { materializeTinyModel } from "../gpu-backend/model/demo-model";
-import type { Executor } from "../gpu-backend/model/executor";
-import { loadModel, type LoadedModel } from "../gpu-backend/model/load-model";
+import { CpuExecutor } from "../gpu-backend/model/executors/cpu-executor";
+import { prefillWastePerToken } from "../gpu-backend/model/graph/decoder-spec";
+import { materializeTinyModel } from "../gpu-backend/model/checkpoint/demo-model";
+import type { Executor } from "../gpu-backend/model/executors/executor";
+import { loadModel, type LoadedModel } from "../gpu-backend/server/load-model";
 import { decodeMs, EventQueue, makeLeaseWorkload, prefillMs, TIME_MODEL, type LeaseTrajectory, type LeaseWorkloadParams } from "./lease-workload";
 import { Progress, note } from "./progress";
 import { lineChart } from "./svg-plot";

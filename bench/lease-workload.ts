@@ -1,4 +1,4 @@
-import { mulberry32 } from "../gpu-backend/model/random-weights";
+import { mulberry32 } from "../protocol/random";
 
 /**
  * The lease benchmark's workload and its model of time (no engine here: see lease-bench.ts).

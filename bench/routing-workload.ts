@@ -1,5 +1,5 @@
 import type { ChatMessage, ToolDefinition } from "../protocol/messages";
-import { mulberry32 } from "../gpu-backend/model/random-weights";
+import { mulberry32 } from "../protocol/random";
 
 /**
  * The routing benchmark's workload: M agent trajectories in a few groups, each group with its

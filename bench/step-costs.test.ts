@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { StepRecord } from "../gpu-backend/engine/step-trace";
 import { COST_TERMS, fitStepCosts, leastSquares, readStepTraces, splitByTerm } from "./step-costs";
-import { mulberry32 } from "../gpu-backend/model/random-weights";
+import { mulberry32 } from "../protocol/random";
 
 describe("leastSquares", () => {
   it("takes more rows than a function call takes arguments (a long trace)", () => {

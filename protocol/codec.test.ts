@@ -8,6 +8,7 @@ import {
   type DecodeResult,
 } from "./codec";
 import { ProtocolError } from "./errors";
+import { mulberry32 } from "./random";
 import type { DoneFrame, ErrorFrame, Frame, GenerateRequest, TokenFrame } from "./messages";
 
 const toHex = (bytes: Uint8Array): string => Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
@@ -462,18 +463,6 @@ function feed(decoder: FrameDecoder, chunks: Uint8Array[]): Frame[] {
   return frames;
 }
 
-/** Deterministic PRNG (mulberry32) for random chunkings. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 describe("FrameDecoder", () => {
   it("yields every frame of a stream pushed in one chunk", () => {
     expect(feed(new FrameDecoder(), [STREAM])).toEqual(STREAM_FRAMES);
@@ -503,7 +492,7 @@ describe("FrameDecoder", () => {
   });
 
   it("yields the same frames for random chunkings", () => {
-    const random = rng(42);
+    const random = mulberry32(42);
     for (let trial = 0; trial < 300; trial++) {
       const chunks: Uint8Array[] = [];
       for (let at = 0; at < STREAM.length; ) {
@@ -580,7 +569,7 @@ describe("FrameDecoder", () => {
   });
 
   it("throws only ProtocolErrors on randomly corrupted streams, whatever the chunking", () => {
-    const random = rng(7);
+    const random = mulberry32(7);
     for (let trial = 0; trial < 500; trial++) {
       const corrupted = STREAM.slice();
       for (let flips = 1 + Math.floor(random() * 3); flips > 0; flips--) {

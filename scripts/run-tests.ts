@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { webGpuAdapter } from "../gpu-backend/model/device";
+import { webGpuAdapter } from "../gpu-backend/model/executors/device";
 import { chromiumExecutable, DEFAULT_CHROMIUM } from "./chromium";
 
 /**

@@ -5,7 +5,7 @@ import OpenAI from "openai";
 import type { ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { route } from "../durable-objects/routing/routing-policy";
-import { materializeTinyModel } from "../gpu-backend/model/demo-model";
+import { materializeTinyModel } from "../gpu-backend/model/checkpoint/demo-model";
 import { freePort, isPortFree, startStack, type Stack } from "../scripts/stack";
 import { generate, greedy } from "./support/backend-client";
 

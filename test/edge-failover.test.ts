@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { materializeTinyModel } from "../gpu-backend/model/demo-model";
+import { materializeTinyModel } from "../gpu-backend/model/checkpoint/demo-model";
 import { freePort, isPortFree, startStack, type Stack } from "../scripts/stack";
 
 /**

@@ -5,7 +5,7 @@ import OpenAI from "openai";
 import type { ChatCompletionMessageParam } from "openai/resources/chat/completions";
 import { chromium, type Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { materializeTinyModel } from "../gpu-backend/model/demo-model";
+import { materializeTinyModel } from "../gpu-backend/model/checkpoint/demo-model";
 import { chromiumExecutable, DEFAULT_CHROMIUM } from "../scripts/chromium";
 import { freePort, repoRoot, startStack, type Stack } from "../scripts/stack";
 

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import OpenAI, { APIError } from "openai";
 import type { ChatCompletionMessageParam } from "openai/resources/chat/completions";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { materializeTinyModel } from "../gpu-backend/model/demo-model";
+import { materializeTinyModel } from "../gpu-backend/model/checkpoint/demo-model";
 import { freePort, startStack, type Stack, type StackPart } from "../scripts/stack";
 
 /**

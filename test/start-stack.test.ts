@@ -3,7 +3,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { materializeTinyModel } from "../gpu-backend/model/demo-model";
+import { materializeTinyModel } from "../gpu-backend/model/checkpoint/demo-model";
 import { freePort, isProcessAlive, resolveSecret, startStack, StackStartError, type Stack } from "../scripts/stack";
 
 /** `npm start`'s orchestration: real backend and `wrangler dev` processes, started and stopped. */

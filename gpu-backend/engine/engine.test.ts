@@ -5,10 +5,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashBlocks, hashRoot, shortBlockHash } from "../../protocol/block-hash";
 import type { DoneFrame, ErrorFrame, Frame, GenerateRequest, SamplingParams, ToolDefinition } from "../../protocol/messages";
 import { BlockPool } from "../kv/block-pool";
-import { CpuExecutor } from "../model/cpu-executor";
-import { materializeTinyModel } from "../model/demo-model";
-import type { Executor, StepSequence } from "../model/executor";
-import { loadModel, type LoadedModel } from "../model/load-model";
+import { CpuExecutor } from "../model/executors/cpu-executor";
+import { materializeTinyModel } from "../model/checkpoint/demo-model";
+import type { Executor, StepSequence } from "../model/executors/executor";
+import { loadModel, type LoadedModel } from "../server/load-model";
 import { Engine } from "./engine";
 import type { StepRecord } from "./step-trace";
 

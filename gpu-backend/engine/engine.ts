@@ -5,7 +5,7 @@ import { MAX_PROMPT_BLOCK_HASHES, type AssistantMessage, type DoneFrame, type Fi
 import { KVCacheManager } from "../kv/kv-cache-manager";
 import { KvEventLog } from "../kv/kv-events";
 import type { BlockPool } from "../kv/block-pool";
-import type { Executor, StepSequence } from "../model/executor";
+import type { Executor, StepSequence } from "../model/executors/executor";
 import { Scheduler, type SchedulerConfig } from "../scheduler/scheduler";
 import { Sequence } from "../scheduler/sequence";
 import type { ChatCodec } from "./chat-codec";
@@ -317,8 +317,7 @@ export class Engine {
     const now = performance.now();
     job.firstTokenMs ??= now;
     job.lastTokenMs = now;
-    seq.tokenIds.push(tokenId);
-    this.kv.appendTokens(seq.seqId, [tokenId]);
+    seq.tokenIds.push(tokenId); // the KV manager reads the sequence's own tokens
     this.counters.generatedTokens++;
 
     if (job.stopTokenIds.has(tokenId)) return this.finish(job, "stop");

@@ -1,4 +1,4 @@
-import { mulberry32 } from "../model/random-weights";
+import { mulberry32 } from "../../protocol/random";
 
 export interface SamplerParams {
   /** 0 means greedy (argmax). */

@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import type { StepSequence } from "../model/executor";
+import type { StepSequence } from "../model/executors/executor";
 import { StepTraceFile, stepRecord } from "./step-trace";
 
 const seq = (n: number, startPos: number, logits: StepSequence["logits"] = "argmax"): StepSequence => ({ tokenIds: new Array(n).fill(7), startPos, blockTable: [], logits });

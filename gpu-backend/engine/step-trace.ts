@@ -1,6 +1,6 @@
 import { appendFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
-import type { StepSequence } from "../model/executor";
+import type { StepSequence } from "../model/executors/executor";
 import { PrefillGroupCost } from "../scheduler/scheduler";
 
 /**

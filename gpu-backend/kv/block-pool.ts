@@ -312,7 +312,7 @@ export class BlockPool {
     return this.hashes[blockId]!;
   }
 
-  /** Unleased free block ids in eviction order, front first; leased ones come after them (allocates; for tests and debugging). */
+  /** Unleased free block ids in eviction order, front first. Leased free blocks are held out of the queue and not listed (allocates; for tests and debugging). */
   freeOrder(): number[] {
     return this.freeQueue.toArray();
   }

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
+import { mulberry32 } from "../../protocol/random";
 import { FreeBlockQueue } from "./free-block-queue";
-import { prng, randInt } from "./test-support";
+import { randInt } from "./test-support";
 
 function queue(capacity: number, filled = true): FreeBlockQueue {
   const q = new FreeBlockQueue(capacity, filled);
@@ -83,7 +84,7 @@ describe("FreeBlockQueue", () => {
   });
 
   it("matches an array model over random operations", () => {
-    const rand = prng(7);
+    const rand = mulberry32(7);
     const n = 64;
     const q = queue(n, false);
     const model: number[] = [];

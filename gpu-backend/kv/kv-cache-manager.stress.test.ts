@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
+import { mulberry32 } from "../../protocol/random";
 import { hashRoot, type BlockHash } from "../../protocol/block-hash";
 import { BlockPool } from "./block-pool";
 import { KVCacheManager } from "./kv-cache-manager";
-import { checked, prng, randInt } from "./test-support";
+import { checked, randInt, sequence, slotsOf, type TestSequence } from "./test-support";
 
 /**
  * Randomized model check. A fake engine writes, for every computed position p of a sequence, a
@@ -50,7 +51,7 @@ interface StressConfig {
 }
 
 function runStress(cfg: StressConfig): Record<string, number> {
-  const rand = prng(cfg.seed);
+  const rand = mulberry32(cfg.seed);
   const B = cfg.blockSize;
   const pool = new BlockPool({ numBlocks: cfg.numBlocks, blockSize: B });
   // Every call through `kv` is followed by kv.checkInvariants(); `raw` serves the read-only queries
@@ -61,7 +62,7 @@ function runStress(cfg: StressConfig): Record<string, number> {
   const roots: BlockHash[] = [hashRoot({ modelId: "m", salt: "" }), hashRoot({ modelId: "m", salt: "t2" })];
   const systemPrompts = Array.from({ length: 3 }, (_, i) => randomTokens(rand, 3 + i * 2 * B + randInt(rand, 0, B)));
   const maxLen = Math.floor((cfg.numBlocks * B) / 3);
-  const model = new Map<number, { root: BlockHash; tokens: number[] }>();
+  const model = new Map<number, { root: BlockHash; tokens: number[]; seq: TestSequence }>();
   const finished: { root: BlockHash; tokens: number[] }[] = [];
   let nextSeqId = 1;
   const counts = { ops: 0, starts: 0, preempts: 0, restarts: 0, frees: 0, steps: 0, allocFailures: 0, hitTokens: 0, evictions: 0, sharedSlots: 0 };
@@ -88,10 +89,11 @@ function runStress(cfg: StressConfig): Record<string, number> {
       } else {
         tokens = [...pick(systemPrompts)!, ...randomTokens(rand, randInt(rand, 1, 2 * B))];
       }
-      const { numCachedTokens } = kv.startSequence({ seqId, tokenIds: tokens, root });
+      const seq = sequence({ seqId, tokenIds: tokens, root });
+      const { numCachedTokens } = kv.startSequence(seq);
       expect(numCachedTokens % B).toBe(0);
       expect(numCachedTokens).toBeLessThanOrEqual(Math.floor((tokens.length - 1) / B) * B);
-      model.set(seqId, { root, tokens });
+      model.set(seqId, { root, tokens, seq });
       counts.starts++;
     } else if (r < 0.75) {
       const seqId = pick(running());
@@ -103,7 +105,7 @@ function runStress(cfg: StressConfig): Record<string, number> {
         n = Math.min(randInt(rand, 1, 3 * B), m.tokens.length - computed);
       } else if (m.tokens.length < maxLen) {
         const t = randInt(rand, 0, 30);
-        kv.appendTokens(seqId, [t]);
+        m.seq.tokenIds.push(t);
         m.tokens.push(t);
         n = 1;
       } else {
@@ -120,7 +122,7 @@ function runStress(cfg: StressConfig): Record<string, number> {
         kv.preempt(victim);
         counts.preempts++;
       } else {
-        const slots = raw.slotMapping(seqId, computed, computed + n);
+        const slots = slotsOf(raw.blockTable(seqId), B, computed, computed + n);
         const fps = fingerprints(m.root, m.tokens, computed + n);
         for (let i = 0; i < n; i++) kvSlots[slots[i]!] = fps[computed + i]!;
         kv.markComputed(seqId, n);
@@ -165,7 +167,7 @@ function runStress(cfg: StressConfig): Record<string, number> {
       const computed = raw.numComputedTokens(seqId);
       const table = raw.blockTable(seqId);
       const allocated = table.length * B;
-      const slots = raw.contextSlots(seqId, allocated);
+      const slots = slotsOf(table, B, 0, allocated);
       const fps = fingerprints(m.root, m.tokens, computed);
       for (let p = 0; p < computed; p++) {
         if (kvSlots[slots[p]!] !== fps[p]) throw new Error(`seq ${seqId}: position ${p} (slot ${slots[p]}) holds the wrong KV`);

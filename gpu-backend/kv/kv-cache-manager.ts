@@ -1,5 +1,6 @@
 import { hashBlock, type BlockHash } from "../../protocol/block-hash";
 import type { BlockPool } from "./block-pool";
+import type { KVSequence } from "./kv-sequence";
 
 /**
  * Per-sequence block tables over a `BlockPool`, with exact prefix reuse by chained block hashes.
@@ -9,12 +10,14 @@ import type { BlockPool } from "./block-pool";
  *
  *   startSequence ──> [allocateSlots ──> engine writes KV ──> markComputed]* ──> freeSequence
  *        │                 │ false: pool short, nothing changed; preempt someone and retry
- *        │                 └─ appendTokens between steps (sampled token, next-turn delta)
+ *        │                 └─ the sequence's owner appends tokens between steps (sampled token)
  *        └─ prefix hit: the cached blocks are acquired, numComputedTokens starts past them
- *   preempt ──> (tokens kept, blocks released) ──> restartSequence ──> as after startSequence
+ *   preempt ──> (blocks released; status "preempted") ──> restartSequence ──> as after startSequence
  *
- * Each sequence keeps the hashes of its full blocks once computed (they depend only on its tokens
- * and root, so they survive preemption). With `enablePrefixCache` off nothing is hashed or cached.
+ * The manager keeps a reference to the sequence (`KVSequence`): it reads its tokens, extends its
+ * block-hash memo and sets its status to "running" (start, restart) or "preempted"; it owns only
+ * the block table and the computed-token count. With `enablePrefixCache` off nothing is hashed or
+ * cached.
  */
 export class KVCacheManager {
   private readonly pool: BlockPool;
@@ -74,23 +77,17 @@ export class KVCacheManager {
   }
 
   /**
-   * Registers a sequence and takes a reference on its cached prefix blocks, which become the start
-   * of its block table. Its computed tokens start at the cached ones.
+   * Registers a sequence (status "running") and takes a reference on its cached prefix blocks,
+   * which become the start of its block table. Its computed tokens start at the cached ones.
    *
-   * @example const { numCachedTokens } = kv.startSequence({ seqId: 1, tokenIds: prompt, root });
+   * @example const { numCachedTokens } = kv.startSequence(seq);
    */
-  startSequence(params: { seqId: number; tokenIds: ArrayLike<number>; root: BlockHash }): { numCachedTokens: number } {
-    const { seqId, tokenIds, root } = params;
+  startSequence(sequence: KVSequence): { numCachedTokens: number } {
+    const { seqId } = sequence;
     if (this.sequences.has(seqId)) throw new Error(`KVCacheManager.startSequence: sequence ${seqId} is already registered`);
-    const seq: SequenceState = {
-      tokenIds: Array.from(tokenIds),
-      root,
-      blockTable: [],
-      blockHashes: [],
-      numComputedTokens: 0,
-      preempted: false,
-    };
+    const seq: SequenceState = { sequence, blockTable: [], numComputedTokens: 0 };
     this.sequences.set(seqId, seq);
+    sequence.status = "running";
     return { numCachedTokens: this.attachCachedPrefix(seq) };
   }
 
@@ -102,20 +99,9 @@ export class KVCacheManager {
    */
   restartSequence(seqId: number): { numCachedTokens: number } {
     const seq = this.get(seqId, "restartSequence");
-    if (!seq.preempted) throw new Error(`KVCacheManager.restartSequence: sequence ${seqId} is not preempted`);
-    seq.preempted = false;
+    if (seq.sequence.status !== "preempted") throw new Error(`KVCacheManager.restartSequence: sequence ${seqId} is not preempted`);
+    seq.sequence.status = "running";
     return { numCachedTokens: this.attachCachedPrefix(seq) };
-  }
-
-  /**
-   * Appends tokens to a sequence (a sampled token, or the delta of the next turn). Their KV is
-   * computed later through `allocateSlots` + `markComputed`.
-   *
-   * @example kv.appendTokens(1, [sampledTokenId]);
-   */
-  appendTokens(seqId: number, tokenIds: ArrayLike<number>): void {
-    const tokens = this.get(seqId, "appendTokens").tokenIds;
-    for (let i = 0; i < tokenIds.length; i++) tokens.push(tokenIds[i]!);
   }
 
   /**
@@ -128,8 +114,8 @@ export class KVCacheManager {
     const seq = this.getRunning(seqId, "allocateSlots");
     if (!Number.isInteger(numNewTokens) || numNewTokens < 0) throw new Error(`KVCacheManager.allocateSlots: bad numNewTokens ${numNewTokens}`);
     const total = seq.numComputedTokens + numNewTokens;
-    if (total > seq.tokenIds.length) {
-      throw new Error(`KVCacheManager.allocateSlots: sequence ${seqId} would cover ${total} tokens but has only ${seq.tokenIds.length}`);
+    if (total > seq.sequence.tokenIds.length) {
+      throw new Error(`KVCacheManager.allocateSlots: sequence ${seqId} would cover ${total} tokens but has only ${seq.sequence.tokenIds.length}`);
     }
     const needed = Math.ceil(total / this.blockSize) - seq.blockTable.length;
     if (needed <= 0) return true;
@@ -137,72 +123,6 @@ export class KVCacheManager {
     if (blockIds === null) return false;
     for (const id of blockIds) seq.blockTable.push(id);
     return true;
-  }
-
-  /**
-   * Number of blocks `allocateSlots(seqId, numNewTokens)` would take from the pool.
-   *
-   * @example if (kv.numBlocksNeeded(1, 512) > kv.numFreeBlocks) deferPrefill();
-   */
-  numBlocksNeeded(seqId: number, numNewTokens: number): number {
-    const seq = this.get(seqId, "numBlocksNeeded");
-    return Math.max(0, Math.ceil((seq.numComputedTokens + numNewTokens) / this.blockSize) - seq.blockTable.length);
-  }
-
-  /*
-   * Slot arithmetic. A position p of a sequence lives in block blockTable[floor(p / B)] at offset
-   * p % B; its slot (row of the engine's [numBlocks * B, kvHeads, headDim] K/V tensors) is
-   * blockId * B + offset.
-   *
-   *   B = 4, blockTable = [7, 2, 9]
-   *
-   *   position   0  1  2  3 |  4  5  6  7 |  8  9
-   *   table idx  ---- 0 ----|----- 1 -----|-- 2 ...
-   *   blockId    ---- 7 ----|----- 2 -----|-- 9 ...
-   *   slot      28 29 30 31 |  8  9 10 11 | 36 37      slot = blockId * 4 + (p % 4)
-   *
-   * The loop walks block by block: one table read and one multiply per block, then a run of
-   * consecutive slots, so 10k positions cost ~10k typed-array stores and no allocation but `out`.
-   */
-
-  /**
-   * Slot ids of positions `[fromPos, toPos)`, for writing the KV of new tokens. Pass `out` (at
-   * least `toPos - fromPos` long) to reuse a buffer; the result is then a view of it.
-   *
-   * @example const slots = kv.slotMapping(1, computed, computed + chunkLen);
-   */
-  slotMapping(seqId: number, fromPos: number, toPos: number, out?: Int32Array): Int32Array {
-    const seq = this.get(seqId, "slotMapping");
-    const B = this.blockSize;
-    const table = seq.blockTable;
-    if (!Number.isInteger(fromPos) || !Number.isInteger(toPos) || fromPos < 0 || toPos < fromPos || toPos > table.length * B) {
-      throw new Error(`KVCacheManager.slotMapping: range [${fromPos}, ${toPos}) outside the ${table.length * B} allocated slots of sequence ${seqId}`);
-    }
-    const n = toPos - fromPos;
-    let dst: Int32Array;
-    if (out === undefined) dst = new Int32Array(n);
-    else if (out.length < n) throw new Error(`KVCacheManager.slotMapping: out has ${out.length} entries, need ${n}`);
-    else dst = out.length === n ? out : out.subarray(0, n);
-    let k = 0;
-    let p = fromPos;
-    while (p < toPos) {
-      const b = Math.floor(p / B);
-      const offset = p - b * B;
-      const run = Math.min(B - offset, toPos - p);
-      const base = table[b]! * B + offset;
-      for (let i = 0; i < run; i++) dst[k++] = base + i;
-      p += run;
-    }
-    return dst;
-  }
-
-  /**
-   * Slots of positions `[0, numTokens)`: what attention reads for this sequence.
-   *
-   * @example const ctx = kv.contextSlots(1, kv.numComputedTokens(1) + chunkLen);
-   */
-  contextSlots(seqId: number, numTokens: number, out?: Int32Array): Int32Array {
-    return this.slotMapping(seqId, 0, numTokens, out);
   }
 
   /**
@@ -217,8 +137,8 @@ export class KVCacheManager {
     if (!Number.isInteger(numNewTokens) || numNewTokens < 0) throw new Error(`KVCacheManager.markComputed: bad numNewTokens ${numNewTokens}`);
     const before = seq.numComputedTokens;
     const after = before + numNewTokens;
-    if (after > seq.tokenIds.length) {
-      throw new Error(`KVCacheManager.markComputed: sequence ${seqId} has ${seq.tokenIds.length} tokens, cannot mark ${after} computed`);
+    if (after > seq.sequence.tokenIds.length) {
+      throw new Error(`KVCacheManager.markComputed: sequence ${seqId} has ${seq.sequence.tokenIds.length} tokens, cannot mark ${after} computed`);
     }
     if (after > seq.blockTable.length * this.blockSize) {
       throw new Error(`KVCacheManager.markComputed: sequence ${seqId} has slots for ${seq.blockTable.length * this.blockSize} tokens, cannot mark ${after} computed`);
@@ -228,7 +148,7 @@ export class KVCacheManager {
     const firstNewFull = Math.floor(before / this.blockSize);
     const fullAfter = Math.floor(after / this.blockSize);
     for (let b = firstNewFull; b < fullAfter; b++) {
-      this.pool.cache(seq.blockTable[b]!, this.blockHashAt(seq.tokenIds, seq.root, seq.blockHashes, b));
+      this.pool.cache(seq.blockTable[b]!, this.blockHashAt(seq.sequence.tokenIds, seq.sequence.hashRoot, seq.sequence.blockHashes, b));
     }
   }
 
@@ -245,8 +165,9 @@ export class KVCacheManager {
   }
 
   /**
-   * Releases the sequence's blocks but keeps its tokens; numComputedTokens returns to 0. Call
-   * `restartSequence` before scheduling it again.
+   * Releases the sequence's blocks but keeps it registered (status "preempted"; its tokens and
+   * hashes are the sequence's own); numComputedTokens returns to 0. Call `restartSequence` before
+   * scheduling it again.
    *
    * @example kv.preempt(7);
    */
@@ -255,7 +176,7 @@ export class KVCacheManager {
     this.pool.release(seq.blockTable);
     seq.blockTable = [];
     seq.numComputedTokens = 0;
-    seq.preempted = true;
+    seq.sequence.status = "preempted";
   }
 
   /** Whether a sequence is registered. */
@@ -265,7 +186,7 @@ export class KVCacheManager {
 
   /** Whether a sequence is preempted (waiting for `restartSequence`). */
   isPreempted(seqId: number): boolean {
-    return this.get(seqId, "isPreempted").preempted;
+    return this.get(seqId, "isPreempted").sequence.status === "preempted";
   }
 
   /** Tokens whose KV is in the pool. @example kv.numComputedTokens(1) */
@@ -275,7 +196,7 @@ export class KVCacheManager {
 
   /** The sequence's tokens (live; do not mutate). @example kv.tokenIds(1).length */
   tokenIds(seqId: number): readonly number[] {
-    return this.get(seqId, "tokenIds").tokenIds;
+    return this.get(seqId, "tokenIds").sequence.tokenIds;
   }
 
   /** The sequence's block table (live; do not mutate), what PagedAttention reads. @example kv.blockTable(1) */
@@ -292,12 +213,13 @@ export class KVCacheManager {
   blockHashes(seqId: number): BlockHash[] {
     const seq = this.get(seqId, "blockHashes");
     if (!this.enablePrefixCache) return [];
-    return seq.blockHashes.slice(0, Math.floor(seq.numComputedTokens / this.blockSize));
+    return seq.sequence.blockHashes.slice(0, Math.floor(seq.numComputedTokens / this.blockSize));
   }
 
   /**
    * Throws if the pool's invariants or the manager's are broken: a table shorter than its
-   * computed tokens, a preempted sequence holding blocks, a block twice in one table, a pool
+   * computed tokens, a registered sequence neither running nor preempted, a preempted sequence
+   * holding blocks, a block twice in one table, a pool
    * refCount that differs from the number of tables holding the block (this manager is assumed to
    * be the pool's only client), or a block shared by two tables that is not a cached, computed,
    * full block at the same index in both. O(numBlocks + total table length); for tests.
@@ -312,9 +234,11 @@ export class KVCacheManager {
     const firstComputed = new Uint8Array(this.pool.numBlocks);
     for (const [seqId, seq] of this.sequences) {
       const where = `KVCacheManager invariant (sequence ${seqId})`;
-      if (seq.numComputedTokens > seq.tokenIds.length) throw new Error(`${where}: ${seq.numComputedTokens} computed of ${seq.tokenIds.length} tokens`);
+      const { tokenIds, status, blockHashes } = seq.sequence;
+      if (status !== "running" && status !== "preempted") throw new Error(`${where}: registered but ${status}`);
+      if (seq.numComputedTokens > tokenIds.length) throw new Error(`${where}: ${seq.numComputedTokens} computed of ${tokenIds.length} tokens`);
       if (seq.numComputedTokens > seq.blockTable.length * B) throw new Error(`${where}: ${seq.numComputedTokens} computed but slots for ${seq.blockTable.length * B}`);
-      if (seq.preempted && (seq.blockTable.length > 0 || seq.numComputedTokens > 0)) throw new Error(`${where}: preempted but holds blocks or computed tokens`);
+      if (status === "preempted" && (seq.blockTable.length > 0 || seq.numComputedTokens > 0)) throw new Error(`${where}: preempted but holds blocks or computed tokens`);
       const fullComputed = Math.floor(seq.numComputedTokens / B);
       const seen = new Set<number>();
       for (let b = 0; b < seq.blockTable.length; b++) {
@@ -334,7 +258,7 @@ export class KVCacheManager {
       for (let b = 0; b < fullComputed && this.enablePrefixCache; b++) {
         const id = seq.blockTable[b]!;
         const hash = this.pool.blockHash(id);
-        if (hash !== null && hash !== seq.blockHashes[b]) throw new Error(`${where}: block ${id} caches ${hash}, the sequence's chain says ${seq.blockHashes[b]}`);
+        if (hash !== null && hash !== blockHashes[b]) throw new Error(`${where}: block ${id} caches ${hash}, the sequence's chain says ${blockHashes[b]}`);
       }
     }
     for (let id = 0; id < this.pool.numBlocks; id++) {
@@ -345,11 +269,12 @@ export class KVCacheManager {
   }
 
   private attachCachedPrefix(seq: SequenceState): number {
-    const prefix = this.longestCachedPrefix(seq.tokenIds, seq.root, seq.blockHashes);
+    const { tokenIds, hashRoot, blockHashes } = seq.sequence;
+    const prefix = this.longestCachedPrefix(tokenIds, hashRoot, blockHashes);
     this.pool.acquire(prefix.blockIds);
     seq.blockTable = prefix.blockIds;
     seq.numComputedTokens = prefix.numCachedTokens;
-    this.queriedTokens += seq.tokenIds.length;
+    this.queriedTokens += tokenIds.length;
     this.hitTokens += prefix.numCachedTokens;
     return prefix.numCachedTokens;
   }
@@ -391,7 +316,7 @@ export class KVCacheManager {
 
   private getRunning(seqId: number, op: string): SequenceState {
     const seq = this.get(seqId, op);
-    if (seq.preempted) throw new Error(`KVCacheManager.${op}: sequence ${seqId} is preempted; call restartSequence first`);
+    if (seq.sequence.status === "preempted") throw new Error(`KVCacheManager.${op}: sequence ${seqId} is preempted; call restartSequence first`);
     return seq;
   }
 }
@@ -413,12 +338,9 @@ export interface KVCacheStats {
   hitTokens: number;
 }
 
+/** What the manager keeps per registered sequence: the sequence itself (tokens, hashes, status) and its blocks. */
 interface SequenceState {
-  tokenIds: number[];
-  root: BlockHash;
+  sequence: KVSequence;
   blockTable: number[];
-  /** Memo of the chained hashes of this sequence's full blocks, from block 0, in order. */
-  blockHashes: BlockHash[];
   numComputedTokens: number;
-  preempted: boolean;
 }

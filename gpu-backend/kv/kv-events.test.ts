@@ -3,7 +3,7 @@ import { hashBlocks, hashRoot, shortBlockHash, type BlockHash } from "../../prot
 import { BlockPool } from "./block-pool";
 import { KVCacheManager } from "./kv-cache-manager";
 import { KvEventLog, type KvEventSink } from "./kv-events";
-import { checked, range } from "./test-support";
+import { checked, range, sequence } from "./test-support";
 
 const B = 4;
 const root = hashRoot({ modelId: "test-model", salt: "" });
@@ -109,14 +109,15 @@ describe("BlockPool / KVCacheManager emit KV events for real cache operations", 
   it("stores each full block's chained hash once as it is computed, prefill and decode alike", () => {
     const { kv, recorder } = setup(8);
     const tokens = range(1, 10); // 10 tokens: 2 full blocks
-    kv.startSequence({ seqId: 1, tokenIds: tokens, root });
+    const seq = sequence({ seqId: 1, tokenIds: tokens, root });
+    kv.startSequence(seq);
     expect(kv.allocateSlots(1, 10)).toBe(true);
     kv.markComputed(1, 10);
     const chain = hashBlocks(root, tokens, B);
     expect(recorder.events).toEqual(chain.map((x) => `+${x}`));
     // Two decode steps fill the third block.
     for (const t of [11, 12]) {
-      kv.appendTokens(1, [t]);
+      seq.tokenIds.push(t);
       expect(kv.allocateSlots(1, 1)).toBe(true);
       kv.markComputed(1, 1);
     }
@@ -128,7 +129,7 @@ describe("BlockPool / KVCacheManager emit KV events for real cache operations", 
     const { kv, recorder } = setup(8);
     const tokens = range(1, 10);
     for (const seqId of [1, 2]) {
-      kv.startSequence({ seqId, tokenIds: tokens, root });
+      kv.startSequence(sequence({ seqId, tokenIds: tokens, root }));
       expect(kv.allocateSlots(seqId, kv.tokenIds(seqId).length - kv.numComputedTokens(seqId))).toBe(true);
       kv.markComputed(seqId, kv.tokenIds(seqId).length - kv.numComputedTokens(seqId));
     }
@@ -138,13 +139,13 @@ describe("BlockPool / KVCacheManager emit KV events for real cache operations", 
   it("reports removed when a cached block is evicted to make room, tail of the chain first", () => {
     const { kv, recorder } = setup(3);
     const a = range(1, 12); // 3 full blocks: the whole pool
-    kv.startSequence({ seqId: 1, tokenIds: a, root });
+    kv.startSequence(sequence({ seqId: 1, tokenIds: a, root }));
     expect(kv.allocateSlots(1, 12)).toBe(true);
     kv.markComputed(1, 12);
     kv.freeSequence(1);
     recorder.events.length = 0;
     // Another prompt needs 2 blocks: the two least useful cached blocks go (tail, then middle).
-    kv.startSequence({ seqId: 2, tokenIds: range(100, 8), root });
+    kv.startSequence(sequence({ seqId: 2, tokenIds: range(100, 8), root }));
     expect(kv.allocateSlots(2, 8)).toBe(true);
     const chainA = hashBlocks(root, a, B);
     expect(recorder.events).toEqual([`-${chainA[2]}`, `-${chainA[1]}`]);
@@ -153,11 +154,11 @@ describe("BlockPool / KVCacheManager emit KV events for real cache operations", 
 
   it("emits nothing with the prefix cache off", () => {
     const { kv, recorder } = setup(4, false);
-    kv.startSequence({ seqId: 1, tokenIds: range(1, 12), root });
+    kv.startSequence(sequence({ seqId: 1, tokenIds: range(1, 12), root }));
     expect(kv.allocateSlots(1, 12)).toBe(true);
     kv.markComputed(1, 12);
     kv.freeSequence(1);
-    kv.startSequence({ seqId: 2, tokenIds: range(50, 12), root });
+    kv.startSequence(sequence({ seqId: 2, tokenIds: range(50, 12), root }));
     expect(kv.allocateSlots(2, 12)).toBe(true);
     expect(recorder.events).toEqual([]);
   });
@@ -171,7 +172,7 @@ describe("BlockPool / KVCacheManager emit KV events for real cache operations", 
     for (let round = 0; round < 20; round++) {
       const start = (round % 5) * 4 + 1; // prompts overlapping each other by whole blocks
       const tokens = range(start, 13);
-      kv.startSequence({ seqId: ++seqId, tokenIds: tokens, root });
+      kv.startSequence(sequence({ seqId: ++seqId, tokenIds: tokens, root }));
       const n = tokens.length - kv.numComputedTokens(seqId);
       expect(kv.allocateSlots(seqId, n)).toBe(true);
       kv.markComputed(seqId, n);

@@ -1,9 +1,10 @@
 import { describe, expect, it } from "vitest";
+import { mulberry32 } from "../../protocol/random";
 import { hashRoot } from "../../protocol/block-hash";
 import { BlockPool } from "./block-pool";
 import { KVCacheManager } from "./kv-cache-manager";
 import { LeaseTable, type LeaseTableParams } from "./lease-table";
-import { prng, randInt, range } from "./test-support";
+import { blocksNeeded, randInt, range, sequence } from "./test-support";
 
 const h = (n: number): string => n.toString(16).padStart(32, "0");
 
@@ -256,7 +257,7 @@ describe("LeaseTable: cap, expiry, release", () => {
 
 describe("LeaseTable with KVCacheManager (random operations, invariants after each)", () => {
   it("never fails an allocation because of leases, and keeps pool, manager and table consistent", () => {
-    const rand = prng(11);
+    const rand = mulberry32(11);
     const clock = { t: 0 };
     const pool = new BlockPool({ numBlocks: 48, blockSize: 4 });
     const kv = new KVCacheManager({ pool, enablePrefixCache: true });
@@ -271,10 +272,10 @@ describe("LeaseTable with KVCacheManager (random operations, invariants after ea
       if (r < 0.35 && running.size < 6) {
         const p = randInt(rand, 0, prompts.length - 1);
         const seqId = nextSeq++;
-        kv.startSequence({ seqId, tokenIds: prompts[p]!, root });
+        kv.startSequence(sequence({ seqId, tokenIds: prompts[p]!, root }));
         running.set(seqId, p);
         // Free blocks (leased or not) always suffice: leases never block an allocation.
-        const need = kv.numBlocksNeeded(seqId, prompts[p]!.length - kv.numComputedTokens(seqId));
+        const need = blocksNeeded(kv, seqId, prompts[p]!.length - kv.numComputedTokens(seqId));
         const free = kv.numFreeBlocks;
         const ok = kv.allocateSlots(seqId, prompts[p]!.length - kv.numComputedTokens(seqId));
         expect(ok).toBe(need <= free);

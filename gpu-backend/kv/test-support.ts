@@ -1,3 +1,7 @@
+import type { BlockHash } from "../../protocol/block-hash";
+import type { KVCacheManager } from "./kv-cache-manager";
+import type { KVSequence } from "./kv-sequence";
+
 /**
  * Test helpers for the kv folder (imported only by its *.test.ts files).
  */
@@ -24,22 +28,6 @@ export function checked<T extends { checkInvariants(): void }>(target: T): T {
   });
 }
 
-/**
- * Seeded PRNG (mulberry32): floats in [0, 1).
- *
- * @example const rand = prng(42); const die = 1 + Math.floor(rand() * 6);
- */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** Integer in [lo, hi] (inclusive). */
 export function randInt(rand: () => number, lo: number, hi: number): number {
   return lo + Math.floor(rand() * (hi - lo + 1));
@@ -48,4 +36,40 @@ export function randInt(rand: () => number, lo: number, hi: number): number {
 /** Token ids [start, start + n). */
 export function range(start: number, n: number): number[] {
   return Array.from({ length: n }, (_, i) => start + i);
+}
+
+/**
+ * Slots of positions `[fromPos, toPos)` under a block table: position p lives at offset p % B of
+ * block `blockTable[floor(p / B)]`, slot `blockId * B + offset` (the row the executor writes).
+ *
+ * @example slotsOf([7, 2], 4, 3, 6) // [31, 8, 9]
+ */
+export function slotsOf(blockTable: readonly number[], blockSize: number, fromPos: number, toPos: number): number[] {
+  const out: number[] = [];
+  for (let p = fromPos; p < toPos; p++) out.push(blockTable[Math.floor(p / blockSize)]! * blockSize + (p % blockSize));
+  return out;
+}
+
+/**
+ * Blocks `kv.allocateSlots(seqId, numNewTokens)` must take from the pool, from the sequence's
+ * computed tokens and block table.
+ *
+ * @example if (blocksNeeded(kv, 1, 512) > kv.numFreeBlocks) expectFailure();
+ */
+export function blocksNeeded(kv: KVCacheManager, seqId: number, numNewTokens: number): number {
+  return Math.max(0, Math.ceil((kv.numComputedTokens(seqId) + numNewTokens) / kv.blockSize) - kv.blockTable(seqId).length);
+}
+
+/** A sequence whose tokens the test appends to (the engine's `Sequence` plays this part in production). */
+export interface TestSequence extends KVSequence {
+  readonly tokenIds: number[];
+}
+
+/**
+ * A new ("waiting") sequence for the KV manager, with a copy of `tokenIds`.
+ *
+ * @example kv.startSequence(sequence({ seqId: 1, tokenIds: range(0, 10), root }));
+ */
+export function sequence(params: { seqId: number; tokenIds: ArrayLike<number>; root: BlockHash }): TestSequence {
+  return { seqId: params.seqId, tokenIds: Array.from(params.tokenIds), hashRoot: params.root, blockHashes: [], status: "waiting" };
 }

@@ -16,7 +16,6 @@ function runStep(s: Scheduler, kv: KVCacheManager, plan: StepPlan): void {
     kv.markComputed(item.seq.seqId, item.numTokens);
     if (item.samples) {
       item.seq.tokenIds.push(7);
-      kv.appendTokens(item.seq.seqId, [7]);
       if (item.seq.numGenerated >= item.seq.maxTokens) s.finish(item.seq);
     }
   }

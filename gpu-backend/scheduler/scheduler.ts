@@ -1,4 +1,5 @@
 import type { BlockHash } from "../../protocol/block-hash";
+import type { KVSequence } from "../kv/kv-sequence";
 import type { Sequence } from "./sequence";
 
 /**
@@ -6,8 +7,9 @@ import type { Sequence } from "./sequence";
  * touches the block pool itself.
  */
 export interface KVPort {
-  findCachedPrefix(params: { tokenIds: number[]; root: BlockHash }): { numCachedTokens: number };
-  startSequence(params: { seqId: number; tokenIds: number[]; root: BlockHash }): { numCachedTokens: number };
+  findCachedPrefix(params: { tokenIds: readonly number[]; root: BlockHash }): { numCachedTokens: number };
+  /** Registers the sequence and sets its status to "running" (restartSequence too; preempt sets "preempted"). */
+  startSequence(seq: KVSequence): { numCachedTokens: number };
   restartSequence(seqId: number): { numCachedTokens: number };
   allocateSlots(seqId: number, numNewTokens: number): boolean;
   numComputedTokens(seqId: number): number;
@@ -95,8 +97,7 @@ export class Scheduler {
     if (r >= 0) this.running.splice(r, 1);
     const w = this.waiting.indexOf(seq);
     if (w >= 0) this.waiting.splice(w, 1);
-    if (seq.registered) this.kv.freeSequence(seq.seqId);
-    seq.registered = false;
+    if (seq.status === "running" || seq.status === "preempted") this.kv.freeSequence(seq.seqId);
     seq.status = "finished";
   }
 
@@ -145,10 +146,10 @@ export class Scheduler {
     if (preempted.length === 0) {
       for (let w = 0; w < this.waiting.length && budget > 0 && this.running.length < this.config.maxRunningSequences; ) {
         const seq = this.waiting[w]!;
-        const wasRegistered = seq.registered;
+        const wasPreempted = seq.status === "preempted"; // else "waiting": never admitted
         // One prefix lookup serves both checks below (it hashes the whole prompt).
         const cachedNow = this.kv.findCachedPrefix({ tokenIds: seq.tokenIds, root: seq.hashRoot }).numCachedTokens;
-        if (!wasRegistered && this.prefixInFlight(seq, cachedNow)) {
+        if (!wasPreempted && this.prefixInFlight(seq, cachedNow)) {
           w++; // another sequence is computing blocks this one can reuse: admit it once they are cached
           continue;
         }
@@ -156,13 +157,8 @@ export class Scheduler {
           w++;
           continue;
         }
-        if (wasRegistered) {
-          this.kv.restartSequence(seq.seqId);
-        } else {
-          const { numCachedTokens } = this.kv.startSequence({ seqId: seq.seqId, tokenIds: seq.tokenIds, root: seq.hashRoot });
-          seq.registered = true;
-          seq.numCachedTokens = numCachedTokens;
-        }
+        if (wasPreempted) this.kv.restartSequence(seq.seqId);
+        else seq.numCachedTokens = this.kv.startSequence(seq).numCachedTokens;
         const n = Math.min(this.remaining(seq), budget);
         if (!this.kv.allocateSlots(seq.seqId, n)) {
           if (this.running.length === 0 && items.length === 0) {
@@ -171,16 +167,15 @@ export class Scheduler {
             rejected.push(seq);
             continue;
           }
-          // Give its cached blocks back; it is looked up again when it is admitted.
-          if (wasRegistered) this.kv.preempt(seq.seqId);
+          // Give its cached blocks back (back to "preempted" or "waiting"); it is looked up again when it is admitted.
+          if (wasPreempted) this.kv.preempt(seq.seqId);
           else {
             this.kv.freeSequence(seq.seqId);
-            seq.registered = false;
+            seq.status = "waiting";
           }
           break;
         }
         this.waiting.splice(w, 1);
-        seq.status = "running";
         seq.firstScheduledMs ??= performance.now();
         this.running.push(seq);
         prefill.add(this.kv.numComputedTokens(seq.seqId), n);
@@ -228,9 +223,8 @@ export class Scheduler {
   }
 
   private preempt(seq: Sequence): void {
-    this.kv.preempt(seq.seqId);
+    this.kv.preempt(seq.seqId); // status "preempted"
     seq.numPreemptions++;
-    seq.status = "waiting";
     this.running.splice(this.running.indexOf(seq), 1);
     this.waiting.unshift(seq);
   }

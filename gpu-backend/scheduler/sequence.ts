@@ -1,15 +1,18 @@
 import type { BlockHash } from "../../protocol/block-hash";
+import type { KVSequence, SequenceStatus } from "../kv/kv-sequence";
 
-export type SequenceStatus = "waiting" | "running" | "finished";
+export type { SequenceStatus } from "../kv/kv-sequence";
 
 /**
  * The unit the scheduler schedules: one trajectory turn's token sequence (prompt, then the tokens
- * it generates). Owned by the engine; the scheduler moves it between waiting and running.
+ * it generates). Owned by the engine, which appends each sampled token here and only here; the KV
+ * manager reads the tokens and keeps the block-hash memo here. The scheduler moves it between its
+ * waiting and running queues; `status` says where it is (kv-sequence.ts).
  */
-export class Sequence {
+export class Sequence implements KVSequence {
   status: SequenceStatus = "waiting";
-  /** True once the KV manager knows this sequence (it may be preempted and restarted later). */
-  registered = false;
+  /** Memo of the chained hashes of the full blocks (extended by the KV manager). */
+  readonly blockHashes: BlockHash[] = [];
   /** Prompt tokens found in the prefix cache at first admission. */
   numCachedTokens = 0;
   /** Tokens computed by prefill, recomputation after preemption included. */

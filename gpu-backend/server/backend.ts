@@ -1,10 +1,10 @@
 import { Engine } from "../engine/engine";
 import { BlockPool, blocksForBudget } from "../kv/block-pool";
-import { createExecutor } from "../model/create-executor";
-import { resolveDevice, type DeviceRequest } from "../model/device";
-import type { Executor } from "../model/executor";
-import { loadModel } from "../model/load-model";
-import { prefillWastePerToken } from "../model/decoder-spec";
+import { createExecutor } from "../model/executors/create-executor";
+import { resolveDevice, type DeviceRequest } from "../model/executors/device";
+import type { Executor } from "../model/executors/executor";
+import { loadModel } from "./load-model";
+import { prefillWastePerToken } from "../model/graph/decoder-spec";
 import { StepTraceFile } from "../engine/step-trace";
 
 export interface BackendOptions {

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DoneFrame, Frame, GenerateRequest } from "../../protocol/messages";
-import { materializeTinyModel } from "../model/demo-model";
+import { materializeTinyModel } from "../model/checkpoint/demo-model";
 import { createBackend, type Backend } from "./backend";
 
 /**

@@ -7,9 +7,9 @@ import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type DoneFrame, type GenerateReque
 import { ROUTES } from "../../protocol/routes";
 import { Engine } from "../engine/engine";
 import { BlockPool } from "../kv/block-pool";
-import { CpuExecutor } from "../model/cpu-executor";
-import { materializeTinyModel } from "../model/demo-model";
-import { loadModel } from "../model/load-model";
+import { CpuExecutor } from "../model/executors/cpu-executor";
+import { materializeTinyModel } from "../model/checkpoint/demo-model";
+import { loadModel } from "./load-model";
 import { createBackendApp } from "./app";
 
 const SECRET = "s3cret";

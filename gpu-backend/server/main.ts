@@ -4,7 +4,7 @@ import { createBackend } from "./backend";
 import { createBackendApp } from "./app";
 import { parseSize, positiveInt } from "./cli-args";
 import { startHeartbeat } from "./heartbeat";
-import type { DeviceRequest } from "../model/device";
+import type { DeviceRequest } from "../model/executors/device";
 
 /** `npm run backend -- --help` prints this. */
 const USAGE = `npm run backend -- [flags]: one backend process serving one model (npm start runs it together with the edge).

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { TestProject } from "vitest/node";
-import { materializeTinyModel } from "../../gpu-backend/model/demo-model";
+import { materializeTinyModel } from "../../gpu-backend/model/checkpoint/demo-model";
 import { startBackend, type BackendProcess } from "../support/backend-process";
 
 declare module "vitest" {

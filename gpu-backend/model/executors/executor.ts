@@ -1,9 +1,10 @@
-import type { DecoderSpec } from "./decoder-spec";
+import type { DecoderSpec } from "../graph/decoder-spec";
 
 /**
  * The model executor: runs one engine step over a batch of sequences, reading and writing the
- * KV block pool it owns. Implementations: `cpu` (standard ONNX ops, this folder), and the GPU
- * executors of a later issue; one conformance suite runs against every executor available.
+ * KV block pool it owns. Implementations, in this folder: `cpu` (standard ONNX ops, fp32 pool),
+ * `webgpu` and `cuda` (PagedAttention over an fp16 pool); `createExecutor` picks one by device. One
+ * conformance suite (`../testing/executor-conformance.ts`) runs against every executor available.
  */
 export interface Executor {
   readonly device: ExecutorDevice;

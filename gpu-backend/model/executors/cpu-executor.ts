@@ -1,7 +1,7 @@
 import * as ort from "onnxruntime-node";
-import type { DecoderSpec, WeightSource } from "./decoder-spec";
+import type { DecoderSpec, WeightSource } from "../graph/decoder-spec";
 import type { Executor, StepResult, StepSequence, TransferStats } from "./executor";
-import { GRAPH_IO, buildLlamaGraph } from "./llama-graph";
+import { GRAPH_IO, buildLlamaGraph } from "../graph/llama-graph";
 
 /** Additive mask value for keys a query must not see (finite so padded rows stay NaN-free). */
 const MASKED = -1e30;

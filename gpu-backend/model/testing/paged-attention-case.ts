@@ -1,4 +1,4 @@
-import { DataType, GraphBuilder } from "./graph-builder";
+import { DataType, GraphBuilder } from "../graph/graph-builder";
 
 /**
  * A self-checking test case for `com.microsoft.PagedAttention` (onnxruntime 1.30, WebGPU/CUDA,

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { createExecutor } from "./create-executor";
 import { CUDA_INSTALL_HINT, cudaProviderInstalled, resolveDevice } from "./device";
-import { randomWeights } from "./random-weights";
-import { tinySpec } from "./tiny-spec";
+import { randomWeights } from "../testing/random-weights";
+import { tinySpec } from "../testing/tiny-spec";
 
 describe("--device resolution", () => {
   it("takes cpu when asked", async () => {

@@ -1,8 +1,8 @@
 import { existsSync, readFileSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
-import { ChatTemplate } from "../tokenizer/chat-template";
-import { Tokenizer } from "../tokenizer/tokenizer";
-import { EMBED_WEIGHT, FINAL_NORM_WEIGHT, LM_HEAD_WEIGHT, layerWeightNames } from "./decoder-spec";
+import { ChatTemplate } from "../../tokenizer/chat-template";
+import { Tokenizer } from "../../tokenizer/tokenizer";
+import { EMBED_WEIGHT, FINAL_NORM_WEIGHT, LM_HEAD_WEIGHT, layerWeightNames } from "../graph/decoder-spec";
 import { parseModelConfig, type LlamaConfig } from "./model-config";
 import { ModelLoadError } from "./model-load-error";
 import { openSafetensors, type SafetensorsFile } from "./safetensors";

@@ -52,7 +52,7 @@ describe("demo model config", () => {
       process.env.AGENT_EDGE_CACHE_DIR = "/tmp/agent-edge-cache";
       expect(defaultDemoModelDir()).toBe("/tmp/agent-edge-cache/models/demo-llama-random");
       delete process.env.AGENT_EDGE_CACHE_DIR;
-      expect(defaultDemoModelDir()).toBe(join(import.meta.dirname, "../../.cache/models/demo-llama-random"));
+      expect(defaultDemoModelDir()).toBe(join(import.meta.dirname, "../../../.cache/models/demo-llama-random"));
     } finally {
       if (saved === undefined) delete process.env.AGENT_EDGE_CACHE_DIR;
       else process.env.AGENT_EDGE_CACHE_DIR = saved;

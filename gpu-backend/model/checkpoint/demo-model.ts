@@ -177,7 +177,7 @@ export function tinyDemoConfig(): LlamaConfig {
  * defaultDemoModelDir(); // "/work/main/.cache/models/demo-llama-random"
  */
 export function defaultDemoModelDir(): string {
-  const cache = process.env.AGENT_EDGE_CACHE_DIR || resolve(dirname(fileURLToPath(import.meta.url)), "../../.cache");
+  const cache = process.env.AGENT_EDGE_CACHE_DIR || resolve(dirname(fileURLToPath(import.meta.url)), "../../../.cache");
   return join(resolve(cache), "models", DEMO_MODEL_ID);
 }
 

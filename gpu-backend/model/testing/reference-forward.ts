@@ -6,7 +6,7 @@ import {
   ropeTables,
   type DecoderSpec,
   type WeightSource,
-} from "./decoder-spec";
+} from "../graph/decoder-spec";
 
 /**
  * A plain-TypeScript Llama forward pass with no cache and no batching, written the way the

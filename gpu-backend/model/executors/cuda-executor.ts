@@ -1,8 +1,8 @@
 import * as ort from "onnxruntime-node";
-import type { DecoderSpec, WeightSource } from "./decoder-spec";
+import type { DecoderSpec, WeightSource } from "../graph/decoder-spec";
 import { CUDA_INSTALL_HINT, cudaProviderInstalled } from "./device";
 import type { Executor, StepResult, StepSequence, TransferStats } from "./executor";
-import { PAGED_IO, buildPagedLlamaGraph } from "./paged-llama-graph";
+import { PAGED_IO, buildPagedLlamaGraph } from "../graph/paged-llama-graph";
 import { MAX_QUERY_PIECE, pagedStepInputs, stepInputBytes } from "./paged-step";
 
 export interface CudaExecutorOptions {

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CpuExecutor } from "./cpu-executor";
-import { randomWeights } from "./random-weights";
-import { referenceForward } from "./reference-forward";
-import { tinySpec } from "./tiny-spec";
-import type { DecoderSpec } from "./decoder-spec";
+import { randomWeights } from "../testing/random-weights";
+import { referenceForward } from "../testing/reference-forward";
+import { tinySpec } from "../testing/tiny-spec";
+import type { DecoderSpec } from "../graph/decoder-spec";
 
 /**
  * The ONNX decoder graph against the plain-TypeScript reference, and cached vs uncached runs.

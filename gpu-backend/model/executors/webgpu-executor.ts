@@ -2,9 +2,9 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type * as OrtWeb from "onnxruntime-web";
-import type { DecoderSpec, WeightSource } from "./decoder-spec";
+import type { DecoderSpec, WeightSource } from "../graph/decoder-spec";
 import type { Executor, StepResult, StepSequence, TransferStats } from "./executor";
-import { PAGED_IO, buildPagedLlamaGraph } from "./paged-llama-graph";
+import { PAGED_IO, buildPagedLlamaGraph } from "../graph/paged-llama-graph";
 import { MAX_QUERY_PIECE, pagedStepInputs, stepInputBytes } from "./paged-step";
 
 export const NO_WEBGPU_ADAPTER =

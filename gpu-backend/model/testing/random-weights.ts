@@ -1,4 +1,5 @@
-import { EMBED_WEIGHT, FINAL_NORM_WEIGHT, LM_HEAD_WEIGHT, layerWeightNames, type DecoderSpec, type WeightSource } from "./decoder-spec";
+import { mulberry32 } from "../../../protocol/random";
+import { EMBED_WEIGHT, FINAL_NORM_WEIGHT, LM_HEAD_WEIGHT, layerWeightNames, type DecoderSpec, type WeightSource } from "../graph/decoder-spec";
 
 /**
  * Seeded random weights for a decoder spec, in memory (tests and micro-benchmarks that need no
@@ -42,17 +43,5 @@ export function randomWeights(spec: DecoderSpec, seed: number, std = 0.08): Weig
       if (!t) throw new Error(`no tensor ${name}`);
       return t;
     },
-  };
-}
-
-/** A small, fast, seedable PRNG returning floats in [0, 1). */
-export function mulberry32(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
   };
 }

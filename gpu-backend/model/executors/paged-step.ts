@@ -1,4 +1,4 @@
-import type { DecoderSpec } from "./decoder-spec";
+import type { DecoderSpec } from "../graph/decoder-spec";
 import type { StepSequence } from "./executor";
 
 /**

@@ -1,4 +1,4 @@
-import type { DecoderSpec, WeightSource } from "./decoder-spec";
+import type { DecoderSpec, WeightSource } from "../graph/decoder-spec";
 import { CpuExecutor } from "./cpu-executor";
 import type { Device } from "./device";
 import type { Executor } from "./executor";

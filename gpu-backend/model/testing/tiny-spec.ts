@@ -1,4 +1,4 @@
-import type { DecoderSpec } from "./decoder-spec";
+import type { DecoderSpec } from "../graph/decoder-spec";
 
 /**
  * A tiny decoder spec for tests: two layers, grouped-query attention (4 heads over 2 KV heads).

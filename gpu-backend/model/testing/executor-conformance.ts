@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { DecoderSpec, WeightSource } from "./decoder-spec";
-import type { Executor } from "./executor";
+import type { DecoderSpec, WeightSource } from "../graph/decoder-spec";
+import type { Executor } from "../executors/executor";
 import { randomWeights } from "./random-weights";
 import { referenceForward } from "./reference-forward";
 import { tinySpec } from "./tiny-spec";

@@ -1,0 +1,68 @@
+import type { ChatCodec } from "../engine/chat-codec";
+import { newToolCallId } from "../tokenizer/tool-call-id";
+import { detectToolCallConvention, parseAssistantText } from "../tokenizer/tool-call-parser";
+import { loadCheckpoint, type Checkpoint } from "../model/checkpoint/checkpoint";
+import type { DecoderSpec, WeightSource } from "../model/graph/decoder-spec";
+import { materializeDemoModel } from "../model/checkpoint/demo-model";
+import { ropeInvFreq, type LlamaConfig } from "../model/checkpoint/model-config";
+
+export interface LoadedModel {
+  spec: DecoderSpec;
+  weights: WeightSource;
+  codec: ChatCodec;
+  checkpoint: Checkpoint;
+}
+
+/** Longest context served by default (rotary tables and the context check are sized by it). */
+export const DEFAULT_MAX_CONTEXT = 32_768;
+
+/**
+ * Loads a Hugging Face-style folder (or materializes and loads the embedded demo model when `dir`
+ * is undefined) into what the executor and the engine need.
+ *
+ * @example
+ * const { spec, weights, codec } = await loadModel({ dir: undefined, log: console.log });
+ */
+export async function loadModel(options: { dir: string | undefined; maxContext?: number; log?: (line: string) => void }): Promise<LoadedModel> {
+  const log = options.log ?? (() => {});
+  const dir = options.dir ?? (await materializeDemoModel({ onProgress: log }));
+  log(`loading ${dir}`);
+  const checkpoint = await loadCheckpoint(dir);
+  const spec = decoderSpecOf(checkpoint.modelId, checkpoint.config, options.maxContext ?? DEFAULT_MAX_CONTEXT);
+  const { tokenizer, template } = checkpoint;
+  const names = new Set(checkpoint.tensorNames);
+  const weights: WeightSource = {
+    has: (name) => names.has(name),
+    take: (name) => checkpoint.getTensor(name).data,
+  };
+  const eos = new Set([...tokenizer.eosTokenIds, ...checkpoint.config.eosTokenIds]);
+  const toolCalls = detectToolCallConvention(checkpoint.chatTemplate);
+  const codec: ChatCodec = {
+    render: (p) => template.render(p),
+    encode: (text) => tokenizer.encode(text, { addSpecialTokens: false }),
+    decode: (ids) => tokenizer.decode(ids, { skipSpecialTokens: false }),
+    createDecoder: () => tokenizer.createDecoder({ skipSpecialTokens: false }),
+    parseAssistant: (text) => parseAssistantText(text, toolCalls, newToolCallId),
+    eosTokenIds: [...eos],
+  };
+  return { spec, weights, codec, checkpoint };
+}
+
+/** The graph's view of a Hugging Face config. */
+export function decoderSpecOf(modelId: string, c: LlamaConfig, maxContext: number): DecoderSpec {
+  return {
+    modelId,
+    hiddenSize: c.hiddenSize,
+    intermediateSize: c.intermediateSize,
+    numLayers: c.numHiddenLayers,
+    numHeads: c.numAttentionHeads,
+    numKvHeads: c.numKeyValueHeads,
+    headDim: c.headDim,
+    rmsNormEps: c.rmsNormEps,
+    vocabSize: c.vocabSize,
+    tieWordEmbeddings: c.tieWordEmbeddings,
+    attentionBias: c.attentionBias,
+    invFreq: ropeInvFreq(c),
+    maxPositions: Math.min(c.maxPositionEmbeddings, maxContext),
+  };
+}
