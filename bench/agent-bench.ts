@@ -1,6 +1,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { DoneFrame, Frame, GenerateRequest } from "../protocol/messages";
+import { commonPrefixLength } from "../protocol/common-prefix";
 import { Engine } from "../gpu-backend/engine/engine";
 import { BlockPool, blocksForBudget } from "../gpu-backend/kv/block-pool";
 import { CpuExecutor } from "../gpu-backend/model/executors/cpu-executor";
@@ -188,7 +189,7 @@ async function runWorkload(engine: Engine, workload: AgentTrajectory[], label: s
   // Strictly new tokens of a turn: its prompt minus the longest prefix it shares with anything
   // submitted before it (its own previous turn and reply, or another trajectory's system prompt).
   submitted.forEach((cur, i) => {
-    const lcp = submitted.slice(0, i).reduce((best, prev) => Math.max(best, commonPrefix(prev.all, cur.prompt)), 0);
+    const lcp = submitted.slice(0, i).reduce((best, prev) => Math.max(best, commonPrefixLength(prev.all, cur.prompt)), 0);
     cur.record.newTokens = cur.prompt.length - lcp;
   });
   return { records, wallMs };
@@ -201,13 +202,6 @@ function submit(engine: Engine, req: GenerateRequest): Promise<DoneFrame> {
       else if (f.type === "error") reject(new Error(`${f.code}: ${f.message}`));
     });
   });
-}
-
-function commonPrefix(a: number[], b: number[]): number {
-  const n = Math.min(a.length, b.length);
-  let i = 0;
-  while (i < n && a[i] === b[i]) i++;
-  return i;
 }
 
 function round(v: number, digits: number): number {

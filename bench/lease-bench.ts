@@ -2,6 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ChatMessage, DoneFrame, Frame, GenerateRequest } from "../protocol/messages";
+import { commonPrefixLength } from "../protocol/common-prefix";
 import { MAX_PAUSE_SAMPLES, percentile, predictLeaseReturn, predictLeaseTtl } from "../durable-objects/trajectory/lease-policy";
 import { LEASE_DEFAULTS, type LeaseSettings } from "../durable-objects/settings";
 import { Engine } from "../gpu-backend/engine/engine";
@@ -317,7 +318,7 @@ async function simulate(p: { model: LoadedModel; executor: Executor; workload: r
       const state = engine.states.get(done.stateId)!;
       const prompt = state.promptTokenIds;
       // Tokens no cache could supply: beyond the full blocks of the previous prompt + reply it extends.
-      const reusable = Math.floor(commonPrefix(s.previous, prompt) / blockSize) * blockSize;
+      const reusable = Math.floor(commonPrefixLength(s.previous, prompt) / blockSize) * blockSize;
       const unavoidable = Math.max(1, prompt.length - Math.min(reusable, Math.floor((prompt.length - 1) / blockSize) * blockSize));
       const fill = prefillMs(done.usage.computedTokens);
       prefillTotal += fill;
@@ -428,13 +429,6 @@ function submit(engine: Engine, req: GenerateRequest): Promise<DoneFrame> {
       else if (f.type === "error") reject(new Error(`${f.code}: ${f.message}`));
     });
   });
-}
-
-function commonPrefix(a: readonly number[], b: readonly number[]): number {
-  const n = Math.min(a.length, b.length);
-  let i = 0;
-  while (i < n && a[i] === b[i]) i++;
-  return i;
 }
 
 function round(v: number, digits: number): number {

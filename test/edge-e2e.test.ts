@@ -1,13 +1,10 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import OpenAI from "openai";
 import type { ChatCompletionMessageParam, ChatCompletionTool } from "openai/resources/chat/completions";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { route } from "../durable-objects/routing/routing-policy";
-import { materializeTinyModel } from "../gpu-backend/model/checkpoint/demo-model";
-import { freePort, isPortFree, startStack, type Stack } from "../scripts/stack";
+import { isPortFree, type Stack } from "../scripts/stack";
 import { generate, greedy } from "./support/backend-client";
+import { startTestStack, type TestStack } from "./support/stack-fixture";
 
 /**
  * End to end: a real backend process and `wrangler dev` (workerd, real Durable Objects with
@@ -16,32 +13,18 @@ import { generate, greedy } from "./support/backend-client";
 const MODEL = "tiny-llama-random";
 
 describe("edge end to end (wrangler dev + backend + openai client)", () => {
-  let dir: string;
+  let fixture: TestStack | undefined;
   let stack: Stack;
   let client: OpenAI;
   let inspectorPort: number;
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "agent-edge-e2e-"));
-    const modelDir = await materializeTinyModel(join(dir, "tiny"));
-    inspectorPort = await freePort();
-    stack = await startStack({
-      modelDir,
-      backendPorts: [await freePort()],
-      edgePort: await freePort(),
-      inspectorPort,
-      persistTo: join(dir, "wrangler-state"),
-      kvMemory: "64MiB",
-      threads: 1,
-      onLine: () => {},
-    });
+    fixture = await startTestStack({ name: "e2e", kvMemory: "64MiB", threads: 1 });
+    ({ stack, inspectorPort } = fixture);
     client = new OpenAI({ apiKey: "sk-local-dev", baseURL: `${stack.edgeUrl}/v1`, maxRetries: 0 });
   });
 
-  afterAll(async () => {
-    await stack?.stop();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  afterAll(() => fixture?.stop());
 
   const tools: ChatCompletionTool[] = [
     {
@@ -183,30 +166,22 @@ describe("edge end to end (wrangler dev + backend + openai client)", () => {
  * evicted there (removed events), that backend no longer attracts new trajectories.
  */
 describe("placement by KV events (wrangler dev + two backends)", () => {
-  let dir: string;
+  let fixture: TestStack | undefined;
   let stack: Stack;
   const auth = { authorization: "Bearer sk-local-dev", "content-type": "application/json" };
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "agent-edge-kv-events-"));
-    const modelDir = await materializeTinyModel(join(dir, "tiny"));
-    stack = await startStack({
-      modelDir,
-      backendPorts: [await freePort(), await freePort()],
-      edgePort: await freePort(),
-      inspectorPort: await freePort(),
-      persistTo: join(dir, "wrangler-state"),
+    fixture = await startTestStack({
+      name: "kv-events",
+      backends: 2,
       // 64 blocks of 16 tokens (tiny model: 512 bytes of K and V per token): easy to evict.
       kvMemory: "512KiB",
       threads: 1,
-      onLine: () => {},
     });
+    ({ stack } = fixture);
   });
 
-  afterAll(async () => {
-    await stack?.stop();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  afterAll(() => fixture?.stop());
 
   const chat = async (trajectoryId: string, messages: unknown[]) => {
     const res = await fetch(`${stack.edgeUrl}/v1/chat/completions`, {

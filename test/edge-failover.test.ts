@@ -1,9 +1,6 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { materializeTinyModel } from "../gpu-backend/model/checkpoint/demo-model";
-import { freePort, isPortFree, startStack, type Stack } from "../scripts/stack";
+import { isPortFree, type Stack } from "../scripts/stack";
+import { startTestStack, type TestStack } from "./support/stack-fixture";
 
 /**
  * Two real backend processes behind `wrangler dev`; the trajectory's backend is killed between
@@ -11,33 +8,24 @@ import { freePort, isPortFree, startStack, type Stack } from "../scripts/stack";
  * another backend takes the turn in full and the trajectory goes on intact.
  */
 describe("edge failover (two backends, one killed)", () => {
-  let dir: string;
+  let fixture: TestStack | undefined;
   let stack: Stack;
   let inspectorPort: number;
   const auth = { authorization: "Bearer sk-local-dev", "content-type": "application/json" };
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "agent-edge-failover-"));
-    const modelDir = await materializeTinyModel(join(dir, "tiny"));
-    inspectorPort = await freePort();
-    stack = await startStack({
-      modelDir,
-      backendPorts: [await freePort(), await freePort(), await freePort()],
-      edgePort: await freePort(),
-      inspectorPort,
+    fixture = await startTestStack({
+      name: "failover",
+      backends: 3,
       // As the benchmarks run it: wrangler dev without its devtools inspector.
       devtools: false,
-      persistTo: join(dir, "state"),
       kvMemory: "64MiB",
       threads: 1,
-      onLine: () => {},
     });
+    ({ stack, inspectorPort } = fixture);
   });
 
-  afterAll(async () => {
-    await stack?.stop();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  afterAll(() => fixture?.stop());
 
   const chat = (trajectoryId: string, messages: unknown[], extra: object = {}) =>
     fetch(`${stack.edgeUrl}/v1/chat/completions`, {

@@ -1,13 +1,12 @@
-import { mkdirSync, mkdtempSync, rmSync, statSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import OpenAI from "openai";
 import type { ChatCompletionMessageParam } from "openai/resources/chat/completions";
 import { chromium, type Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { materializeTinyModel } from "../gpu-backend/model/checkpoint/demo-model";
 import { chromiumExecutable, DEFAULT_CHROMIUM } from "../scripts/chromium";
-import { freePort, repoRoot, startStack, type Stack } from "../scripts/stack";
+import { repoRoot, type Stack } from "../scripts/stack";
+import { startTestStack, type TestStack } from "./support/stack-fixture";
 
 /**
  * The trajectory inspector in real headless Chromium (Debian's, through playwright-core; no
@@ -30,7 +29,7 @@ interface StateTurn {
 }
 
 describe("trajectory inspector in headless Chromium", () => {
-  let dir: string;
+  let fixture: TestStack | undefined;
   let stack: Stack;
   let browser: Browser;
   let client: OpenAI;
@@ -42,28 +41,14 @@ describe("trajectory inspector in headless Chromium", () => {
         `Chromium not found at ${process.env.CHROMIUM_PATH || DEFAULT_CHROMIUM}: the inspector's browser test needs Debian's chromium. Run \`sudo bash scripts/install-chromium.sh\` (or set CHROMIUM_PATH); .ci/run does.`,
       );
     }
-    dir = mkdtempSync(join(tmpdir(), "agent-edge-inspector-"));
-    const modelDir = await materializeTinyModel(join(dir, "tiny"));
-    [stack, browser] = await Promise.all([
-      startStack({
-        modelDir,
-        backendPorts: [await freePort()],
-        edgePort: await freePort(),
-        inspectorPort: await freePort(),
-        persistTo: join(dir, "wrangler-state"),
-        kvMemory: "64MiB",
-        threads: 1,
-        onLine: () => {},
-      }),
-      chromium.launch({ executablePath, headless: true }),
-    ]);
+    [fixture, browser] = await Promise.all([startTestStack({ name: "inspector", kvMemory: "64MiB", threads: 1 }), chromium.launch({ executablePath, headless: true })]);
+    ({ stack } = fixture);
     client = new OpenAI({ apiKey: "sk-local-dev", baseURL: `${stack.edgeUrl}/v1`, maxRetries: 0 });
   });
 
   afterAll(async () => {
     await browser?.close();
-    await stack?.stop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    await fixture?.stop();
   });
 
   it("shows the per-turn bars, the forced prefix break and its cause, and the list page", async () => {

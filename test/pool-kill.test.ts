@@ -1,11 +1,9 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { availableParallelism, tmpdir } from "node:os";
-import { join } from "node:path";
+import { availableParallelism } from "node:os";
 import OpenAI, { APIError } from "openai";
 import type { ChatCompletionMessageParam } from "openai/resources/chat/completions";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { materializeTinyModel } from "../gpu-backend/model/checkpoint/demo-model";
-import { freePort, startStack, type Stack, type StackPart } from "../scripts/stack";
+import type { Stack, StackPart } from "../scripts/stack";
+import { startTestStack, type TestStack } from "./support/stack-fixture";
 
 /**
  * The pool under load, end to end: three real backend processes registered with the edge's pool
@@ -79,22 +77,16 @@ interface Trajectory {
 }
 
 describe("pool: 3 registered backends, the busiest SIGKILLed mid-trajectory", () => {
-  let dir: string;
+  let fixture: TestStack | undefined;
   let stack: Stack;
   const lines: string[] = [];
   const auth = { authorization: "Bearer sk-local-dev", "content-type": "application/json" };
 
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "agent-edge-pool-kill-"));
-    const modelDir = await materializeTinyModel(join(dir, "tiny"));
     // As `npm start -- --backends 3` does (scripts/start.ts), on free ports instead of 8080-8082.
-    const [b1, b2, b3, edgePort, inspectorPort] = await distinctFreePorts(5);
-    stack = await startStack({
-      modelDir,
-      backendPorts: [b1!, b2!, b3!],
-      edgePort,
-      inspectorPort,
-      persistTo: join(dir, "state"),
+    fixture = await startTestStack({
+      name: "pool-kill",
+      backends: 3,
       kvMemory: "64MiB",
       threads: Math.max(1, Math.floor(availableParallelism() / 3)),
       onLine: (line) => {
@@ -102,12 +94,10 @@ describe("pool: 3 registered backends, the busiest SIGKILLed mid-trajectory", ()
         if (lines.length > 400) lines.shift();
       },
     });
+    ({ stack } = fixture);
   }, 600_000);
 
-  afterAll(async () => {
-    await stack?.stop();
-    if (dir) rmSync(dir, { recursive: true, force: true });
-  });
+  afterAll(() => fixture?.stop());
 
   const pool = async (): Promise<PoolBackendView[]> => {
     const res = await fetch(`${stack.edgeUrl}/v1/pool`, { headers: { "x-agent-edge-secret": stack.secret } });
@@ -366,13 +356,6 @@ describe("pool: 3 registered backends, the busiest SIGKILLed mid-trajectory", ()
     return lines.filter((l) => l.startsWith(`[${part.name}]`) || l.startsWith("[wrangler]")).slice(-30).join("\n");
   }
 });
-
-/** `n` free ports, all different (`freePort` alone may hand out the same port twice in a row). */
-async function distinctFreePorts(n: number): Promise<number[]> {
-  const ports = new Set<number>();
-  while (ports.size < n) ports.add(await freePort());
-  return [...ports];
-}
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));

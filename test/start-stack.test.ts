@@ -1,26 +1,28 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { materializeTinyModel } from "../gpu-backend/model/checkpoint/demo-model";
 import { freePort, isProcessAlive, resolveSecret, startStack, StackStartError, type Stack } from "../scripts/stack";
+import { makeTestModelDir, type TestModelDir } from "./support/stack-fixture";
 
 /** `npm start`'s orchestration: real backend and `wrangler dev` processes, started and stopped. */
 describe("startStack (backend + wrangler dev)", () => {
+  let tmp: TestModelDir | undefined;
   let dir: string;
   let modelDir: string;
   let stack: Stack | undefined;
   const lines: string[] = [];
 
+  // The subject here is startStack itself, so each test calls it; only the temp dir and the tiny
+  // model are shared with the other stack tests.
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "agent-edge-stack-"));
-    modelDir = await materializeTinyModel(join(dir, "tiny"));
+    tmp = await makeTestModelDir("stack");
+    ({ dir, modelDir } = tmp);
   });
 
   afterAll(async () => {
     await stack?.stop();
-    rmSync(dir, { recursive: true, force: true });
+    tmp?.remove();
   });
 
   it("starts both parts, answers /healthz on each, and leaves no process behind after stop()", async () => {

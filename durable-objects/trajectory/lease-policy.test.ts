@@ -10,6 +10,17 @@ describe("lease policy", () => {
     expect(() => percentile([], 0.9)).toThrow();
   });
 
+  it("takes the nearest-rank percentile at q = p / 100 (the routing bench's p50 and p99)", () => {
+    const xs = Array.from({ length: 100 }, (_, i) => 100 - i); // 1..100, unsorted
+    expect(percentile(xs, 0.5)).toBe(50);
+    expect(percentile(xs, 0.99)).toBe(99);
+    expect(percentile(xs, 1)).toBe(100);
+    expect(percentile([7], 0.99)).toBe(7);
+    expect(percentile([3, 1, 2], 0.5)).toBe(2);
+    expect(percentile([1, 2, 3, 4], 0.99)).toBe(4);
+    expect(() => percentile([], 0.5)).toThrow(); // the bench guards empty samples itself (routing-report.test.ts)
+  });
+
   it("predicts p90 of the trajectory's pauses x the safety factor, clamped", () => {
     const s = LEASE_DEFAULTS;
     expect(predictLeaseTtl({ pauses: [1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10_000], settings: s })).toEqual({ ttlMs: 13_500, basis: "trajectory" });

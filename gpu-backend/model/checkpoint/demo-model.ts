@@ -362,7 +362,7 @@ function readme(modelId: string, config: LlamaConfig, seed: number, numParams: n
   return `# ${modelId}
 
 An UNTRAINED Llama-style model with seeded random weights, written by Agent Edge
-(\`gpu-backend/model/demo-model.ts\`). Its output is meaningless text. It exists so that the
+(\`gpu-backend/model/checkpoint/demo-model.ts\`). Its output is meaningless text. It exists so that the
 serving stack (tokenizer, chat template, KV cache, prefix reuse, scheduler, executors) can run
 end to end without downloading a model.
 

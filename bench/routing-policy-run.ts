@@ -1,0 +1,198 @@
+import type { ChatMessage } from "../protocol/messages";
+import type { RoutingPolicyName } from "../durable-objects/routing/routing-policy";
+import { startStack, type Stack } from "../scripts/stack";
+import type { RoutingTrajectory } from "./routing-workload";
+import { Progress, note } from "./progress";
+import { round, type CpuBreakdown, type TurnResult } from "./routing-report";
+import { cpuSnapshot, meters, samplePool, waitForPool } from "./routing-stack-meters";
+
+const API_KEY = "sk-local-dev";
+
+/**
+ * One routing policy's run: starts `wrangler dev` with `ROUTING_POLICY` set against the running
+ * backends, sends every trajectory's turns concurrently through the OpenAI-compatible API
+ * (streaming, tool pauses between turns, up to 3 tries a turn), reads which backend served each
+ * turn from the session URLs, and stops the edge.
+ */
+export async function runPolicy(params: {
+  policy: RoutingPolicyName;
+  backendStack: Stack;
+  edgePort: number;
+  inspectorPort: number;
+  persistTo: string;
+  workload: RoutingTrajectory[];
+  modelId: string;
+  onLine: (line: string) => void;
+}): Promise<{
+  results: TurnResult[];
+  /** Epoch ms when the workload started. */
+  startedAt: number;
+  wallMs: number;
+  backends: string[];
+  sampledLoad: Record<string, number>;
+  downSamples: Record<string, number>;
+  usage: Record<string, { cpuS: number; executorS: number }>;
+  retries: number;
+  cpu: CpuBreakdown;
+}> {
+  const { policy, workload } = params;
+  note("routing", `${policy}: starting wrangler dev`);
+  let stack: Stack | undefined;
+  try {
+    stack = await startStack({
+      backendUrls: params.backendStack.backendUrls,
+      secret: params.backendStack.secret,
+      edgePort: params.edgePort,
+      inspectorPort: params.inspectorPort,
+      // wrangler dev's devtools inspector reports every streamed chunk to its Node process (~40 ms
+      // of CPU per turn here), a cost of the local tool that a deployed Worker does not have.
+      devtools: false,
+      persistTo: params.persistTo,
+      // A salt of its own per policy: blocks cached under another policy never hit.
+      vars: { ROUTING_POLICY: policy, CACHE_SALT_SECRET: `routing-bench-${policy}-${Date.now()}` },
+      onLine: params.onLine,
+    });
+    const backends = params.backendStack.parts.filter((p) => p.kind === "backend").map((p) => p.name);
+    await waitForPool(stack, backends.length);
+    note("routing", `${policy}: stack ready in ${stack.readySeconds.toFixed(1)} s; running the workload`);
+
+    const headers = { authorization: `Bearer ${API_KEY}`, "content-type": "application/json" };
+    const run = `${policy}-${Date.now().toString(36)}`;
+    const progress = new Progress("routing", workload.reduce((a, t) => a + t.turns.length, 0));
+    const client: Omit<TurnResult, "computedTokens" | "backend" | "mode" | "fullReason" | "route" | "doTtftMs">[] = [];
+    const retries: string[] = [];
+    const sampler = samplePool(stack);
+    const before = await meters(params.backendStack);
+    const cpuBefore = cpuSnapshot(params.backendStack, stack);
+    const start = performance.now();
+    const startedAt = Date.now();
+    await Promise.all(
+      workload.map(async (traj) => {
+        await sleep(traj.startDelayMs);
+        const transcript: ChatMessage[] = [];
+        for (let k = 0; k < traj.turns.length; k++) {
+          const turn = traj.turns[k]!;
+          await sleep(turn.pauseMs);
+          transcript.push(...turn.newMessages);
+          const body = { model: params.modelId, messages: transcript, tools: traj.tools, max_tokens: turn.maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true } };
+          let sent = performance.now();
+          let reply: Awaited<ReturnType<typeof streamTurn>>;
+          // A failed turn stores nothing, so a client may resend it; count every resend.
+          for (let attempt = 1; ; attempt++) {
+            try {
+              reply = await streamTurn(stack!.edgeUrl, headers, `${run}-${traj.id}`, body);
+              break;
+            } catch (e) {
+              if (attempt >= 3) throw e;
+              retries.push(`${traj.id} turn ${k + 1}: ${(e as Error).message.slice(0, 160)}`);
+              params.onLine(`[routing] retrying ${traj.id} turn ${k + 1}: ${(e as Error).message}`);
+              await sleep(500);
+              sent = performance.now();
+            }
+          }
+          transcript.push(reply.message);
+          client.push({
+            trajectory: traj.id,
+            group: traj.group,
+            turn: k + 1,
+            sentAtMs: sent - start,
+            ttftMs: reply.ttftMs,
+            totalMs: performance.now() - sent,
+            promptTokens: reply.usage.prompt_tokens,
+            cachedTokens: reply.usage.prompt_tokens_details?.cached_tokens ?? 0,
+            completionTokens: reply.usage.completion_tokens,
+          });
+          progress.tick(policy);
+        }
+      }),
+    );
+    const wallMs = performance.now() - start;
+    const after = await meters(params.backendStack);
+    const cpuAfter = cpuSnapshot(params.backendStack, stack);
+    const cpu = {
+      machineBusyS: round(cpuAfter.machineBusyS - cpuBefore.machineBusyS, 1),
+      machineTotalS: round(cpuAfter.machineTotalS - cpuBefore.machineTotalS, 1),
+      backendsS: round(cpuAfter.backendsS - cpuBefore.backendsS, 1),
+      edgeS: round(cpuAfter.edgeS - cpuBefore.edgeS, 1),
+      clientS: round(cpuAfter.clientS - cpuBefore.clientS, 1),
+    };
+    const sampledLoad = await sampler.stop();
+    const usage = Object.fromEntries(
+      Object.keys(after).map((id) => [id, { cpuS: round(after[id]!.cpuS - (before[id]?.cpuS ?? 0), 1), executorS: round((after[id]!.stepMs - (before[id]?.stepMs ?? 0)) / 1000, 1) }]),
+    );
+
+    // Which backend served each turn, what it computed: the session URLs' turn records.
+    const records = new Map<string, SessionTurn>();
+    for (const traj of workload) {
+      const res = await fetch(`${stack.edgeUrl}/v1/tenants/local/trajectories/${run}-${traj.id}`, { headers });
+      if (!res.ok) throw new Error(`session URL of ${traj.id} answered ${res.status}: ${await res.text()}`);
+      const state = (await res.json()) as { turns: SessionTurn[] };
+      for (const t of state.turns) records.set(`${traj.id}\u0000${t.turn}`, t);
+    }
+    const results: TurnResult[] = client.map((c) => {
+      const r = records.get(`${c.trajectory}\u0000${c.turn}`);
+      if (!r) throw new Error(`no turn record for ${c.trajectory} turn ${c.turn}`);
+      return { ...c, computedTokens: r.computed_tokens, backend: r.backend, mode: r.mode, fullReason: r.full_reason, route: r.route ?? null, doTtftMs: r.ttft_ms };
+    });
+    if (retries.length > 0) note("routing", `${policy}: ${retries.length} turn(s) resent after an error, first: ${retries[0]}`);
+    return { results, startedAt, wallMs, backends, sampledLoad: sampledLoad.load, downSamples: sampledLoad.down, usage, retries: retries.length, cpu };
+  } finally {
+    await stack?.stop();
+  }
+}
+interface SessionTurn {
+  turn: number;
+  mode: string;
+  full_reason: string | null;
+  route?: string | null;
+  computed_tokens: number;
+  ttft_ms: number;
+  backend: string;
+}
+
+interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  prompt_tokens_details?: { cached_tokens?: number };
+}
+
+/** One streaming chat completion; TTFT is the first chunk with content or a tool call. */
+async function streamTurn(edgeUrl: string, headers: Record<string, string>, trajectoryId: string, body: object): Promise<{ message: ChatMessage; usage: Usage; ttftMs: number }> {
+  const t0 = performance.now();
+  const res = await fetch(`${edgeUrl}/v1/chat/completions`, { method: "POST", headers: { ...headers, "x-trajectory-id": trajectoryId }, body: JSON.stringify(body) });
+  if (!res.ok || !res.body) throw new Error(`edge answered ${res.status}: ${await res.text()}`);
+  let ttft: number | undefined;
+  let text = "";
+  const calls: { id: string; type: "function"; function: { name: string; arguments: string } }[] = [];
+  let usage: Usage | undefined;
+  let pending = "";
+  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    pending += value;
+    const lines = pending.split("\n");
+    pending = lines.pop()!;
+    for (const line of lines) {
+      if (!line.startsWith("data: ") || line === "data: [DONE]") continue;
+      const chunk = JSON.parse(line.slice(6)) as {
+        error?: { message: string; code: string };
+        choices?: { delta?: { content?: string; tool_calls?: { index: number; id: string; function: { name: string; arguments: string } }[] } }[];
+        usage?: Usage;
+      };
+      if (chunk.error) throw new Error(`turn failed mid-stream (${trajectoryId}): ${chunk.error.code}: ${chunk.error.message}`);
+      const delta = chunk.choices?.[0]?.delta;
+      if (delta?.content || delta?.tool_calls?.length) ttft ??= performance.now() - t0;
+      if (delta?.content) text += delta.content;
+      for (const c of delta?.tool_calls ?? []) calls[c.index] = { id: c.id, type: "function", function: { name: c.function.name, arguments: c.function.arguments } };
+      if (chunk.usage) usage = chunk.usage;
+    }
+  }
+  if (!usage) throw new Error(`no usage chunk for ${trajectoryId}`);
+  const message: ChatMessage = calls.length > 0 ? { role: "assistant", content: text || null, tool_calls: calls } : { role: "assistant", content: text };
+  return { message, usage, ttftMs: ttft ?? performance.now() - t0 };
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,102 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { materializeTinyModel } from "../../gpu-backend/model/checkpoint/demo-model";
+import { freePort, startStack, type Stack, type StackOptions } from "../../scripts/stack";
+
+/** A fresh temp dir with the tiny random model materialized in it (`dir/tiny`). */
+export interface TestModelDir {
+  dir: string;
+  modelDir: string;
+  /** Removes the temp dir. */
+  remove(): void;
+}
+
+/**
+ * Creates a temp dir named `agent-edge-<name>-...` and materializes the tiny random model in it.
+ *
+ * @example
+ * const tmp = await makeTestModelDir("stack");
+ * await startStack({ modelDir: tmp.modelDir, ... });
+ * tmp.remove();
+ */
+export async function makeTestModelDir(name: string): Promise<TestModelDir> {
+  const dir = mkdtempSync(join(tmpdir(), `agent-edge-${name}-`));
+  const remove = () => rmSync(dir, { recursive: true, force: true });
+  try {
+    return { dir, modelDir: await materializeTinyModel(join(dir, "tiny")), remove };
+  } catch (e) {
+    remove();
+    throw e;
+  }
+}
+
+/** What a test may set; ports, model and state dir come from the fixture. */
+export type TestStackOptions = Omit<StackOptions, "backendPorts" | "backendPort" | "edgePort" | "inspectorPort" | "persistTo" | "modelDir"> & {
+  /** Names the temp dir (`agent-edge-<name>-...`). */
+  name: string;
+  /** Backends to start (default 1). */
+  backends?: number;
+};
+
+/** A started local stack, its temp dir and the ports it was given. */
+export interface TestStack {
+  stack: Stack;
+  dir: string;
+  modelDir: string;
+  /** wrangler's devtools inspector port (listening only while `devtools` is on). */
+  inspectorPort: number;
+  /** Stops every process of the stack, then removes the temp dir. */
+  stop(): Promise<void>;
+}
+
+/**
+ * The local stack as the end-to-end tests run it: a temp dir with the tiny random model, `backends`
+ * backend processes (heartbeating into the pool) and `wrangler dev` with its Durable Object state
+ * in the temp dir, all on free ports (all different). Output lines go nowhere unless `onLine` is
+ * given. If anything fails to start, what did start is stopped and the temp dir removed.
+ *
+ * @example
+ * let fixture: TestStack | undefined;
+ * beforeAll(async () => { fixture = await startTestStack({ name: "e2e", kvMemory: "64MiB", threads: 1 }); });
+ * afterAll(() => fixture?.stop());
+ */
+export async function startTestStack(options: TestStackOptions): Promise<TestStack> {
+  const { name, backends = 1, ...stackOptions } = options;
+  const tmp = await makeTestModelDir(name);
+  try {
+    const [edgePort, inspectorPort, ...backendPorts] = await distinctFreePorts(2 + backends);
+    const stack = await startStack({
+      onLine: () => {},
+      ...stackOptions,
+      modelDir: tmp.modelDir,
+      backendPorts,
+      edgePort: edgePort!,
+      inspectorPort: inspectorPort!,
+      persistTo: join(tmp.dir, "wrangler-state"),
+    });
+    return {
+      stack,
+      dir: tmp.dir,
+      modelDir: tmp.modelDir,
+      inspectorPort: inspectorPort!,
+      async stop() {
+        try {
+          await stack.stop();
+        } finally {
+          tmp.remove();
+        }
+      },
+    };
+  } catch (e) {
+    tmp.remove(); // startStack stops the parts it started before it throws
+    throw e;
+  }
+}
+
+/** `n` free ports, all different (`freePort` alone may hand out the same port twice in a row). */
+export async function distinctFreePorts(n: number): Promise<number[]> {
+  const ports = new Set<number>();
+  while (ports.size < n) ports.add(await freePort());
+  return [...ports];
+}
