@@ -1,9 +1,9 @@
 import { Hono } from "hono";
 import { ProtocolError } from "../protocol";
 import { ROUTES } from "../protocol/routes";
-import { auth, type AuthVariables } from "./auth";
-import { edgeError, errorResponse } from "./errors";
-import { servedModels } from "./models";
+import { auth, type AuthVariables } from "./http/auth";
+import { edgeError, errorResponse } from "./http/errors";
+import { servedModels } from "./http/models";
 import { chatRoutes } from "./routes/chat";
 import { inspectRoutes } from "./routes/inspect";
 import { metricsRoutes } from "./routes/metrics";

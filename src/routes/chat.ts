@@ -1,13 +1,13 @@
 import { Hono } from "hono";
 import { ROUTES } from "../../protocol/routes";
 import { ProtocolError } from "../../protocol";
-import type { AuthVariables } from "../auth";
-import { readJson } from "../body";
-import { parseChatBody } from "../chat-request";
-import { DEFAULT_MODEL_ID, servedModels } from "../models";
-import { respondWithTurn } from "../respond";
-import { statelessTurn, trajectoryTurn } from "../turn-events";
-import { checkTrajectoryId } from "../trajectory-id";
+import type { AuthVariables } from "../http/auth";
+import { readJson } from "../http/body";
+import { parseChatBody } from "../http/chat-request";
+import { DEFAULT_MODEL_ID, servedModels } from "../http/models";
+import { respondWithTurn } from "../http/respond";
+import { statelessTurn, trajectoryTurn } from "../http/turn-events";
+import { checkTrajectoryId } from "../http/trajectory-id";
 import { noteTurns } from "../inspect/index-updates";
 
 /**

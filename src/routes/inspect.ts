@@ -2,13 +2,13 @@ import { Hono } from "hono";
 import { ROUTES } from "../../protocol/routes";
 import { ProtocolError } from "../../protocol";
 import { MAX_INDEXED_TRAJECTORIES, tenantIndexOf } from "../../durable-objects/tenant-index/tenant-index-do";
-import type { AuthVariables } from "../auth";
+import type { AuthVariables } from "../http/auth";
 import { PAGE_HEADERS } from "../inspect/layout";
 import { listedTrajectories, listPage } from "../inspect/list-page";
 import { trajectoryPage } from "../inspect/trajectory-page";
 import { inspectView, type InspectView } from "../inspect/view";
-import { checkTrajectoryId } from "../trajectory-id";
-import { ownTenant } from "../own-tenant";
+import { checkTrajectoryId } from "../http/trajectory-id";
+import { ownTenant } from "../http/own-tenant";
 
 /** Paths relative to the tenant group's base, `/v1/tenants/:tenant` (src/index.ts mounts it). */
 const T = ROUTES.edge.tenant;

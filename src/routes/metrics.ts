@@ -2,8 +2,8 @@ import { Hono } from "hono";
 import { ROUTES } from "../../protocol/routes";
 import { PREFIX_BREAK_CAUSES } from "../../durable-objects/turn/prefix-break";
 import { tenantIndexOf } from "../../durable-objects/tenant-index/tenant-index-do";
-import type { AuthVariables } from "../auth";
-import { ownTenant } from "../own-tenant";
+import type { AuthVariables } from "../http/auth";
+import { ownTenant } from "../http/own-tenant";
 
 /** Paths relative to the tenant group's base, `/v1/tenants/:tenant` (src/index.ts mounts it). */
 const T = ROUTES.edge.tenant;

@@ -6,7 +6,7 @@ import { SECRET_HEADER } from "../../protocol/messages";
 import { ROUTES } from "../../protocol/routes";
 import { poolOf } from "../../durable-objects/pool/pool-do";
 import { edgeSettings } from "../../durable-objects/settings";
-import { readJson } from "../body";
+import { readJson } from "../http/body";
 
 const R = ROUTES.edge.pool;
 

@@ -2,16 +2,16 @@ import { Hono } from "hono";
 import { ROUTES } from "../../protocol/routes";
 import { ProtocolError } from "../../protocol";
 import type { PrefixBreak } from "../../durable-objects/turn/prefix-break";
-import type { AuthVariables } from "../auth";
-import { readJson } from "../body";
-import { parseChatBody } from "../chat-request";
-import { DEFAULT_MODEL_ID, servedModels } from "../models";
-import { respondWithTurn } from "../respond";
-import { checkTrajectoryId } from "../trajectory-id";
-import { trajectoryTurn } from "../turn-events";
+import type { AuthVariables } from "../http/auth";
+import { readJson } from "../http/body";
+import { parseChatBody } from "../http/chat-request";
+import { DEFAULT_MODEL_ID, servedModels } from "../http/models";
+import { respondWithTurn } from "../http/respond";
+import { checkTrajectoryId } from "../http/trajectory-id";
+import { trajectoryTurn } from "../http/turn-events";
 import { idempotencyKey } from "./chat";
 import { noteCreated, noteDeleted, noteTurns } from "../inspect/index-updates";
-import { ownTenant } from "../own-tenant";
+import { ownTenant } from "../http/own-tenant";
 
 /** Paths relative to the tenant group's base, `/v1/tenants/:tenant` (src/index.ts mounts it). */
 const T = ROUTES.edge.tenant;

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { CpuExecutor } from "./cpu-executor";
 import { CudaExecutor } from "./cuda-executor";
 import { cudaProviderInstalled } from "./device";
-import { CONFORMANCE_BLOCK_SIZE, executorConformance, executorGreedy } from "../testing/executor-conformance";
+import { CONFORMANCE_BLOCK_SIZE, executorConformance, executorGreedy } from "./executor-conformance";
 import { randomWeights } from "../testing/random-weights";
 import { tinySpec } from "../testing/tiny-spec";
 

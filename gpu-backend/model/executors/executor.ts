@@ -4,7 +4,7 @@ import type { DecoderSpec } from "../graph/decoder-spec";
  * The model executor: runs one engine step over a batch of sequences, reading and writing the
  * KV block pool it owns. Implementations, in this folder: `cpu` (standard ONNX ops, fp32 pool),
  * `webgpu` and `cuda` (PagedAttention over an fp16 pool); `createExecutor` picks one by device. One
- * conformance suite (`../testing/executor-conformance.ts`) runs against every executor available.
+ * conformance suite (`executor-conformance.ts`, test-only) runs against every executor available.
  */
 export interface Executor {
   readonly device: ExecutorDevice;

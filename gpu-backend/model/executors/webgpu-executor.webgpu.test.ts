@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { CpuExecutor } from "./cpu-executor";
-import { CONFORMANCE_BLOCK_SIZE, executorConformance, executorGreedy } from "../testing/executor-conformance";
+import { CONFORMANCE_BLOCK_SIZE, executorConformance, executorGreedy } from "./executor-conformance";
 import { randomWeights } from "../testing/random-weights";
 import { tinySpec } from "../testing/tiny-spec";
 import { WebGpuExecutor } from "./webgpu-executor";

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
-import { ProtocolError, toProtocolError, type ErrorCode } from "../protocol";
+import { ProtocolError, toProtocolError, type ErrorCode } from "../../protocol";
 
 /**
  * An OpenAI-shaped error body `{ error: { message, type, code } }` with the code's HTTP status.

@@ -1,6 +1,6 @@
-import { SECRET_HEADER } from "../protocol/messages";
-import { ROUTES } from "../protocol/routes";
-import { edgeSettings } from "../durable-objects/settings";
+import { SECRET_HEADER } from "../../protocol/messages";
+import { ROUTES } from "../../protocol/routes";
+import { edgeSettings } from "../../durable-objects/settings";
 
 /** The model the local backend pool serves by default. */
 export const DEFAULT_MODEL_ID = "demo-llama-random";

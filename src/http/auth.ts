@@ -1,9 +1,9 @@
 import type { MiddlewareHandler } from "hono";
-import { ProtocolError } from "../protocol";
-import { edgeSettings } from "../durable-objects/settings";
-import { hmacSha256Hex, sha256Hex } from "../protocol/hex";
+import { ProtocolError } from "../../protocol";
+import { edgeSettings } from "../../durable-objects/settings";
+import { hmacSha256Hex, sha256Hex } from "../../protocol/hex";
 import { errorResponse } from "./errors";
-import { INSPECT_COOKIE, isInspectorRequest, readCookie, sessionCookie, sessionToken, verifySessionToken, withoutKey } from "./inspect/session";
+import { INSPECT_COOKIE, isInspectorRequest, readCookie, sessionCookie, sessionToken, verifySessionToken, withoutKey } from "../inspect/session";
 
 /** The key accepted for tenant `local` when API_KEYS is not configured (local development). */
 export const LOCAL_DEV_KEY = "sk-local-dev";

@@ -1,4 +1,4 @@
-import { ProtocolError } from "../protocol";
+import { ProtocolError } from "../../protocol";
 
 /**
  * The tenant named in a `/v1/tenants/{tenant}/...` URL, when it is the API key's own; any other

@@ -1,6 +1,6 @@
 import type { Context } from "hono";
-import { ProtocolError } from "../protocol";
-import { edgeSettings } from "../durable-objects/settings";
+import { ProtocolError } from "../../protocol";
+import { edgeSettings } from "../../durable-objects/settings";
 
 /**
  * The edge's one body reader: a JSON body, refusing more than MAX_BODY_BYTES (413

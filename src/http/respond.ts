@@ -1,7 +1,7 @@
 import type { Context } from "hono";
-import { ProtocolError, toProtocolError } from "../protocol";
-import { formatBreakHeader } from "../durable-objects/turn/prefix-break";
-import type { TurnEvent } from "../durable-objects/turn/turn-types";
+import { ProtocolError, toProtocolError } from "../../protocol";
+import { formatBreakHeader } from "../../durable-objects/turn/prefix-break";
+import type { TurnEvent } from "../../durable-objects/turn/turn-types";
 import { errorResponse } from "./errors";
 import { completionJson, sseChunks, type CompletionMeta } from "./openai-response";
 

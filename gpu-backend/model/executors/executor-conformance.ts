@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DecoderSpec, WeightSource } from "../graph/decoder-spec";
-import type { Executor } from "../executors/executor";
-import { randomWeights } from "./random-weights";
-import { referenceForward } from "./reference-forward";
-import { tinySpec } from "./tiny-spec";
+import type { Executor } from "./executor";
+import { randomWeights } from "../testing/random-weights";
+import { referenceForward } from "../testing/reference-forward";
+import { tinySpec } from "../testing/tiny-spec";
 
 /**
  * One conformance suite for every executor: registers vitest tests for an executor factory.

@@ -1,5 +1,5 @@
-import type { FinishReason, Usage } from "../protocol/messages";
-import type { AssistantReply, TurnEvent } from "../durable-objects/turn/turn-types";
+import type { FinishReason, Usage } from "../../protocol/messages";
+import type { AssistantReply, TurnEvent } from "../../durable-objects/turn/turn-types";
 
 type DoneEvent = Extract<TurnEvent, { type: "done" }>;
 

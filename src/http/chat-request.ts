@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { ProtocolError } from "../protocol";
-import type { ChatMessage, SamplingParams, ToolDefinition } from "../protocol/messages";
+import { ProtocolError } from "../../protocol";
+import type { ChatMessage, SamplingParams, ToolDefinition } from "../../protocol/messages";
 
 const contentPart = z.object({ type: z.literal("text"), text: z.string() }).loose();
 const content = z.union([z.string(), z.null(), z.array(contentPart)]);

@@ -1,11 +1,11 @@
-import { ProtocolError, toProtocolError } from "../protocol";
-import type { ChatMessage, SamplingParams, ToolDefinition } from "../protocol/messages";
-import { poolOf } from "../durable-objects/pool/pool-do";
-import { smoothedLoad, statelessTarget } from "../durable-objects/routing/placement";
-import { edgeSettings } from "../durable-objects/settings";
-import { relayTurn, turnRecord } from "../durable-objects/turn/relay";
-import { normalizeMessage } from "../durable-objects/turn/transcript-diff";
-import type { AssistantReply, TurnEvent, TurnInput } from "../durable-objects/turn/turn-types";
+import { ProtocolError, toProtocolError } from "../../protocol";
+import type { ChatMessage, SamplingParams, ToolDefinition } from "../../protocol/messages";
+import { poolOf } from "../../durable-objects/pool/pool-do";
+import { smoothedLoad, statelessTarget } from "../../durable-objects/routing/placement";
+import { edgeSettings } from "../../durable-objects/settings";
+import { relayTurn, turnRecord } from "../../durable-objects/turn/relay";
+import { normalizeMessage } from "../../durable-objects/turn/transcript-diff";
+import type { AssistantReply, TurnEvent, TurnInput } from "../../durable-objects/turn/turn-types";
 
 /**
  * Runs a turn in the trajectory's Durable Object (`<tenant>/<id>`) and yields its events as they

@@ -1,4 +1,4 @@
-import { ProtocolError } from "../protocol";
+import { ProtocolError } from "../../protocol";
 
 const TRAJECTORY_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
