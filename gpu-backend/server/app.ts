@@ -1,7 +1,7 @@
-import { timingSafeEqual } from "node:crypto";
 import { Hono, type Context } from "hono";
-import { decodeGenerateRequest, decodeLeaseRequest, decodeReleaseLeaseRequest, decodeReleaseStateRequest, encode } from "../../protocol/codec";
+import { decodeGenerateRequest, decodeLeaseRequest, decodeReleaseLeaseRequest, decodeReleaseStateRequest, encode, type DecodeResult } from "../../protocol/codec";
 import { ProtocolError, toProtocolError } from "../../protocol/errors";
+import { secretsEqual } from "../../protocol/hex";
 import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type ErrorFrame, type Frame } from "../../protocol/messages";
 import { ROUTES } from "../../protocol/routes";
 import type { Engine } from "../engine/engine";
@@ -45,7 +45,8 @@ export function createBackendApp(options: BackendAppOptions): Hono {
 
   app.use("*", async (c, next) => {
     if (c.req.path === ROUTES.backend.healthz) return next();
-    if (!secretMatches(c.req.header(SECRET_HEADER), options.secret)) {
+    const given = c.req.header(SECRET_HEADER);
+    if (given === undefined || !secretsEqual(given, options.secret)) {
       return errorResponse(c, new ProtocolError("unauthorized", `missing or wrong ${SECRET_HEADER} header`));
     }
     return next();
@@ -55,40 +56,20 @@ export function createBackendApp(options: BackendAppOptions): Hono {
 
   app.get(ROUTES.backend.models, (c) => c.json({ object: "list", data: [{ id: engine.modelId, object: "model", owned_by: "agent-edge" }] }));
 
-  app.post(ROUTES.backend.releaseState, async (c) => {
-    const body = await readBody(c, maxBodyBytes);
-    if (body instanceof ProtocolError) return errorResponse(c, body);
-    const decoded = decodeReleaseStateRequest(body);
-    if (!decoded.ok) return errorResponse(c, decoded.error);
-    const released = engine.releaseState(decoded.value.stateId);
-    return new Response(encode({ released }), { status: 200, headers: { "content-type": MSGPACK_CONTENT_TYPE } });
-  });
+  /** A msgpack request answered with one msgpack value; errors thrown here become error frames (onError). */
+  const msgpackRoute =
+    <T>(decode: (bytes: Uint8Array) => DecodeResult<T>, handle: (request: T) => unknown) =>
+    async (c: Context): Promise<Response> =>
+      new Response(encode(handle(await decodeBody(c, maxBodyBytes, decode))), { status: 200, headers: { "content-type": MSGPACK_CONTENT_TYPE } });
 
-  app.post(ROUTES.backend.leases, async (c) => {
-    const body = await readBody(c, maxBodyBytes);
-    if (body instanceof ProtocolError) return errorResponse(c, body);
-    const decoded = decodeLeaseRequest(body);
-    if (!decoded.ok) return errorResponse(c, decoded.error);
-    const result = engine.leases.lease(decoded.value.stateId, decoded.value.ttlMs, decoded.value.expectedReturnMs);
-    return new Response(encode(result), { status: 200, headers: { "content-type": MSGPACK_CONTENT_TYPE } });
-  });
-
-  app.post(ROUTES.backend.releaseLease, async (c) => {
-    const body = await readBody(c, maxBodyBytes);
-    if (body instanceof ProtocolError) return errorResponse(c, body);
-    const decoded = decodeReleaseLeaseRequest(body);
-    if (!decoded.ok) return errorResponse(c, decoded.error);
-    const result = engine.leases.release(decoded.value.stateId, decoded.value.expired ?? false);
-    return new Response(encode(result), { status: 200, headers: { "content-type": MSGPACK_CONTENT_TYPE } });
-  });
+  app.post(ROUTES.backend.releaseState, msgpackRoute(decodeReleaseStateRequest, (r) => ({ released: engine.releaseState(r.stateId) })));
+  app.post(ROUTES.backend.leases, msgpackRoute(decodeLeaseRequest, (r) => engine.leases.lease(r.stateId, r.ttlMs, r.expectedReturnMs)));
+  app.post(ROUTES.backend.releaseLease, msgpackRoute(decodeReleaseLeaseRequest, (r) => engine.leases.release(r.stateId, r.expired ?? false)));
 
   app.get(ROUTES.backend.leases, (c) => c.json({ leases: engine.leases.table.list().map((l) => ({ stateId: l.key, blocks: l.blocks, expiresAt: l.expiresAt, protectedBlocks: l.protectedBlocks })) }));
 
   app.post(ROUTES.backend.generate, async (c) => {
-    const body = await readBody(c, maxBodyBytes);
-    if (body instanceof ProtocolError) return errorResponse(c, body);
-    const decoded = decodeGenerateRequest(body);
-    if (!decoded.ok) return errorResponse(c, decoded.error);
+    const request = await decodeBody(c, maxBodyBytes, decodeGenerateRequest);
 
     // The first frame decides the status: an immediate error (unknown state, bad model, too long)
     // answers with its HTTP status; otherwise a 200 stream relays frames as they are produced.
@@ -114,7 +95,7 @@ export function createBackendApp(options: BackendAppOptions): Hono {
       () => resolveFirst({ type: "error", code: "internal_error", message: "the client went away", retryable: true }),
       { once: true },
     );
-    engine.submit(decoded.value, sink, abort.signal);
+    engine.submit(request, sink, abort.signal);
     const head = await first;
     if (head.type === "error" && early.length === 1) return errorResponse(c, frameError(head));
 
@@ -146,17 +127,13 @@ function errorResponse(c: Context, err: ProtocolError): Response {
   return new Response(encode(frame), { status: err.httpStatus, headers: { "content-type": MSGPACK_CONTENT_TYPE } });
 }
 
-async function readBody(c: Context, maxBytes: number): Promise<Uint8Array | ProtocolError> {
+/** The request body (at most `maxBytes`), decoded and validated; throws the ProtocolError otherwise. */
+async function decodeBody<T>(c: Context, maxBytes: number, decode: (bytes: Uint8Array) => DecodeResult<T>): Promise<T> {
   const declared = Number(c.req.header("content-length") ?? "0");
-  if (declared > maxBytes) return new ProtocolError("invalid_request", `request body of ${declared} bytes exceeds the limit of ${maxBytes}`);
+  if (declared > maxBytes) throw new ProtocolError("invalid_request", `request body of ${declared} bytes exceeds the limit of ${maxBytes}`);
   const buf = new Uint8Array(await c.req.arrayBuffer());
-  if (buf.byteLength > maxBytes) return new ProtocolError("invalid_request", `request body of ${buf.byteLength} bytes exceeds the limit of ${maxBytes}`);
-  return buf;
-}
-
-function secretMatches(given: string | undefined, expected: string): boolean {
-  if (given === undefined) return false;
-  const a = Buffer.from(given);
-  const b = Buffer.from(expected);
-  return a.length === b.length && timingSafeEqual(a, b);
+  if (buf.byteLength > maxBytes) throw new ProtocolError("invalid_request", `request body of ${buf.byteLength} bytes exceeds the limit of ${maxBytes}`);
+  const decoded = decode(buf);
+  if (!decoded.ok) throw decoded.error;
+  return decoded.value;
 }
