@@ -36,6 +36,16 @@ export interface RoutedBackend extends BackendTarget {
   load: number;
 }
 
+/**
+ * The pool's view as trajectory objects and stateless turns route over it: each backend with the
+ * shared secret and its smoothed load.
+ *
+ * @example const backends = routedBackends(await poolOf(env).view(), settings.backendSecret);
+ */
+export function routedBackends(view: readonly (LoadReport & { url: string; up: boolean })[], secret: string): RoutedBackend[] {
+  return view.map((b) => ({ url: b.url, secret, up: b.up, load: smoothedLoad(b) }));
+}
+
 /** The load fields of a heartbeat. */
 export interface LoadReport {
   running: number;

@@ -3,7 +3,7 @@ import { ProtocolError, toProtocolError } from "../../protocol/errors";
 import type { ChatMessage } from "../../protocol/messages";
 import { releaseState } from "../backend/backend-client";
 import { poolOf, type PoolBackend } from "../pool/pool-do";
-import { smoothedLoad, type RoutedBackend } from "../routing/placement";
+import { routedBackends, type RoutedBackend } from "../routing/placement";
 import { edgeSettings, routingPolicyOf } from "../settings";
 import { tenantIndexOf } from "../tenant-index/tenant-index-do";
 import { runTurn } from "../turn/turn-runner";
@@ -170,7 +170,7 @@ export class TrajectoryDO extends DurableObject<Env> {
     if (!this.poolCache || Date.now() - this.poolCache.at > settings.poolViewTtlMs) {
       this.poolCache = { at: Date.now(), backends: await poolOf(this.env).view() };
     }
-    return this.poolCache.backends.map((b) => ({ url: b.url, secret: settings.backendSecret, up: b.up, load: smoothedLoad(b) }));
+    return routedBackends(this.poolCache.backends, settings.backendSecret);
   }
 }
 

@@ -69,11 +69,12 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
   let key: string | undefined;
   const keyOf = async () =>
     (key ??= await prefixKey({ cacheSalt: input.cacheSalt, model: input.model, first: ctx.transcript[0] ?? input.messages[0], tools: input.tools ?? (JSON.parse(meta.toolsJson) as TurnInput["tools"]) }));
+  const turnsDone = store.numTurns();
   const { backend, reason } = await chooseBackend({
     policy: ctx.policy ?? "affinity",
     pinned: meta.backendUrl,
     trajectoryId: input.trajectoryId,
-    turnsDone: store.numTurns(),
+    turnsDone,
     backends: ctx.backends,
     place: async () => ctx.place({ hashes: store.promptBlockHashes(), key: await keyOf(), trajectoryId: input.trajectoryId, pinned: meta.backendUrl ?? undefined }),
   });
@@ -107,7 +108,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
 
   const reply = replyOf(done, plan.canonical ? plan.fullTranscript : undefined);
   const record = turnRecord(result, {
-    turn: store.numTurns() + 1,
+    turn: turnsDone + 1,
     prefixBreak: plan.prefixBreak.cause === "none" ? plan.prefixBreak : { ...plan.prefixBreak, uncachedFromToken: done.usage.cachedTokens },
     ...(plan.repaired ? { repaired: plan.repaired } : {}),
   });

@@ -1,7 +1,7 @@
 import { ProtocolError, toProtocolError } from "../../protocol";
 import type { ChatMessage, SamplingParams, ToolDefinition } from "../../protocol/messages";
 import { poolOf } from "../../durable-objects/pool/pool-do";
-import { smoothedLoad, statelessTarget } from "../../durable-objects/routing/placement";
+import { routedBackends, statelessTarget } from "../../durable-objects/routing/placement";
 import { edgeSettings } from "../../durable-objects/settings";
 import { relayTurn, turnRecord } from "../../durable-objects/turn/relay";
 import { normalizeMessage } from "../../durable-objects/turn/transcript-diff";
@@ -48,22 +48,29 @@ export async function* statelessTurn(
   signal?: AbortSignal,
 ): AsyncGenerator<TurnEvent> {
   const settings = edgeSettings(env);
-  const channel = eventChannel();
+  // Events flow through an object stream: the relay's emit waits until the consumer took the
+  // previous event (as the trajectory object's stream does), and fails once it stopped reading.
+  const { readable, writable } = new TransformStream<TurnEvent, TurnEvent>();
+  const writer = writable.getWriter();
   const abort = new AbortController();
   const onAbort = () => abort.abort();
   signal?.addEventListener("abort", onAbort);
+  const emit = (event: TurnEvent): Promise<boolean> =>
+    writer.write(event).then(
+      () => true,
+      () => false,
+    );
   const run = (async () => {
-    const backends = (await poolOf(env).view()).map((b) => ({ url: b.url, secret: settings.backendSecret, up: b.up, load: smoothedLoad(b) }));
-    const backend = statelessTarget(backends);
+    const backends = routedBackends(await poolOf(env).view(), settings.backendSecret);
     const result = await relayTurn({
-      backend,
+      backend: statelessTarget(backends),
       backends,
       trajectoryId: crypto.randomUUID(),
       mode: "full",
       fullReason: null,
       route: "least-loaded",
       timeoutMs: settings.backendTimeoutMs,
-      emit: channel.emit,
+      emit,
       signal: abort.signal,
       request: () => ({
         requestId: crypto.randomUUID(),
@@ -76,50 +83,25 @@ export async function* statelessTurn(
       }),
     });
     const { done } = result;
-    await channel.emit({ type: "done", message: normalizeMessage(done.message) as AssistantReply, finishReason: done.finishReason, usage: done.usage, replayed: false, turn: turnRecord(result, { turn: 0 }) });
+    await emit({ type: "done", message: normalizeMessage(done.message) as AssistantReply, finishReason: done.finishReason, usage: done.usage, replayed: false, turn: turnRecord(result, { turn: 0 }) });
   })()
     .catch(async (e: unknown) => {
       const err = toProtocolError(e);
-      await channel.emit({ type: "error", code: err.code, message: err.message, retryable: err.retryable });
+      await emit({ type: "error", code: err.code, message: err.message, retryable: err.retryable });
     })
-    .finally(() => channel.close());
+    .finally(() => writer.close().catch(() => {}));
+  const reader = readable.getReader();
   try {
-    yield* channel.events();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      yield value;
+    }
   } finally {
-    // The consumer stopped early (client gone): stop the relay.
-    channel.close();
+    // The consumer stopped early (client gone): stop the relay and let its writes fail.
     abort.abort();
+    await reader.cancel().catch(() => {});
     signal?.removeEventListener("abort", onAbort);
     await run;
   }
-}
-
-/** Events pushed by a callback, pulled by a generator; `emit` answers false once closed. */
-function eventChannel(): { emit: (e: TurnEvent) => Promise<boolean>; close: () => void; events: () => AsyncGenerator<TurnEvent> } {
-  const queue: TurnEvent[] = [];
-  let closed = false;
-  let wake: (() => void) | undefined;
-  const notify = () => {
-    wake?.();
-    wake = undefined;
-  };
-  return {
-    emit: async (e) => {
-      if (closed) return false;
-      queue.push(e);
-      notify();
-      return true;
-    },
-    close: () => {
-      closed = true;
-      notify();
-    },
-    events: async function* () {
-      for (;;) {
-        if (queue.length > 0) yield queue.shift()!;
-        else if (closed) return;
-        else await new Promise<void>((r) => (wake = r));
-      }
-    },
-  };
 }
