@@ -5,7 +5,7 @@ import { commonPrefixLength } from "../protocol/common-prefix";
 import { Engine } from "../gpu-backend/engine/engine";
 import { BlockPool, blocksForBudget } from "../gpu-backend/kv/block-pool";
 import { CpuExecutor } from "../gpu-backend/model/executors/cpu-executor";
-import { loadModel } from "../gpu-backend/server/load-model";
+import { loadModel } from "../gpu-backend/engine/load-model";
 import { prefillWastePerToken } from "../gpu-backend/model/graph/decoder-spec";
 import { makeAgentWorkload, type AgentTrajectory } from "./agent-workload";
 import { Progress, note } from "./progress";

@@ -7,7 +7,7 @@ import { generateFrames } from "../durable-objects/backend/backend-client";
 import { freePort, startStack } from "../scripts/stack";
 import { makeAgentWorkload } from "./agent-workload";
 import { Progress, note } from "./progress";
-import { loadModel } from "../gpu-backend/server/load-model";
+import { loadModel } from "../gpu-backend/engine/load-model";
 
 export interface EdgeBenchOptions {
   quick: boolean;

@@ -2,7 +2,7 @@ import * as ort from "onnxruntime-node";
 import { CpuExecutor } from "../gpu-backend/model/executors/cpu-executor";
 import { cudaProviderInstalled, webGpuAdapter } from "../gpu-backend/model/executors/device";
 import type { Executor } from "../gpu-backend/model/executors/executor";
-import { loadModel } from "../gpu-backend/server/load-model";
+import { loadModel } from "../gpu-backend/engine/load-model";
 import { note, Progress } from "./progress";
 
 /**

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { CpuExecutor } from "../gpu-backend/model/executors/cpu-executor";
-import type { LoadedModel } from "../gpu-backend/server/load-model";
+import type { LoadedModel } from "../gpu-backend/engine/load-model";
 import { DEFAULT_VARIANTS, poolFor, runLeaseVariants, withModel } from "./lease-bench";
 import { EventQueue, makeLeaseWorkload, PAUSE_BOUNDS_MS } from "./lease-workload";
 

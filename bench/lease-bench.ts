@@ -11,7 +11,7 @@ import { CpuExecutor } from "../gpu-backend/model/executors/cpu-executor";
 import { prefillWastePerToken } from "../gpu-backend/model/graph/decoder-spec";
 import { materializeTinyModel } from "../gpu-backend/model/checkpoint/demo-model";
 import type { Executor } from "../gpu-backend/model/executors/executor";
-import { loadModel, type LoadedModel } from "../gpu-backend/server/load-model";
+import { loadModel, type LoadedModel } from "../gpu-backend/engine/load-model";
 import { decodeMs, EventQueue, makeLeaseWorkload, prefillMs, TIME_MODEL, type LeaseTrajectory, type LeaseWorkloadParams } from "./lease-workload";
 import { Progress, note } from "./progress";
 import { lineChart } from "./svg-plot";

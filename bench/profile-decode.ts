@@ -1,7 +1,7 @@
 import { Engine } from "../gpu-backend/engine/engine";
 import { BlockPool } from "../gpu-backend/kv/block-pool";
 import { CpuExecutor } from "../gpu-backend/model/executors/cpu-executor";
-import { loadModel } from "../gpu-backend/server/load-model";
+import { loadModel } from "../gpu-backend/engine/load-model";
 const model = await loadModel({ dir: undefined });
 const executor = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks: 4096, blockSize: 16 });
 const engine = new Engine({ executor, pool: new BlockPool({ numBlocks: 4096, blockSize: 16 }), codec: model.codec, modelId: "demo", scheduler: { maxBatchTokens: 512, maxRunningSequences: 64, blockSize: 16 }, enablePrefixCache: true, backendId: "p" });

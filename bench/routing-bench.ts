@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { commonPrefixLength } from "../protocol/common-prefix";
 import { ROUTING_POLICIES, type RoutingPolicyName } from "../durable-objects/routing/routing-policy";
-import { loadModel } from "../gpu-backend/server/load-model";
+import { loadModel } from "../gpu-backend/engine/load-model";
 import { generateFrames } from "../durable-objects/backend/backend-client";
 import { freePort, startStack, type Stack } from "../scripts/stack";
 import { makeRoutingWorkload } from "./routing-workload";

@@ -9,8 +9,8 @@ import { CpuExecutor } from "../model/executors/cpu-executor";
 import { materializeTinyModel } from "../model/checkpoint/demo-model";
 import type { Executor, StepSequence } from "../model/executors/executor";
 import { loadModel, type LoadedModel } from "./load-model";
-import { Engine } from "../engine/engine";
-import type { StepRecord } from "../engine/step-trace";
+import { Engine } from "./engine";
+import type { StepRecord } from "./step-trace";
 
 const BLOCK = 16;
 let dir: string;

@@ -1,4 +1,4 @@
-import type { ChatCodec } from "../engine/chat-codec";
+import type { ChatCodec } from "./chat-codec";
 import { newToolCallId } from "../tokenizer/tool-call-id";
 import { detectToolCallConvention, parseAssistantText } from "../tokenizer/tool-call-parser";
 import { loadCheckpoint, type Checkpoint } from "../model/checkpoint/checkpoint";
@@ -18,7 +18,10 @@ export const DEFAULT_MAX_CONTEXT = 32_768;
 
 /**
  * Loads a Hugging Face-style folder (or materializes and loads the embedded demo model when `dir`
- * is undefined) into what the executor and the engine need.
+ * is undefined) into what the executor and the engine need: the decoder spec, the weights, and the
+ * engine's `ChatCodec` (tokenizer, chat template, tool-call convention). It lives with the engine
+ * because the codec is the engine's interface; server/backend.ts assembles the backend from it
+ * (executor, block pool, engine, HTTP app, heartbeats).
  *
  * @example
  * const { spec, weights, codec } = await loadModel({ dir: undefined, log: console.log });

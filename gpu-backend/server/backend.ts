@@ -3,7 +3,7 @@ import { BlockPool, blocksForBudget } from "../kv/block-pool";
 import { createExecutor } from "../model/executors/create-executor";
 import { resolveDevice, type DeviceRequest } from "../model/executors/device";
 import type { Executor } from "../model/executors/executor";
-import { loadModel } from "./load-model";
+import { loadModel } from "../engine/load-model";
 import { prefillWastePerToken } from "../model/graph/decoder-spec";
 import { StepTraceFile } from "../engine/step-trace";
 

@@ -9,7 +9,7 @@ import { Engine } from "../engine/engine";
 import { BlockPool } from "../kv/block-pool";
 import { CpuExecutor } from "../model/executors/cpu-executor";
 import { materializeTinyModel } from "../model/checkpoint/demo-model";
-import { loadModel } from "./load-model";
+import { loadModel } from "../engine/load-model";
 import { createBackendApp } from "./app";
 
 const SECRET = "s3cret";
