@@ -16,10 +16,8 @@ import type { KvEventBatch } from "../../protocol/messages";
  *   forgets it for every backend: the index may miss blocks a backend holds (a placement then
  *   sees a shorter prefix), never the other way round except between an eviction on a backend
  *   and the heartbeat that reports it (up to one interval, 2 s).
- * - Memory, measured on Node 20 (V8, 64-bit; heap used before and after filling an index with
- *   fresh 16-character keys): ~60 bytes per entry (a 32-byte string and the Map's slot), ~88
- *   bytes after evictions have churned the Map (deleted slots wait for its next rehash). The cap
- *   of 131,072 entries costs 7.5 to 11 MiB.
+ * - Memory: tens of bytes per entry (a 16-character key and its Map slot); the measured figure
+ *   for the cap is in docs/architecture.md (The pool and placement).
  * - At most `MAX_INDEX_BACKENDS` (32, the bits of a mask) backends are indexed at once; a slot
  *   is freed when its backend is removed or marked down (`drop`). Backends beyond that are not
  *   indexed, and routing treats them like static backends (text-level prefix index only).

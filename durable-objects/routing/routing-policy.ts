@@ -17,15 +17,11 @@
  * and `relMargin` x more than the least loaded one, new trajectories go elsewhere (and cache the
  * prompt there too).
  *
- * Tunables and defaults:
- *   absMargin = 2     (sequences running + waiting; for placing: rule 2. At 4 the routing
- *                      benchmark once placed 11 of a popular group's 16 trajectories on one of 4
- *                      backends and paid for it in a one-backend tail; at 2 the group split 8/8
- *                      and no run moved a trajectory)
+ * Tunables and defaults (why these values, with the routing benchmark's figures:
+ * docs/benchmarks.md, Routing):
+ *   absMargin = 2     (sequences running + waiting; for placing: rule 2)
  *   pinAbsMargin = 8  (for leaving a pin: rule 1; a move costs a full prefill of the transcript
- *                      elsewhere, so the pinned backend must be much busier before it pays. The
- *                      routing benchmark moved 44-78 trajectories per run at 4, each a re-prefill
- *                      of thousands of tokens, with loads of ~5 per backend)
+ *                      elsewhere, so the pinned backend must be much busier before it pays)
  *   relMargin = 1.5   (x the least loaded backend's load; both rules)
  *   minPrefixBlocks = 1 (a prefix hit shorter than this is ignored)
  *
