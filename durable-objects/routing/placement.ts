@@ -9,12 +9,13 @@ import { DEFAULT_TUNABLES, route, routeCounter, type RouteReason, type RoutingPo
  *
  * The rule (affinity, the default policy; docs/architecture.md "The pool and placement"):
  *   1. A trajectory stays on its pinned backend unless it is down, or its SMOOTHED load exceeds
- *      the least loaded backend's by more than `pinAbsMargin` (8) and `relMargin` (1.5) times.
+ *      the least loaded backend's by more than `pinAbsMargin` and `relMargin` times.
  *      Staying needs no pool call (`staysPinned`).
  *   2. Otherwise (new trajectory, or leaving its pin) it is PLACED, in the one pool object
  *      (`PoolDO.place` -> `placeOver`): the backend holding the longest run of its leading KV
  *      blocks unless that one's PLACEMENT load exceeds the least loaded by more than `absMargin`
- *      (2) and `relMargin` times; else the least loaded (ties by rendezvous hash of the id).
+ *      and `relMargin` times; else the least loaded (ties by rendezvous hash of the id).
+ *   The margins and their defaults are `DEFAULT_TUNABLES` (routing-policy.ts).
  *   3. A backend that fails before answering: the turn fails over to the least loaded up
  *      backend not tried yet, in full (`failoverTarget`).
  *   Other policies (round-robin, least-loaded, consistent-hash: for comparison) route locally
