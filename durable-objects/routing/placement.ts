@@ -15,9 +15,9 @@ import { DEFAULT_TUNABLES, route, routeCounter, type RouteReason, type RoutingPo
  *      (`PoolDO.place` -> `placeOver`): the backend holding the longest run of its leading KV
  *      blocks unless that one's PLACEMENT load exceeds the least loaded by more than `absMargin`
  *      and `relMargin` times; else the least loaded (ties by rendezvous hash of the id).
- *   The margins and their defaults are `DEFAULT_TUNABLES` (routing-policy.ts).
  *   3. A backend that fails before answering: the turn fails over to the least loaded up
  *      backend not tried yet, in full (`failoverTarget`).
+ *   The margins and their defaults are `DEFAULT_TUNABLES` (routing-policy.ts).
  *   Other policies (round-robin, least-loaded, consistent-hash: for comparison) route locally
  *   over the trajectory object's view.
  *
