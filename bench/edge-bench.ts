@@ -8,6 +8,7 @@ import { freePort, startStack } from "../scripts/stack";
 import { makeAgentWorkload } from "./agent-workload";
 import { Progress, note } from "./progress";
 import { loadModel } from "../gpu-backend/engine/load-model";
+import { sseJson } from "./sse";
 
 export interface EdgeBenchOptions {
   quick: boolean;
@@ -75,21 +76,11 @@ export async function runEdgeBench(o: EdgeBenchOptions): Promise<Record<string, 
       if (!res.ok || !res.body) throw new Error(`edge answered ${res.status}: ${await res.text()}`);
       let ttft: number | undefined;
       let text = "";
-      const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
-      let pending = "";
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        pending += value;
-        const lines = pending.split("\n");
-        pending = lines.pop()!;
-        for (const line of lines) {
-          if (!line.startsWith("data: ") || line === "data: [DONE]") continue;
-          const delta = (JSON.parse(line.slice(6)) as { choices?: { delta?: { content?: string } }[] }).choices?.[0]?.delta?.content;
-          if (delta) {
-            ttft ??= performance.now() - t0;
-            text += delta;
-          }
+      for await (const chunk of sseJson(res.body)) {
+        const delta = (chunk as { choices?: { delta?: { content?: string } }[] }).choices?.[0]?.delta?.content;
+        if (delta) {
+          ttft ??= performance.now() - t0;
+          text += delta;
         }
       }
       viaEdge.push({ ttftMs: ttft ?? performance.now() - t0, totalMs: performance.now() - t0 });

@@ -5,6 +5,7 @@ import type { RoutingTrajectory } from "./routing-workload";
 import { Progress, note } from "./progress";
 import { round, type CpuBreakdown, type TurnResult } from "./routing-report";
 import { cpuSnapshot, meters, samplePool, waitForPool } from "./routing-stack-meters";
+import { sseJson } from "./sse";
 
 const API_KEY = "sk-local-dev";
 
@@ -165,28 +166,18 @@ async function streamTurn(edgeUrl: string, headers: Record<string, string>, traj
   let text = "";
   const calls: { id: string; type: "function"; function: { name: string; arguments: string } }[] = [];
   let usage: Usage | undefined;
-  let pending = "";
-  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
-  for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    pending += value;
-    const lines = pending.split("\n");
-    pending = lines.pop()!;
-    for (const line of lines) {
-      if (!line.startsWith("data: ") || line === "data: [DONE]") continue;
-      const chunk = JSON.parse(line.slice(6)) as {
-        error?: { message: string; code: string };
-        choices?: { delta?: { content?: string; tool_calls?: { index: number; id: string; function: { name: string; arguments: string } }[] } }[];
-        usage?: Usage;
-      };
-      if (chunk.error) throw new Error(`turn failed mid-stream (${trajectoryId}): ${chunk.error.code}: ${chunk.error.message}`);
-      const delta = chunk.choices?.[0]?.delta;
-      if (delta?.content || delta?.tool_calls?.length) ttft ??= performance.now() - t0;
-      if (delta?.content) text += delta.content;
-      for (const c of delta?.tool_calls ?? []) calls[c.index] = { id: c.id, type: "function", function: { name: c.function.name, arguments: c.function.arguments } };
-      if (chunk.usage) usage = chunk.usage;
-    }
+  for await (const raw of sseJson(res.body)) {
+    const chunk = raw as {
+      error?: { message: string; code: string };
+      choices?: { delta?: { content?: string; tool_calls?: { index: number; id: string; function: { name: string; arguments: string } }[] } }[];
+      usage?: Usage;
+    };
+    if (chunk.error) throw new Error(`turn failed mid-stream (${trajectoryId}): ${chunk.error.code}: ${chunk.error.message}`);
+    const delta = chunk.choices?.[0]?.delta;
+    if (delta?.content || delta?.tool_calls?.length) ttft ??= performance.now() - t0;
+    if (delta?.content) text += delta.content;
+    for (const c of delta?.tool_calls ?? []) calls[c.index] = { id: c.id, type: "function", function: { name: c.function.name, arguments: c.function.arguments } };
+    if (chunk.usage) usage = chunk.usage;
   }
   if (!usage) throw new Error(`no usage chunk for ${trajectoryId}`);
   const message: ChatMessage = calls.length > 0 ? { role: "assistant", content: text || null, tool_calls: calls } : { role: "assistant", content: text };
