@@ -1,4 +1,5 @@
 import { ProtocolError } from "../protocol/errors";
+import { DEV_SECRET } from "../protocol/messages";
 import type { BackendTarget } from "./backend/backend-client";
 import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "./routing/routing-policy";
 
@@ -53,9 +54,7 @@ export interface EdgeVars {
   LEASE_SAFETY_FACTOR?: string;
 }
 
-/** The shared backend secret when AGENT_EDGE_SECRET is unset (local development). */
-export const DEV_SECRET = "dev-secret";
-export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
+const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
 
 /** Tool-pause lease settings (durable-objects/trajectory/lease-policy.ts uses them). */
 export interface LeaseSettings {

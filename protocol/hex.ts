@@ -4,7 +4,7 @@
  *
  * @example await sha256Hex("sk-local-dev") // "4f1c...", 64 characters
  */
-export function toHex(bytes: ArrayBuffer | Uint8Array): string {
+function toHex(bytes: ArrayBuffer | Uint8Array): string {
   const view = bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes);
   let out = "";
   for (const b of view) out += b.toString(16).padStart(2, "0");

@@ -12,6 +12,8 @@
 export const PROTOCOL_VERSION = 1;
 
 export const SECRET_HEADER = "x-agent-edge-secret";
+/** The shared secret both sides use when none is configured (local development only). */
+export const DEV_SECRET = "dev-secret";
 export const MSGPACK_CONTENT_TYPE = "application/msgpack";
 
 

@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { DEV_SECRET } from "../protocol/messages";
 import { isPortFree } from "./free-port";
 import { ManagedProcess, type ProcessExit } from "./managed-process";
 
@@ -11,7 +12,6 @@ export { isProcessAlive, processGroupPids, type ProcessExit } from "./managed-pr
 export const repoRoot = fileURLToPath(new URL("..", import.meta.url).href);
 
 /** The secret used when neither AGENT_EDGE_SECRET nor .dev.vars gives one. */
-export const DEV_SECRET = "dev-secret";
 
 export interface StackOptions {
   /** How many local backends (default 1), on consecutive ports from `backendPort`. */

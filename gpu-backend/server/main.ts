@@ -5,6 +5,7 @@ import { createBackendApp } from "./app";
 import { parseSize, positiveInt } from "./cli-args";
 import { startHeartbeat } from "./heartbeat";
 import type { DeviceRequest } from "../model/executors/device";
+import { DEV_SECRET } from "../../protocol/messages";
 
 /** `npm run backend -- --help` prints this. */
 const USAGE = `npm run backend -- [flags]: one backend process serving one model (npm start runs it together with the edge).
@@ -53,8 +54,8 @@ if (values.help) {
 }
 
 const port = positiveInt(values.port!, "--port");
-const secret = values.secret ?? "dev-secret";
-if (!values.secret) console.warn('[backend] no --secret / AGENT_EDGE_SECRET given: using "dev-secret" (local development only)');
+const secret = values.secret ?? DEV_SECRET;
+if (!values.secret) console.warn(`[backend] no --secret / AGENT_EDGE_SECRET given: using "${DEV_SECRET}" (local development only)`);
 const backendId = values.id ?? `backend-${port}`;
 
 const backend = await createBackend({
