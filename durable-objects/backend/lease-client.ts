@@ -4,7 +4,7 @@ import { ROUTES } from "../../protocol/routes";
 import type { BackendTarget } from "./backend-client";
 
 /**
- * Asks a backend to hold a state's blocks (`POST /v1/leases`). Best effort: null on any failure.
+ * Asks a backend to hold a state's blocks (`POST /v1/leases`). Best effort: null on any failure (logged).
  *
  * @example const r = await requestLease(target, { stateId, ttlMs: 20_000 }, 2000);
  */
@@ -16,7 +16,7 @@ export async function requestLease(target: BackendTarget, req: LeaseRequest, tim
 }
 
 /**
- * Ends a lease (`POST /v1/leases/release`). Best effort: null on any failure.
+ * Ends a lease (`POST /v1/leases/release`). Best effort: null on any failure (logged).
  *
  * @example await releaseLease(target, { stateId, expired: true }, 2000);
  */
@@ -36,8 +36,12 @@ async function post(target: BackendTarget, path: string, body: unknown, timeoutM
       signal: AbortSignal.timeout(timeoutMs),
     });
     const bytes = new Uint8Array(await res.arrayBuffer());
-    return res.ok ? bytes : null;
-  } catch {
+    if (res.ok) return bytes;
+    console.error(`lease call ${path} to ${target.url} answered ${res.status}`);
+    return null;
+  } catch (e) {
+    // Best effort (a lease only saves a re-prefill): logged, never the turn's failure.
+    console.error(`lease call ${path} to ${target.url} failed:`, e);
     return null;
   }
 }

@@ -73,7 +73,7 @@ export class LeaseKeeper {
       const pause = Math.max(0, this.now() - wait.since);
       this.store.endWait(pause);
       const tenant = this.p.tenantPauses?.();
-      if (tenant) this.p.waitUntil(tenant.notePause(pause).catch(() => {}));
+      if (tenant) this.p.waitUntil(tenant.notePause(pause).catch((e: unknown) => console.error("noting a tool pause in the tenant index failed:", e)));
       if (wait.leaseUntil !== null) await this.p.alarms.deleteAlarm();
     }
     return { priorStateId, wait };
@@ -98,7 +98,12 @@ export class LeaseKeeper {
       (async () => {
         // Too few pauses of its own: the tenant's (one call, after the reply went out).
         const tenant = pauses.length < settings.minSamples ? this.p.tenantPauses?.() : undefined;
-        const fallbackPauses = tenant ? await tenant.pauseSample().catch(() => []) : [];
+        const fallbackPauses = tenant
+          ? await tenant.pauseSample().catch((e: unknown) => {
+              console.error("reading the tenant's pause sample failed (the lease uses the default):", e);
+              return [];
+            })
+          : [];
         const { ttlMs } = predictLeaseTtl({ pauses, fallbackPauses, settings });
         const expectedReturnMs = predictLeaseReturn({ pauses, fallbackPauses, settings });
         await this.grant(stateId, backendUrl, ttlMs, expectedReturnMs);
