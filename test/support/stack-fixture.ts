@@ -65,7 +65,7 @@ export async function startTestStack(options: TestStackOptions): Promise<TestSta
   const { name, backends = 1, ...stackOptions } = options;
   const tmp = await makeTestModelDir(name);
   try {
-    const [edgePort, inspectorPort, ...backendPorts] = await distinctFreePorts(2 + backends);
+    const [edgePort, inspectorPort, ...backendPorts] = await freePorts(2 + backends);
     const stack = await startStack({
       onLine: () => {},
       ...stackOptions,
@@ -94,9 +94,9 @@ export async function startTestStack(options: TestStackOptions): Promise<TestSta
   }
 }
 
-/** `n` free ports, all different (`freePort` alone may hand out the same port twice in a row). */
-export async function distinctFreePorts(n: number): Promise<number[]> {
-  const ports = new Set<number>();
-  while (ports.size < n) ports.add(await freePort());
-  return [...ports];
+/** `n` free ports (`freePort` never hands this process the same port twice). */
+async function freePorts(n: number): Promise<number[]> {
+  const ports: number[] = [];
+  for (let i = 0; i < n; i++) ports.push(await freePort());
+  return ports;
 }
