@@ -1,36 +1,13 @@
 import type { ChatMessage } from "../../protocol/messages";
-import type { FullReason, TrajectoryState, TurnRecord } from "../../durable-objects/turn/turn-types";
+import type { PrefixBreak, PrefixBreakCause } from "../../durable-objects/turn/prefix-break";
+import type { TrajectoryState, TurnRecord } from "../../durable-objects/turn/turn-types";
 
 /**
  * Why a turn's prefix stopped matching the cache, as the prefix-break explainer records it on the
  * turn record (`prefixBreak`). Read defensively: the field is optional and records written before
  * it existed lack it; any unknown `cause` string is shown as it is.
  */
-export type PrefixBreakCause =
-  | "system-prompt-changed"
-  | "tools-changed"
-  | "timestamp"
-  | "random-id"
-  | "json-serialization"
-  | "inserted-before"
-  | "removed-or-truncated"
-  | "other"
-  | "none";
-
-export interface PrefixBreakView {
-  cause: PrefixBreakCause | (string & {});
-  /** Index of the first message that differs. */
-  message?: number;
-  /** Which part of it (e.g. `content`, `tool_calls[0].function.arguments`). */
-  field?: string;
-  /** Character offset of the first difference in that field. */
-  offset?: number;
-  /** Text around the first difference, as stored before and as sent now. */
-  before?: string;
-  after?: string;
-  /** Prompt token from which the backend had to recompute. */
-  uncachedFromToken?: number;
-}
+export type PrefixBreakView = Omit<PrefixBreak, "cause"> & { cause: PrefixBreakCause | (string & {}) };
 
 /** A KV lease on the turn's prefix (held while a tool runs, hit or expired by the next turn). */
 export interface LeaseView {
@@ -51,23 +28,11 @@ export interface TurnMarker {
   detail?: PrefixBreakView;
 }
 
-/** One turn as the inspector shows it. */
-export interface InspectTurn {
-  turn: number;
-  startedAt: string;
+/** One turn as the inspector shows it: its record's figures, and what the page derives. */
+export interface InspectTurn
+  extends Pick<TurnRecord, "turn" | "startedAt" | "mode" | "fullReason" | "promptTokens" | "cachedTokens" | "computedTokens" | "completionTokens" | "ttftMs" | "backendTtftMs" | "totalMs" | "backend" | "finishReason"> {
   /** Milliseconds from the first turn's start. */
   startOffsetMs: number;
-  mode: "delta" | "full";
-  fullReason: FullReason | null;
-  promptTokens: number;
-  cachedTokens: number;
-  computedTokens: number;
-  completionTokens: number;
-  ttftMs: number;
-  backendTtftMs: number;
-  totalMs: number;
-  backend: string;
-  finishReason: string;
   /** The client's pause before this turn (tools running): previous turn's end to this start. */
   pauseBeforeMs: number | null;
   /** Tokens of the previous turn's prompt and reply that this turn computed again. */
