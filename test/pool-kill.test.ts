@@ -21,8 +21,13 @@ const TURNS = 6;
 /** The turn during which the busiest backend is killed (every trajectory waits before it). */
 const KILL_TURN = 3;
 const MAX_TOKENS = 8;
-/** Turns on the doomed backend are long, so they are in flight when it dies. */
-const KILL_TURN_MAX_TOKENS = 200;
+/**
+ * Turns on the doomed backend are long, so they are in flight when it dies: the tiny model decodes
+ * 200 tokens in 0.3-0.5 s on one idle core, so at 200 a client slowed by a busy machine (CI runs
+ * the test projects in parallel) saw its first chunk after the turn had ended on the backend, and
+ * the kill missed it (once in the six runs of 2026-12-03 that ran it). 1,000 tokens leave it seconds.
+ */
+const KILL_TURN_MAX_TOKENS = 1000;
 /** Attempts per turn; only 503 backend_unavailable / 409 trajectory_busy are retried. */
 const MAX_ATTEMPTS = 6;
 const RETRYABLE = new Set(["backend_unavailable", "trajectory_busy"]);
