@@ -4,7 +4,7 @@ import { detectToolCallConvention, parseAssistantText } from "../tokenizer/tool-
 import { loadCheckpoint, type Checkpoint } from "../model/checkpoint/checkpoint";
 import type { DecoderSpec, WeightSource } from "../model/graph/decoder-spec";
 import { materializeDemoModel } from "../model/checkpoint/demo-model";
-import { ropeInvFreq, type LlamaConfig } from "../model/checkpoint/model-config";
+import { decoderSpecOf } from "../model/checkpoint/decoder-spec-of";
 
 export interface LoadedModel {
   spec: DecoderSpec;
@@ -33,11 +33,7 @@ export async function loadModel(options: { dir: string | undefined; maxContext?:
   const checkpoint = await loadCheckpoint(dir);
   const spec = decoderSpecOf(checkpoint.modelId, checkpoint.config, options.maxContext ?? DEFAULT_MAX_CONTEXT);
   const { tokenizer, template } = checkpoint;
-  const names = new Set(checkpoint.tensorNames);
-  const weights: WeightSource = {
-    has: (name) => names.has(name),
-    take: (name) => checkpoint.getTensor(name).data,
-  };
+  const weights = checkpoint.weights;
   const eos = new Set([...tokenizer.eosTokenIds, ...checkpoint.config.eosTokenIds]);
   const toolCalls = detectToolCallConvention(checkpoint.chatTemplate);
   const codec: ChatCodec = {
@@ -49,23 +45,4 @@ export async function loadModel(options: { dir: string | undefined; maxContext?:
     eosTokenIds: [...eos],
   };
   return { spec, weights, codec, checkpoint };
-}
-
-/** The graph's view of a Hugging Face config. */
-export function decoderSpecOf(modelId: string, c: LlamaConfig, maxContext: number): DecoderSpec {
-  return {
-    modelId,
-    hiddenSize: c.hiddenSize,
-    intermediateSize: c.intermediateSize,
-    numLayers: c.numHiddenLayers,
-    numHeads: c.numAttentionHeads,
-    numKvHeads: c.numKeyValueHeads,
-    headDim: c.headDim,
-    rmsNormEps: c.rmsNormEps,
-    vocabSize: c.vocabSize,
-    tieWordEmbeddings: c.tieWordEmbeddings,
-    attentionBias: c.attentionBias,
-    invFreq: ropeInvFreq(c),
-    maxPositions: Math.min(c.maxPositionEmbeddings, maxContext),
-  };
 }

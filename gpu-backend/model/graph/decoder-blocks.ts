@@ -5,35 +5,61 @@ import {
   FINAL_NORM_WEIGHT,
   LM_HEAD_WEIGHT,
   layerWeightNames,
+  normWeight,
   ropeTables,
   type DecoderSpec,
   type WeightSource,
 } from "./decoder-spec";
 
 /**
- * The parts of the Llama decoder graph every executor's graph shares (float32): embeddings and
- * rotary tables, the q/k/v projection with rotary, the attention output projection with the MLP,
- * and the LM head. The graphs differ only in how attention reads the KV pool
- * (`llama-graph.ts`: gathered slots and masks; `paged-llama-graph.ts`: PagedAttention).
+ * The parts of the decoder graph every executor's graph shares (float32): embeddings and rotary
+ * tables, the q/k/v projection with q/k norms and rotary, the attention output projection with
+ * the MLP (dense or mixture of experts, with Gemma's sandwich norms where the spec says), and the
+ * LM head. The graphs differ only in how attention reads the KV pool (`llama-graph.ts`: gathered
+ * slots and masks; `paged-llama-graph.ts`: PagedAttention).
  */
 
-/** Token embeddings and this step's rotary tables ([T, 1, headDim], broadcast over heads). */
-export function embedTokens(g: GraphBuilder, spec: DecoderSpec, weights: WeightSource, inputIds: string, positionIds: string) {
-  const embed = g.weight(EMBED_WEIGHT, weights.take(EMBED_WEIGHT), [spec.vocabSize, spec.hiddenSize]);
-  const { cos, sin } = ropeTables(spec);
-  const cosTable = g.weight("rope_cos", cos, [spec.maxPositions, spec.headDim]);
-  const sinTable = g.weight("rope_sin", sin, [spec.maxPositions, spec.headDim]);
-  const cosT = g.op("Unsqueeze", [g.op("Gather", [cosTable, positionIds], { attributes: { axis: 0 } }), g.int64s([1])]);
-  const sinT = g.op("Unsqueeze", [g.op("Gather", [sinTable, positionIds], { attributes: { axis: 0 } }), g.int64s([1])]);
-  const x = g.op("Gather", [embed, inputIds], { attributes: { axis: 0 } }); // [T, hidden]
-  return { embed, x, cosT, sinT };
+/** One rotary table pair gathered for this step's positions, [T, 1, rotaryDim] (broadcast over heads). */
+export interface StepRope {
+  cos: string;
+  sin: string;
 }
 
-/** Layer `l`'s input norm and fused q/k/v projection (+ bias), rotary on q and k: q [T, nh, hd], k and v [T, nkv, hd]. */
-export function attentionInputs(g: GraphBuilder, spec: DecoderSpec, weights: WeightSource, l: number, x: string, cosT: string, sinT: string) {
+/**
+ * Token embeddings (x embedScale) and this step's rotary tables: `rope` for full-attention
+ * layers, `localRope` for sliding-window layers (the same tables unless the spec gives the
+ * sliding layers their own frequencies).
+ */
+export function embedTokens(g: GraphBuilder, spec: DecoderSpec, weights: WeightSource, inputIds: string, positionIds: string) {
+  const embed = g.weight(EMBED_WEIGHT, weights.take(EMBED_WEIGHT), [spec.vocabSize, spec.hiddenSize]);
+  const stepRope = (name: string, invFreq: Float32Array): StepRope => {
+    const { cos, sin } = ropeTables(spec, invFreq);
+    const gather = (table: string) => g.op("Unsqueeze", [g.op("Gather", [table, positionIds], { attributes: { axis: 0 } }), g.int64s([1])]);
+    return {
+      cos: gather(g.weight(`${name}_cos`, cos, [spec.maxPositions, spec.rotaryDim])),
+      sin: gather(g.weight(`${name}_sin`, sin, [spec.maxPositions, spec.rotaryDim])),
+    };
+  };
+  const rope = stepRope("rope", spec.invFreq);
+  const localRope = spec.localInvFreq ? stepRope("rope_local", spec.localInvFreq) : rope;
+  let x = g.op("Gather", [embed, inputIds], { attributes: { axis: 0 } }); // [T, hidden]
+  if (spec.embedScale !== 1) x = g.op("Mul", [x, g.scalar(spec.embedScale)]);
+  return { embed, x, rope, localRope };
+}
+
+/** The rotary tables layer `l` uses. */
+export function layerRope(spec: DecoderSpec, l: number, step: { rope: StepRope; localRope: StepRope }): StepRope {
+  return spec.layerWindows[l] === null ? step.rope : step.localRope;
+}
+
+/**
+ * Layer `l`'s input norm and fused q/k/v projection (+ bias), per-head q/k norms, rotary on q and
+ * k: q [T, nh, hd], k and v [T, nkv, hd].
+ */
+export function attentionInputs(g: GraphBuilder, spec: DecoderSpec, weights: WeightSource, l: number, x: string, rope: StepRope) {
   const { hiddenSize: hid, numHeads: nh, numKvHeads: nkv, headDim: hd } = spec;
   const w = layerWeightNames(l);
-  const h = rmsNorm(g, x, g.weight(w.inputNorm, weights.take(w.inputNorm), [hid]), spec.rmsNormEps);
+  const h = rmsNorm(g, x, normInit(g, spec, weights, w.inputNorm, hid), spec.rmsNormEps);
   const qkvW = concatTransposed([weights.take(w.q), weights.take(w.k), weights.take(w.v)], hid);
   let qkv = g.op("MatMul", [h, g.weight(`layer${l}.qkv`, qkvW, [hid, (nh + 2 * nkv) * hd])]);
   if (spec.attentionBias) {
@@ -41,25 +67,63 @@ export function attentionInputs(g: GraphBuilder, spec: DecoderSpec, weights: Wei
     qkv = g.op("Add", [qkv, g.weight(`layer${l}.qkv_bias`, bias, [bias.length])]);
   }
   const [q2, k2, v2] = g.opN("Split", [qkv, g.int64s([nh * hd, nkv * hd, nkv * hd])], 3, { attributes: { axis: 1 } });
-  const q = rope(g, g.op("Reshape", [q2!, g.int64s([0, nh, hd])]), cosT, sinT, hd);
-  const k = rope(g, g.op("Reshape", [k2!, g.int64s([0, nkv, hd])]), cosT, sinT, hd);
+  let q = g.op("Reshape", [q2!, g.int64s([0, nh, hd])]);
+  let k = g.op("Reshape", [k2!, g.int64s([0, nkv, hd])]);
+  if (spec.qkNorm) {
+    q = rmsNorm(g, q, normInit(g, spec, weights, w.qNorm, hd), spec.rmsNormEps);
+    k = rmsNorm(g, k, normInit(g, spec, weights, w.kNorm, hd), spec.rmsNormEps);
+  }
   const v = g.op("Reshape", [v2!, g.int64s([0, nkv, hd])]);
-  return { q, k, v };
+  return { q: applyRope(g, q, rope, hd, spec.rotaryDim), k: applyRope(g, k, rope, hd, spec.rotaryDim), v };
 }
 
-/** Layer `l` after attention: output projection and residual, post norm, SwiGLU MLP and residual. */
+/**
+ * Layer `l` after attention: output projection, the MLP (dense, or the mixture of experts on a
+ * sparse layer) and the residuals; Llama-style (post_attention_layernorm before the MLP) or with
+ * Gemma's sandwich norms (post_attention_layernorm on the attention output, pre_ and
+ * post_feedforward_layernorm around the MLP).
+ */
 export function attentionOutputAndMlp(g: GraphBuilder, spec: DecoderSpec, weights: WeightSource, l: number, x: string, attn: string): string {
-  const { hiddenSize: hid, numHeads: nh, headDim: hd, intermediateSize: inter } = spec;
+  const { hiddenSize: hid, numHeads: nh, headDim: hd } = spec;
   const w = layerWeightNames(l);
+  const norm = (value: string, name: string) => rmsNorm(g, value, normInit(g, spec, weights, name, hid), spec.rmsNormEps);
   const oW = transpose(weights.take(w.o), nh * hd, hid);
-  const afterAttn = g.op("Add", [x, g.op("MatMul", [attn, g.weight(`layer${l}.o`, oW, [nh * hd, hid])])]);
-  const h2 = rmsNorm(g, afterAttn, g.weight(w.postNorm, weights.take(w.postNorm), [hid]), spec.rmsNormEps);
+  let attnOut = g.op("MatMul", [attn, g.weight(`layer${l}.o`, oW, [nh * hd, hid])]);
+  if (spec.sandwichNorms) attnOut = norm(attnOut, w.postNorm);
+  const afterAttn = g.op("Add", [x, attnOut]);
+  const h2 = norm(afterAttn, spec.sandwichNorms ? w.preFeedforwardNorm : w.postNorm);
+  if (spec.moe?.sparseLayers[l]) throw new Error("mixture-of-experts layers are not wired into the graph yet");
+  let mlpOut = denseMlp(g, spec, weights, l, h2);
+  if (spec.sandwichNorms) mlpOut = norm(mlpOut, w.postFeedforwardNorm);
+  return g.op("Add", [afterAttn, mlpOut]);
+}
+
+/** The gated MLP: down(act(gate(x)) * up(x)), gate and up as one MatMul. */
+function denseMlp(g: GraphBuilder, spec: DecoderSpec, weights: WeightSource, l: number, h: string): string {
+  const { hiddenSize: hid, intermediateSize: inter } = spec;
+  const w = layerWeightNames(l);
   const guW = concatTransposed([weights.take(w.gate), weights.take(w.up)], hid);
-  const gu = g.op("MatMul", [h2, g.weight(`layer${l}.gate_up`, guW, [hid, 2 * inter])]);
+  const gu = g.op("MatMul", [h, g.weight(`layer${l}.gate_up`, guW, [hid, 2 * inter])]);
   const [gate, up] = g.opN("Split", [gu, g.int64s([inter, inter])], 2, { attributes: { axis: 1 } });
-  const act = g.op("Mul", [g.op("Mul", [gate!, g.op("Sigmoid", [gate!])]), up!]);
+  const act = g.op("Mul", [spec.mlpActivation === "silu" ? silu(g, gate!) : geluTanh(g, gate!), up!]);
   const downW = transpose(weights.take(w.down), inter, hid);
-  return g.op("Add", [afterAttn, g.op("MatMul", [act, g.weight(`layer${l}.down`, downW, [inter, hid])])]);
+  return g.op("MatMul", [act, g.weight(`layer${l}.down`, downW, [inter, hid])]);
+}
+
+export function silu(g: GraphBuilder, x: string): string {
+  return g.op("Mul", [x, g.op("Sigmoid", [x])]);
+}
+
+/** GELU, tanh approximation (transformers' gelu_pytorch_tanh): 0.5 x (1 + tanh(sqrt(2/π) (x + 0.044715 x³))). */
+export function geluTanh(g: GraphBuilder, x: string): string {
+  const cube = g.op("Mul", [g.op("Mul", [x, x]), x]);
+  const inner = g.op("Mul", [g.op("Add", [x, g.op("Mul", [cube, g.scalar(0.044715)])]), g.scalar(Math.sqrt(2 / Math.PI))]);
+  return g.op("Mul", [g.op("Mul", [x, g.scalar(0.5)]), g.op("Add", [g.op("Tanh", [inner]), g.scalar(1)])]);
+}
+
+/** An RMSNorm weight as an initializer (Gemma's 1 + w folded in). */
+function normInit(g: GraphBuilder, spec: DecoderSpec, weights: WeightSource, name: string, dim: number): string {
+  return g.weight(name, normWeight(spec, weights.take(name)), [dim]);
 }
 
 /**
@@ -68,7 +132,7 @@ export function attentionOutputAndMlp(g: GraphBuilder, spec: DecoderSpec, weight
  */
 export function lmHead(g: GraphBuilder, spec: DecoderSpec, weights: WeightSource, embed: string, x: string, logitIndex: string, names: { logits: string; nextToken: string }): void {
   const last = g.op("Gather", [x, logitIndex], { attributes: { axis: 0 } });
-  const normed = rmsNorm(g, last, g.weight(FINAL_NORM_WEIGHT, weights.take(FINAL_NORM_WEIGHT), [spec.hiddenSize]), spec.rmsNormEps);
+  const normed = rmsNorm(g, last, normInit(g, spec, weights, FINAL_NORM_WEIGHT, spec.hiddenSize), spec.rmsNormEps);
   const head = spec.tieWordEmbeddings ? embed : g.weight(LM_HEAD_WEIGHT, weights.take(LM_HEAD_WEIGHT), [spec.vocabSize, spec.hiddenSize]);
   const logits = g.op("Gemm", [normed, head], { attributes: { transB: 1 } });
   g.output(logits, DataType.FLOAT, ["R", spec.vocabSize], names.logits);
@@ -81,11 +145,20 @@ export function rmsNorm(g: GraphBuilder, x: string, weight: string, eps: number)
   return g.op("Mul", [g.op("Mul", [x, inv]), weight]);
 }
 
-/** HF Llama rotary: x * cos + rotate_half(x) * sin, on [T, heads, hd] with cos/sin [T, 1, hd]. */
-export function rope(g: GraphBuilder, x: string, cos: string, sin: string, hd: number): string {
-  const [x1, x2] = g.opN("Split", [x, g.int64s([hd / 2, hd / 2])], 2, { attributes: { axis: -1 } });
+/**
+ * HF rotary: x * cos + rotate_half(x) * sin on [T, heads, hd] with cos/sin [T, 1, rotaryDim]; with
+ * partial rotary only the first rotaryDim dimensions turn and the rest pass through.
+ */
+export function applyRope(g: GraphBuilder, x: string, rope: StepRope, hd: number, rotaryDim: number): string {
+  if (rotaryDim === hd) return rotate(g, x, rope, hd);
+  const [rot, pass] = g.opN("Split", [x, g.int64s([rotaryDim, hd - rotaryDim])], 2, { attributes: { axis: -1 } });
+  return g.op("Concat", [rotate(g, rot!, rope, rotaryDim), pass!], { attributes: { axis: -1 } });
+}
+
+function rotate(g: GraphBuilder, x: string, rope: StepRope, dim: number): string {
+  const [x1, x2] = g.opN("Split", [x, g.int64s([dim / 2, dim / 2])], 2, { attributes: { axis: -1 } });
   const rotated = g.op("Concat", [g.op("Neg", [x2!]), x1!], { attributes: { axis: -1 } });
-  return g.op("Add", [g.op("Mul", [x, cos]), g.op("Mul", [rotated, sin])]);
+  return g.op("Add", [g.op("Mul", [x, rope.cos]), g.op("Mul", [rotated, rope.sin])]);
 }
 
 /** [out, in] (HF linear layout) -> [in, out] for MatMul. */

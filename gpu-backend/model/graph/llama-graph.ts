@@ -1,6 +1,6 @@
 import { DataType, GraphBuilder } from "./graph-builder";
 import type { DecoderSpec, WeightSource } from "./decoder-spec";
-import { attentionInputs, attentionOutputAndMlp, embedTokens, lmHead } from "./decoder-blocks";
+import { attentionInputs, attentionOutputAndMlp, embedTokens, layerRope, lmHead } from "./decoder-blocks";
 
 /**
  * The Llama-family decoder as an ONNX graph of standard ops (the portable "cpu" path), reading a
@@ -22,6 +22,9 @@ import { attentionInputs, attentionOutputAndMlp, embedTokens, lmHead } from "./d
  *   prefill group: keys = pool[pre_ctx_slots[0..Sp)] ++ all Tp new keys
  *                  pre_mask [1,1,Tp,Sp+Tp]: each token sees its own sequence's context and the
  *                  new tokens of its own sequence at positions <= its own
+ *   sliding-window layers (window W) read the same way from `*_local` inputs that gather only
+ *                  the last W - 1 context positions and mask keys at q - k >= W, so their cost
+ *                  stays bounded by the window however long the context grows
  *
  * Outputs: logits for the rows in `logit_index` (and their argmax, `next_token`), and each layer's new keys (after rotary) and
  * values [T, numKvHeads, headDim], which the executor writes into the pool at the tokens' slots.
@@ -42,16 +45,26 @@ export function buildLlamaGraph(spec: DecoderSpec, weights: WeightSource): Uint8
   const decMask = g.input("dec_mask", F, [1, "Bd", 1, "Sd1"]);
   const preSlots = g.input("pre_ctx_slots", I64, ["Sp"]);
   const preMask = g.input("pre_mask", F, [1, 1, "Tp", "Sp1"]);
+  // Sliding-window layers read only the keys inside their window: their own, narrower context.
+  const local = slidingWindowOf(spec) === null
+    ? null
+    : {
+        decSlots: g.input(GRAPH_IO.local.decSlots, I64, ["Bd", "Wd"]),
+        decMask: g.input(GRAPH_IO.local.decMask, F, [1, "Bd", 1, "Wd1"]),
+        preSlots: g.input(GRAPH_IO.local.preSlots, I64, ["Wp"]),
+        preMask: g.input(GRAPH_IO.local.preMask, F, [1, 1, "Tp", "Wp1"]),
+      };
   const logitIndex = g.input("logit_index", I64, ["R"]);
 
-  const { embed, x: x0, cosT, sinT } = embedTokens(g, spec, weights, inputIds, positionIds);
-  const scale = g.scalar(1 / Math.sqrt(hd));
+  const step = embedTokens(g, spec, weights, inputIds, positionIds);
+  const { embed, x: x0 } = step;
+  const scale = g.scalar(spec.attentionScale);
   let x = x0;
 
   for (let l = 0; l < spec.numLayers; l++) {
     const poolK = g.input(`kv_k_${l}`, F, [nkv, "S", hd]);
     const poolV = g.input(`kv_v_${l}`, F, [nkv, "S", hd]);
-    const { q, k, v } = attentionInputs(g, spec, weights, l, x, cosT, sinT);
+    const { q, k, v } = attentionInputs(g, spec, weights, l, x, layerRope(spec, l, step));
     g.output(k, F, ["T", nkv, hd], `new_k_${l}`);
     g.output(v, F, ["T", nkv, hd], `new_v_${l}`);
 
@@ -59,8 +72,9 @@ export function buildLlamaGraph(spec: DecoderSpec, weights: WeightSource): Uint8
     const [qd, qp] = g.opN("Split", [qScaled, groupSizes], 2, { attributes: { axis: 0 } });
     const [kd, kp] = g.opN("Split", [k, groupSizes], 2, { attributes: { axis: 0 } });
     const [vd, vp] = g.opN("Split", [v, groupSizes], 2, { attributes: { axis: 0 } });
-    const decOut = decodeAttention(g, { q: qd!, k: kd!, v: vd!, poolK, poolV, slots: decSlots, mask: decMask, nkv, groups, hd });
-    const preOut = prefillAttention(g, { q: qp!, k: kp!, v: vp!, poolK, poolV, slots: preSlots, mask: preMask, nkv, groups, hd });
+    const ctx = spec.layerWindows[l] !== null && local ? local : { decSlots, decMask, preSlots, preMask };
+    const decOut = decodeAttention(g, { q: qd!, k: kd!, v: vd!, poolK, poolV, slots: ctx.decSlots, mask: ctx.decMask, nkv, groups, hd });
+    const preOut = prefillAttention(g, { q: qp!, k: kp!, v: vp!, poolK, poolV, slots: ctx.preSlots, mask: ctx.preMask, nkv, groups, hd });
 
     const attn = g.op("Concat", [decOut, preOut], { attributes: { axis: 0 } });
     x = attentionOutputAndMlp(g, spec, weights, l, x, attn);
@@ -78,7 +92,19 @@ export const GRAPH_IO = {
   newV: (layer: number) => `new_v_${layer}`,
   logits: "logits",
   nextToken: "next_token",
+  /** The sliding-window layers' context (present when the spec has such layers). */
+  local: { decSlots: "dec_ctx_slots_local", decMask: "dec_mask_local", preSlots: "pre_ctx_slots_local", preMask: "pre_mask_local" },
 } as const;
+
+/**
+ * The one sliding window of the spec's windowed layers, or null when every layer attends fully.
+ * @throws when layers have different windows (no supported family has that)
+ */
+export function slidingWindowOf(spec: DecoderSpec): number | null {
+  const windows = new Set(spec.layerWindows.filter((w): w is number => w !== null));
+  if (windows.size > 1) throw new Error(`layers with different sliding windows (${[...windows].join(", ")}) are not supported`);
+  return windows.size === 0 ? null : [...windows][0]!;
+}
 
 interface AttentionArgs {
   q: string;

@@ -1,6 +1,6 @@
 import { DataType, GraphBuilder } from "./graph-builder";
-import type { DecoderSpec, WeightSource } from "./decoder-spec";
-import { attentionInputs, attentionOutputAndMlp, embedTokens, lmHead } from "./decoder-blocks";
+import { hasSlidingWindows, type DecoderSpec, type WeightSource } from "./decoder-spec";
+import { attentionInputs, attentionOutputAndMlp, embedTokens, layerRope, lmHead } from "./decoder-blocks";
 
 /**
  * The Llama-family decoder of `llama-graph.ts` with each layer's attention as ONE
@@ -60,6 +60,10 @@ export const PAGED_IO = {
 export function buildPagedLlamaGraph(spec: DecoderSpec, weights: WeightSource, blockSize: number, options: PagedLlamaGraphOptions = {}): PagedLlamaGraph {
   if (blockSize < 16 || (blockSize & (blockSize - 1)) !== 0)
     throw new Error(`PagedAttention needs a power-of-two block size >= 16, got ${blockSize}`);
+  if (hasSlidingWindows(spec)) {
+    // onnxruntime 1.30's PagedAttention kernels (WebGPU, CUDA) do not implement local windows.
+    throw new Error(`${spec.modelId} has sliding-window layers, which PagedAttention in onnxruntime 1.30 cannot mask; serve it on the cpu executor`);
+  }
   const g = new GraphBuilder(`${spec.modelId}-paged-decoder`);
   const { numHeads: nh, numKvHeads: nkv, headDim: hd } = spec;
   if (!Number.isInteger(nh / nkv)) throw new Error(`numHeads ${nh} is not a multiple of numKvHeads ${nkv}`);
@@ -76,7 +80,8 @@ export function buildPagedLlamaGraph(spec: DecoderSpec, weights: WeightSource, b
   const blockTable = g.input(PAGED_IO.blockTable, I32, ["B", "M"]);
   const logitIndex = g.input(PAGED_IO.logitIndex, I32, ["R"]);
 
-  const { embed, x: x0, cosT, sinT } = embedTokens(g, spec, weights, inputIds, positionIds);
+  const step = embedTokens(g, spec, weights, inputIds, positionIds);
+  const { embed, x: x0 } = step;
   let x = x0;
   const cacheShape = ["num_blocks", blockSize, nkv, hd];
   const cacheOutputs: PagedLlamaGraph["cacheOutputs"] = { k: [], v: [] };
@@ -85,7 +90,7 @@ export function buildPagedLlamaGraph(spec: DecoderSpec, weights: WeightSource, b
     const poolK = g.input(PAGED_IO.kvK(l), F16, cacheShape);
     const poolV = g.input(PAGED_IO.kvV(l), F16, cacheShape);
 
-    const { q, k, v } = attentionInputs(g, spec, weights, l, x, cosT, sinT);
+    const { q, k, v } = attentionInputs(g, spec, weights, l, x, layerRope(spec, l, step));
     const q16 = g.op("Cast", [g.op("Reshape", [q, g.int64s([0, nh * hd])])], toF16);
     const k16 = g.op("Cast", [g.op("Reshape", [k, g.int64s([0, nkv * hd])])], toF16);
     const v16 = g.op("Cast", [g.op("Reshape", [v, g.int64s([0, nkv * hd])])], toF16);
@@ -96,7 +101,7 @@ export function buildPagedLlamaGraph(spec: DecoderSpec, weights: WeightSource, b
 
     const [out, kOut, vOut] = g.opN("PagedAttention", [q16, k16, v16, poolK, poolV, cumulative, past, blockTable], 3, {
       domain: "com.microsoft",
-      attributes: { num_heads: nh, kv_num_heads: nkv, scale: { float: 1 / Math.sqrt(hd) } },
+      attributes: { num_heads: nh, kv_num_heads: nkv, scale: { float: spec.attentionScale } },
     });
     g.output(kOut!, F16, cacheShape);
     g.output(vOut!, F16, cacheShape);

@@ -22,6 +22,17 @@ export function tinySpec(overrides: Partial<DecoderSpec> = {}): DecoderSpec {
     attentionBias: false,
     invFreq: Float32Array.from({ length: headDim / 2 }, (_, i) => 1 / Math.pow(10000, (2 * i) / headDim)),
     maxPositions: 512,
+    rotaryDim: headDim,
+    ropeScale: 1,
+    localInvFreq: null,
+    layerWindows: [null, null],
+    attentionScale: 1 / Math.sqrt(headDim),
+    qkNorm: false,
+    normOffset: 0,
+    sandwichNorms: false,
+    embedScale: 1,
+    mlpActivation: "silu",
+    moe: null,
     ...overrides,
   };
 }
