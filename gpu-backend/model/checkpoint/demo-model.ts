@@ -5,6 +5,7 @@ import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { expectedTensorShapes } from "./checkpoint";
 import type { ModelConfig } from "./model-config";
+import { familyTraits } from "./model-family";
 import { modelConfigToJson } from "./model-config-json";
 import { f32BitsToBf16, writeSafetensors, type SafetensorsTensorToWrite } from "./safetensors";
 
@@ -216,12 +217,14 @@ export function qwen3TokenizerDir(): string {
 export function generateWeights(config: ModelConfig, seed: number, onTensor?: (done: number, total: number) => void): Record<string, SafetensorsTensorToWrite & { data: Uint16Array }> {
   const shapes = expectedTensorShapes(config);
   const table = normalBf16Table(WEIGHT_STD);
+  // RMSNorm weights that act as 1: Gemma multiplies by (1 + w), so its are 0.
+  const normWord = familyTraits(config.modelType).gemma ? 0 : 0x3f80;
   const out: Record<string, SafetensorsTensorToWrite & { data: Uint16Array }> = {};
   let done = 0;
   for (const [name, shape] of shapes) {
     const count = shape.reduce((a, b) => a * b, 1);
     const data = new Uint16Array(count);
-    if (name.endsWith("norm.weight")) data.fill(0x3f80);
+    if (name.endsWith("norm.weight")) data.fill(normWord);
     else if (!name.endsWith(".bias")) fillNormal(data, table, seed, name);
     out[name] = { dtype: "BF16", shape, data };
     done++;
