@@ -51,6 +51,31 @@ export function readJsonObjectText(text: string, start: number): JsonObjectText 
   return { end, value: value as Record<string, unknown>, rawMembers };
 }
 
+/**
+ * Reads the JSON array of objects that starts at `text[start]` (a `[`), keeping each object's raw
+ * members (see `readJsonObjectText`). Returns `undefined` when no valid JSON array starts there or
+ * an element is not an object; never throws.
+ *
+ * @example
+ * const found = readJsonObjectArrayText('[{"name": "f", "arguments": {"a": 1}}]', 0);
+ * found?.items[0]?.rawMembers.get("arguments"); // '{"a": 1}'
+ */
+export function readJsonObjectArrayText(text: string, start: number): { end: number; items: JsonObjectText[] } | undefined {
+  if (text[start] !== "[") return undefined;
+  const items: JsonObjectText[] = [];
+  let i = skipJsonWhitespace(text, start + 1);
+  if (text[i] === "]") return { end: i + 1, items };
+  for (;;) {
+    const item = readJsonObjectText(text, i);
+    if (!item) return undefined;
+    items.push(item);
+    i = skipJsonWhitespace(text, item.end);
+    if (text[i] === "]") return { end: i + 1, items };
+    if (text[i] !== ",") return undefined;
+    i = skipJsonWhitespace(text, i + 1);
+  }
+}
+
 /** Sentinel for text that is not JSON (JSON itself can encode `undefined`-free values only). */
 const NOT_JSON = Symbol("not-json");
 

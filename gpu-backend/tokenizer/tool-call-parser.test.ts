@@ -3,7 +3,7 @@ import { createRequire } from "node:module";
 import { describe, expect, it } from "vitest";
 import type { ChatMessage } from "../../protocol/messages";
 import { ChatTemplate } from "./chat-template";
-import { readJsonObjectText } from "./json-object-text";
+import { readJsonObjectArrayText, readJsonObjectText } from "./json-object-text";
 import { newToolCallId } from "./tool-call-id";
 import { detectToolCallConvention, parseAssistantText } from "./tool-call-parser";
 
@@ -19,6 +19,8 @@ function ids(): () => string {
 
 const hermes = (text: string) => parseAssistantText(text, "hermes", ids());
 const llama = (text: string) => parseAssistantText(text, "llama3-json", ids());
+const pythonic = (text: string) => parseAssistantText(text, "pythonic", ids());
+const phi = (text: string) => parseAssistantText(text, "phi4-mini", ids());
 const call = (id: string, name: string, args: string) => ({ id, type: "function" as const, function: { name, arguments: args } });
 
 const WEATHER = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}\n</tool_call>';
@@ -151,6 +153,113 @@ describe("parseAssistantText, llama3-json (Llama 3.1 / 3.2)", () => {
   });
 });
 
+describe("parseAssistantText, pythonic (Gemma 3)", () => {
+  const LIST = '[get_weather(city="Paris", unit="celsius"), get_time(tz="Europe/Paris")]';
+  const CALLS = [call("call_1", "get_weather", '{"city": "Paris", "unit": "celsius"}'), call("call_2", "get_time", '{"tz": "Europe/Paris"}')];
+
+  it("parses a reply that is a call list: content null, arguments as JSON text", () => {
+    expect(pythonic(LIST)).toEqual({ role: "assistant", content: null, tool_calls: CALLS });
+    expect(pythonic(`\n${LIST}\n`)).toEqual({ role: "assistant", content: null, tool_calls: CALLS });
+    expect(pythonic("[now()]").tool_calls).toEqual([call("call_1", "now", "{}")]);
+  });
+
+  it("keeps the text before the list as trimmed content", () => {
+    expect(pythonic(`I'll check both.\n\n${LIST}`)).toEqual({ role: "assistant", content: "I'll check both.", tool_calls: CALLS });
+    expect(pythonic(`See [1] and [f(x)]: ${LIST}`).content).toBe("See [1] and [f(x)]:");
+  });
+
+  it("keeps a reply as plain content unless it ends with a well-formed call list", () => {
+    for (const text of [
+      "The weather in Paris is sunny.",
+      `${LIST} Done.`,
+      `text${LIST}`,
+      "[get_weather(city=Paris)]",
+      '[get_weather("Paris")]',
+      '[get_weather(city="Paris", city="Lyon")]',
+      '[get_weather(city="Paris")',
+      '[get_weather(city="Par',
+      "[1, 2, 3]",
+      "[]",
+      '[get_weather(city="Paris") + 1]',
+      "[f(x=1 + 2)]",
+      "[f(x=0x10)]",
+      "[f(x=01)]",
+      "[f(x=-)]",
+      "[f(x='\\N{BULLET}')]",
+    ]) {
+      expect(pythonic(text)).toEqual({ role: "assistant", content: text });
+    }
+  });
+
+  it("renders Python literals as JSON: quotes, escapes, booleans, None, numbers, nesting", () => {
+    const args = (text: string) => pythonic(text).tool_calls?.[0]?.function.arguments;
+    expect(args(String.raw`[f(a='it\'s', b="x\ny", c=r'\d+', d='''multi
+line''', e="tab\there \q")]`)).toBe(String.raw`{"a": "it's", "b": "x\ny", "c": "\\d+", "d": "multi\nline", "e": "tab\there \\q"}`);
+    expect(args("[f(a=True, b=False, c=None, d=true, e=null)]")).toBe('{"a": true, "b": false, "c": null, "d": true, "e": null}');
+    expect(args("[f(a=1, b=-2.50, c=.5, d=1e3, e=5.)]")).toBe('{"a": 1, "b": -2.50, "c": 0.5, "d": 1e3, "e": 5}');
+    expect(args("[f(a=[1, 'x'], b=(1, 2), c=(), d={'k': [True]}, e=(3), f=[],)]")).toBe('{"a": [1, "x"], "b": [1, 2], "c": [], "d": {"k": [true]}, "e": 3, "f": []}');
+    expect(args(String.raw`[ns.f(
+  a = "\u00e9\x41\101\U0001F600",
+)]`)).toBe('{"a": "éAA😀"}');
+    expect(pythonic("[ns.f(a=1)]").tool_calls?.[0]?.function.name).toBe("ns.f");
+  });
+
+  it("keeps unicode arguments, which parse back to the same values", () => {
+    const message = pythonic('[translate(text="café 😀 日本", to="ja")]');
+    expect(message.tool_calls).toEqual([call("call_1", "translate", '{"text": "café 😀 日本", "to": "ja"}')]);
+    expect(JSON.parse(message.tool_calls![0]!.function.arguments)).toEqual({ text: "café 😀 日本", to: "ja" });
+  });
+
+  it("is not fooled by brackets, parentheses or quotes inside strings", () => {
+    const message = pythonic(String.raw`[write(path="a.py", code='print("])")\n', note="[f(x=1)]")]`);
+    expect(JSON.parse(message.tool_calls![0]!.function.arguments)).toEqual({ path: "a.py", code: 'print("])")\n', note: "[f(x=1)]" });
+  });
+});
+
+describe("parseAssistantText, phi4-mini (Phi-4-mini syntax)", () => {
+  const BLOCK =
+    '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": "get_time", "arguments": {"tz": "Europe/Paris"}}]<|/tool_call|>';
+  const CALLS = [call("call_1", "get_weather", '{"city": "Paris"}'), call("call_2", "get_time", '{"tz": "Europe/Paris"}')];
+
+  it("parses a block of calls: content null, arguments as the model wrote them", () => {
+    expect(phi(BLOCK)).toEqual({ role: "assistant", content: null, tool_calls: CALLS });
+    expect(phi('<|tool_call|>{"name": "now"}<|/tool_call|>').tool_calls).toEqual([call("call_1", "now", "{}")]);
+    expect(phi('<|tool_call|>[{"name":"f","arguments":{ "a" : [1,2] }}]<|/tool_call|>').tool_calls).toEqual([call("call_1", "f", '{ "a" : [1,2] }')]);
+  });
+
+  it("accepts a block left open at the end of the reply (Phi-4-mini often omits the closing tag)", () => {
+    expect(phi(BLOCK.replace("<|/tool_call|>", "\n"))).toEqual({ role: "assistant", content: null, tool_calls: CALLS });
+  });
+
+  it("keeps the text around the blocks as trimmed content, and parses every block", () => {
+    const message = phi(`Checking.\n${BLOCK}\nand ${BLOCK.replace("get_weather", "get_forecast")} done`);
+    expect(message.content).toBe("Checking.\n\nand  done");
+    expect(message.tool_calls?.map((c) => c.function.name)).toEqual(["get_weather", "get_time", "get_forecast", "get_time"]);
+  });
+
+  it("keeps malformed blocks as plain content, and still parses the others", () => {
+    for (const text of [
+      '<|tool_call|>[{"name": "f", "arguments": {"a": 1}]<|/tool_call|>',
+      '<|tool_call|>[{"name": "f", "arguments": {"a": 1}}] and more',
+      '<|tool_call|>[{"name": "f"}, {"arguments": {}}]<|/tool_call|>',
+      '<|tool_call|>[{"name": "", "arguments": {}}]<|/tool_call|>',
+      '<|tool_call|>["f"]<|/tool_call|>',
+      "<|tool_call|>[]<|/tool_call|>",
+      '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Par',
+      'functools[{"name": "f", "arguments": {}}]',
+    ]) {
+      expect(phi(text)).toEqual({ role: "assistant", content: text });
+    }
+    const broken = '<|tool_call|>[{"name": "f", "arguments": {"a": 1}]<|/tool_call|>';
+    expect(phi(`${broken}\n${BLOCK}`)).toEqual({ role: "assistant", content: broken, tool_calls: CALLS });
+  });
+
+  it("keeps unicode and escapes in arguments exactly as written", () => {
+    const text = '<|tool_call|>[{"name": "translate", "arguments": {"text": "café \\u00e9 😀 <|/tool_call|>"}}]<|/tool_call|>';
+    expect(phi(text).tool_calls).toEqual([call("call_1", "translate", '{"text": "café \\u00e9 😀 <|/tool_call|>"}')]);
+  });
+});
+
 describe("parseAssistantText, none", () => {
   it("returns the text as content, even if it looks like a call", () => {
     expect(parseAssistantText(WEATHER, "none", ids())).toEqual({ role: "assistant", content: WEATHER });
@@ -167,6 +276,9 @@ describe("detectToolCallConvention", () => {
     expect(detectToolCallConvention("{{ '<|python_tag|>' }} parameters")).toBe("llama3-json");
     expect(detectToolCallConvention("{% for m in messages %}{{ m.content }}{% endfor %}")).toBe("none");
     expect(detectToolCallConvention("parameters without the python role")).toBe("none");
+    expect(detectToolCallConvention("Example Format: [func_name1(params_name1=params_value1), func_name2(params)]")).toBe("pythonic");
+    expect(detectToolCallConvention("{{ '<|tool_call|>' + (tool_call | tojson) + '<|/tool_call|>' }}")).toBe("phi4-mini");
+    expect(detectToolCallConvention("{{ '<|system|>' + message['content'] + '<|tool|>' + message['tools'] + '<|/tool|>' }}")).toBe("phi4-mini");
   });
 });
 
@@ -192,6 +304,21 @@ describe("readJsonObjectText", () => {
     expect(readJsonObjectText('{"a": tru}', 0)).toBeUndefined();
     expect(readJsonObjectText('{"a" 1}', 0)).toBeUndefined();
     expect(readJsonObjectText("x{}", 0)).toBeUndefined();
+  });
+
+  it("reads arrays of objects with their raw members (readJsonObjectArrayText)", () => {
+    const text = '[{"name": "f", "arguments": {"a": 1}} , {"name": "g"}]<|/tool_call|>';
+    const found = readJsonObjectArrayText(text, 0)!;
+    expect(text.slice(found.end)).toBe("<|/tool_call|>");
+    expect(found.items.map((item) => [...item.rawMembers])).toEqual([
+      [
+        ["name", '"f"'],
+        ["arguments", '{"a": 1}'],
+      ],
+      [["name", '"g"']],
+    ]);
+    expect(readJsonObjectArrayText("[ ]", 0)).toEqual({ end: 3, items: [] });
+    for (const bad of ['[{"a": 1}, 2]', '[{"a": 1},]', '[{"a": 1}', '{"a": 1}']) expect(readJsonObjectArrayText(bad, 0)).toBeUndefined();
   });
 });
 
