@@ -7,7 +7,7 @@ import type { DoneFrame, ErrorFrame, Frame, GenerateRequest, SamplingParams, Too
 import { BlockPool } from "../kv/block-pool";
 import { CpuExecutor } from "../model/executors/cpu-executor";
 import { materializeTinyModel } from "../model/checkpoint/demo-model";
-import type { Executor, StepSequence } from "../model/executors/executor";
+import { ScriptedExecutor } from "./testing/scripted-executor";
 import { loadModel, type LoadedModel } from "./load-model";
 import { Engine } from "./engine";
 import type { StepRecord } from "./step-trace";
@@ -26,40 +26,6 @@ afterAll(async () => {
   for (const e of executors) await e.dispose();
   rmSync(dir, { recursive: true, force: true });
 });
-
-/** Records every step's sequences, so tests can look at batching and block sharing. */
-class RecordingExecutor implements Executor {
-  readonly steps: { sequences: StepSequence[]; refCounts: number[][] }[] = [];
-  pool: BlockPool | undefined;
-  constructor(private readonly inner: CpuExecutor) {}
-  get device() { return this.inner.device; }
-  get spec() { return this.inner.spec; }
-  get numBlocks() { return this.inner.numBlocks; }
-  get blockSize() { return this.inner.blockSize; }
-  get kvBytes() { return this.inner.kvBytes; }
-  get transfer() { return this.inner.transfer; }
-  run(sequences: readonly StepSequence[]) {
-    this.steps.push({
-      sequences: sequences.map((s) => ({ ...s, blockTable: [...(s.blockTable as number[])] })),
-      refCounts: sequences.map((s) => Array.from(s.blockTable, (b) => this.pool?.refCount(b) ?? 0)),
-    });
-    return this.inner.run(sequences);
-  }
-  dispose() { return this.inner.dispose(); }
-}
-
-/**
- * Makes the (untrained) model say something: while `script` holds ids, each sampled argmax is the
- * next one of them (the real model still runs, so the KV cache is filled as usual).
- */
-class ScriptedExecutor extends RecordingExecutor {
-  script: number[] = [];
-  override async run(sequences: readonly StepSequence[]) {
-    const result = await super.run(sequences);
-    const argmax = result.argmax.map((id, i) => (sequences[i]!.logits === "argmax" && this.script.length > 0 ? this.script.shift()! : id));
-    return { ...result, argmax };
-  }
-}
 
 async function makeEngine(options: { numBlocks?: number; prefixCache?: boolean; maxBatchTokens?: number; onStep?: (r: StepRecord) => void } = {}) {
   const numBlocks = options.numBlocks ?? 256;

@@ -1,9 +1,10 @@
+import { existsSync } from "node:fs";
 import type { ChatCodec } from "./chat-codec";
 import { newToolCallId } from "../tokenizer/tool-call-id";
 import { detectToolCallConvention, parseAssistantText } from "../tokenizer/tool-call-parser";
 import { loadCheckpoint, type Checkpoint } from "../model/checkpoint/checkpoint";
 import type { DecoderSpec, WeightSource } from "../model/graph/decoder-spec";
-import { materializeDemoModel } from "../model/checkpoint/demo-model";
+import { demoFamilyOf, materializeFamilyDemo } from "../model/checkpoint/demo-families";
 import { decoderSpecOf } from "../model/checkpoint/decoder-spec-of";
 
 export interface LoadedModel {
@@ -28,7 +29,9 @@ export const DEFAULT_MAX_CONTEXT = 32_768;
  */
 export async function loadModel(options: { dir: string | undefined; maxContext?: number; log?: (line: string) => void }): Promise<LoadedModel> {
   const log = options.log ?? (() => {});
-  const dir = options.dir ?? (await materializeDemoModel({ onProgress: log }));
+  // A demo family or demo model id ("qwen3", "demo-gemma3-random") is materialized; anything else is a folder.
+  const family = options.dir === undefined ? "llama" : existsSync(options.dir) ? undefined : demoFamilyOf(options.dir);
+  const dir = family ? await materializeFamilyDemo(family, { onProgress: log }) : options.dir!;
   log(`loading ${dir}`);
   const checkpoint = await loadCheckpoint(dir);
   const spec = decoderSpecOf(checkpoint.modelId, checkpoint.config, options.maxContext ?? DEFAULT_MAX_CONTEXT);

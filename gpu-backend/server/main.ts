@@ -10,7 +10,8 @@ import { DEV_SECRET } from "../../protocol/messages";
 /** `npm run backend -- --help` prints this. */
 const USAGE = `npm run backend -- [flags]: one backend process serving one model (npm start runs it together with the edge).
 
-  --model DIR            Hugging Face-style folder (default: the embedded demo-llama-random)
+  --model DIR|DEMO       Hugging Face-style folder, or a demo family (llama, qwen3, qwen3_moe, gemma3, phi3)
+                         materialized with seeded random weights (default: the embedded demo-llama-random)
   --kv-memory SIZE       KV pool budget, e.g. 512MiB, 2GiB (default 1GiB)
   --block-size N         tokens per KV block (default 16)
   --max-batch-tokens N   token budget of one engine step (default 512)

@@ -1,5 +1,7 @@
+import { join } from "node:path";
 import type { ModelConfig } from "./model-config";
-import { demoModelConfig } from "./demo-model";
+import { DEMO_MODEL_ID, DEMO_MODEL_SEED, demoModelConfig, materializeDemoModel, materializeModel, modelCacheDir } from "./demo-model";
+import { writeFamilyTokenizer, type TokenizerFamily } from "./family-tokenizers";
 
 /**
  * The seeded random demo models of each supported family, for tests and benchmarks without
@@ -115,4 +117,48 @@ export function tinyFamilyConfig(family: DemoFamily, tok: TokenizerIds): ModelCo
     default:
       return tiny;
   }
+}
+
+/** The tokenizer each family's demo carries. */
+const TOKENIZER_OF: Record<DemoFamily, TokenizerFamily> = { llama: "qwen3", qwen3: "qwen3", qwen3_moe: "qwen3", gemma3: "gemma3", phi3: "phi3" };
+
+/**
+ * A family's demo model id: "demo-llama-random" (the embedded default), "demo-qwen3-random",
+ * "demo-qwen3moe-random", "demo-gemma3-random", "demo-phi3-random".
+ */
+export function demoModelId(family: DemoFamily): string {
+  return family === "llama" ? DEMO_MODEL_ID : `demo-${family.replace("_", "")}-random`;
+}
+
+/**
+ * The demo family a `--model` value names: a family ("qwen3") or a demo model id
+ * ("demo-qwen3-random"); undefined for anything else (a folder).
+ *
+ * @example demoFamilyOf("gemma3"); // "gemma3"
+ */
+export function demoFamilyOf(name: string): DemoFamily | undefined {
+  return DEMO_FAMILIES.find((f) => f === name || demoModelId(f) === name);
+}
+
+/**
+ * Writes a family's demo model (seeded random weights, the family's tokenizer and tool-capable
+ * chat template) under the model cache and returns its folder; idempotent like
+ * `materializeModel`. The llama family is the embedded default model.
+ *
+ * @example
+ * const dir = await materializeFamilyDemo("gemma3", { onProgress: console.log });
+ */
+export async function materializeFamilyDemo(family: DemoFamily, options: { dir?: string; onProgress?: (line: string) => void } = {}): Promise<string> {
+  if (family === "llama") return materializeDemoModel(options);
+  const tokenizerDir = join(modelCacheDir(), "tokenizers", TOKENIZER_OF[family]);
+  const info = await writeFamilyTokenizer(TOKENIZER_OF[family], tokenizerDir);
+  const id = demoModelId(family);
+  return materializeModel({
+    dir: options.dir ?? join(modelCacheDir(), id),
+    config: familyDemoConfig(family, info),
+    seed: DEMO_MODEL_SEED,
+    tokenizerFrom: tokenizerDir,
+    modelId: id,
+    onProgress: options.onProgress,
+  });
 }

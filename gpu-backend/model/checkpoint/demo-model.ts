@@ -193,8 +193,17 @@ export function tinyDemoConfig(): ModelConfig {
  * defaultDemoModelDir(); // "/work/main/.cache/models/demo-llama-random"
  */
 export function defaultDemoModelDir(): string {
+  return join(modelCacheDir(), DEMO_MODEL_ID);
+}
+
+/**
+ * Where generated models live: `$AGENT_EDGE_CACHE_DIR/models`, else `<repo>/.cache/models`.
+ *
+ * @example join(modelCacheDir(), "demo-qwen3-random");
+ */
+export function modelCacheDir(): string {
   const cache = process.env.AGENT_EDGE_CACHE_DIR || resolve(dirname(fileURLToPath(import.meta.url)), "../../../.cache");
-  return join(resolve(cache), "models", DEMO_MODEL_ID);
+  return join(resolve(cache), "models");
 }
 
 /**
