@@ -3,6 +3,8 @@ import { CpuExecutor } from "./cpu-executor";
 import { CONFORMANCE_BLOCK_SIZE, executorConformance, executorGreedy } from "./executor-conformance";
 import { randomWeights } from "../testing/random-weights";
 import { tinySpec } from "../testing/tiny-spec";
+import { familySpecs } from "../testing/family-specs";
+import type { DecoderSpec } from "../graph/decoder-spec";
 import { WebGpuExecutor } from "./webgpu-executor";
 
 /**
@@ -52,5 +54,31 @@ describe("webgpu executor vs cpu executor", () => {
   it("rejects block sizes PagedAttention cannot take", async () => {
     const spec = tinySpec();
     await expect(WebGpuExecutor.create({ spec, weights: randomWeights(spec, 1), numBlocks: 8, blockSize: 4 })).rejects.toThrow(/power-of-two block size/);
+  });
+});
+
+/**
+ * The families whose attention PagedAttention can express: Qwen3 (q/k norms, free head_dim) and
+ * Phi-3 without a window (Phi-4-mini's 262144-token window is no window). Gemma 3's and Phi-3-mini's
+ * sliding windows are refused (see below).
+ */
+const families = familySpecs();
+const pagedFamilies: [string, DecoderSpec][] = [["qwen3", families.qwen3], ["phi3", { ...families.phi3, layerWindows: [null, null] }]];
+for (const [name, spec] of pagedFamilies) {
+  executorConformance({
+    name: `webgpu ${name}`,
+    spec,
+    tolerances: { reference: 1e-2, cached: 1e-2 },
+    greedyTokens: GREEDY_TOKENS,
+    create: (o) => WebGpuExecutor.create(o),
+  });
+}
+
+describe("webgpu executor and sliding windows", () => {
+  it("refuses a model with sliding-window layers, naming the op and the way out", async () => {
+    const spec = families.gemma3;
+    await expect(WebGpuExecutor.create({ spec, weights: randomWeights(spec, 1), numBlocks: 4, blockSize: CONFORMANCE_BLOCK_SIZE })).rejects.toThrow(
+      "tiny-gemma3 has sliding-window layers, which PagedAttention in onnxruntime 1.30 cannot mask; serve it on the cpu executor",
+    );
   });
 });
