@@ -175,12 +175,14 @@ function gatherMoe(g: GraphBuilder, x: string, logits: string, a: MoeBlockArgs, 
  *
  *   mask [T, E]   1 where token t chose expert e          (ScatterElements of the top-k ids)
  *   rank [T, E]   t's place among e's tokens              (CumSum(mask, axis 0) - 1)
- *   offset [E]    rows of experts before e                (exclusive CumSum of the counts)
+ *   offset [E]    rows of experts before e                (exclusive CumSum of count + 1)
  *   pos [T, k]    offset[e] + rank[t, e] at the chosen e  (GatherElements, Cast to int64)
  *
  *   expert e: TopK(mask[:, e] * (T - t), K = count_e) -> its tokens in ascending order ->
- *             Gather x rows -> gate/up MatMul -> SwiGLU -> down MatMul -> ys_e [count_e, H]
- *   ys = Concat(ys_0 .. ys_E-1) [T*k, H];  out[t] = Σ_j w[t, j] · ys[pos[t, j]]
+ *             Gather x rows -> gate/up MatMul -> SwiGLU -> down MatMul -> ys_e [count_e, H],
+ *             plus one zero row: onnxruntime 1.30's WebGPU Concat fails ("number of element of
+ *             uniform variable must be greater than 0") on many inputs when some are empty
+ *   ys = Concat(ys_0 .. ys_E-1) [T*k + E, H];  out[t] = Σ_j w[t, j] · ys[pos[t, j]]
  */
 function perExpertMoe(g: GraphBuilder, x: string, logits: string, a: MoeBlockArgs, experts: ExpertNames): string {
   const { hiddenSize: hid, moeIntermediateSize: inter, topK: k, layer: l } = a;
@@ -189,11 +191,13 @@ function perExpertMoe(g: GraphBuilder, x: string, logits: string, a: MoeBlockArg
   const mask = g.op("ScatterElements", [zeros, ids, g.op("Add", [g.op("Mul", [weights, g.scalar(0)]), g.scalar(1)])], { attributes: { axis: -1 } });
   const rank = g.op("Sub", [g.op("CumSum", [mask, g.int64s([0])]), g.scalar(1)]);
   const counts = g.op("ReduceSum", [mask, g.int64s([0])], { attributes: { keepdims: 1 } }); // [1, E]
-  const offsets = g.op("Sub", [g.op("CumSum", [counts, g.int64s([1])]), counts]);
+  const slots = g.op("Add", [counts, g.scalar(1)]); // each expert's rows + one zero row
+  const offsets = g.op("Sub", [g.op("CumSum", [slots, g.int64s([1])]), slots]);
   const pos = g.op("Cast", [g.op("GatherElements", [g.op("Add", [rank, offsets]), ids], { attributes: { axis: 1 } })], { attributes: { to: DataType.INT64 } });
   const ones = g.op("Add", [g.op("Gather", [zeros, g.int64s([0])], { attributes: { axis: 1 } }), g.scalar(1)]); // [T, 1]
   const descending = g.op("Sub", [g.op("ReduceSum", [ones, g.int64s([0])], { attributes: { keepdims: 1 } }), g.op("Sub", [g.op("CumSum", [ones, g.int64s([0])]), g.scalar(1)])]); // T - t
   const keys = g.op("Mul", [mask, descending]); // [T, E]
+  const zeroRow = g.weight(`layer${l}.moe_zero_row`, new Float32Array(hid), [1, hid]);
   const ys = experts.map((n, e) => {
     const column = g.op("Squeeze", [g.op("Gather", [keys, g.int64s([e])], { attributes: { axis: 1 } }), g.int64s([1])]); // [T]
     const count = g.op("Cast", [g.op("Reshape", [g.op("Gather", [counts, g.int64s([e])], { attributes: { axis: 1 } }), g.int64s([1])])], { attributes: { to: DataType.INT64 } });
@@ -203,7 +207,8 @@ function perExpertMoe(g: GraphBuilder, x: string, logits: string, a: MoeBlockArg
     const gu = g.op("MatMul", [xe, g.weight(`layer${l}.moe_e${e}_gate_up`, guW, [hid, 2 * inter])]);
     const [gate, up] = g.opN("Split", [gu, g.int64s([inter, inter])], 2, { attributes: { axis: -1 } });
     const downW = transpose(takeChecked(a.weights, n.down, hid * inter), inter, hid);
-    return g.op("MatMul", [silu(g, gate!, up!), g.weight(`layer${l}.moe_e${e}_down`, downW, [inter, hid])]);
+    const ye = g.op("MatMul", [silu(g, gate!, up!), g.weight(`layer${l}.moe_e${e}_down`, downW, [inter, hid])]);
+    return g.op("Concat", [ye, zeroRow], { attributes: { axis: 0 } });
   });
   const picked = g.op("Gather", [g.op("Concat", ys, { attributes: { axis: 0 } }), pos], { attributes: { axis: 0 } }); // [T, k, H]
   const w = g.op("Reshape", [weights, g.int64s([-1, 1, k])]);
