@@ -8,6 +8,8 @@
  *   npx tsx scripts/moe-probe.ts --webgpu-timings  also time the WebGPU kernels (lavapipe: slow)
  *   npx tsx scripts/moe-probe.ts --quick           availability only
  *
+ *   npx tsx scripts/moe-probe.ts --shape 512,128,8,128 --threads 1   another shape, one thread count
+ *
  * Shape: hidden 512, 16 experts, k 4, moe_intermediate 256 (dense twin: intermediate 1024).
  * WebGPU needs an adapter (scripts/install-webgpu-deps.sh on a CPU-only machine) and
  * XDG_RUNTIME_DIR; without one the WebGPU rows say so.
@@ -27,9 +29,20 @@ const webgpuTimings = process.argv.includes("--webgpu-timings");
 process.env.XDG_RUNTIME_DIR ||= mkdtempSync(join(tmpdir(), "xdg-"));
 ort.env.logLevel = "error";
 
-const SHAPE: MoeShape = { hiddenSize: 512, moeIntermediateSize: 256, numExperts: 16, topK: 4, normTopkProb: true };
+/** `--shape H,E,k,I` (hidden, experts, k, moe_intermediate); default 512,16,4,256. `--threads 1` times only that count. */
+function argValue(name: string): string | undefined {
+  const i = process.argv.indexOf(name);
+  return i >= 0 ? process.argv[i + 1] : undefined;
+}
+const [shapeH, shapeE, shapeK, shapeI] = (argValue("--shape") ?? "512,16,4,256").split(",").map(Number);
+const SHAPE: MoeShape = { hiddenSize: shapeH!, numExperts: shapeE!, topK: shapeK!, moeIntermediateSize: shapeI!, normTopkProb: true };
+const THREADS = argValue("--threads") ? [Number(argValue("--threads"))] : [1, 2];
 const TOKENS = [1, 64, 256];
-const MIN_TIME_MS = 600;
+/** Each variant is timed in ROUNDS rounds of ROUND_MS, interleaved with the others, so that load
+ * from other processes hits every variant alike; the tables give the fastest call (least
+ * disturbed) and the median. */
+const ROUNDS = 5;
+const ROUND_MS = 150;
 const MEMORY_GBPS = 24;
 /** The gather kernel copies T·k experts' weights: skip it where that exceeds this. */
 const GATHER_MAX_BYTES = 2 ** 30;
@@ -73,20 +86,17 @@ async function run(session: ort.InferenceSession, x: Float32Array, T: number, hi
   return out.y!.data as Float32Array;
 }
 
-/** Median ms per call after warm-up, over at least MIN_TIME_MS (and 5 calls). */
-async function timeCalls(session: ort.InferenceSession, x: Float32Array, T: number, hid: number, warmup: number): Promise<number> {
-  for (let i = 0; i < warmup; i++) await run(session, x, T, hid);
-  const times: number[] = [];
+/** Adds the ms of each call, over at least ROUND_MS (and 3 calls), to `times`. */
+async function timeRound(session: ort.InferenceSession, x: Float32Array, T: number, hid: number, times: number[]): Promise<void> {
   const start = performance.now();
-  while (times.length < 5 || performance.now() - start < MIN_TIME_MS) {
+  for (let n = 0; n < 3 || performance.now() - start < ROUND_MS; n++) {
     const t0 = performance.now();
     await run(session, x, T, hid);
     times.push(performance.now() - t0);
-    if (times.length >= 2000) break;
   }
-  times.sort((a, b) => a - b);
-  return times[times.length >> 1]!;
 }
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
 
 function maxDiff(y: Float32Array, ref: Float64Array): number {
   let d = 0;
@@ -131,29 +141,37 @@ async function timings(provider: MoeProvider, threads: number, kernels: readonly
   const { hiddenSize: H, moeIntermediateSize: I, numExperts: E, topK: k } = SHAPE;
   const weights = randomMoeWeights(SHAPE, 0, 7);
   const variants: Variant[] = ["dense-mlp", ...kernels];
-  const results = new Map<string, number>();
-  for (const variant of variants) {
-    const session = await ort.InferenceSession.create(modelFor(variant, SHAPE, weights), sessionOptions(provider, threads));
-    for (const T of TOKENS) {
-      if (variant === "gather" && T * k * 3 * H * I * 4 > GATHER_MAX_BYTES) {
-        log(`  ${provider} threads=${threads} ${variant.padEnd(10)} T=${String(T).padStart(3)}  skipped: would copy ${((T * k * 3 * H * I * 4) / 2 ** 30).toFixed(1)} GiB of expert weights`);
-        continue;
-      }
-      const x = randomRows(T, H, 200 + T);
-      const ms = await timeCalls(session, x, T, H, provider === "webgpu" ? 2 : 3);
-      results.set(`${variant}/${T}`, ms);
-      const base = results.get(`dense-mlp/${T}`)!;
-      log(`  ${provider} threads=${threads} ${variant.padEnd(10)} T=${String(T).padStart(3)}  ${ms.toFixed(3).padStart(8)} ms/call  ${((T / ms) * 1000).toFixed(0).padStart(7)} tok/s  vs dense MLP x${(base / ms).toFixed(2)}`);
-    }
-    await session.release();
-  }
-  const table = ["| kernel | " + TOKENS.map((T) => `T=${T} ms (tok/s ratio vs dense)`).join(" | ") + " |", "|---|" + TOKENS.map(() => "---|").join("")];
-  for (const variant of variants) {
-    const cells = TOKENS.map((T) => {
-      const ms = results.get(`${variant}/${T}`);
-      return ms === undefined ? "skipped" : `${ms.toFixed(3)} (x${(results.get(`dense-mlp/${T}`)! / ms).toFixed(2)})`;
+  const sessions = new Map<Variant, ort.InferenceSession>();
+  for (const v of variants) sessions.set(v, await ort.InferenceSession.create(modelFor(v, SHAPE, weights), sessionOptions(provider, threads)));
+  const best = new Map<string, number>();
+  const mid = new Map<string, number>();
+  for (const T of TOKENS) {
+    const x = randomRows(T, H, 200 + T);
+    const active = variants.filter((v) => {
+      const bytes = T * k * 3 * H * I * 4;
+      if (v !== "gather" || bytes <= GATHER_MAX_BYTES) return true;
+      log(`  ${provider} threads=${threads} gather     T=${String(T).padStart(3)}  skipped: would copy ${(bytes / 2 ** 30).toFixed(1)} GiB of expert weights`);
+      return false;
     });
-    table.push(`| ${variant} | ${cells.join(" | ")} |`);
+    const times = new Map(active.map((v) => [v, [] as number[]]));
+    for (const v of active) for (let w = 0; w < (provider === "webgpu" ? 2 : 3); w++) await run(sessions.get(v)!, x, T, H);
+    for (let r = 0; r < ROUNDS; r++) for (const v of active) await timeRound(sessions.get(v)!, x, T, H, times.get(v)!);
+    for (const v of active) {
+      best.set(`${v}/${T}`, Math.min(...times.get(v)!));
+      mid.set(`${v}/${T}`, median(times.get(v)!));
+      const ms = best.get(`${v}/${T}`)!;
+      const ratio = best.get(`dense-mlp/${T}`)! / ms;
+      log(`  ${provider} threads=${threads} ${v.padEnd(10)} T=${String(T).padStart(3)}  best ${ms.toFixed(3).padStart(8)} ms (median ${mid.get(`${v}/${T}`)!.toFixed(3)}, ${times.get(v)!.length} calls)  ${((T / ms) * 1000).toFixed(0).padStart(7)} tok/s  vs dense MLP x${ratio.toFixed(2)}`);
+    }
+  }
+  for (const s of sessions.values()) await s.release();
+  const table = ["| kernel | " + TOKENS.map((T) => `T=${T}: best ms (median) | tok/s vs dense`).join(" | ") + " |", "|---|" + TOKENS.map(() => "---|---|").join("")];
+  for (const v of variants) {
+    const cells = TOKENS.map((T) => {
+      const ms = best.get(`${v}/${T}`);
+      return ms === undefined ? "skipped | -" : `${ms.toFixed(3)} (${mid.get(`${v}/${T}`)!.toFixed(3)}) | x${(best.get(`dense-mlp/${T}`)! / ms).toFixed(2)}`;
+    });
+    table.push(`| ${v} | ${cells.join(" | ")} |`);
   }
   log(`\n${provider}, ${threads} intra-op thread(s), hidden ${H}, ${E} experts, k ${k}, moe_intermediate ${I}:\n${table.join("\n")}\n`);
 }
@@ -176,7 +194,7 @@ async function main(): Promise<void> {
   for (const p of ["cpu", "webgpu"] as const) log(`  ${p}: runs ${[...runs.get(p)!].join(", ") || "nothing"}; picked: ${pickMoeKernel(p)}`);
   physicalLimit();
   if (quick) return;
-  for (const threads of [1, 2]) {
+  for (const threads of THREADS) {
     log(`== 2. CPU timings, ${threads} thread(s)`);
     await timings("cpu", threads, MOE_KERNELS);
   }

@@ -13,8 +13,8 @@ import { concatTransposed, transpose } from "./decoder-blocks";
  * Kernels (measured in docs/moe.md; `scripts/moe-probe.ts` reproduces the numbers):
  * - `ort-moe`    one `com.microsoft.MoE` node (router logits in, softmax/top-k/renorm inside, fused
  *                interleaved SwiGLU): onnxruntime's CPU kernel groups tokens by expert and runs
- *                one GEMM pair per used expert. CPU only: onnxruntime 1.30's WebGPU MoE kernel for
- *                float weights is a stub ("MoE is not implemented in WebGPU").
+ *                one GEMM pair per used expert. CPU only: onnxruntime 1.30 registers no WebGPU
+ *                MoE kernel (float32 or float16).
  * - `gather`     standard ops: TopK, then Gather of the chosen experts' stacked weights and one
  *                batched MatMul. Reads only k experts per token, but materialises T·k copies of an
  *                expert's weights: for decode (T = 1) only.
@@ -47,7 +47,8 @@ export interface MoeBlockArgs {
 
 /**
  * The fastest kernel per execution provider, from `scripts/moe-probe.ts` (docs/moe.md):
- * `ort-moe` on CPU; on WebGPU, where onnxruntime 1.30 has no float MoE kernel, `per-expert`.
+ * `ort-moe` on CPU (decode at a dense MLP's speed, one node per layer); on WebGPU, where
+ * onnxruntime 1.30 has no MoE kernel, `per-expert` (the only sparse kernel for any T there).
  *
  * @example moeMlp(g, h, { ...args, kernel: pickMoeKernel("webgpu") })
  */

@@ -1,9 +1,9 @@
 import * as ort from "onnxruntime-node";
 import { describe, expect, it } from "vitest";
-import { GraphBuilder } from "./graph-builder";
-import { MOE_KERNELS, moeMlp, moeWeightNames, pickMoeKernel } from "./moe-block";
-import { MIN_ROUTING_MARGIN, MOE_TEST_SHAPE, runMoeCase } from "../testing/moe-case";
-import { randomMoeWeights } from "../testing/moe-reference";
+import { GraphBuilder } from "../graph/graph-builder";
+import { MOE_KERNELS, moeMlp, moeWeightNames, pickMoeKernel } from "../graph/moe-block";
+import { MIN_ROUTING_MARGIN, MOE_TEST_SHAPE, runMoeCase } from "./moe-case";
+import { randomMoeWeights } from "./moe-reference";
 
 /**
  * The Qwen3-MoE block on onnxruntime's CPU provider against the float64 reference, every kernel,

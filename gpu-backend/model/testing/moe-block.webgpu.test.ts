@@ -1,7 +1,7 @@
 import * as ort from "onnxruntime-node";
 import { describe, expect, it } from "vitest";
-import { MOE_KERNELS, pickMoeKernel } from "./moe-block";
-import { MIN_ROUTING_MARGIN, runMoeCase } from "../testing/moe-case";
+import { MOE_KERNELS, pickMoeKernel } from "../graph/moe-block";
+import { MIN_ROUTING_MARGIN, runMoeCase } from "./moe-case";
 
 /**
  * The Qwen3-MoE block on onnxruntime-node's WebGPU provider (Mesa lavapipe on CI) against the
