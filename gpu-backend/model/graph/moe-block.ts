@@ -1,0 +1,260 @@
+import { DataType, GraphBuilder } from "./graph-builder";
+import type { WeightSource } from "./decoder-spec";
+import { concatTransposed, transpose } from "./decoder-blocks";
+
+/**
+ * The Qwen3-MoE sparse MLP block (transformers `Qwen3MoeSparseMoeBlock`) as an ONNX subgraph.
+ * Per token row x [hidden]:
+ *
+ *   p   = softmax(x · Wg^T)                       fp32, over all experts
+ *   top = the k largest p (k = num_experts_per_tok), renormalised to sum 1 if norm_topk_prob
+ *   out = Σ_{e in top} p_e · down_e(silu(gate_e(x)) ⊙ up_e(x))
+ *
+ * Kernels (measured in docs/moe.md; `scripts/moe-probe.ts` reproduces the numbers):
+ * - `ort-moe`    one `com.microsoft.MoE` node (router logits in, softmax/top-k/renorm inside, fused
+ *                interleaved SwiGLU): onnxruntime's CPU kernel groups tokens by expert and runs
+ *                one GEMM pair per used expert. CPU only: onnxruntime 1.30 registers no WebGPU
+ *                MoE kernel (float32 or float16).
+ * - `gather`     standard ops: TopK, then Gather of the chosen experts' stacked weights and one
+ *                batched MatMul. Reads only k experts per token, but materialises T·k copies of an
+ *                expert's weights: for decode (T = 1) only.
+ * - `per-expert` standard ops: per expert, TopK over its routing column (K = its token count)
+ *                picks its tokens, Gather, two MatMuls; one Gather puts the rows back per token.
+ *                Sparse for any T; ~12 nodes per expert.
+ * - `dense`      standard ops: every expert on every token (one wide MatMul, one tall MatMul,
+ *                routing weights zero outside the top k). E/k times the work: comparison only.
+ */
+export type MoeKernel = "ort-moe" | "gather" | "per-expert" | "dense";
+
+export const MOE_KERNELS: readonly MoeKernel[] = ["ort-moe", "gather", "per-expert", "dense"];
+
+export type MoeProvider = "cpu" | "webgpu";
+
+export interface MoeBlockArgs {
+  layer: number;
+  hiddenSize: number;
+  /** `moe_intermediate_size`: each expert's SwiGLU width. */
+  moeIntermediateSize: number;
+  numExperts: number;
+  /** `num_experts_per_tok`. */
+  topK: number;
+  /** `norm_topk_prob`: renormalise the k chosen probabilities to sum 1. */
+  normTopkProb: boolean;
+  weights: WeightSource;
+  /** Default: {@link pickMoeKernel}("cpu"). */
+  kernel?: MoeKernel;
+}
+
+/**
+ * The fastest kernel per execution provider, from `scripts/moe-probe.ts` (docs/moe.md):
+ * `ort-moe` on CPU (decode at a dense MLP's speed, one node per layer); on WebGPU, where
+ * onnxruntime 1.30 has no MoE kernel, `per-expert` (the only sparse kernel for any T there).
+ *
+ * @example moeMlp(g, h, { ...args, kernel: pickMoeKernel("webgpu") })
+ */
+export function pickMoeKernel(provider: MoeProvider): MoeKernel {
+  return provider === "cpu" ? "ort-moe" : "per-expert";
+}
+
+/** Hugging Face tensor names of layer `layer`'s MoE block: the router and each expert's projections. */
+export function moeWeightNames(layer: number, numExperts: number) {
+  const p = `model.layers.${layer}.mlp`;
+  return {
+    router: `${p}.gate.weight`,
+    experts: Array.from({ length: numExperts }, (_, e) => ({
+      gate: `${p}.experts.${e}.gate_proj.weight`,
+      up: `${p}.experts.${e}.up_proj.weight`,
+      down: `${p}.experts.${e}.down_proj.weight`,
+    })),
+  };
+}
+
+/**
+ * The MoE MLP on `x` [T, hidden] float32; returns [T, hidden] (no residual added).
+ *
+ * @example
+ * const y = moeMlp(g, h2, { layer: 0, hiddenSize: 512, moeIntermediateSize: 256, numExperts: 16,
+ *   topK: 4, normTopkProb: true, weights });
+ */
+export function moeMlp(g: GraphBuilder, x: string, a: MoeBlockArgs): string {
+  const { hiddenSize: hid, numExperts: E, topK: k } = a;
+  if (k < 1 || k > E) throw new Error(`MoE: top-k ${k} out of 1..${E}`);
+  const names = moeWeightNames(a.layer, E);
+  const routerW = a.weights.take(names.router);
+  checkSize(names.router, routerW, E * hid);
+  const logits = g.op("MatMul", [x, g.weight(`layer${a.layer}.moe_router`, transpose(routerW, hid, E), [hid, E])]);
+  const kernel = a.kernel ?? pickMoeKernel("cpu");
+  switch (kernel) {
+    case "ort-moe":
+      return ortMoe(g, x, logits, a, names.experts);
+    case "gather":
+      return gatherMoe(g, x, logits, a, names.experts);
+    case "per-expert":
+      return perExpertMoe(g, x, logits, a, names.experts);
+    case "dense":
+      return denseMoe(g, x, logits, a, names.experts);
+  }
+}
+
+type ExpertNames = ReturnType<typeof moeWeightNames>["experts"];
+
+/** One com.microsoft.MoE node. fc1 [E, 2I, H] rows interleaved gate_0, up_0, gate_1, ...; fc2 [E, H, I] (HF layout). */
+function ortMoe(g: GraphBuilder, x: string, logits: string, a: MoeBlockArgs, experts: ExpertNames): string {
+  const { hiddenSize: hid, moeIntermediateSize: inter, numExperts: E } = a;
+  const fc1 = new Float32Array(E * 2 * inter * hid);
+  const fc2 = new Float32Array(E * hid * inter);
+  experts.forEach((n, e) => {
+    const gate = takeChecked(a.weights, n.gate, inter * hid);
+    const up = takeChecked(a.weights, n.up, inter * hid);
+    for (let i = 0; i < inter; i++) {
+      fc1.set(gate.subarray(i * hid, (i + 1) * hid), (e * 2 * inter + 2 * i) * hid);
+      fc1.set(up.subarray(i * hid, (i + 1) * hid), (e * 2 * inter + 2 * i + 1) * hid);
+    }
+    fc2.set(takeChecked(a.weights, n.down, hid * inter), e * hid * inter);
+  });
+  const l = a.layer;
+  return g.op(
+    "MoE",
+    [x, logits, g.weight(`layer${l}.moe_fc1`, fc1, [E, 2 * inter, hid]), "", g.weight(`layer${l}.moe_fc2`, fc2, [E, hid, inter])],
+    {
+      domain: "com.microsoft",
+      attributes: {
+        k: a.topK,
+        activation_type: "swiglu",
+        swiglu_fusion: 1,
+        // silu(g) * (u + beta) with sigmoid(alpha * g): Qwen's SwiGLU is alpha 1, beta 0, no clamp.
+        activation_alpha: { float: 1 },
+        activation_beta: { float: 0 },
+        normalize_routing_weights: a.normTopkProb ? 1 : 0,
+      },
+    },
+  );
+}
+
+/** Softmax over experts, top k: values [T, k] (renormalised when asked) and expert ids [T, k] int64. */
+function route(g: GraphBuilder, logits: string, a: MoeBlockArgs): { weights: string; ids: string } {
+  const probs = g.op("Softmax", [logits], { attributes: { axis: -1 } });
+  const [values, ids] = g.opN("TopK", [probs, g.int64s([a.topK])], 2, { attributes: { axis: -1, largest: 1, sorted: 1 } });
+  const weights = a.normTopkProb ? g.op("Div", [values!, g.op("ReduceSum", [values!, g.int64s([-1])], { attributes: { keepdims: 1 } })]) : values!;
+  return { weights, ids: ids! };
+}
+
+function silu(g: GraphBuilder, gate: string, up: string): string {
+  return g.op("Mul", [g.op("Mul", [gate, g.op("Sigmoid", [gate])]), up]);
+}
+
+/** Stacked [E, H, 2I] (gate columns then up columns) and [E, I, H] for MatMul. */
+function stackedExperts(a: MoeBlockArgs, experts: ExpertNames): { gateUp: Float32Array; down: Float32Array } {
+  const { hiddenSize: hid, moeIntermediateSize: inter, numExperts: E } = a;
+  const gateUp = new Float32Array(E * hid * 2 * inter);
+  const down = new Float32Array(E * inter * hid);
+  experts.forEach((n, e) => {
+    const gu = concatTransposed([takeChecked(a.weights, n.gate, inter * hid), takeChecked(a.weights, n.up, inter * hid)], hid);
+    gateUp.set(gu, e * hid * 2 * inter);
+    down.set(transpose(takeChecked(a.weights, n.down, hid * inter), inter, hid), e * inter * hid);
+  });
+  return { gateUp, down };
+}
+
+function gatherMoe(g: GraphBuilder, x: string, logits: string, a: MoeBlockArgs, experts: ExpertNames): string {
+  const { hiddenSize: hid, moeIntermediateSize: inter, numExperts: E, topK: k, layer: l } = a;
+  const { weights, ids } = route(g, logits, a);
+  const { gateUp, down } = stackedExperts(a, experts);
+  const gateUpW = g.weight(`layer${l}.moe_gate_up`, gateUp, [E, hid, 2 * inter]);
+  const downW = g.weight(`layer${l}.moe_down`, down, [E, inter, hid]);
+  const xRows = g.op("Reshape", [x, g.int64s([-1, 1, 1, hid])]); // [T, 1, 1, H]
+  const gu = g.op("MatMul", [xRows, g.op("Gather", [gateUpW, ids], { attributes: { axis: 0 } })]); // [T, k, 1, 2I]
+  const [gate, up] = g.opN("Split", [gu, g.int64s([inter, inter])], 2, { attributes: { axis: -1 } });
+  const y = g.op("MatMul", [silu(g, gate!, up!), g.op("Gather", [downW, ids], { attributes: { axis: 0 } })]); // [T, k, 1, H]
+  const yk = g.op("Reshape", [y, g.int64s([-1, k, hid])]); // [T, k, H]
+  const w = g.op("Reshape", [weights, g.int64s([-1, 1, k])]); // [T, 1, k]
+  return g.op("Reshape", [g.op("MatMul", [w, yk]), g.int64s([-1, hid])]);
+}
+
+/*
+ * per-expert: rows grouped by expert without NonZero or int64 Concat (no WebGPU kernels):
+ *
+ *   mask [T, E]   1 where token t chose expert e          (ScatterElements of the top-k ids)
+ *   rank [T, E]   t's place among e's tokens              (CumSum(mask, axis 0) - 1)
+ *   offset [E]    rows of experts before e                (exclusive CumSum of count + 1)
+ *   pos [T, k]    offset[e] + rank[t, e] at the chosen e  (GatherElements, Cast to int64)
+ *
+ *   expert e: TopK(mask[:, e] * (T - t), K = count_e) -> its tokens in ascending order ->
+ *             Gather x rows -> gate/up MatMul -> SwiGLU -> down MatMul -> ys_e [count_e, H],
+ *             plus one zero row: onnxruntime 1.30's WebGPU Concat fails ("number of element of
+ *             uniform variable must be greater than 0") on many inputs when some are empty
+ *   ys = Concat(ys_0 .. ys_E-1) [T*k + E, H];  out[t] = Σ_j w[t, j] · ys[pos[t, j]]
+ */
+function perExpertMoe(g: GraphBuilder, x: string, logits: string, a: MoeBlockArgs, experts: ExpertNames): string {
+  const { hiddenSize: hid, moeIntermediateSize: inter, topK: k, layer: l } = a;
+  const { weights, ids } = route(g, logits, a);
+  const zeros = g.op("Mul", [logits, g.scalar(0)]); // [T, E]
+  const mask = g.op("ScatterElements", [zeros, ids, g.op("Add", [g.op("Mul", [weights, g.scalar(0)]), g.scalar(1)])], { attributes: { axis: -1 } });
+  const rank = g.op("Sub", [g.op("CumSum", [mask, g.int64s([0])]), g.scalar(1)]);
+  const counts = g.op("ReduceSum", [mask, g.int64s([0])], { attributes: { keepdims: 1 } }); // [1, E]
+  const slots = g.op("Add", [counts, g.scalar(1)]); // each expert's rows + one zero row
+  const offsets = g.op("Sub", [g.op("CumSum", [slots, g.int64s([1])]), slots]);
+  const pos = g.op("Cast", [g.op("GatherElements", [g.op("Add", [rank, offsets]), ids], { attributes: { axis: 1 } })], { attributes: { to: DataType.INT64 } });
+  const ones = g.op("Add", [g.op("Gather", [zeros, g.int64s([0])], { attributes: { axis: 1 } }), g.scalar(1)]); // [T, 1]
+  const descending = g.op("Sub", [g.op("ReduceSum", [ones, g.int64s([0])], { attributes: { keepdims: 1 } }), g.op("Sub", [g.op("CumSum", [ones, g.int64s([0])]), g.scalar(1)])]); // T - t
+  const keys = g.op("Mul", [mask, descending]); // [T, E]
+  const zeroRow = g.weight(`layer${l}.moe_zero_row`, new Float32Array(hid), [1, hid]);
+  const ys = experts.map((n, e) => {
+    const column = g.op("Squeeze", [g.op("Gather", [keys, g.int64s([e])], { attributes: { axis: 1 } }), g.int64s([1])]); // [T]
+    const count = g.op("Cast", [g.op("Reshape", [g.op("Gather", [counts, g.int64s([e])], { attributes: { axis: 1 } }), g.int64s([1])])], { attributes: { to: DataType.INT64 } });
+    const [, tokens] = g.opN("TopK", [column, count], 2, { attributes: { axis: 0, largest: 1, sorted: 1 } });
+    const xe = g.op("Gather", [x, tokens!], { attributes: { axis: 0 } }); // [n_e, H]
+    const guW = concatTransposed([takeChecked(a.weights, n.gate, inter * hid), takeChecked(a.weights, n.up, inter * hid)], hid);
+    const gu = g.op("MatMul", [xe, g.weight(`layer${l}.moe_e${e}_gate_up`, guW, [hid, 2 * inter])]);
+    const [gate, up] = g.opN("Split", [gu, g.int64s([inter, inter])], 2, { attributes: { axis: -1 } });
+    const downW = transpose(takeChecked(a.weights, n.down, hid * inter), inter, hid);
+    const ye = g.op("MatMul", [silu(g, gate!, up!), g.weight(`layer${l}.moe_e${e}_down`, downW, [inter, hid])]);
+    return g.op("Concat", [ye, zeroRow], { attributes: { axis: 0 } });
+  });
+  const picked = g.op("Gather", [g.op("Concat", ys, { attributes: { axis: 0 } }), pos], { attributes: { axis: 0 } }); // [T, k, H]
+  const w = g.op("Reshape", [weights, g.int64s([-1, 1, k])]);
+  return g.op("Reshape", [g.op("MatMul", [w, picked]), g.int64s([-1, hid])]);
+}
+
+/** Routing weights as a dense [T, E] matrix: the top-k weights at their experts, 0 elsewhere. */
+function denseRouting(g: GraphBuilder, logits: string, a: MoeBlockArgs): string {
+  const { weights, ids } = route(g, logits, a);
+  return g.op("ScatterElements", [g.op("Mul", [logits, g.scalar(0)]), ids, weights], { attributes: { axis: -1 } });
+}
+
+function denseMoe(g: GraphBuilder, x: string, logits: string, a: MoeBlockArgs, experts: ExpertNames): string {
+  const { hiddenSize: hid, moeIntermediateSize: inter, numExperts: E, layer: l } = a;
+  const dense = denseRouting(g, logits, a); // [T, E]
+  const gate = concatTransposed(experts.map((n) => takeChecked(a.weights, n.gate, inter * hid)), hid);
+  const up = concatTransposed(experts.map((n) => takeChecked(a.weights, n.up, inter * hid)), hid);
+  const g1 = g.op("MatMul", [x, g.weight(`layer${l}.moe_all_gate`, gate, [hid, E * inter])]);
+  const u1 = g.op("MatMul", [x, g.weight(`layer${l}.moe_all_up`, up, [hid, E * inter])]);
+  const act = g.op("Reshape", [silu(g, g1, u1), g.int64s([-1, E, inter])]); // [T, E, I]
+  const scaled = g.op("Reshape", [g.op("Mul", [act, g.op("Unsqueeze", [dense, g.int64s([-1])])]), g.int64s([-1, E * inter])]);
+  const down = new Float32Array(E * inter * hid);
+  experts.forEach((n, e) => down.set(transpose(takeChecked(a.weights, n.down, hid * inter), inter, hid), e * inter * hid));
+  return g.op("MatMul", [scaled, g.weight(`layer${l}.moe_all_down`, down, [E * inter, hid])]);
+}
+
+function takeChecked(w: WeightSource, name: string, size: number): Float32Array {
+  const t = w.take(name);
+  checkSize(name, t, size);
+  return t;
+}
+
+function checkSize(name: string, t: Float32Array, size: number): void {
+  if (t.length !== size) throw new Error(`MoE weight ${name}: ${t.length} values, expected ${size}`);
+}
+
+/**
+ * A standalone model around the block: input `x` [T, hidden] float32, output `y` [T, hidden]
+ * (tests and `scripts/moe-probe.ts`).
+ *
+ * @example const session = await ort.InferenceSession.create(moeBlockModel(args));
+ */
+export function moeBlockModel(a: MoeBlockArgs): Uint8Array {
+  const g = new GraphBuilder(`moe_${a.kernel ?? "default"}`);
+  const x = g.input("x", DataType.FLOAT, ["T", a.hiddenSize]);
+  g.output(moeMlp(g, x, a), DataType.FLOAT, ["T", a.hiddenSize], "y");
+  return g.encode();
+}
