@@ -19,7 +19,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as ort from "onnxruntime-node";
 import { DataType, GraphBuilder } from "../gpu-backend/model/graph/graph-builder";
-import { concatTransposed, transpose } from "../gpu-backend/model/graph/decoder-blocks";
+import { concatTransposed, transpose } from "../gpu-backend/model/graph/weight-layout";
 import { MOE_KERNELS, moeBlockModel, pickMoeKernel, type MoeKernel, type MoeProvider } from "../gpu-backend/model/graph/moe-block";
 import { moeReference, randomMoeWeights, randomRows, type MoeShape } from "../gpu-backend/model/testing/moe-reference";
 import { mulberry32 } from "../protocol/random";

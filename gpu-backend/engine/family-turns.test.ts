@@ -33,6 +33,7 @@ const tools: ToolDefinition[] = [
 
 const CASES: { family: DemoFamily; tokenizer: TokenizerFamily; reply: string; endOfTurn: string }[] = [
   { family: "qwen3", tokenizer: "qwen3", reply: '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>', endOfTurn: "<|im_end|>" },
+  { family: "qwen3_moe", tokenizer: "qwen3", reply: '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>', endOfTurn: "<|im_end|>" },
   { family: "gemma3", tokenizer: "gemma3", reply: '[get_weather(city="Paris")]', endOfTurn: "<end_of_turn>" },
   { family: "phi3", tokenizer: "phi3", reply: '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]<|/tool_call|>', endOfTurn: "<|end|>" },
 ];

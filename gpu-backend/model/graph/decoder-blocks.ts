@@ -1,5 +1,7 @@
 import type { GraphBuilder } from "./graph-builder";
 import { DataType } from "./graph-builder";
+import { concatTransposed, concatVectors, transpose } from "./weight-layout";
+import { moeMlp, type MoeKernel } from "./moe-block";
 import {
   EMBED_WEIGHT,
   FINAL_NORM_WEIGHT,
@@ -83,7 +85,7 @@ export function attentionInputs(g: GraphBuilder, spec: DecoderSpec, weights: Wei
  * Gemma's sandwich norms (post_attention_layernorm on the attention output, pre_ and
  * post_feedforward_layernorm around the MLP).
  */
-export function attentionOutputAndMlp(g: GraphBuilder, spec: DecoderSpec, weights: WeightSource, l: number, x: string, attn: string): string {
+export function attentionOutputAndMlp(g: GraphBuilder, spec: DecoderSpec, weights: WeightSource, l: number, x: string, attn: string, moeKernel: MoeKernel): string {
   const { hiddenSize: hid, numHeads: nh, headDim: hd } = spec;
   const w = layerWeightNames(l);
   const norm = (value: string, name: string) => rmsNorm(g, value, normInit(g, spec, weights, name, hid), spec.rmsNormEps);
@@ -92,8 +94,10 @@ export function attentionOutputAndMlp(g: GraphBuilder, spec: DecoderSpec, weight
   if (spec.sandwichNorms) attnOut = norm(attnOut, w.postNorm);
   const afterAttn = g.op("Add", [x, attnOut]);
   const h2 = norm(afterAttn, spec.sandwichNorms ? w.preFeedforwardNorm : w.postNorm);
-  if (spec.moe?.sparseLayers[l]) throw new Error("mixture-of-experts layers are not wired into the graph yet");
-  let mlpOut = denseMlp(g, spec, weights, l, h2);
+  const moe = spec.moe?.sparseLayers[l] ? spec.moe : null;
+  let mlpOut = moe
+    ? moeMlp(g, h2, { layer: l, hiddenSize: hid, moeIntermediateSize: moe.intermediateSize, numExperts: moe.numExperts, topK: moe.topK, normTopkProb: moe.normTopkProb, weights, kernel: moeKernel })
+    : denseMlp(g, spec, weights, l, h2);
   if (spec.sandwichNorms) mlpOut = norm(mlpOut, w.postFeedforwardNorm);
   return g.op("Add", [afterAttn, mlpOut]);
 }
@@ -159,42 +163,4 @@ function rotate(g: GraphBuilder, x: string, rope: StepRope, dim: number): string
   const [x1, x2] = g.opN("Split", [x, g.int64s([dim / 2, dim / 2])], 2, { attributes: { axis: -1 } });
   const rotated = g.op("Concat", [g.op("Neg", [x2!]), x1!], { attributes: { axis: -1 } });
   return g.op("Add", [g.op("Mul", [x, rope.cos]), g.op("Mul", [rotated, rope.sin])]);
-}
-
-/** [out, in] (HF linear layout) -> [in, out] for MatMul. */
-export function transpose(w: Float32Array, inDim: number, outDim: number): Float32Array {
-  if (w.length !== inDim * outDim) throw new Error(`weight has ${w.length} values, expected ${outDim}x${inDim}`);
-  const out = new Float32Array(w.length);
-  for (let o = 0; o < outDim; o++) {
-    const row = o * inDim;
-    for (let i = 0; i < inDim; i++) out[i * outDim + o] = w[row + i]!;
-  }
-  return out;
-}
-
-/** Several [out_k, in] weights -> one [in, sum(out_k)] matrix, so one MatMul computes them all. */
-export function concatTransposed(ws: Float32Array[], inDim: number): Float32Array {
-  const outs = ws.map((w) => w.length / inDim);
-  const total = outs.reduce((a, b) => a + b, 0);
-  const out = new Float32Array(inDim * total);
-  let col = 0;
-  ws.forEach((w, k) => {
-    const outDim = outs[k]!;
-    for (let o = 0; o < outDim; o++) {
-      const row = o * inDim;
-      for (let i = 0; i < inDim; i++) out[i * total + col + o] = w[row + i]!;
-    }
-    col += outDim;
-  });
-  return out;
-}
-
-export function concatVectors(vs: Float32Array[]): Float32Array {
-  const out = new Float32Array(vs.reduce((a, v) => a + v.length, 0));
-  let off = 0;
-  for (const v of vs) {
-    out.set(v, off);
-    off += v.length;
-  }
-  return out;
 }

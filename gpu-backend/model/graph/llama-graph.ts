@@ -1,5 +1,6 @@
 import { DataType, GraphBuilder } from "./graph-builder";
 import type { DecoderSpec, WeightSource } from "./decoder-spec";
+import { pickMoeKernel } from "./moe-block";
 import { attentionInputs, attentionOutputAndMlp, embedTokens, layerRope, lmHead } from "./decoder-blocks";
 
 /**
@@ -77,7 +78,7 @@ export function buildLlamaGraph(spec: DecoderSpec, weights: WeightSource): Uint8
     const preOut = prefillAttention(g, { q: qp!, k: kp!, v: vp!, poolK, poolV, slots: ctx.preSlots, mask: ctx.preMask, nkv, groups, hd });
 
     const attn = g.op("Concat", [decOut, preOut], { attributes: { axis: 0 } });
-    x = attentionOutputAndMlp(g, spec, weights, l, x, attn);
+    x = attentionOutputAndMlp(g, spec, weights, l, x, attn, pickMoeKernel("cpu"));
   }
 
   lmHead(g, spec, weights, embed, x, logitIndex, { logits: "logits", nextToken: "next_token" });

@@ -1,6 +1,6 @@
 import { DataType, GraphBuilder } from "./graph-builder";
-import type { WeightSource } from "./decoder-spec";
-import { concatTransposed, transpose } from "./decoder-blocks";
+import { layerWeightNames, type WeightSource } from "./decoder-spec";
+import { concatTransposed, transpose } from "./weight-layout";
 
 /**
  * The Qwen3-MoE sparse MLP block (transformers `Qwen3MoeSparseMoeBlock`) as an ONNX subgraph.
@@ -58,15 +58,8 @@ export function pickMoeKernel(provider: MoeProvider): MoeKernel {
 
 /** Hugging Face tensor names of layer `layer`'s MoE block: the router and each expert's projections. */
 export function moeWeightNames(layer: number, numExperts: number) {
-  const p = `model.layers.${layer}.mlp`;
-  return {
-    router: `${p}.gate.weight`,
-    experts: Array.from({ length: numExperts }, (_, e) => ({
-      gate: `${p}.experts.${e}.gate_proj.weight`,
-      up: `${p}.experts.${e}.up_proj.weight`,
-      down: `${p}.experts.${e}.down_proj.weight`,
-    })),
-  };
+  const w = layerWeightNames(layer);
+  return { router: w.router, experts: Array.from({ length: numExperts }, (_, e) => w.expert(e)) };
 }
 
 /**

@@ -1,5 +1,6 @@
 import { DataType, GraphBuilder } from "./graph-builder";
 import { hasSlidingWindows, type DecoderSpec, type WeightSource } from "./decoder-spec";
+import { pickMoeKernel } from "./moe-block";
 import { attentionInputs, attentionOutputAndMlp, embedTokens, layerRope, lmHead } from "./decoder-blocks";
 
 /**
@@ -109,7 +110,7 @@ export function buildPagedLlamaGraph(spec: DecoderSpec, weights: WeightSource, b
     cacheOutputs.v.push(vOut!);
 
     const attn = g.op("Cast", [out!], toF32); // [T, nh*hd]
-    x = attentionOutputAndMlp(g, spec, weights, l, x, attn);
+    x = attentionOutputAndMlp(g, spec, weights, l, x, attn, pickMoeKernel("webgpu"));
   }
 
   lmHead(g, spec, weights, embed, x, logitIndex, { logits: PAGED_IO.logits, nextToken: PAGED_IO.nextToken });

@@ -9,7 +9,7 @@ import { tinySpec } from "./tiny-spec";
  * @example
  * executorConformance({ name: "cpu gemma3", spec: familySpecs().gemma3, ... });
  */
-export function familySpecs(): Record<"llama" | "qwen3" | "gemma3" | "phi3", DecoderSpec> {
+export function familySpecs(): Record<"llama" | "qwen3" | "gemma3" | "phi3" | "qwen3_moe", DecoderSpec> {
   const invFreq = (dim: number, base: number, divide = 1) => Float32Array.from({ length: dim / 2 }, (_, i) => 1 / divide / Math.pow(base, (2 * i) / dim));
   return {
     llama: tinySpec(),
@@ -31,5 +31,11 @@ export function familySpecs(): Record<"llama" | "qwen3" | "gemma3" | "phi3", Dec
     }),
     // Phi-3 / Phi-4-mini: 3/4 of each head rotates, LongRoPE's attention factor on cos/sin, every layer slides (window 24).
     phi3: tinySpec({ modelId: "tiny-phi3", rotaryDim: 12, invFreq: invFreq(12, 1e4), ropeScale: 1.19, layerWindows: [24, 24] }),
+    // Qwen3-MoE: layer 1 is a mixture of 8 experts of 32, 2 per token, renormalized; layer 0 stays dense (mlp_only_layers).
+    qwen3_moe: tinySpec({
+      modelId: "tiny-qwen3moe",
+      qkNorm: true,
+      moe: { numExperts: 8, topK: 2, intermediateSize: 32, normTopkProb: true, sparseLayers: [false, true] },
+    }),
   };
 }

@@ -25,7 +25,7 @@ export interface MoeRouting {
  *
  * @example const { out } = moeReference(x, T, shape, weights, 0);
  */
-export function moeReference(x: Float32Array, numTokens: number, s: MoeShape, weights: WeightSource, layer: number): { out: Float64Array; routing: MoeRouting[] } {
+export function moeReference(x: Float32Array | Float64Array, numTokens: number, s: MoeShape, weights: WeightSource, layer: number): { out: Float64Array; routing: MoeRouting[] } {
   const { hiddenSize: H, moeIntermediateSize: I, numExperts: E, topK: k } = s;
   const names = moeWeightNames(layer, E);
   const router = weights.take(names.router);

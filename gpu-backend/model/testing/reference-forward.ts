@@ -8,6 +8,7 @@ import {
   type DecoderSpec,
   type WeightSource,
 } from "../graph/decoder-spec";
+import { moeReference } from "./moe-reference";
 
 /**
  * A plain-TypeScript decoder forward pass with no cache and no batching, written the way the
@@ -73,7 +74,7 @@ export function referenceForward(spec: DecoderSpec, weights: WeightSource, token
     });
     const h2 = x.map((row) => norm(row, spec.sandwichNorms ? w.preFeedforwardNorm : w.postNorm));
     x = x.map((row, t) => {
-      const out = spec.moe?.sparseLayers[l] ? moeReference(spec, weights, l, h2[t]!) : gatedMlp(h2[t]!, weights, w, spec.intermediateSize, spec.mlpActivation);
+      const out = spec.moe?.sparseLayers[l] ? moeRow(spec, weights, l, h2[t]!) : gatedMlp(h2[t]!, weights, w, spec.intermediateSize, spec.mlpActivation);
       return add(row, spec.sandwichNorms ? norm(out, w.postFeedforwardNorm) : out);
     });
   }
@@ -123,28 +124,11 @@ function gatedMlp(x: Float64Array, weights: WeightSource, w: { gate: string; up:
   return linear(gate, weights.take(w.down), x.length);
 }
 
-/**
- * Qwen3-MoE's sparse block: softmax over the router logits, the top-k experts (ties to the lower
- * index, as torch.topk), their weights renormalized when normTopkProb, the weighted sum of the
- * chosen experts' SwiGLU MLPs.
- */
-function moeReference(spec: DecoderSpec, weights: WeightSource, l: number, x: Float64Array): Float64Array {
+/** Qwen3-MoE's sparse block on one row (testing/moe-reference.ts). */
+function moeRow(spec: DecoderSpec, weights: WeightSource, l: number, x: Float64Array): Float64Array {
   const moe = spec.moe!;
-  const w = layerWeightNames(l);
-  const logits = linear(x, weights.take(w.router), moe.numExperts);
-  const max = Math.max(...logits);
-  const exp = logits.map((v) => Math.exp(v - max));
-  const total = exp.reduce((a, b) => a + b, 0);
-  const probs = exp.map((v) => v / total);
-  const chosen = [...probs.keys()].sort((a, b) => probs[b]! - probs[a]! || a - b).slice(0, moe.topK);
-  const chosenSum = chosen.reduce((a, e) => a + probs[e]!, 0);
-  const out = new Float64Array(x.length);
-  for (const e of chosen) {
-    const weight = moe.normTopkProb ? probs[e]! / chosenSum : probs[e]!;
-    const y = gatedMlp(x, weights, w.expert(e), moe.intermediateSize, "silu");
-    for (let i = 0; i < out.length; i++) out[i] = out[i]! + weight * y[i]!;
-  }
-  return out;
+  const shape = { hiddenSize: x.length, moeIntermediateSize: moe.intermediateSize, numExperts: moe.numExperts, topK: moe.topK, normTopkProb: moe.normTopkProb };
+  return moeReference(x, 1, shape, weights, l).out;
 }
 
 /** RMSNorm of each head's slice in place (q/k norms). */
