@@ -62,6 +62,19 @@ describe("family checkpoints", () => {
     expect(() => checkpoint.weights.take("model.layers.9.self_attn.q_proj.weight")).toThrow("is not a tensor of this phi3 checkpoint");
   });
 
+  it.each([
+    ["phi3", "model.layers.1.self_attn.qkv_proj.weight"],
+    ["qwen3", "model.layers.0.self_attn.k_norm.weight"],
+    ["gemma3", "model.layers.1.pre_feedforward_layernorm.weight"],
+    ["qwen3_moe", "model.layers.1.mlp.experts.7.down_proj.weight"],
+  ] as const)("%s: a missing %s is named with the file", async (family, tensor) => {
+    const config = tinyFamilyConfig(family, ids);
+    const dir = await materializeModel({ dir: join(root, `${family}-missing`), config, seed: 6 });
+    const { [tensor]: _dropped, ...rest } = generateWeights(config, 6);
+    writeSafetensors(join(dir, "model.safetensors"), rest);
+    await expect(loadCheckpoint(dir)).rejects.toThrow(`${join(dir, "model.safetensors")}: tensor ${tensor} is missing (config.json implies it)`);
+  });
+
   it("gemma3: a multimodal folder (text_config, language_model.* names) gives the text model's logits", async () => {
     const config = tinyFamilyConfig("gemma3", ids);
     const textDir = await materializeModel({ dir: join(root, "gemma3-text"), config, seed: 5 });
