@@ -67,17 +67,18 @@ const TARGETS: OracleTarget[] = [
   },
 ];
 
-const work = mkdtempSync(join(tmpdir(), "llama-cpp-oracle-"));
+let work: string;
 let llama: Llama;
 
 beforeAll(async () => {
+  work = mkdtempSync(join(tmpdir(), "llama-cpp-oracle-"));
   const t = performance.now();
   llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error, logger: () => {} });
   report(`node-llama-cpp CPU backend ready in ${(performance.now() - t).toFixed(0)} ms`);
 });
 afterAll(async () => {
   await llama?.dispose();
-  rmSync(work, { recursive: true, force: true });
+  if (work) rmSync(work, { recursive: true, force: true });
 });
 
 for (const target of TARGETS) {

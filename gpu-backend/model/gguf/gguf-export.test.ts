@@ -11,8 +11,13 @@ import { ggufFamilyOf, llama3RopeFactors, ropePermuteRows } from "./gguf-familie
 import { readGguf, type GgufFile } from "./gguf-reader";
 import { GGUF_TOKEN_TYPES, ggufTokenizerMetadata } from "./gguf-vocab";
 
-const dir = mkdtempSync(join(tmpdir(), "gguf-export-"));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+let dir: string;
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), "gguf-export-"));
+});
+afterAll(() => {
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
 
 /** Bitwise equality of two float arrays (vitest's deep equality is slow on millions of elements). */
 function sameBits(a: Float32Array, b: Float32Array): boolean {

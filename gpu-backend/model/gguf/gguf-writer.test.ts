@@ -1,12 +1,17 @@
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readGguf } from "./gguf-reader";
 import { gguf, writeGguf, type GgufMetadata } from "./gguf-writer";
 
-const dir = mkdtempSync(join(tmpdir(), "gguf-writer-"));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+let dir: string;
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), "gguf-writer-"));
+});
+afterAll(() => {
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
 
 describe("writeGguf / readGguf", () => {
   const metadata: GgufMetadata = {
