@@ -10,7 +10,8 @@ demo model and the edge Worker (wrangler dev) wired to them. Ctrl-C stops everyt
   --backends N           local backends on consecutive ports from --backend-port (default 1)
   --backend-port N       port of the first backend (default 8080)
   --port N               port of the edge (default 8787)
-  --model DIR            backend model folder (default: the embedded demo-llama-random)
+  --model DIR|DEMO       backend model folder, or a demo family (llama, qwen3, qwen3_moe, gemma3, phi3)
+                         (default: the embedded demo-llama-random)
   --kv-memory SIZE       backend KV pool budget, e.g. 512MiB (default 1GiB)
   --no-prefix-cache      backends without prefix reuse (the benchmark baseline)
   --no-devtools          wrangler dev without its devtools inspector, which costs ~40 ms of

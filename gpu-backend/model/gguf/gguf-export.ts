@@ -1,0 +1,114 @@
+import type { Checkpoint } from "../checkpoint/checkpoint";
+import { LM_HEAD_WEIGHT } from "../graph/decoder-spec";
+import { ggufFamilyOf, llama3RopeFactors, ropePermuteRows, type GgufFamily, type TensorRule } from "./gguf-families";
+import { ggufTokenizerMetadata } from "./gguf-vocab";
+import { gguf, writeGguf, type GgmlTensorType, type GgufMetadata, type GgufTensorToWrite } from "./gguf-writer";
+
+export interface ExportGgufOptions {
+  /** "F32" (default): every tensor float32. "F16": 2-D weights float16, 1-D tensors float32. */
+  fileType?: "F32" | "F16";
+  onProgress?: (line: string) => void;
+}
+
+export interface ExportGgufResult {
+  path: string;
+  /** llama.cpp architecture written (`general.architecture`). */
+  arch: string;
+  /** GGUF tensor names, in file order. */
+  tensorNames: string[];
+}
+
+/** `general.file_type` (llama_ftype): all F32, or mostly F16. */
+const FILE_TYPES = { F32: 0, F16: 1 } as const;
+
+/**
+ * Converts a loaded checkpoint to a GGUF v3 file that llama.cpp loads, following llama.cpp's
+ * convert_hf_to_gguf.py for the checkpoint's family (see gguf-families.ts):
+ * - metadata: general.architecture / name / file_type / quantization_version, the family's
+ *   hyper-parameters (`<arch>.block_count` ...), the tokenizer (gguf-vocab.ts) and chat template;
+ * - tensors renamed per the family table, q/k rows (and biases) permuted for a "norm" rope arch,
+ *   `lm_head` left out when the embeddings are tied (llama.cpp then reuses token_embd), and
+ *   `rope_freqs.weight` added for Llama 3 rope scaling;
+ * - F32 throughout, or F16 for 2-D weights (`fileType`); 1-D tensors always F32.
+ *
+ * @throws Error for a model_type without a family, a tensor the family cannot name, a rope scaling
+ *         the arch cannot express, or a tokenizer the export does not support
+ * @example
+ * const checkpoint = await loadCheckpoint(dir);
+ * exportGguf(checkpoint, "/tmp/model.gguf", { onProgress: console.log });
+ */
+export function exportGguf(checkpoint: Checkpoint, outPath: string, options: ExportGgufOptions = {}): ExportGgufResult {
+  const log = options.onProgress ?? (() => {});
+  const fileType = options.fileType ?? "F32";
+  const config = checkpoint.config;
+  const family = ggufFamilyOf(config);
+  if (config.ropeScaling?.ropeType === "llama3" && !family.ropeFreqsTensor) {
+    throw new Error(`GGUF export: llama3 rope scaling cannot be expressed for arch ${family.arch} (llama.cpp loads no rope_freqs for it)`);
+  }
+
+  const metadata: GgufMetadata = {
+    "general.architecture": gguf.string(family.arch),
+    "general.name": gguf.string(checkpoint.modelId),
+  };
+  for (const [key, value] of Object.entries(family.hparams(config))) metadata[`${family.arch}.${key}`] = value;
+  metadata["general.file_type"] = gguf.uint32(FILE_TYPES[fileType]);
+  metadata["general.quantization_version"] = gguf.uint32(2);
+  Object.assign(metadata, ggufTokenizerMetadata(checkpoint.dir, config, checkpoint.chatTemplate));
+
+  const tensors: GgufTensorToWrite[] = [];
+  const typeOf = (shape: readonly number[]): GgmlTensorType => (shape.length >= 2 ? fileType : "F32");
+  for (const name of checkpoint.tensorNames) {
+    if (name === LM_HEAD_WEIGHT && config.tieWordEmbeddings) continue;
+    const { gguf: ggufName, rule } = mapTensorName(family, name);
+    const { shape } = checkpoint.tensorInfo(name);
+    tensors.push({
+      name: ggufName,
+      shape,
+      type: typeOf(shape),
+      data: () => {
+        const data = checkpoint.getTensor(name).data;
+        if (family.rope !== "norm" || !rule.ropePermute) return data;
+        const heads = rule.ropePermute === "q" ? config.numAttentionHeads : config.numKeyValueHeads;
+        return ropePermuteRows(data, heads, config.headDim, shape.length === 2 ? shape[1]! : 1);
+      },
+    });
+  }
+  if (config.ropeScaling?.ropeType === "llama3") {
+    const factors = llama3RopeFactors(config);
+    tensors.push({ name: "rope_freqs.weight", shape: [factors.length], type: "F32", data: () => factors });
+  }
+
+  log(`${checkpoint.modelId}: writing ${family.arch} GGUF (${fileType}, ${tensors.length} tensors) to ${outPath}`);
+  writeGguf(outPath, {
+    metadata,
+    tensors,
+    onTensor: (done, total) => {
+      if (done % 32 === 0 || done === total) log(`${checkpoint.modelId}: wrote ${done}/${total} tensors`);
+    },
+  });
+  return { path: outPath, arch: family.arch, tensorNames: tensors.map((t) => t.name) };
+}
+
+/**
+ * The GGUF name of a Hugging Face tensor name under a family's table.
+ *
+ * @throws Error when no rule matches
+ * @example
+ * mapTensorName(ggufFamilyOf(config), "model.layers.3.self_attn.q_proj.bias").gguf; // "blk.3.attn_q.bias"
+ */
+export function mapTensorName(family: GgufFamily, name: string): { gguf: string; rule: TensorRule } {
+  const dot = name.lastIndexOf(".");
+  const base = name.slice(0, dot);
+  const suffix = name.slice(dot);
+  if (suffix === ".weight" || suffix === ".bias") {
+    const layer = /^model\.layers\.(\d+)\./.exec(base);
+    const bid = layer?.[1];
+    for (const rule of family.tensors) {
+      const perLayer = rule.hf.includes("{bid}");
+      if (perLayer !== (bid !== undefined)) continue;
+      const hf = perLayer ? rule.hf.replace("{bid}", bid!) : rule.hf;
+      if (hf === base) return { gguf: (perLayer ? rule.gguf.replace("{bid}", bid!) : rule.gguf) + suffix, rule };
+    }
+  }
+  throw new Error(`GGUF export: no ${family.arch} GGUF name for tensor ${name}`);
+}

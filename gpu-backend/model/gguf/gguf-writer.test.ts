@@ -1,0 +1,145 @@
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { readGguf } from "./gguf-reader";
+import { gguf, writeGguf, type GgufMetadata } from "./gguf-writer";
+
+let dir: string;
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), "gguf-writer-"));
+});
+afterAll(() => {
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe("writeGguf / readGguf", () => {
+  const metadata: GgufMetadata = {
+    "general.architecture": gguf.string("llama"),
+    "general.name": gguf.string("tiny ✨ 模型"),
+    "llama.block_count": gguf.uint32(2),
+    "llama.rope.freq_base": gguf.float32(500000),
+    "test.u8": { type: "uint8", value: 255 },
+    "test.i8": { type: "int8", value: -128 },
+    "test.u16": { type: "uint16", value: 65535 },
+    "test.i16": { type: "int16", value: -32768 },
+    "test.i32": gguf.int32(-2147483648),
+    "test.u64": gguf.uint64(2 ** 40 + 3),
+    "test.i64": { type: "int64", value: -(2 ** 41) },
+    "test.f64": { type: "float64", value: Math.PI },
+    "test.bool": gguf.bool(true),
+    "tokenizer.ggml.tokens": gguf.strings(["<|im_start|>", "Ġworld", "", "你好", "[PAD4]"]),
+    "tokenizer.ggml.token_type": gguf.int32s([3, 1, 1, 1, 5]),
+    "test.floats": gguf.float32s([0.5, -1.25, 3]),
+    "test.bools": { type: "array", itemType: "bool", value: [true, false] },
+  };
+  const a = Float32Array.from({ length: 3 * 5 }, (_, i) => i - 7.5);
+  const b = Float32Array.from({ length: 7 }, (_, i) => 1 / (i + 1));
+  const c = Float32Array.from({ length: 2 * 3 * 4 }, (_, i) => i * 0.25);
+
+  it("round-trips metadata of every value type, in order, and tensor infos and data", () => {
+    const path = join(dir, "all.gguf");
+    writeGguf(path, {
+      metadata,
+      tensors: [
+        { name: "a.weight", shape: [3, 5], type: "F32", data: () => a },
+        { name: "b.bias", shape: [7], type: "F32", data: () => b },
+        { name: "c.weight", shape: [2, 3, 4], type: "F16", data: () => c },
+      ],
+    });
+    const file = readGguf(path);
+    expect(file.version).toBe(3);
+    expect(file.alignment).toBe(32);
+    expect(Object.keys(file.metadata)).toEqual(Object.keys(metadata));
+    for (const [key, value] of Object.entries(metadata)) {
+      if (value.type === "float32") expect(file.metadata[key], key).toEqual({ ...value, value: Math.fround(value.value) });
+      else expect(file.metadata[key], key).toEqual(value);
+    }
+    expect(file.tensors.map((t) => [t.name, t.shape, t.ggmlType])).toEqual([
+      ["a.weight", [3, 5], 0],
+      ["b.bias", [7], 0],
+      ["c.weight", [2, 3, 4], 1],
+    ]);
+    for (const t of file.tensors) expect(t.byteOffset % 32, t.name).toBe(0);
+    expect(file.dataOffset % 32).toBe(0);
+    expect(file.readTensor("a.weight")).toEqual(a);
+    expect(file.readTensor("b.bias")).toEqual(b);
+    expect(file.readTensor("c.weight")).toEqual(c); // multiples of 0.25 below 6: exact in F16
+    expect(readdirSync(dir).filter((f) => f.includes(".tmp-"))).toEqual([]);
+  });
+
+  it("lays out the header bytes as GGUF v3 (magic, version, counts, ne reversed, 32-byte data)", () => {
+    const path = join(dir, "layout.gguf");
+    writeGguf(path, {
+      metadata: { k: gguf.uint32(7) },
+      tensors: [{ name: "t", shape: [2, 3], type: "F32", data: () => new Float32Array(6).fill(1) }],
+    });
+    const bytes = readFileSync(path);
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    expect(bytes.subarray(0, 4).toString("latin1")).toBe("GGUF");
+    expect(view.getUint32(4, true)).toBe(3);
+    expect(view.getBigUint64(8, true)).toBe(1n); // tensors
+    expect(view.getBigUint64(16, true)).toBe(1n); // metadata
+    // kv: u64 key length 1, "k", u32 type 4 (uint32), u32 value 7
+    expect(view.getBigUint64(24, true)).toBe(1n);
+    expect(String.fromCharCode(bytes[32]!)).toBe("k");
+    expect(view.getUint32(33, true)).toBe(4);
+    expect(view.getUint32(37, true)).toBe(7);
+    // tensor info: name "t", n_dims 2, ne = [3, 2], type 0, offset 0
+    expect(view.getBigUint64(41, true)).toBe(1n);
+    expect(view.getUint32(50, true)).toBe(2);
+    expect([view.getBigUint64(54, true), view.getBigUint64(62, true)]).toEqual([3n, 2n]);
+    expect(view.getUint32(70, true)).toBe(0);
+    expect(view.getBigUint64(74, true)).toBe(0n);
+    // header ends at 82, data starts at 96, 6 floats = 24 bytes padded to 32
+    expect(bytes.length).toBe(96 + 32);
+    expect(view.getFloat32(96, true)).toBe(1);
+    expect(bytes.subarray(82, 96).every((x) => x === 0)).toBe(true);
+  });
+
+  it("writes general.alignment for a non-default alignment and aligns every tensor to it", () => {
+    const path = join(dir, "align.gguf");
+    writeGguf(path, {
+      metadata: {},
+      alignment: 64,
+      tensors: [
+        { name: "x", shape: [3], type: "F32", data: () => new Float32Array(3) },
+        { name: "y", shape: [5], type: "F16", data: () => new Float32Array(5).fill(2) },
+      ],
+    });
+    const file = readGguf(path);
+    expect(file.metadata["general.alignment"]).toEqual(gguf.uint32(64));
+    expect(file.tensors.map((t) => t.byteOffset % 64)).toEqual([0, 0]);
+    expect(file.tensors[1]!.byteOffset - file.tensors[0]!.byteOffset).toBe(64);
+    expect(file.readTensor("y")).toEqual(new Float32Array(5).fill(2));
+  });
+
+  it("reads a header larger than its first read window (a long token list)", () => {
+    const path = join(dir, "long.gguf");
+    const tokens = Array.from({ length: 80_000 }, (_, i) => `token-${i}-ĠĊ`);
+    writeGguf(path, { metadata: { "tokenizer.ggml.tokens": gguf.strings(tokens) }, tensors: [] });
+    const value = readGguf(path).metadata["tokenizer.ggml.tokens"];
+    expect(value?.type === "array" && value.value.length).toBe(80_000);
+    expect(value?.type === "array" && value.value[79_999]).toBe("token-79999-ĠĊ");
+  });
+
+  it("rejects values out of range, duplicate names and data of the wrong length, leaving no file", () => {
+    const path = join(dir, "bad.gguf");
+    expect(() => writeGguf(path, { metadata: { x: gguf.uint32(-1) }, tensors: [] })).toThrow(/x: -1 is not a valid uint32/);
+    expect(() => writeGguf(path, { metadata: { x: { type: "uint8", value: 256 } }, tensors: [] })).toThrow(/not a valid uint8/);
+    const t = { name: "t", shape: [2], type: "F32" as const, data: () => new Float32Array(2) };
+    expect(() => writeGguf(path, { metadata: {}, tensors: [t, t] })).toThrow(/duplicate tensor name t/);
+    expect(() => writeGguf(path, { metadata: {}, tensors: [{ ...t, data: () => new Float32Array(3) }] })).toThrow(/3 values for shape \[2\]/);
+    expect(readdirSync(dir).filter((f) => f.startsWith("bad") || f.includes(".tmp-"))).toEqual([]);
+  });
+
+  it("rejects a file that is not GGUF", () => {
+    const path = join(dir, "not.gguf");
+    writeGguf(path, { metadata: {}, tensors: [] });
+    const bytes = readFileSync(path);
+    bytes.write("GGML", 0, "latin1");
+    const bad = join(dir, "not2.gguf");
+    writeFileSync(bad, bytes);
+    expect(() => readGguf(bad)).toThrow(/not a GGUF file/);
+  });
+});

@@ -1,0 +1,97 @@
+import { join } from "node:path";
+import type { LlamaContextSequence, Token } from "node-llama-cpp";
+import { openSafetensors, writeSafetensors, type SafetensorsTensorToWrite } from "../../gpu-backend/model/checkpoint/safetensors";
+
+/** One position of a teacher-forced run in llama.cpp. */
+export interface LogProbRow {
+  /** Log-probability (log-softmax) of a token. */
+  logProb(token: number): number;
+  /** The 5 most probable tokens, most probable first. */
+  top5: number[];
+}
+
+/**
+ * Replaces the zero biases `materializeModel` writes with seeded N(0, std²) values (BF16), so a
+ * comparison exercises the bias tensors (and, for llama, their q/k row permutation).
+ *
+ * @example
+ * randomizeBiases(dir, 7, 0.5);
+ */
+export function randomizeBiases(dir: string, seed: number, std: number): void {
+  const path = join(dir, "model.safetensors");
+  const file = openSafetensors(path);
+  const tensors: Record<string, SafetensorsTensorToWrite> = {};
+  let state = seed >>> 0 || 1;
+  const uniform = () => {
+    state ^= state << 13;
+    state ^= state >>> 17;
+    state ^= state << 5;
+    return ((state >>> 0) + 0.5) / 2 ** 32;
+  };
+  for (const name of file.tensorNames) {
+    const data = file.read(name);
+    if (name.endsWith(".bias")) {
+      for (let i = 0; i < data.length; i++) data[i] = std * Math.sqrt(-2 * Math.log(uniform())) * Math.cos(2 * Math.PI * uniform());
+    }
+    tensors[name] = { dtype: "BF16", shape: file.info(name).shape, data };
+  }
+  writeSafetensors(path, tensors, { format: "pt" });
+}
+
+/** Log-softmax of one float32 logits row, in float64. */
+export function logSoftmax(row: Float32Array): Float64Array {
+  let max = -Infinity;
+  for (const x of row) if (x > max) max = x;
+  let sum = 0;
+  for (const x of row) sum += Math.exp(x - max);
+  const lse = max + Math.log(sum);
+  return Float64Array.from(row, (x) => x - lse);
+}
+
+/** The ids of the k largest values, largest first. */
+export function topK(values: ArrayLike<number>, k: number): number[] {
+  const best: number[] = [];
+  for (let i = 0; i < values.length; i++) {
+    if (best.length === k && values[i]! <= values[best[k - 1]!]!) continue;
+    let j = best.length === k ? k - 1 : best.length;
+    while (j > 0 && values[best[j - 1]!]! < values[i]!) j--;
+    best.splice(j, 0, i);
+    if (best.length > k) best.pop();
+  }
+  return best;
+}
+
+/**
+ * llama.cpp greedy decoding through node-llama-cpp: `evaluate` at temperature 0 (llama.cpp's
+ * greedy sampler: the argmax of the last logits), one sampler for the whole generation.
+ */
+export async function llamaCppGreedy(sequence: LlamaContextSequence, prompt: number[], steps: number): Promise<number[]> {
+  const out: number[] = [];
+  for await (const token of sequence.evaluate(prompt as Token[], { temperature: 0 })) {
+    out.push(token);
+    if (out.length === steps) break;
+  }
+  return out;
+}
+
+/**
+ * Log-probabilities from llama.cpp for the next token after each of `tokens[from..]`, in one
+ * teacher-forced evaluation. node-llama-cpp returns float32 probabilities over the whole vocabulary,
+ * normalized by a float32 running sum of 151,680 terms (off by up to ~5e-4 relative here); the
+ * row is renormalized in float64 so that log p is llama.cpp's log-softmax of its logits to float32
+ * rounding.
+ */
+export async function llamaCppLogProbs(sequence: LlamaContextSequence, tokens: number[], from: number, vocabSize: number): Promise<LogProbRow[]> {
+  const input = tokens.map((t, i) => (i >= from ? ([t, { generateNext: { probabilities: true } }] as const) : t)) as Parameters<LlamaContextSequence["controlledEvaluate"]>[0];
+  const results = await sequence.controlledEvaluate(input);
+  const rows: LogProbRow[] = [];
+  for (let i = from; i < tokens.length; i++) {
+    const probabilities = results[i]?.next.probabilities;
+    if (!probabilities || probabilities.size !== vocabSize) throw new Error(`llama.cpp returned ${probabilities?.size ?? 0} probabilities at position ${i}, expected ${vocabSize}`);
+    let sum = 0;
+    for (const p of probabilities.values()) sum += p;
+    const logSum = Math.log(sum);
+    rows.push({ logProb: (token) => Math.log(probabilities.get(token as Token) ?? 0) - logSum, top5: [...probabilities.keys()].slice(0, 5).map(Number) });
+  }
+  return rows;
+}
