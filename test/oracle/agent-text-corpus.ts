@@ -1,4 +1,5 @@
 import type { ChatMessage, ToolDefinition } from "../../protocol/messages";
+import type { TokenizerFamily } from "../../gpu-backend/model/checkpoint/family-tokenizers";
 import type { ChatTemplate } from "../../gpu-backend/tokenizer/chat-template";
 
 /**
@@ -74,32 +75,56 @@ const TRANSCRIPT: ChatMessage[] = [
  * renderedPrompts(checkpoint.template); // [prompt with tools, prompt without]
  */
 export function renderedPrompts(template: ChatTemplate): string[] {
+  let withTools: string;
+  try {
+    withTools = template.render({ messages: TRANSCRIPT, tools: TOOLS, addGenerationPrompt: true });
+  } catch {
+    // Gemma 3's template drops tool results and tool-call turns, then demands alternating
+    // user/assistant roles: end the transcript at the tool result instead.
+    withTools = template.render({ messages: TRANSCRIPT.slice(0, 4), tools: TOOLS, addGenerationPrompt: true });
+  }
   return [
-    template.render({ messages: TRANSCRIPT, tools: TOOLS, addGenerationPrompt: true }),
+    withTools,
     template.render({ messages: TRANSCRIPT.slice(0, 2), addGenerationPrompt: true, extra: { enable_thinking: false } }),
   ];
 }
 
 /**
- * Inputs on which llama.cpp's tokenizer differs from the Hugging Face tokenizer by design; kept
- * out of AGENT_TEXTS. The test checks that each still differs, so the list stays true.
+ * Inputs on which llama.cpp's tokenizer differs from the Hugging Face tokenizer by design, per
+ * tokenizer; kept out of AGENT_TEXTS. The test checks that each still differs, so the list stays true.
  */
-export const KNOWN_TOKENIZER_DIFFERENCES: readonly { text: string; why: string }[] = [
-  {
-    // Decomposed "é" (e + U+0301): the tokenizer.json normalizer is NFC; llama.cpp applies none.
-    text: "cafe\u0301",
-    why: "llama.cpp skips tokenizer.json's NFC normalizer",
-  },
-  {
-    // The Ohm sign U+2126 is not NFC-stable either (NFC maps it to Greek capital omega U+03A9).
-    text: "\u2126 ohm",
-    why: "llama.cpp skips tokenizer.json's NFC normalizer",
-  },
-  {
-    // Qwen's vocabulary has a plain entry "</s>" (id 128247); llama.cpp's loader re-types
-    // end-of-generation-looking texts as control tokens, so with special-token parsing on it
-    // matches "</s>" in the text as one token, where Hugging Face splits it with BPE.
-    text: "a </s> b",
-    why: "llama.cpp turns the plain vocabulary entry </s> into a control token",
-  },
-];
+export const KNOWN_TOKENIZER_DIFFERENCES: Record<TokenizerFamily, readonly { text: string; why: string }[]> = {
+  qwen3: [
+    {
+      // Decomposed "é" (e + U+0301): the tokenizer.json normalizer is NFC; llama.cpp applies none.
+      text: "cafe\u0301",
+      why: "llama.cpp skips tokenizer.json's NFC normalizer",
+    },
+    {
+      // The Ohm sign U+2126 is not NFC-stable either (NFC maps it to Greek capital omega U+03A9).
+      text: "\u2126 ohm",
+      why: "llama.cpp skips tokenizer.json's NFC normalizer",
+    },
+    {
+      // Qwen's vocabulary has a plain entry "</s>" (id 128247); llama.cpp's loader re-types
+      // end-of-generation-looking texts as control tokens, so with special-token parsing on it
+      // matches "</s>" in the text as one token, where Hugging Face splits it with BPE.
+      text: "a </s> b",
+      why: "llama.cpp turns the plain vocabulary entry </s> into a control token",
+    },
+  ],
+  // None found: Gemma 3's and the Phi-3 demo's tokenizer.json normalize nothing but spaces (no NFC),
+  // and Phi-3's "</s>" is an added token that both split out as one token.
+  gemma3: [],
+  phi3: [],
+};
+
+/**
+ * Tokens whose control flag llama.cpp changes at load from the type the export wrote (it re-types
+ * end-of-generation-looking texts as control), per tokenizer.
+ */
+export const RETYPED_AT_LOAD: Record<TokenizerFamily, readonly string[]> = {
+  qwen3: ["</s>"],
+  gemma3: ["</s>"],
+  phi3: ["</s>"],
+};

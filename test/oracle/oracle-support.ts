@@ -12,12 +12,14 @@ export interface LogProbRow {
 
 /**
  * Replaces the zero biases `materializeModel` writes with seeded N(0, std²) values (BF16), so a
- * comparison exercises the bias tensors (and, for llama, their q/k row permutation).
+ * comparison exercises the bias tensors (and, for llama, their q/k row permutation). With
+ * `normStd`, also adds N(0, normStd²) to every RMSNorm weight (all 1, or 0 for Gemma, as written),
+ * so the norms (Gemma's 1 + w, per-head q/k norms) are exercised too.
  *
  * @example
  * randomizeBiases(dir, 7, 0.5);
  */
-export function randomizeBiases(dir: string, seed: number, std: number): void {
+export function randomizeBiases(dir: string, seed: number, std: number, normStd = 0): void {
   const path = join(dir, "model.safetensors");
   const file = openSafetensors(path);
   const tensors: Record<string, SafetensorsTensorToWrite> = {};
@@ -30,8 +32,11 @@ export function randomizeBiases(dir: string, seed: number, std: number): void {
   };
   for (const name of file.tensorNames) {
     const data = file.read(name);
+    const normal = () => Math.sqrt(-2 * Math.log(uniform())) * Math.cos(2 * Math.PI * uniform());
     if (name.endsWith(".bias")) {
-      for (let i = 0; i < data.length; i++) data[i] = std * Math.sqrt(-2 * Math.log(uniform())) * Math.cos(2 * Math.PI * uniform());
+      for (let i = 0; i < data.length; i++) data[i] = std * normal();
+    } else if (normStd > 0 && name.endsWith("norm.weight")) {
+      for (let i = 0; i < data.length; i++) data[i] = data[i]! + normStd * normal();
     }
     tensors[name] = { dtype: "BF16", shape: file.info(name).shape, data };
   }

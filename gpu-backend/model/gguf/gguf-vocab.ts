@@ -1,10 +1,10 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { ModelConfig } from "../checkpoint/model-config";
+import { GGUF_TOKEN_TYPES, spmVocabulary, type AddedToken, type TokenizerJson } from "./gguf-vocab-spm";
 import { gguf, type GgufMetadata } from "./gguf-writer";
 
-/** llama.cpp's token types (`llama_token_type`, gguf-py TokenType). */
-export const GGUF_TOKEN_TYPES = { normal: 1, unknown: 2, control: 3, userDefined: 4, unused: 5, byte: 6 } as const;
+export { GGUF_TOKEN_TYPES } from "./gguf-vocab-spm";
 
 /**
  * `tokenizer.ggml.pre` by the pre-tokenizer's split regex. llama.cpp's converter identifies a
@@ -20,15 +20,11 @@ const BPE_PRE_TOKENIZERS: readonly { pre: string; regex: string }[] = [
   },
 ];
 
-interface AddedToken {
-  id: number;
-  content: string;
-  special?: boolean;
-}
-
 /**
- * The `tokenizer.*` metadata of a model folder's byte-level BPE tokenizer, as llama.cpp's converter
- * writes it (TextModel.get_vocab_base + gguf-py SpecialVocab):
+ * The `tokenizer.*` metadata of a model folder's tokenizer, as llama.cpp's converter writes it
+ * (TextModel.get_vocab_base + gguf-py SpecialVocab). A SentencePiece-style BPE (`byte_fallback`:
+ * Llama 2, Phi-3, Gemma) becomes `tokenizer.ggml.model` "llama" with scores (see `spmVocabulary`);
+ * a byte-level BPE is written as:
  *
  *   tokenizer.ggml.model        "gpt2"
  *   tokenizer.ggml.pre          by the split regex (see BPE_PRE_TOKENIZERS), e.g. "qwen2"
@@ -44,60 +40,23 @@ interface AddedToken {
  *   tokenizer.ggml.add_{bos,eos}_token   tokenizer_config.json's add_bos_token / add_eos_token, if set
  *   tokenizer.chat_template     the chat template
  *
- * @throws Error for a tokenizer that is not byte-level BPE or has an unknown pre-tokenizer
+ * The special token ids, add_bos/add_eos and the chat template are written for both.
+ *
+ * @throws Error for a tokenizer that is not BPE or has an unknown pre-tokenizer or normalizer
  * @example
  * const meta = ggufTokenizerMetadata(checkpoint.dir, checkpoint.config, checkpoint.chatTemplate);
  * meta["tokenizer.ggml.pre"]; // { type: "string", value: "qwen2" }
  */
 export function ggufTokenizerMetadata(dir: string, config: ModelConfig, chatTemplate: string): GgufMetadata {
   const tokenizerPath = join(dir, "tokenizer.json");
-  const json = JSON.parse(readFileSync(tokenizerPath, "utf8")) as {
-    model?: { type?: string; byte_fallback?: boolean; vocab?: Record<string, number>; merges?: (string | [string, string])[] };
-    added_tokens?: AddedToken[];
-    pre_tokenizer?: unknown;
-  };
+  const json = JSON.parse(readFileSync(tokenizerPath, "utf8")) as TokenizerJson;
   const tokenizerConfig = JSON.parse(readFileSync(join(dir, "tokenizer_config.json"), "utf8")) as Record<string, unknown>;
   const model = json.model;
-  if (model?.type !== "BPE" || !model.vocab || !model.merges) throw new Error(`${tokenizerPath}: GGUF export supports byte-level BPE tokenizers only (model.type ${JSON.stringify(model?.type)})`);
-  if (model.byte_fallback === true) {
-    throw new Error(`${tokenizerPath}: a SentencePiece-style BPE tokenizer (byte_fallback) converts to tokenizer.ggml.model "llama" with scores, which the GGUF export does not write yet`);
-  }
-
-  const byId = new Map<number, string>();
-  for (const [text, id] of Object.entries(model.vocab)) byId.set(id, text);
-  const added = new Map<number, AddedToken>();
-  for (const t of json.added_tokens ?? []) {
-    added.set(t.id, t);
-    byId.set(t.id, t.content);
-  }
+  if (model?.type !== "BPE" || !model.vocab || !model.merges) throw new Error(`${tokenizerPath}: GGUF export supports BPE tokenizers only (model.type ${JSON.stringify(model?.type)})`);
   const vocabSize = config.vocabSize;
-  const tokens: string[] = new Array(vocabSize);
-  const types: number[] = new Array(vocabSize);
-  for (let id = 0; id < vocabSize; id++) {
-    const text = byId.get(id);
-    const a = added.get(id);
-    if (text === undefined) {
-      tokens[id] = `[PAD${id}]`;
-      types[id] = GGUF_TOKEN_TYPES.unused;
-    } else if (a) {
-      const control = a.special === true || looksSpecial(a.content);
-      tokens[id] = control ? a.content : a.content.replaceAll("\u2581", " ");
-      types[id] = control ? GGUF_TOKEN_TYPES.control : GGUF_TOKEN_TYPES.userDefined;
-    } else {
-      tokens[id] = text;
-      types[id] = GGUF_TOKEN_TYPES.normal;
-    }
-  }
-  for (const id of byId.keys()) if (id >= vocabSize) throw new Error(`${tokenizerPath}: token id ${id} is not below vocab_size ${vocabSize}`);
-
-  const merges = model.merges.map((m) => (typeof m === "string" ? m : `${m[0]} ${m[1]}`));
-  const out: GgufMetadata = {
-    "tokenizer.ggml.model": gguf.string("gpt2"),
-    "tokenizer.ggml.pre": gguf.string(preTokenizerName(json.pre_tokenizer, tokenizerPath)),
-    "tokenizer.ggml.tokens": gguf.strings(tokens),
-    "tokenizer.ggml.token_type": gguf.int32s(types),
-    "tokenizer.ggml.merges": gguf.strings(merges),
-  };
+  const added = new Map<number, AddedToken>();
+  for (const t of json.added_tokens ?? []) added.set(t.id, t);
+  const out = model.byte_fallback === true ? spmVocabulary(json, vocabSize, tokenizerPath, looksSpecial) : byteLevelVocabulary(json, added, vocabSize, tokenizerPath);
 
   const idOf = (content: string): number | undefined => {
     for (const t of added.values()) if (t.content === content) return t.id;
@@ -122,6 +81,40 @@ export function ggufTokenizerMetadata(dir: string, config: ModelConfig, chatTemp
   }
   out["tokenizer.chat_template"] = gguf.string(chatTemplate);
   return out;
+}
+
+/** tokenizer.ggml.model "gpt2": byte-level text, merges, the pre-tokenizer by its split regex. */
+function byteLevelVocabulary(json: TokenizerJson, added: Map<number, AddedToken>, vocabSize: number, tokenizerPath: string): GgufMetadata {
+  const model = json.model!;
+  const byId = new Map<number, string>();
+  for (const [text, id] of Object.entries(model.vocab!)) byId.set(id, text);
+  for (const t of added.values()) byId.set(t.id, t.content);
+  const tokens: string[] = new Array(vocabSize);
+  const types: number[] = new Array(vocabSize);
+  for (let id = 0; id < vocabSize; id++) {
+    const text = byId.get(id);
+    const a = added.get(id);
+    if (text === undefined) {
+      tokens[id] = `[PAD${id}]`;
+      types[id] = GGUF_TOKEN_TYPES.unused;
+    } else if (a) {
+      const control = a.special === true || looksSpecial(a.content);
+      tokens[id] = control ? a.content : a.content.replaceAll("\u2581", " ");
+      types[id] = control ? GGUF_TOKEN_TYPES.control : GGUF_TOKEN_TYPES.userDefined;
+    } else {
+      tokens[id] = text;
+      types[id] = GGUF_TOKEN_TYPES.normal;
+    }
+  }
+  for (const id of byId.keys()) if (id >= vocabSize) throw new Error(`${tokenizerPath}: token id ${id} is not below vocab_size ${vocabSize}`);
+  const merges = model.merges!.map((m) => (typeof m === "string" ? m : `${m[0]} ${m[1]}`));
+  return {
+    "tokenizer.ggml.model": gguf.string("gpt2"),
+    "tokenizer.ggml.pre": gguf.string(preTokenizerName(json.pre_tokenizer, tokenizerPath)),
+    "tokenizer.ggml.tokens": gguf.strings(tokens),
+    "tokenizer.ggml.token_type": gguf.int32s(types),
+    "tokenizer.ggml.merges": gguf.strings(merges),
+  };
 }
 
 /** The converter's does_token_look_special: added tokens that ought to be control tokens. */
