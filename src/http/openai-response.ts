@@ -89,9 +89,9 @@ export async function* sseChunks(
   options: { includeUsage: boolean; hasTools: boolean; logprobs: boolean },
 ): AsyncGenerator<string> {
   let pending: TokenLogprob[] = [];
-  /** The logprobs of every token not yet sent (null when not asked, or none for a chunk without content). */
-  const take = (carriesTokens: boolean) => {
-    if (!options.logprobs || (!carriesTokens && pending.length === 0)) return null;
+  /** A chunk's `logprobs`: every token not yet sent (null when not asked, or for a chunk without content and no token left). */
+  const take = (carriesContent: boolean) => {
+    if (!options.logprobs || (!carriesContent && pending.length === 0)) return null;
     const out = openAiLogprobs(pending);
     pending = [];
     return out;
