@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { decodeFrame, decodeGenerateRequest, decodeReleaseStateRequest, encode } from "./codec";
-import type { Frame } from "./messages";
-import { DELTA_REQUEST, DONE, DONE_TOOL_CALL, ERROR, expectOk, fromHex, GOLDEN_DONE, GOLDEN_ERROR, GOLDEN_REQUEST, GOLDEN_TOKEN, REQUEST, toHex, TOKEN } from "./codec-fixtures";
+import type { Frame, GenerateRequest, TokenFrame } from "./messages";
+import { DELTA_REQUEST, DONE, DONE_TOOL_CALL, ERROR, expectOk, fromHex, GOLDEN_DONE, GOLDEN_ERROR, GOLDEN_REQUEST, GOLDEN_TOKEN, REQUEST, toHex, TOKEN, TOKEN_LOGPROBS } from "./codec-fixtures";
 
 // Golden bytes: any change to the encoding breaks these on purpose (the pinned bytes: codec-fixtures.ts).
 
@@ -53,6 +53,21 @@ describe("encode", () => {
 describe("round trips", () => {
   it("keeps every field of a delta GenerateRequest", () => {
     expect(expectOk(decodeGenerateRequest(encode(DELTA_REQUEST)))).toEqual(DELTA_REQUEST);
+  });
+
+  it("keeps the logprobs ask, 0 to 20 alternatives", () => {
+    for (const logprobs of [0, 5, 20]) {
+      const request: GenerateRequest = { ...REQUEST, sampling: { ...REQUEST.sampling, logprobs } };
+      expect(expectOk(decodeGenerateRequest(encode(request)))).toEqual(request);
+    }
+    expect("logprobs" in expectOk(decodeGenerateRequest(encode(REQUEST))).sampling).toBe(false);
+  });
+
+  it("keeps a token frame's logprobs exactly (raw bytes of a split character, -9999, exact floats)", () => {
+    expect(expectOk(decodeFrame(encode(TOKEN_LOGPROBS)))).toEqual(TOKEN_LOGPROBS);
+    const precise: TokenFrame = { type: "token", tokenIds: [1], text: "a", logprobs: [{ token: "a", bytes: [97], logprob: Math.log(0.3), topLogprobs: [] }] };
+    const decoded = expectOk(decodeFrame(encode(precise))) as TokenFrame;
+    expect(decoded.logprobs![0]!.logprob).toBe(Math.log(0.3));
   });
 
   it("keeps a ReleaseStateRequest", () => {

@@ -53,6 +53,25 @@ export const REQUEST: GenerateRequest = {
 
 export const TOKEN: TokenFrame = { type: "token", tokenIds: [9707, 0, 65535], text: "Hello" };
 
+/** A token frame of a request that asked for logprobs (`sampling.logprobs: 2`): "é" split in two tokens. */
+export const TOKEN_LOGPROBS: TokenFrame = {
+  type: "token",
+  tokenIds: [126, 102],
+  text: "é",
+  logprobs: [
+    {
+      token: "\uFFFD",
+      bytes: [0xc3],
+      logprob: -0.25,
+      topLogprobs: [
+        { token: "\uFFFD", bytes: [0xc3], logprob: -0.25 },
+        { token: " the", bytes: [32, 116, 104, 101], logprob: -2.5 },
+      ],
+    },
+    { token: "\uFFFD", bytes: [0xa9], logprob: 0, topLogprobs: [{ token: "\uFFFD", bytes: [0xa9], logprob: 0 }, { token: "", bytes: [], logprob: -9999 }] },
+  ],
+};
+
 export const DONE: DoneFrame = {
   type: "done",
   finishReason: "stop",

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { decodeFrame, decodeGenerateRequest, decodeReleaseStateRequest, encode } from "./codec";
 import type { GenerateRequest } from "./messages";
-import { clone, concatBytes, DONE, DONE_TOOL_CALL, ERROR, expectError, expectOk, fromHex, GOLDEN_REQUEST, REQUEST, TOKEN, utf8 } from "./codec-fixtures";
+import { clone, concatBytes, DONE, DONE_TOOL_CALL, ERROR, expectError, expectOk, fromHex, GOLDEN_REQUEST, REQUEST, TOKEN, TOKEN_LOGPROBS, utf8 } from "./codec-fixtures";
 
 // ---------------------------------------------------------------------------------------------
 // Validation: code invalid_request, message names the field path
@@ -81,6 +81,10 @@ const REQUEST_FAILURES: Mutation[] = [
   ["sampling.stopTokenIds[0] must be an integer in [0, 4294967295]", (r) => (r.sampling.stopTokenIds = [-1])],
   ["sampling.stopTokenIds[0] must be an integer in [0, 4294967295]", (r) => (r.sampling.stopTokenIds = [2 ** 32])],
   ["sampling.ignoreEos must be a boolean", (r) => (r.sampling.ignoreEos = "yes")],
+  ["sampling.logprobs must be an integer in [0, 20]", (r) => (r.sampling.logprobs = 21)],
+  ["sampling.logprobs must be an integer in [0, 20]", (r) => (r.sampling.logprobs = -1)],
+  ["sampling.logprobs must be an integer in [0, 20]", (r) => (r.sampling.logprobs = 1.5)],
+  ["sampling.logprobs must be an integer in [0, 20]", (r) => (r.sampling.logprobs = true)],
   ['stateId is required when mode is "delta"', (r) => (r.mode = "delta")],
 ];
 
@@ -143,6 +147,23 @@ const FRAME_FAILURES: [string, unknown][] = [
   ["tokenIds is required", { type: "token", text: "" }],
   ["tokenIds[1] must be an integer in [0, 4294967295]", { type: "token", tokenIds: [1, 1.5], text: "" }],
   ["text must be a string", { type: "token", tokenIds: [], text: null }],
+  ["logprobs must be an array", { ...TOKEN_LOGPROBS, logprobs: {} }],
+  ["logprobs must hold one entry per token id", { ...TOKEN_LOGPROBS, tokenIds: [126] }],
+  ["logprobs must hold one entry per token id", { ...TOKEN_LOGPROBS, logprobs: [] }],
+  ["logprobs[0].token is required", { ...TOKEN_LOGPROBS, logprobs: [{ ...TOKEN_LOGPROBS.logprobs![0], token: undefined }, TOKEN_LOGPROBS.logprobs![1]] }],
+  ["logprobs[1].logprob must be a finite number <= 0", { ...TOKEN_LOGPROBS, logprobs: [TOKEN_LOGPROBS.logprobs![0], { ...TOKEN_LOGPROBS.logprobs![1], logprob: 0.5 }] }],
+  ["logprobs[1].logprob must be a finite number <= 0", { ...TOKEN_LOGPROBS, logprobs: [TOKEN_LOGPROBS.logprobs![0], { ...TOKEN_LOGPROBS.logprobs![1], logprob: -Infinity }] }],
+  ["logprobs[1].logprob must be a finite number <= 0", { ...TOKEN_LOGPROBS, logprobs: [TOKEN_LOGPROBS.logprobs![0], { ...TOKEN_LOGPROBS.logprobs![1], logprob: NaN }] }],
+  ["logprobs[0].bytes[0] must be an integer in [0, 255]", { ...TOKEN_LOGPROBS, logprobs: [{ ...TOKEN_LOGPROBS.logprobs![0], bytes: [256] }, TOKEN_LOGPROBS.logprobs![1]] }],
+  ["logprobs[0].topLogprobs is required", { ...TOKEN_LOGPROBS, logprobs: [{ ...TOKEN_LOGPROBS.logprobs![0], topLogprobs: undefined }, TOKEN_LOGPROBS.logprobs![1]] }],
+  [
+    "logprobs[0].topLogprobs[1].bytes must be an array",
+    { ...TOKEN_LOGPROBS, logprobs: [{ ...TOKEN_LOGPROBS.logprobs![0], topLogprobs: [{ token: "a", bytes: [97], logprob: -1 }, { token: "b", bytes: "b", logprob: -2 }] }, TOKEN_LOGPROBS.logprobs![1]] },
+  ],
+  [
+    "logprobs[0].topLogprobs must hold at most 20 entries",
+    { ...TOKEN_LOGPROBS, logprobs: [{ ...TOKEN_LOGPROBS.logprobs![0], topLogprobs: Array.from({ length: 21 }, () => ({ token: "a", bytes: [97], logprob: -1 })) }, TOKEN_LOGPROBS.logprobs![1]] },
+  ],
   ['finishReason must be one of "stop", "length", "stop_sequence", "cancelled"', { ...DONE, finishReason: "eos" }],
   ["stateId must be a non-empty string", { ...DONE, stateId: "" }],
   ["usage is required", { ...DONE, usage: undefined }],

@@ -78,7 +78,17 @@ export interface SamplingParams {
   stopTokenIds: number[];
   /** When true, the model's end-of-turn tokens do not stop generation (benchmarks). */
   ignoreEos?: boolean;
+  /**
+   * Log probabilities of the generated tokens (OpenAI's `logprobs` / `top_logprobs`). Absent: none
+   * (the backend never fetches a logits row for them). n in 0..{@link MAX_TOP_LOGPROBS}: every
+   * token frame carries, per generated token, its logprob and the n most likely tokens at its
+   * position. Raw: the log-softmax of the model's logits, before temperature, top-k and top-p.
+   */
+  logprobs?: number;
 }
+
+/** Most alternatives per generated token (`SamplingParams.logprobs`), as OpenAI's `top_logprobs`. */
+export const MAX_TOP_LOGPROBS = 20;
 
 /**
  * One turn of a trajectory.
@@ -177,6 +187,27 @@ export interface TokenFrame {
   tokenIds: number[];
   /** Decoded text added by these tokens (may be empty while a multi-byte character is open). */
   text: string;
+  /**
+   * Only when the request asked (`sampling.logprobs`): one entry per id of `tokenIds`, in order.
+   * Response-only: never part of a turn's state.
+   */
+  logprobs?: TokenLogprob[];
+}
+
+/** One token at a generated position, with its log probability. */
+export interface TopLogprob {
+  /** The token's text as the tokenizer decodes it alone (U+FFFD for bytes of an unfinished character). */
+  token: string;
+  /** The token's raw bytes (each 0..255): the bytes of all tokens of a reply concatenate to its UTF-8. */
+  bytes: number[];
+  /** ln p under the model's raw distribution (log-softmax of the logits): <= 0, at least -9999. */
+  logprob: number;
+}
+
+/** A generated token's log probability and the most likely tokens at its position. */
+export interface TokenLogprob extends TopLogprob {
+  /** `sampling.logprobs` tokens, most likely first (equal logprobs: lower token id first). */
+  topLogprobs: TopLogprob[];
 }
 
 export interface DoneFrame {

@@ -21,11 +21,13 @@ import type {
   SamplingParams,
   Timings,
   TokenFrame,
+  TokenLogprob,
   ToolCall,
   ToolDefinition,
+  TopLogprob,
   Usage,
 } from "./messages";
-import { MAX_KV_EVENTS_PER_BATCH, MAX_PROMPT_BLOCK_HASHES } from "./messages";
+import { MAX_KV_EVENTS_PER_BATCH, MAX_PROMPT_BLOCK_HASHES, MAX_TOP_LOGPROBS } from "./messages";
 
 /**
  * Zod schemas for every message decoded from the wire, typed to match `messages.ts` exactly: each
@@ -135,6 +137,7 @@ export const samplingParamsSchema = map({
   stop: array(nonEmptyString),
   stopTokenIds: array(tokenId),
   ignoreEos: boolean.optional(),
+  logprobs: integer(0, MAX_TOP_LOGPROBS).optional(),
 }) satisfies z.ZodType<SamplingParams>;
 
 export const generateRequestSchema = map({
@@ -206,10 +209,30 @@ export const assistantMessageSchema = map({
   tool_calls: array(toolCallSchema).optional(),
 }) satisfies z.ZodType<AssistantMessage>;
 
+/** A log probability: finite, <= 0 (the backend clamps -Infinity to -9999, as OpenAI does). */
+const logprob = z.number(expect("must be a finite number <= 0")).max(0, "must be a finite number <= 0").min(-Number.MAX_VALUE, "must be a finite number <= 0");
+
+export const topLogprobSchema = map({
+  token: string,
+  bytes: array(integer(0, 255)),
+  logprob,
+}) satisfies z.ZodType<TopLogprob>;
+
+export const tokenLogprobSchema = map({
+  token: string,
+  bytes: array(integer(0, 255)),
+  logprob,
+  topLogprobs: array(topLogprobSchema).max(MAX_TOP_LOGPROBS, `must hold at most ${MAX_TOP_LOGPROBS} entries`),
+}) satisfies z.ZodType<TokenLogprob>;
+
 export const tokenFrameSchema = map({
   type: z.literal("token"),
   tokenIds: array(tokenId),
   text: string,
+  logprobs: array(tokenLogprobSchema).optional(),
+}).refine((f) => f.logprobs === undefined || f.logprobs.length === f.tokenIds.length, {
+  path: ["logprobs"],
+  error: "must hold one entry per token id",
 }) satisfies z.ZodType<TokenFrame>;
 
 export const doneFrameSchema = map({
@@ -298,6 +321,8 @@ export type SchemaDriftChecks = [
   Assert<Equals<z.output<typeof usageSchema>, Usage>>,
   Assert<Equals<z.output<typeof timingsSchema>, Timings>>,
   Assert<Equals<z.output<typeof assistantMessageSchema>, AssistantMessage>>,
+  Assert<Equals<z.output<typeof topLogprobSchema>, TopLogprob>>,
+  Assert<Equals<z.output<typeof tokenLogprobSchema>, TokenLogprob>>,
   Assert<Equals<z.output<typeof tokenFrameSchema>, TokenFrame>>,
   Assert<Equals<z.output<typeof doneFrameSchema>, DoneFrame>>,
   Assert<Equals<z.output<typeof errorFrameSchema>, ErrorFrame>>,

@@ -68,7 +68,8 @@ export async function relayTurn(p: RelayParams): Promise<RelayResult> {
       for await (const frame of generateFrames(backend, p.request(mode), { timeoutMs: p.timeoutMs, signal: p.signal, stats })) {
         if (frame.type === "token") {
           firstTokenMs ??= performance.now() - t0;
-          if (frame.text && !(await p.emit({ type: "token", text: frame.text }))) {
+          const logprobs = frame.logprobs !== undefined && frame.logprobs.length > 0 ? frame.logprobs : undefined;
+          if ((frame.text || logprobs) && !(await p.emit(logprobs ? { type: "token", text: frame.text, logprobs } : { type: "token", text: frame.text }))) {
             clientGone = true;
             throw new ProtocolError("backend_unavailable", "the client went away");
           }

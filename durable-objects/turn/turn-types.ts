@@ -1,7 +1,7 @@
 import type { Repairs } from "./canonicalize";
 import type { PrefixBreak } from "./prefix-break";
 import type { RouteReason } from "../routing/routing-policy";
-import type { ChatMessage, ErrorCode, FinishReason, SamplingParams, ToolCall, ToolDefinition, Usage } from "../../protocol/messages";
+import type { ChatMessage, ErrorCode, FinishReason, SamplingParams, TokenLogprob, ToolCall, ToolDefinition, Usage } from "../../protocol/messages";
 
 /** The assistant reply of a turn, as stored in the transcript and returned to clients. */
 export interface AssistantReply {
@@ -73,7 +73,8 @@ export interface TurnRecord {
 export type TurnEvent =
   /** Before the backend is asked: the turn's prefix break (for the `x-prefix-break` header). */
   | { type: "start"; prefixBreak: PrefixBreak }
-  | { type: "token"; text: string }
+  /** `logprobs`: the token frames' (only when the request asked); response-only, never stored. */
+  | { type: "token"; text: string; logprobs?: TokenLogprob[] }
   | { type: "done"; message: AssistantReply; finishReason: FinishReason; usage: Usage; turn: TurnRecord; replayed: boolean }
   | { type: "error"; code: ErrorCode; message: string; retryable: boolean };
 

@@ -1,4 +1,5 @@
 import type { AssistantMessage, ChatMessage, ToolDefinition } from "../../protocol/messages";
+import type { TokenPiece } from "../tokenizer/token-pieces";
 
 /** What the engine needs from a model's tokenizer and chat template. */
 export interface ChatCodec {
@@ -8,6 +9,8 @@ export interface ChatCodec {
   encode(text: string): number[];
   /** Decodes ids back to text, special tokens kept. */
   decode(tokenIds: number[]): string;
+  /** One token's text (decoded alone) and raw bytes, for logprobs (`TokenPieces`). */
+  tokenPiece(tokenId: number): TokenPiece;
   /** A streaming decoder that never emits half a character; `flush` releases what it held back. */
   createDecoder(): { push(tokenId: number): string; flush(): string };
   /**

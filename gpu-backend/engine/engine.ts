@@ -1,7 +1,17 @@
 import { randomUUID } from "node:crypto";
 import { hashRoot, shortBlockHash, type BlockHash } from "../../protocol/block-hash";
 import { ProtocolError, toProtocolError } from "../../protocol/errors";
-import { MAX_PROMPT_BLOCK_HASHES, type AssistantMessage, type DoneFrame, type FinishReason, type Frame, type GenerateRequest, type KvEventBatch, type SamplingParams } from "../../protocol/messages";
+import {
+  MAX_PROMPT_BLOCK_HASHES,
+  type AssistantMessage,
+  type DoneFrame,
+  type FinishReason,
+  type Frame,
+  type GenerateRequest,
+  type KvEventBatch,
+  type SamplingParams,
+  type TokenLogprob,
+} from "../../protocol/messages";
 import { KVCacheManager } from "../kv/kv-cache-manager";
 import { KvEventLog } from "../kv/kv-events";
 import type { BlockPool } from "../kv/block-pool";
@@ -9,6 +19,7 @@ import type { Executor, StepSequence } from "../model/executors/executor";
 import { Scheduler, type SchedulerConfig } from "../scheduler/scheduler";
 import { Sequence } from "../scheduler/sequence";
 import type { ChatCodec } from "./chat-codec";
+import { tokenLogprob } from "./logprobs";
 import { buildPrompt } from "./prompt-builder";
 import { Sampler } from "./sampler";
 import { StateStore } from "./state-store";
@@ -43,6 +54,8 @@ export interface TokenRequest {
 
 export interface TokenResult {
   tokenIds: number[];
+  /** Per generated token (stop tokens excluded), when `sampling.logprobs` asked. */
+  logprobs?: TokenLogprob[];
   finishReason: FinishReason;
   usage: DoneFrame["usage"];
   timings: DoneFrame["timings"];
@@ -64,6 +77,8 @@ export interface EngineCounters {
 interface Job {
   seq: Sequence;
   sampler: Sampler;
+  /** Alternatives per token when logprobs were asked (`sampling.logprobs`); undefined: none. */
+  logprobs: number | undefined;
   stops: StopChecker;
   decoder: { push(tokenId: number): string; flush(): string };
   stopTokenIds: Set<number>;
@@ -186,13 +201,16 @@ export class Engine {
   /** Generates from raw token ids (no template, no state). */
   generateTokens(req: TokenRequest, signal?: AbortSignal): Promise<TokenResult> {
     return new Promise((resolve, reject) => {
+      const logprobs: TokenLogprob[] = [];
       const sink = (frame: Frame) => {
         if (frame.type === "error") reject(new ProtocolError(frame.code, frame.message));
+        else if (frame.type === "token" && frame.logprobs) logprobs.push(...frame.logprobs);
       };
       try {
         this.enqueue(req.tokenIds, req.sampling, this.rootFor(req.cacheSalt ?? ""), sink, signal, (reason, job) => {
           resolve({
             tokenIds: job.seq.tokenIds.slice(job.seq.numPromptTokens),
+            ...(req.sampling.logprobs === undefined ? {} : { logprobs }),
             finishReason: reason,
             usage: this.usage(job),
             timings: this.timings(job),
@@ -243,6 +261,7 @@ export class Engine {
     const job: Job = {
       seq,
       sampler: new Sampler(sampling),
+      logprobs: sampling.logprobs,
       stops: new StopChecker(sampling.stop),
       decoder: this.options.codec.createDecoder(),
       stopTokenIds: new Set([...sampling.stopTokenIds, ...(sampling.ignoreEos ? [] : this.options.codec.eosTokenIds)]),
@@ -276,12 +295,16 @@ export class Engine {
           if (plan.rejected.length === 0 && plan.preempted.length === 0) await new Promise((r) => setImmediate(r));
           continue;
         }
-        const steps: StepSequence[] = plan.items.map((item) => ({
-          tokenIds: item.seq.tokenIds.slice(item.startPos, item.startPos + item.numTokens),
-          startPos: item.startPos,
-          blockTable: this.kv.blockTable(item.seq.seqId),
-          logits: !item.samples ? "none" : this.jobs.get(item.seq.seqId)?.sampler.greedy ? "argmax" : "last",
-        }));
+        // Greedy decoding without logprobs needs only the argmax: its logits row is never fetched.
+        const steps: StepSequence[] = plan.items.map((item) => {
+          const job = this.jobs.get(item.seq.seqId);
+          return {
+            tokenIds: item.seq.tokenIds.slice(item.startPos, item.startPos + item.numTokens),
+            startPos: item.startPos,
+            blockTable: this.kv.blockTable(item.seq.seqId),
+            logits: !item.samples ? "none" : job?.sampler.greedy && job.logprobs === undefined ? "argmax" : "last",
+          };
+        });
         const t0 = performance.now();
         const cpu0 = this.options.onStep ? process.cpuUsage() : undefined;
         const { logits, argmax } = await this.options.executor.run(steps);
@@ -298,7 +321,9 @@ export class Engine {
           const job = this.jobs.get(item.seq.seqId);
           if (!job || job.finished) return;
           this.kv.markComputed(item.seq.seqId, item.numTokens);
-          if (item.samples) this.accept(job, job.sampler.greedy ? argmax[i]! : job.sampler.sample(logits[i]!));
+          if (!item.samples) return;
+          const tokenId = job.sampler.greedy ? argmax[i]! : job.sampler.sample(logits[i]!);
+          this.accept(job, tokenId, job.logprobs === undefined ? undefined : tokenLogprob(logits[i]!, tokenId, job.logprobs, (id) => this.options.codec.tokenPiece(id)));
         });
       }
     } catch (e) {
@@ -312,7 +337,7 @@ export class Engine {
     }
   }
 
-  private accept(job: Job, tokenId: number): void {
+  private accept(job: Job, tokenId: number, logprob: TokenLogprob | undefined): void {
     const seq = job.seq;
     const now = performance.now();
     job.firstTokenMs ??= now;
@@ -322,7 +347,7 @@ export class Engine {
 
     if (job.stopTokenIds.has(tokenId)) return this.finish(job, "stop");
     const { emit, stopped } = job.stops.push(job.decoder.push(tokenId));
-    job.sink({ type: "token", tokenIds: [tokenId], text: emit });
+    job.sink(logprob ? { type: "token", tokenIds: [tokenId], text: emit, logprobs: [logprob] } : { type: "token", tokenIds: [tokenId], text: emit });
     if (stopped) return this.finish(job, "stop_sequence");
     if (seq.numGenerated >= seq.maxTokens) return this.finish(job, "length");
   }

@@ -1,5 +1,6 @@
 import { existsSync } from "node:fs";
 import type { ChatCodec } from "./chat-codec";
+import { TokenPieces } from "../tokenizer/token-pieces";
 import { newToolCallId } from "../tokenizer/tool-call-id";
 import { detectToolCallConvention, parseAssistantText } from "../tokenizer/tool-call-parser";
 import { loadCheckpoint, type Checkpoint } from "../model/checkpoint/checkpoint";
@@ -39,10 +40,12 @@ export async function loadModel(options: { dir: string | undefined; maxContext?:
   const weights = checkpoint.weights;
   const eos = new Set([...tokenizer.eosTokenIds, ...checkpoint.config.eosTokenIds]);
   const toolCalls = detectToolCallConvention(checkpoint.chatTemplate);
+  const pieces = new TokenPieces(tokenizer);
   const codec: ChatCodec = {
     render: (p) => template.render(p),
     encode: (text) => tokenizer.encode(text, { addSpecialTokens: false }),
     decode: (ids) => tokenizer.decode(ids, { skipSpecialTokens: false }),
+    tokenPiece: (id) => pieces.piece(id),
     createDecoder: () => tokenizer.createDecoder({ skipSpecialTokens: false }),
     parseAssistant: (text) => parseAssistantText(text, toolCalls, newToolCallId),
     eosTokenIds: [...eos],

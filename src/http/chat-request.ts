@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { ProtocolError } from "../../protocol";
-import type { ChatMessage, SamplingParams, ToolDefinition } from "../../protocol/messages";
+import { MAX_TOP_LOGPROBS, type ChatMessage, type SamplingParams, type ToolDefinition } from "../../protocol/messages";
 
 const contentPart = z.object({ type: z.literal("text"), text: z.string() }).loose();
 const content = z.union([z.string(), z.null(), z.array(contentPart)]);
@@ -30,6 +30,8 @@ const tool = z
   })
   .loose();
 
+const TOP_LOGPROBS_RANGE = `must be an integer in [0, ${MAX_TOP_LOGPROBS}]`;
+
 const sampling = {
   max_tokens: z.number().int().min(1).optional(),
   max_completion_tokens: z.number().int().min(1).optional(),
@@ -41,6 +43,8 @@ const sampling = {
   stream: z.boolean().optional(),
   stream_options: z.object({ include_usage: z.boolean().optional() }).loose().nullable().optional(),
   tool_choice: z.unknown().optional(),
+  logprobs: z.boolean().nullable().optional(),
+  top_logprobs: z.number().int(TOP_LOGPROBS_RANGE).min(0, TOP_LOGPROBS_RANGE).max(MAX_TOP_LOGPROBS, TOP_LOGPROBS_RANGE).nullable().optional(),
 };
 
 const chatBody = z
@@ -77,7 +81,9 @@ export const DEFAULT_MAX_TOKENS = 256;
 
 /**
  * Validates an OpenAI chat-completions body (or a session-URL turn body) into the turn the
- * Durable Object runs. Wrong shapes answer `invalid_request` naming the field.
+ * Durable Object runs. Wrong shapes answer `invalid_request` naming the field. `logprobs: true`
+ * becomes `sampling.logprobs` (= `top_logprobs`, default 0); `top_logprobs` outside 0..20 or
+ * without `logprobs: true` is `invalid_request` ("top_logprobs: ...").
  *
  * @example parseChatBody(await c.req.json(), "chat")
  */
@@ -89,6 +95,8 @@ export function parseChatBody(json: unknown, kind: "chat" | "turn"): ParsedTurn 
     throw new ProtocolError("invalid_request", `${path || "body"}: ${issue.message}`);
   }
   const b = result.data;
+  const topLogprobs = b.top_logprobs ?? undefined;
+  if (topLogprobs !== undefined && b.logprobs !== true) throw new ProtocolError("invalid_request", "top_logprobs: requires logprobs: true");
   const stop = b.stop === undefined ? [] : typeof b.stop === "string" ? [b.stop] : b.stop;
   return {
     model: b.model,
@@ -102,6 +110,7 @@ export function parseChatBody(json: unknown, kind: "chat" | "turn"): ParsedTurn 
       stop,
       stopTokenIds: [],
       ...(b.seed !== undefined ? { seed: b.seed >>> 0 } : {}),
+      ...(b.logprobs === true ? { logprobs: topLogprobs ?? 0 } : {}),
     },
     stream: b.stream ?? false,
     includeUsage: b.stream_options?.include_usage ?? false,

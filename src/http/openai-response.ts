@@ -1,4 +1,4 @@
-import type { FinishReason, Usage } from "../../protocol/messages";
+import type { FinishReason, TokenLogprob, TopLogprob, Usage } from "../../protocol/messages";
 import type { AssistantReply, TurnEvent } from "../../durable-objects/turn/turn-types";
 
 type DoneEvent = Extract<TurnEvent, { type: "done" }>;
@@ -24,8 +24,31 @@ export function openAiFinishReason(reason: FinishReason, reply: AssistantReply):
   return reason === "length" ? "length" : "stop";
 }
 
-/** The non-streaming `chat.completion` object. */
-export function completionJson(meta: CompletionMeta, done: DoneEvent) {
+/** OpenAI's `ChatCompletionTokenLogprob`: `{ token, logprob, bytes, top_logprobs: [{ token, logprob, bytes }] }`. */
+function openAiTokenLogprob(t: TokenLogprob) {
+  return { ...openAiTopLogprob(t), top_logprobs: t.topLogprobs.map(openAiTopLogprob) };
+}
+
+function openAiTopLogprob(t: TopLogprob) {
+  return { token: t.token, logprob: t.logprob, bytes: t.bytes };
+}
+
+/**
+ * A choice's `logprobs`: `null` when the request did not ask, else `{ content, refusal: null }`
+ * with one entry per generated token (none for a replayed answer: logprobs are never stored).
+ *
+ * @example openAiLogprobs(undefined) // null
+ */
+export function openAiLogprobs(logprobs: readonly TokenLogprob[] | undefined) {
+  return logprobs ? { content: logprobs.map(openAiTokenLogprob), refusal: null } : null;
+}
+
+/**
+ * The non-streaming `chat.completion` object; `logprobs`: every token event's, when asked.
+ *
+ * @example c.json(completionJson(meta, done, asked ? collected : undefined))
+ */
+export function completionJson(meta: CompletionMeta, done: DoneEvent, logprobs?: readonly TokenLogprob[]) {
   return {
     id: meta.id,
     object: "chat.completion",
@@ -35,7 +58,7 @@ export function completionJson(meta: CompletionMeta, done: DoneEvent) {
       {
         index: 0,
         message: { role: "assistant", content: done.message.content, ...(done.message.tool_calls ? { tool_calls: done.message.tool_calls } : {}), refusal: null },
-        logprobs: null,
+        logprobs: openAiLogprobs(logprobs),
         finish_reason: openAiFinishReason(done.finishReason, done.message),
       },
     ],
@@ -52,15 +75,29 @@ const TOOL_CALL_OPEN = "<tool_call>";
  * chunk, an optional usage chunk, then `data: [DONE]`. With tools in the request, text from a
  * `<tool_call>` marker on is held back (it becomes `tool_calls`, not content).
  *
- * @example for await (const line of sseChunks(meta, events, { includeUsage: true, hasTools: false })) write(line);
+ * With `logprobs`, each content chunk carries `logprobs: { content, refusal: null }` for the
+ * tokens whose text it carries (one chunk per token event, so a token still inside a multi-byte
+ * character comes with empty content); tokens of held-back text go with the next chunk that
+ * goes out (the first tool call's, else the finish chunk). Concatenated, the chunks' lists equal
+ * the non-streaming answer's.
+ *
+ * @example for await (const line of sseChunks(meta, events, { includeUsage: true, hasTools: false, logprobs: false })) write(line);
  */
 export async function* sseChunks(
   meta: CompletionMeta,
   events: AsyncIterable<TurnEvent>,
-  options: { includeUsage: boolean; hasTools: boolean },
+  options: { includeUsage: boolean; hasTools: boolean; logprobs: boolean },
 ): AsyncGenerator<string> {
-  const chunk = (delta: object, finishReason: string | null, extra: object = {}) =>
-    `data: ${JSON.stringify({ id: meta.id, object: "chat.completion.chunk", created: meta.created, model: meta.model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }], ...extra })}\n\n`;
+  let pending: TokenLogprob[] = [];
+  /** A chunk's `logprobs`: every token not yet sent (null when not asked, or for a chunk without content and no token left). */
+  const take = (carriesContent: boolean) => {
+    if (!options.logprobs || (!carriesContent && pending.length === 0)) return null;
+    const out = openAiLogprobs(pending);
+    pending = [];
+    return out;
+  };
+  const chunk = (delta: object, finishReason: string | null, logprobs: object | null = null) =>
+    `data: ${JSON.stringify({ id: meta.id, object: "chat.completion.chunk", created: meta.created, model: meta.model, choices: [{ index: 0, delta, logprobs, finish_reason: finishReason }] })}\n\n`;
   yield chunk({ role: "assistant", content: "" }, null);
   let text = "";
   let emitted = 0;
@@ -69,8 +106,9 @@ export async function* sseChunks(
     if (event.type === "start") continue;
     if (event.type === "token") {
       text += event.text;
+      if (event.logprobs) pending.push(...event.logprobs);
       if (!options.hasTools) {
-        yield chunk({ content: event.text }, null);
+        yield chunk({ content: event.text }, null, take(true));
         continue;
       }
       if (held) continue;
@@ -79,16 +117,16 @@ export async function* sseChunks(
       // Emit what cannot be the start of a tool call.
       const safe = at >= 0 ? at : Math.max(emitted, text.length - (TOOL_CALL_OPEN.length - 1));
       if (safe > emitted) {
-        yield chunk({ content: text.slice(emitted, safe) }, null);
+        yield chunk({ content: text.slice(emitted, safe) }, null, take(true));
         emitted = safe;
       }
     } else if (event.type === "done") {
-      if (options.hasTools && !held && text.length > emitted) yield chunk({ content: text.slice(emitted) }, null);
+      if (options.hasTools && !held && text.length > emitted) yield chunk({ content: text.slice(emitted) }, null, take(true));
       const calls = event.message.tool_calls ?? [];
       for (const [index, call] of calls.entries()) {
-        yield chunk({ tool_calls: [{ index, id: call.id, type: "function", function: { name: call.function.name, arguments: call.function.arguments } }] }, null);
+        yield chunk({ tool_calls: [{ index, id: call.id, type: "function", function: { name: call.function.name, arguments: call.function.arguments } }] }, null, take(false));
       }
-      yield chunk({}, openAiFinishReason(event.finishReason, event.message));
+      yield chunk({}, openAiFinishReason(event.finishReason, event.message), take(false));
       if (options.includeUsage) {
         yield `data: ${JSON.stringify({ id: meta.id, object: "chat.completion.chunk", created: meta.created, model: meta.model, choices: [], usage: openAiUsage(event.usage) })}\n\n`;
       }

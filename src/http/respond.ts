@@ -1,5 +1,5 @@
 import type { Context } from "hono";
-import { ProtocolError, toProtocolError } from "../../protocol";
+import { ProtocolError, toProtocolError, type TokenLogprob } from "../../protocol";
 import { formatBreakHeader } from "../../durable-objects/turn/prefix-break";
 import type { TurnEvent } from "../../durable-objects/turn/turn-types";
 import { errorResponse } from "./errors";
@@ -10,12 +10,14 @@ import { completionJson, sseChunks, type CompletionMeta } from "./openai-respons
  * before any token answers with the error's status and JSON; otherwise a 200 with either the
  * `chat.completion` JSON (collected) or an SSE stream relayed as events arrive.
  *
- * @example return respondWithTurn(c, events, { model, stream: true, includeUsage: false, hasTools: false, headers: {} });
+ * `logprobs`: the request asked for them (`choices[0].logprobs` then lists the token events').
+ *
+ * @example return respondWithTurn(c, events, { model, stream: true, includeUsage: false, hasTools: false, logprobs: false, headers: {} });
  */
 export async function respondWithTurn(
   c: Context,
   events: AsyncGenerator<TurnEvent>,
-  options: { model: string; stream: boolean; includeUsage: boolean; hasTools: boolean; headers: Record<string, string> },
+  options: { model: string; stream: boolean; includeUsage: boolean; hasTools: boolean; logprobs: boolean; headers: Record<string, string> },
 ): Promise<Response> {
   const meta: CompletionMeta = { id: `chatcmpl-${crypto.randomUUID().replace(/-/g, "")}`, created: Math.floor(Date.now() / 1000), model: options.model };
   // `start` events carry what is known before the backend answers (the prefix break): headers.
@@ -35,11 +37,13 @@ export async function respondWithTurn(
 
   if (!options.stream) {
     let event: TurnEvent = first.value;
+    const logprobs: TokenLogprob[] = [];
     for (;;) {
       if (event.type === "done") {
-        return c.json(completionJson(meta, event), 200, { ...headers, ...turnHeaders(event) });
+        return c.json(completionJson(meta, event, options.logprobs ? logprobs : undefined), 200, { ...headers, ...turnHeaders(event) });
       }
       if (event.type === "error") return errorResponse(c, errorOf(event));
+      if (event.type === "token" && event.logprobs) logprobs.push(...event.logprobs);
       const next = await events.next();
       if (next.done) return errorResponse(c, new ProtocolError("backend_unavailable", "the turn ended without a result"));
       event = next.value;
@@ -51,7 +55,7 @@ export async function respondWithTurn(
     yield* events;
   }
   const encoder = new TextEncoder();
-  const chunks = sseChunks(meta, all(), { includeUsage: options.includeUsage, hasTools: options.hasTools });
+  const chunks = sseChunks(meta, all(), { includeUsage: options.includeUsage, hasTools: options.hasTools, logprobs: options.logprobs });
   const body = new ReadableStream<Uint8Array>({
     async pull(controller) {
       try {

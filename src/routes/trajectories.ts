@@ -94,6 +94,7 @@ export const trajectoryRoutes = new Hono<App>()
       stream: parsed.stream,
       includeUsage: parsed.includeUsage,
       hasTools: (parsed.tools?.length ?? 0) > 0,
+      logprobs: parsed.sampling.logprobs !== undefined,
       headers: { "x-trajectory-id": id },
     });
   })

@@ -45,6 +45,11 @@ describe("request errors", () => {
       [{ messages: MESSAGES, stop: ["a", "b", "c", "d", "e"] }, /^stop\b/],
       [{ messages: MESSAGES, tools: [{ type: "function", function: { name: "" } }] }, /^tools\[0\]\.function\.name\b/],
       [{ messages: MESSAGES, prompt_cache_key: 7 }, /^prompt_cache_key\b/],
+      [{ messages: MESSAGES, logprobs: "yes" }, /^logprobs\b/],
+      [{ messages: MESSAGES, logprobs: true, top_logprobs: 21 }, /^top_logprobs: must be an integer in \[0, 20\]$/],
+      [{ messages: MESSAGES, logprobs: true, top_logprobs: -1 }, /^top_logprobs: must be an integer in \[0, 20\]$/],
+      [{ messages: MESSAGES, top_logprobs: 3 }, /^top_logprobs: requires logprobs: true$/],
+      [{ messages: MESSAGES, logprobs: false, top_logprobs: 0 }, /^top_logprobs: requires logprobs: true$/],
     ];
     for (const [body, field] of cases) {
       const err = await expectError(await chat(body), 400, "invalid_request");
