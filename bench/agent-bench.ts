@@ -32,7 +32,9 @@ interface TurnRecord {
 }
 
 /**
- * `npm run bench -- agent [--quick] [--json] [--trajectories N] [--turns N]`
+ * `npm run bench -- agent [--quick] [--json] [--trajectories N] [--turns N] [--model DIR|FAMILY]`
+ *
+ * `--model` takes a model folder or a demo family (llama, qwen3, qwen3_moe, gemma3, phi3).
  *
  * Runs one synthetic agent workload twice on the same model and executor: with the prefix cache,
  * then without it (the `--no-prefix-cache` baseline), and measures batch-1 vs batch-8 decode.
@@ -92,6 +94,14 @@ export async function runAgentBench(o: AgentBenchOptions): Promise<Record<string
   await decodeRate(1); // warm the shared prefix
   const decode1 = await decodeRate(1);
   const decode8 = await decodeRate(8);
+  // Prefill speed: the first turn's prompt (system prompt and tools) alone, no cache, best of 2.
+  note("agent", `prefill speed: ${base.length} prompt tokens, no cache`);
+  const prefillEngine = makeEngine(false);
+  let prefillMs = Infinity;
+  for (let i = 0; i < 2; i++) {
+    const r = await prefillEngine.generateTokens({ tokenIds: base, sampling: { maxTokens: 1, temperature: 0, topP: 1, topK: 0, stop: [], stopTokenIds: [], ignoreEos: true } });
+    prefillMs = Math.min(prefillMs, r.timings.prefillMs);
+  }
   await executor.dispose();
 
   // Report.
@@ -113,6 +123,7 @@ export async function runAgentBench(o: AgentBenchOptions): Promise<Record<string
   const lastOn = mean(byTurn(runs.cache.records, turns - 1).map((r) => r.ttftMs));
   const lastOff = mean(byTurn(runs.noCache.records, turns - 1).map((r) => r.ttftMs));
   const summary = {
+    model: spec.modelId,
     trajectories,
     turns,
     computedOverNew: round(computedOverNew, 3),
@@ -123,6 +134,7 @@ export async function runAgentBench(o: AgentBenchOptions): Promise<Record<string
     wallMs: { cache: Math.round(runs.cache.wallMs), noCache: Math.round(runs.noCache.wallMs) },
     decodeTokPerS: { batch1: round(decode1, 1), batch8: round(decode8, 1) },
     batchDecodeSpeedup: round(decode8 / decode1, 2),
+    prefillTokPerS: round((base.length / prefillMs) * 1000, 1),
   };
 
   mkdirSync(o.outDir, { recursive: true });

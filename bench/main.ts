@@ -11,8 +11,8 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
 /**
  * `npm run bench -- <name> [flags]`
  *
- *   agent    synthetic agent trajectories, prefix cache on vs off, decode batch 1 vs 8
- *            flags: --quick, --json, --trajectories N, --turns N, --model DIR, --out DIR
+ *   agent    synthetic agent trajectories, prefix cache on vs off, decode batch 1 vs 8, prefill tok/s
+ *            flags: --quick, --json, --trajectories N, --turns N, --model DIR|FAMILY (llama, qwen3, qwen3_moe, gemma3, phi3), --out DIR
  *   edge     per-turn latency client -> Worker -> DO -> backend vs client -> backend, and bytes
  *            sent to the backend per delta turn vs the transcript; flags: --quick, --json, --turns N
  *   routing  N backends x M concurrent agent trajectories through the real stack, once per routing
