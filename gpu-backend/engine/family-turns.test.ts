@@ -79,6 +79,13 @@ describe("family chat turns", () => {
       expect(s2.promptTokenIds.slice(0, s1.promptTokenIds.length + s1.generatedTokenIds.length)).toEqual([...s1.promptTokenIds, ...s1.generatedTokenIds]);
       expect(s2.promptText).toContain('{"temperature": 21}');
       expect(t2.usage.cachedTokens).toBe(Math.floor((s1.promptTokenIds.length + s1.generatedTokenIds.length) / BLOCK) * BLOCK);
+
+      // A conversation the template refuses (Gemma's role alternation) is the client's error.
+      if (c.family === "gemma3") {
+        const bad = await new Promise<Frame>((resolve) => engine.submit({ ...base, messages: [{ role: "user", content: "a" }, { role: "user", content: "b" }] }, (f) => f.type !== "token" && resolve(f)));
+        expect(bad).toMatchObject({ type: "error", code: "invalid_request", retryable: false });
+        expect((bad as { message: string }).message).toMatch(/^the model's chat template rejects these messages: Conversation roles must alternate/);
+      }
     });
   }
 });

@@ -6,7 +6,7 @@ import type { SamplingParams, TokenLogprob } from "../../protocol/messages";
 import { BlockPool } from "../kv/block-pool";
 import { materializeTinyModel } from "../model/checkpoint/demo-model";
 import { CpuExecutor } from "../model/executors/cpu-executor";
-import type { Executor, StepSequence } from "../model/executors/executor";
+import { RecordingExecutor } from "./testing/scripted-executor";
 import { TokenPieces } from "../tokenizer/token-pieces";
 import { Engine } from "./engine";
 import { loadModel, type LoadedModel } from "./load-model";
@@ -145,26 +145,6 @@ describe("TokenPieces: a token's text and raw bytes", () => {
   });
 });
 
-/** Records each step's logits modes and a copy of every logits row it returned. */
-class RecordingExecutor implements Executor {
-  readonly modes: StepSequence["logits"][][] = [];
-  readonly rows: Float32Array[][] = [];
-  constructor(private readonly inner: CpuExecutor) {}
-  get device() { return this.inner.device; }
-  get spec() { return this.inner.spec; }
-  get numBlocks() { return this.inner.numBlocks; }
-  get blockSize() { return this.inner.blockSize; }
-  get kvBytes() { return this.inner.kvBytes; }
-  get transfer() { return this.inner.transfer; }
-  async run(sequences: readonly StepSequence[]) {
-    const result = await this.inner.run(sequences);
-    this.modes.push(sequences.map((s) => s.logits));
-    this.rows.push(result.logits.map((l) => Float32Array.from(l)));
-    return result;
-  }
-  dispose() { return this.inner.dispose(); }
-}
-
 async function makeEngine() {
   const inner = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks: 64, blockSize: 16, threads: 1 });
   executors.push(inner);
@@ -189,14 +169,14 @@ describe("Engine: logprobs only when asked", () => {
     const { engine, executor } = await makeEngine();
     const plain = await engine.generateTokens({ tokenIds: PROMPT, sampling: sampling() });
     expect(plain.logprobs).toBeUndefined();
-    expect(executor.modes.flat()).toEqual(Array(12).fill("argmax"));
+    expect(executor.steps.flatMap((st) => st.sequences.map((q) => q.logits))).toEqual(Array(12).fill("argmax"));
     expect(executor.rows.flat().every((r) => r.length === 0)).toBe(true);
 
-    executor.modes.length = 0;
+    executor.steps.length = 0;
     executor.rows.length = 0;
     const asked = await engine.generateTokens({ tokenIds: PROMPT, sampling: sampling({ logprobs: 5 }) });
     expect(asked.tokenIds).toEqual(plain.tokenIds);
-    expect(executor.modes.flat()).toEqual(Array(12).fill("last"));
+    expect(executor.steps.flatMap((st) => st.sequences.map((q) => q.logits))).toEqual(Array(12).fill("last"));
     const logprobs = asked.logprobs!;
     expect(logprobs).toHaveLength(12);
     for (const [i, lp] of logprobs.entries()) {

@@ -58,13 +58,25 @@ export function buildPrompt(req: GenerateRequest, codec: ChatCodec, states: Stat
   return full(req.messages, req.tools, codec);
 }
 
+/**
+ * The prompt text of a conversation. A template that refuses the conversation (Gemma's role
+ * alternation, a `raise_exception`) is the client's error: `invalid_request` naming the template.
+ */
+function render(messages: ChatMessage[], tools: ToolDefinition[] | undefined, codec: ChatCodec): string {
+  try {
+    return codec.render({ messages, tools, addGenerationPrompt: true });
+  } catch (e) {
+    throw new ProtocolError("invalid_request", `the model's chat template rejects these messages: ${(e as Error).message}`, { cause: e });
+  }
+}
+
 function full(messages: ChatMessage[], tools: ToolDefinition[] | undefined, codec: ChatCodec): BuiltPrompt {
-  const promptText = codec.render({ messages, tools, addGenerationPrompt: true });
+  const promptText = render(messages, tools, codec);
   return { tokenIds: codec.encode(promptText), promptText, messages, tools, source: "full" };
 }
 
 function extend(state: TurnState, messages: ChatMessage[], tools: ToolDefinition[] | undefined, codec: ChatCodec): BuiltPrompt | undefined {
-  const promptText = codec.render({ messages, tools, addGenerationPrompt: true });
+  const promptText = render(messages, tools, codec);
   if (!promptText.startsWith(state.promptText)) return undefined; // template not prefix-stable here
   const rest = promptText.slice(state.promptText.length);
   if (state.generatedText.length > 0 && rest.startsWith(state.generatedText)) {

@@ -3,12 +3,15 @@ import type { CpuExecutor } from "../../model/executors/cpu-executor";
 import type { Executor, StepSequence } from "../../model/executors/executor";
 
 /**
- * Records every step's sequences, so tests can look at batching and block sharing.
+ * Records every step's sequences (and a copy of the logits rows it returned), so tests can look
+ * at batching, block sharing and logits modes.
  *
  * @example const executor = new RecordingExecutor(await CpuExecutor.create(...));
  */
 export class RecordingExecutor implements Executor {
   readonly steps: { sequences: StepSequence[]; refCounts: number[][] }[] = [];
+  /** Per step, a copy of each sequence's logits (empty when its mode fetched none). */
+  readonly rows: Float32Array[][] = [];
   pool: BlockPool | undefined;
   constructor(private readonly inner: CpuExecutor) {}
   get device() { return this.inner.device; }
@@ -17,12 +20,14 @@ export class RecordingExecutor implements Executor {
   get blockSize() { return this.inner.blockSize; }
   get kvBytes() { return this.inner.kvBytes; }
   get transfer() { return this.inner.transfer; }
-  run(sequences: readonly StepSequence[]) {
+  async run(sequences: readonly StepSequence[]) {
     this.steps.push({
       sequences: sequences.map((s) => ({ ...s, blockTable: [...(s.blockTable as number[])] })),
       refCounts: sequences.map((s) => Array.from(s.blockTable, (b) => this.pool?.refCount(b) ?? 0)),
     });
-    return this.inner.run(sequences);
+    const result = await this.inner.run(sequences);
+    this.rows.push(result.logits.map((l) => Float32Array.from(l)));
+    return result;
   }
   dispose() { return this.inner.dispose(); }
 }

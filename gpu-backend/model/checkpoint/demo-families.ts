@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import type { ModelConfig } from "./model-config";
-import { DEMO_MODEL_ID, DEMO_MODEL_SEED, demoModelConfig, materializeDemoModel, materializeModel, modelCacheDir } from "./demo-model";
+import { DEMO_MODEL_ID, DEMO_MODEL_SEED, TINY_SHAPE, demoModelConfig, materializeDemoModel, materializeModel, modelCacheDir } from "./demo-model";
 import { writeFamilyTokenizer, type TokenizerFamily } from "./family-tokenizers";
 
 /**
@@ -91,14 +91,8 @@ export function tinyFamilyConfig(family: DemoFamily, tok: TokenizerIds): ModelCo
   const full = familyDemoConfig(family, tok);
   const tiny: ModelConfig = {
     ...full,
-    hiddenSize: 64,
-    intermediateSize: 128,
-    numHiddenLayers: 2,
-    numAttentionHeads: 4,
-    numKeyValueHeads: 2,
-    headDim: 16,
+    ...TINY_SHAPE,
     maxPositionEmbeddings: full.ropeScaling?.ropeType === "longrope" ? full.maxPositionEmbeddings : 4096,
-    layerTypes: ["full_attention", "full_attention"],
   };
   switch (family) {
     case "gemma3":

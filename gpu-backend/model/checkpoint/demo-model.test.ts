@@ -1,4 +1,5 @@
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -118,6 +119,7 @@ describe("materializeModel", () => {
       seed: 1,
       untrained: true,
       format_version: DEMO_FORMAT_VERSION,
+      tokenizer_sha256: createHash("sha256").update(readFileSync(join(dir, "tokenizer.json"))).update(readFileSync(join(dir, "tokenizer_config.json"))).digest("hex"),
     });
     expect(readFileSync(join(dir, "README.md"), "utf8")).toMatch(/UNTRAINED[\s\S]*meaningless/);
     expect(JSON.parse(readFileSync(join(dir, "generation_config.json"), "utf8")).eos_token_id).toEqual([151645, 151643]);
@@ -152,5 +154,19 @@ describe("materializeModel", () => {
     await materializeModel({ dir, config: tinyDemoConfig(), seed: 5, onProgress: (l) => lines.push(l) });
     expect(lines.some((l) => l.includes("generating"))).toBe(true);
     expect(JSON.parse(readFileSync(join(dir, "agent_edge.json"), "utf8")).format_version).toBe(DEMO_FORMAT_VERSION);
+  });
+});
+
+describe("materializeModel and the tokenizer", () => {
+  it("rewrites a folder whose tokenizer files changed (a new chat template reaches the model)", async () => {
+    const tok = join(root, "tok-changed");
+    mkdirSync(tok);
+    for (const f of ["tokenizer.json", "tokenizer_config.json"]) writeFileSync(join(tok, f), readFileSync(join(qwen3TokenizerDir(), f)));
+    const dir = join(root, "tok-model");
+    await materializeModel({ dir, config: tinyDemoConfig(), seed: 1, tokenizerFrom: tok });
+    const config = JSON.parse(readFileSync(join(tok, "tokenizer_config.json"), "utf8")) as Record<string, unknown>;
+    writeFileSync(join(tok, "tokenizer_config.json"), JSON.stringify({ ...config, chat_template: "{{ messages[0].content }}" }));
+    await materializeModel({ dir, config: tinyDemoConfig(), seed: 1, tokenizerFrom: tok });
+    expect(JSON.parse(readFileSync(join(dir, "tokenizer_config.json"), "utf8")).chat_template).toBe("{{ messages[0].content }}");
   });
 });

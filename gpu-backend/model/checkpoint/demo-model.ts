@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
 import { copyFile, mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { createRequire } from "node:module";
@@ -91,6 +92,8 @@ export async function materializeModel(params: MaterializeModelParams): Promise<
     untrained: true,
     format_version: DEMO_FORMAT_VERSION,
     ...(weightStd !== WEIGHT_STD ? { weight_std: weightStd } : {}),
+    // The tokenizer files' hash: a changed template or vocabulary rewrites the folder.
+    tokenizer_sha256: tokenizerHash(tokenizerFrom),
   };
   const configText = `${JSON.stringify(modelConfigToJson(params.config), null, 2)}\n`;
   if (await isMaterialized(dir, marker, configText)) {
@@ -185,18 +188,19 @@ const LLAMA_STYLE = {
  * materializeModel({ dir, config: tinyDemoConfig(), seed: 7 });
  */
 export function tinyDemoConfig(): ModelConfig {
-  return {
-    ...demoModelConfig(),
-    hiddenSize: 64,
-    intermediateSize: 128,
-    numHiddenLayers: 2,
-    numAttentionHeads: 4,
-    numKeyValueHeads: 2,
-    headDim: 16,
-    maxPositionEmbeddings: 4096,
-    layerTypes: ["full_attention", "full_attention"],
-  };
+  return { ...demoModelConfig(), ...TINY_SHAPE, maxPositionEmbeddings: 4096 };
 }
+
+/** The tiny test models' shape (every family's tiny config starts from it). */
+export const TINY_SHAPE = {
+  hiddenSize: 64,
+  intermediateSize: 128,
+  numHiddenLayers: 2,
+  numAttentionHeads: 4,
+  numKeyValueHeads: 2,
+  headDim: 16,
+  layerTypes: ["full_attention", "full_attention"],
+} satisfies Partial<ModelConfig>;
 
 /**
  * Where the demo model lives: `$AGENT_EDGE_CACHE_DIR/models/demo-llama-random`, else
@@ -367,6 +371,12 @@ function qwen3TokenizerInfo(): TokenizerInfo {
   };
   qwen3Info = { vocabSize: maxId + 1, endOfText: id("<|endoftext|>"), imEnd: id("<|im_end|>") };
   return qwen3Info;
+}
+
+function tokenizerHash(dir: string): string {
+  const hash = createHash("sha256");
+  for (const file of ["tokenizer.json", "tokenizer_config.json"]) hash.update(readFileSync(join(dir, file)));
+  return hash.digest("hex");
 }
 
 async function isMaterialized(dir: string, marker: Record<string, unknown>, configText: string): Promise<boolean> {

@@ -18,8 +18,10 @@
  * - keyword arguments are rendered when `arguments is mapping` (vLLM's also asks `is iterable`,
  *   which @huggingface/jinja answers false for objects) and arguments that are not an object are
  *   printed as they are;
- * - the alternation check filters with `rejectattr("tool_calls", "defined")` (@huggingface/jinja
- *   selects nothing with `selectattr("tool_calls", "undefined")`);
+ * - the alternation check counts a run of tool results as one user turn (Gemma renders them as
+ *   user turns), so an assistant turn, with or without calls, may be followed by tool results;
+ *   vLLM's skips assistant turns with calls and tool results, which refuses an agent's plain
+ *   assistant text followed by a tool result;
  * - image content parts are left out (text-only checkpoints).
  */
 export const GEMMA3_TOOL_TEMPLATE = `{#- Gemma 3 with pythonic tool calls: adapted from vLLM's examples/tool_chat_template_gemma3_pythonic_both.jinja (see family-chat-templates.ts) -#}
@@ -34,10 +36,15 @@ export const GEMMA3_TOOL_TEMPLATE = `{#- Gemma 3 with pythonic tool calls: adapt
 {%- if not tools is defined %}
     {%- set tools = none %}
 {%- endif %}
-{%- for message in loop_messages | rejectattr("role", "equalto", "tool") | rejectattr("tool_calls", "defined") -%}
-    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}
-        {{ raise_exception("Conversation roles must alternate user/assistant/user/assistant/...") }}
+{%- set ns = namespace(prev = "assistant", prevTool = false) -%}
+{%- for message in loop_messages -%}
+    {%- set isTool = message['role'] == 'tool' -%}
+    {%- set turn = "user" if isTool else message['role'] -%}
+    {%- if turn == ns.prev and not (isTool and ns.prevTool) %}
+        {{ raise_exception("Conversation roles must alternate user/assistant/user/assistant/... (a run of tool results counts as one user turn)") }}
     {%- endif -%}
+    {%- set ns.prev = turn -%}
+    {%- set ns.prevTool = isTool -%}
 {%- endfor -%}
 {%- for message in loop_messages -%}
     {%- if (message['role'] == 'assistant') -%}

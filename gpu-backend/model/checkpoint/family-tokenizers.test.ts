@@ -7,6 +7,7 @@ import { ChatTemplate } from "../../tokenizer/chat-template";
 import { Tokenizer } from "../../tokenizer/tokenizer";
 import { detectToolCallConvention, parseAssistantText, type ToolCallConvention } from "../../tokenizer/tool-call-parser";
 import { writeFamilyTokenizer, type FamilyTokenizerInfo, type TokenizerFamily } from "./family-tokenizers";
+import { GEMMA3_TOOL_TEMPLATE } from "./family-chat-templates";
 
 const root = mkdtempSync(join(tmpdir(), "family-tokenizers-"));
 
@@ -248,5 +249,31 @@ describe("writeFamilyTokenizer: bytes", () => {
     expect(tokenizer.encode("Hello.")).toEqual([22557, 28723]);
     // Phi-3's role tokens swallow the newline after them (rstrip), as in transformers.
     expect(tokenizer.encode("<|user|>\nHi<|end|>\n<|assistant|>\n")).toEqual([32010, ...tokenizer.encode("Hi"), 32007, 32001]);
+  });
+});
+
+describe("Gemma 3 tool template: role alternation", () => {
+  const template = new ChatTemplate(GEMMA3_TOOL_TEMPLATE, { bosToken: "<bos>", eosToken: "<eos>" });
+  const call = { id: "call_1", type: "function" as const, function: { name: "f", arguments: '{"a": 1}' } };
+  const render = (messages: ChatMessage[]) => template.render({ messages, addGenerationPrompt: true });
+
+  it("takes a run of tool results as one user turn, after an assistant turn with or without calls", () => {
+    const text = render([
+      { role: "system", content: "S" },
+      { role: "user", content: "U" },
+      { role: "assistant", content: null, tool_calls: [call, { ...call, id: "call_2" }] },
+      { role: "tool", content: "r1", tool_call_id: "call_1" },
+      { role: "tool", content: "r2", tool_call_id: "call_2" },
+      { role: "assistant", content: "Looked." },
+      { role: "tool", content: "r3", tool_call_id: "call_3" },
+    ]);
+    expect(text).toContain("<start_of_turn>model\n[f(a=1), f(a=1)]<end_of_turn>\n<start_of_turn>user\n<tool_response>\nr1</tool_response><end_of_turn>");
+    expect(text).toContain("<start_of_turn>model\nLooked.<end_of_turn>\n<start_of_turn>user\n<tool_response>\nr3</tool_response><end_of_turn>\n<start_of_turn>model\n");
+  });
+
+  it("refuses two user turns or two assistant turns in a row", () => {
+    expect(() => render([{ role: "user", content: "a" }, { role: "user", content: "b" }])).toThrow(/roles must alternate/);
+    expect(() => render([{ role: "user", content: "a" }, { role: "assistant", content: "b" }, { role: "assistant", content: "c" }])).toThrow(/roles must alternate/);
+    expect(() => render([{ role: "assistant", content: "a" }])).toThrow(/roles must alternate/);
   });
 });
