@@ -56,15 +56,20 @@ export function quantizeRows(w: Float32Array, rows: number, cols: number, bits: 
   const scales = f16ToF32(f32ToF16(rawScales));
   for (let b = 0; b < blocks; b++) {
     const d = rawScales[b]!;
-    const inv = d === 0 ? 0 : 1 / d;
+    const inv = d === 0 ? 0 : Math.fround(1 / d);
     const base = b * BLOCK_SIZE;
     if (bits === 8) {
-      for (let i = base; i < base + BLOCK_SIZE; i++) codes[i] = Math.round(Math.fround(w[i]! * inv)) + 128;
+      for (let i = base; i < base + BLOCK_SIZE; i++) codes[i] = roundHalfAway(Math.fround(w[i]! * inv)) + 128;
     } else {
       for (let i = base; i < base + BLOCK_SIZE; i++) codes[i] = Math.min(15, Math.trunc(Math.fround(Math.fround(w[i]! * inv) + 8.5)));
     }
   }
   return { bits, rows, cols, codes, scales };
+}
+
+/** C's roundf: halves away from zero (Math.round takes -2.5 to -2). */
+function roundHalfAway(x: number): number {
+  return x < 0 ? -Math.round(-x) : Math.round(x);
 }
 
 function scaleInt8(w: Float32Array, start: number): number {
