@@ -6,6 +6,7 @@ import type { Executor } from "../model/executors/executor";
 import { loadModel } from "../engine/load-model";
 import { prefillWastePerToken } from "../model/graph/decoder-spec";
 import { StepTraceFile } from "../engine/step-trace";
+import { defaultPrecision, precisionRefusal, quantBits, quantizedWeightsFor, type WeightPrecision } from "../model/quant/weight-precision";
 
 export interface BackendOptions {
   /** Hugging Face-style folder; undefined means the embedded demo model. */
@@ -17,6 +18,8 @@ export interface BackendOptions {
   threads?: number | undefined;
   /** cpu | webgpu | cuda | auto (default auto: cuda, then a hardware WebGPU adapter, then cpu). */
   device?: DeviceRequest;
+  /** Weight precision (default per device: `defaultPrecision`). */
+  weights?: WeightPrecision | undefined;
   backendId: string;
   maxRunningSequences?: number;
   /** Append a record of every engine step to `<stepTraceDir>/<backendId>.jsonl` (step-trace.ts). */
@@ -44,6 +47,12 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
   const { spec } = model;
   const { device, reason } = await resolveDevice(options.device ?? "auto");
   log(`device ${device} (${reason})`);
+  const precision = options.weights ?? defaultPrecision(device);
+  const refusal = precisionRefusal(device, precision);
+  if (refusal) throw new Error(refusal);
+  const bits = quantBits(precision);
+  log(`weights ${precision}${options.weights ? "" : " (the default on " + device + ")"}`);
+  const quantized = bits ? quantizedWeightsFor(model.checkpoint, bits, log) : null;
   const numBlocks = blocksForBudget({
     budgetBytes: options.kvMemoryBytes,
     blockSize: options.blockSize,
@@ -55,7 +64,8 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
   });
   if (numBlocks < 2) throw new Error(`--kv-memory ${options.kvMemoryBytes} bytes holds fewer than 2 blocks of ${options.blockSize} tokens`);
   log(`building the ONNX graph and the onnxruntime session (${device}), KV pool ${numBlocks} blocks x ${options.blockSize} tokens`);
-  const executor = await createExecutor({ device, spec, weights: model.weights, numBlocks, blockSize: options.blockSize, threads: options.threads });
+  const executor = await createExecutor({ device, spec, weights: model.weights, quantized, numBlocks, blockSize: options.blockSize, threads: options.threads });
+  quantized?.save();
   const pool = new BlockPool({ numBlocks, blockSize: options.blockSize });
   const trace = options.stepTraceDir ? new StepTraceFile(options.stepTraceDir, options.backendId) : undefined;
   if (trace) log(`tracing every engine step to ${trace.path}`);
@@ -74,7 +84,7 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
     backendId: options.backendId,
     ...(trace ? { onStep: (r) => trace.add(r) } : {}),
   });
-  log(`ready in ${((performance.now() - t0) / 1000).toFixed(1)} s: ${spec.modelId}, ${(executor.kvBytes / 2 ** 20).toFixed(0)} MiB KV, prefix cache ${options.enablePrefixCache ? "on" : "off"}`);
+  log(`ready in ${((performance.now() - t0) / 1000).toFixed(1)} s: ${spec.modelId} (${precision}), ${(executor.kvBytes / 2 ** 20).toFixed(0)} MiB KV, prefix cache ${options.enablePrefixCache ? "on" : "off"}`);
   return {
     engine,
     executor,

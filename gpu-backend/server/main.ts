@@ -5,6 +5,7 @@ import { createBackendApp } from "./app";
 import { parseSize, positiveInt } from "./cli-args";
 import { startHeartbeat } from "./heartbeat";
 import type { DeviceRequest } from "../model/executors/device";
+import { parsePrecision, type WeightPrecision } from "../model/quant/weight-precision";
 import { DEV_SECRET } from "../../protocol/messages";
 
 /** `npm run backend -- --help` prints this. */
@@ -20,6 +21,9 @@ const USAGE = `npm run backend -- [flags]: one backend process serving one model
   --host H               default 127.0.0.1
   --secret S             shared secret (env AGENT_EDGE_SECRET; default "dev-secret" with a warning)
   --threads N            onnxruntime intra-op threads (default: all cores)
+  --weights P            fp32 | int8 | int4 (fp16 and bf16 are refused with the reason): int8/int4 are
+                         blockwise (32) weight-only quantization, LM head and embeddings included,
+                         cached next to the model (default: int4 on cpu, fp32 on webgpu and cuda)
   --device D             cpu | webgpu | cuda | auto (default auto: cuda if its provider is installed
                          and an NVIDIA device is present, then a hardware WebGPU adapter, then cpu)
   --id NAME              backend id reported to the edge (default backend-<port>)
@@ -40,6 +44,7 @@ const { values } = parseArgs({
     host: { type: "string", default: "127.0.0.1" },
     secret: { type: "string", default: process.env.AGENT_EDGE_SECRET },
     threads: { type: "string" },
+    weights: { type: "string" },
     device: { type: "string", default: "auto" },
     id: { type: "string" },
     register: { type: "string" },
@@ -67,6 +72,7 @@ const backend = await createBackend({
   enablePrefixCache: !values["no-prefix-cache"],
   threads: values.threads ? positiveInt(values.threads, "--threads") : undefined,
   device: deviceFlag(values.device!),
+  weights: values.weights ? weightsFlag(values.weights) : undefined,
   backendId,
   stepTraceDir: values["step-trace"],
   log: (line) => console.log(`[backend] ${line}`),
@@ -95,6 +101,15 @@ const shutdown = () => {
 };
 process.on("SIGINT", shutdown);
 process.on("SIGTERM", shutdown);
+
+function weightsFlag(v: string): WeightPrecision {
+  try {
+    return parsePrecision(v);
+  } catch (e) {
+    console.error((e as Error).message);
+    process.exit(2);
+  }
+}
 
 function deviceFlag(v: string): DeviceRequest {
   if (v === "cpu" || v === "webgpu" || v === "cuda" || v === "auto") return v;

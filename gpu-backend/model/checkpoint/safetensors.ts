@@ -11,8 +11,8 @@ import { ModelLoadError } from "./model-load-error";
  * strings. Reading opens the file at each `read` and reads only that tensor's bytes.
  */
 
-/** The dtypes this project reads and writes. */
-export type SafetensorsDtype = "F32" | "F16" | "BF16";
+/** The dtypes this project writes (U8: raw bytes, e.g. packed quantized weights; read with `readBytes`). */
+export type SafetensorsDtype = "F32" | "F16" | "BF16" | "U8";
 
 /** One tensor's entry in a safetensors header. */
 export interface SafetensorsTensorInfo {
@@ -33,13 +33,15 @@ export interface SafetensorsFile {
   info(name: string): SafetensorsTensorInfo;
   /** Reads one tensor, converted to float32. @throws ModelLoadError (no such tensor, dtype, I/O) */
   read(name: string): Float32Array;
+  /** Reads one tensor's bytes as stored. @throws ModelLoadError (no such tensor, I/O) */
+  readBytes(name: string): Uint8Array;
 }
 
-/** A tensor to write. `data` is float32 values, or, for F16/BF16, already-encoded 16-bit words. */
+/** A tensor to write. `data` is float32 values, or, for F16/BF16, already-encoded 16-bit words, or for U8 bytes. */
 export interface SafetensorsTensorToWrite {
   dtype: SafetensorsDtype;
   shape: number[];
-  data: Float32Array | Uint16Array;
+  data: Float32Array | Uint16Array | Uint8Array;
 }
 
 const DTYPE_BYTES: Record<string, number> = {
@@ -113,6 +115,12 @@ export function openSafetensors(path: string): SafetensorsFile {
     tensorNames: [...tensors.keys()],
     metadata,
     info,
+    readBytes(name) {
+      const t = info(name);
+      const out = new Uint8Array(t.byteLength);
+      readInto(path, out, t.byteOffset);
+      return out;
+    },
     read(name) {
       const t = info(name);
       if (!READABLE.has(t.dtype)) fail(`tensor ${name} has dtype ${t.dtype}; only F32, F16 and BF16 are supported`);
@@ -155,6 +163,7 @@ export function writeSafetensors(path: string, tensors: Record<string, Safetenso
     const count = t.shape.reduce((a, b) => a * b, 1);
     if (t.data.length !== count) throw new Error(`writeSafetensors: ${name} has ${t.data.length} values but shape [${t.shape.join(", ")}] holds ${count}`);
     if (t.data instanceof Uint16Array && t.dtype === "F32") throw new Error(`writeSafetensors: ${name} is F32 but its data is 16-bit words`);
+    if ((t.data instanceof Uint8Array) !== (t.dtype === "U8")) throw new Error(`writeSafetensors: ${name} is ${t.dtype}; U8 tensors and only they take a Uint8Array`);
     const bytes = count * DTYPE_BYTES[t.dtype]!;
     header[name] = { dtype: t.dtype, shape: t.shape, data_offsets: [offset, offset + bytes] };
     offset += bytes;
@@ -292,8 +301,8 @@ function halfTable(): Float32Array {
   return table;
 }
 
-function encode(t: SafetensorsTensorToWrite): Float32Array | Uint16Array {
-  if (t.dtype === "F32" || t.data instanceof Uint16Array) return t.data;
+function encode(t: SafetensorsTensorToWrite): Float32Array | Uint16Array | Uint8Array {
+  if (t.dtype === "F32" || t.dtype === "U8" || !(t.data instanceof Float32Array)) return t.data;
   return t.dtype === "F16" ? f32ToF16(t.data) : f32ToBf16(t.data);
 }
 

@@ -2,6 +2,7 @@ import * as ort from "onnxruntime-node";
 import type { DecoderSpec, WeightSource } from "../graph/decoder-spec";
 import type { Executor, StepResult, StepSequence, TransferStats } from "./executor";
 import { GRAPH_IO, buildLlamaGraph, slidingWindowOf } from "../graph/llama-graph";
+import type { QuantizedWeights } from "../quant/quantized-weights";
 
 /** Additive mask value for keys a query must not see (finite so padded rows stay NaN-free). */
 const MASKED = -1e30;
@@ -12,7 +13,9 @@ export interface CpuExecutorOptions {
   numBlocks: number;
   blockSize: number;
   /** onnxruntime intra-op threads; default: all cores. */
-  threads?: number;
+  threads?: number | undefined;
+  /** int8/int4 linear weights (MatMulNBits); float32 when absent. */
+  quantized?: QuantizedWeights | null | undefined;
 }
 
 /**
@@ -62,7 +65,7 @@ export class CpuExecutor implements Executor {
   }
 
   static async create(options: CpuExecutorOptions): Promise<CpuExecutor> {
-    const graph = buildLlamaGraph(options.spec, options.weights);
+    const graph = buildLlamaGraph(options.spec, options.weights, options.quantized ?? null);
     const session = await ort.InferenceSession.create(graph, {
       executionProviders: ["cpu"],
       graphOptimizationLevel: "all",

@@ -2,6 +2,7 @@ import type { DecoderSpec, WeightSource } from "../graph/decoder-spec";
 import { CpuExecutor } from "./cpu-executor";
 import type { Device } from "./device";
 import type { Executor } from "./executor";
+import type { QuantizedWeights } from "../quant/quantized-weights";
 
 export interface CreateExecutorOptions {
   device: Device;
@@ -10,6 +11,8 @@ export interface CreateExecutorOptions {
   numBlocks: number;
   blockSize: number;
   threads?: number | undefined;
+  /** int8/int4 linear weights (see quant/weight-precision.ts); float32 when absent. */
+  quantized?: QuantizedWeights | null | undefined;
 }
 
 /**
@@ -20,14 +23,14 @@ export interface CreateExecutorOptions {
 export async function createExecutor(o: CreateExecutorOptions): Promise<Executor> {
   switch (o.device) {
     case "cpu":
-      return CpuExecutor.create({ spec: o.spec, weights: o.weights, numBlocks: o.numBlocks, blockSize: o.blockSize, threads: o.threads });
+      return CpuExecutor.create({ spec: o.spec, weights: o.weights, quantized: o.quantized, numBlocks: o.numBlocks, blockSize: o.blockSize, threads: o.threads });
     case "webgpu": {
       const { WebGpuExecutor } = await import("./webgpu-executor");
-      return WebGpuExecutor.create({ spec: o.spec, weights: o.weights, numBlocks: o.numBlocks, blockSize: o.blockSize });
+      return WebGpuExecutor.create({ spec: o.spec, weights: o.weights, quantized: o.quantized, numBlocks: o.numBlocks, blockSize: o.blockSize });
     }
     case "cuda": {
       const { CudaExecutor } = await import("./cuda-executor");
-      return CudaExecutor.create({ spec: o.spec, weights: o.weights, numBlocks: o.numBlocks, blockSize: o.blockSize });
+      return CudaExecutor.create({ spec: o.spec, weights: o.weights, quantized: o.quantized, numBlocks: o.numBlocks, blockSize: o.blockSize });
     }
   }
 }

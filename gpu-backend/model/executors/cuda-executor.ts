@@ -3,11 +3,14 @@ import type { DecoderSpec, WeightSource } from "../graph/decoder-spec";
 import { CUDA_INSTALL_HINT, cudaProviderInstalled } from "./device";
 import type { Executor, StepResult, StepSequence, TransferStats } from "./executor";
 import { PAGED_IO, buildPagedLlamaGraph } from "../graph/paged-llama-graph";
+import type { QuantizedWeights } from "../quant/quantized-weights";
 import { MAX_QUERY_PIECE, pagedStepInputs, stepInputBytes } from "./paged-step";
 
 export interface CudaExecutorOptions {
   spec: DecoderSpec;
   weights: WeightSource;
+  /** int8/int4 linear weights (MatMulNBits); float32 when absent. */
+  quantized?: QuantizedWeights | null | undefined;
   numBlocks: number;
   /** Power of two >= 16 (PagedAttention). */
   blockSize: number;
@@ -77,7 +80,7 @@ export class CudaExecutor implements Executor {
     const provider = options.executionProvider ?? "cuda";
     if (provider === "cuda" && !cudaProviderInstalled()) throw new Error(CUDA_INSTALL_HINT);
     ort.env.logLevel = "error"; // not the per-run "cache outputs are not aliased" warning: we never fetch them
-    const { model } = buildPagedLlamaGraph(options.spec, options.weights, bs, { newKvOutputs: true });
+    const { model } = buildPagedLlamaGraph(options.spec, options.weights, bs, { newKvOutputs: true, quantized: options.quantized ?? null });
     const session = await ort.InferenceSession.create(model, {
       executionProviders: [provider === "cuda" ? { name: "cuda", deviceId: options.deviceId ?? 0 } : "webgpu"],
       graphOptimizationLevel: "all",

@@ -33,6 +33,11 @@ export interface ConformanceTarget {
   spec?: DecoderSpec;
   create(options: { spec: DecoderSpec; weights: WeightSource; numBlocks: number; blockSize: number }): Promise<Executor>;
   tolerances: { reference: number; cached: number };
+  /**
+   * The weights the reference forward pass uses, from the executor's (default: the same): a
+   * quantized executor is checked against its dequantized weights (`testing/dequantized-weights.ts`).
+   */
+  referenceWeights?: (spec: DecoderSpec, weights: WeightSource) => WeightSource;
   greedyTokens: number;
   /** Where numbers for the docs go (default console.log). */
   report?: (line: string) => void;
@@ -100,7 +105,8 @@ export function executorConformance(target: ConformanceTarget): void {
 
   describe(`executor conformance: ${target.name}`, () => {
     const weights = randomWeights(spec, 1234);
-    const ref = referenceForward(spec, weights, PROMPT);
+    const refWeights = target.referenceWeights?.(spec, weights) ?? weights;
+    const ref = referenceForward(spec, refWeights, PROMPT);
     let exec: Executor;
     let full: Float32Array;
 
@@ -167,7 +173,7 @@ export function executorConformance(target: ConformanceTarget): void {
 
     it(`generates ${target.greedyTokens} greedy tokens as the reference does`, async () => {
       const prompt = PROMPT.slice(0, 9);
-      const expected = referenceGreedy(spec, weights, prompt, target.greedyTokens);
+      const expected = referenceGreedy(spec, refWeights, prompt, target.greedyTokens);
       const table = [3, 1]; // 9 + greedyTokens <= 32 positions
       const t = performance.now();
       const got = await executorGreedy(exec, prompt, target.greedyTokens, table);

@@ -5,6 +5,7 @@ import type * as OrtWeb from "onnxruntime-web";
 import type { DecoderSpec, WeightSource } from "../graph/decoder-spec";
 import type { Executor, StepResult, StepSequence, TransferStats } from "./executor";
 import { PAGED_IO, buildPagedLlamaGraph } from "../graph/paged-llama-graph";
+import type { QuantizedWeights } from "../quant/quantized-weights";
 import { MAX_QUERY_PIECE, pagedStepInputs, stepInputBytes } from "./paged-step";
 
 export const NO_WEBGPU_ADAPTER =
@@ -13,6 +14,8 @@ export const NO_WEBGPU_ADAPTER =
 export interface WebGpuExecutorOptions {
   spec: DecoderSpec;
   weights: WeightSource;
+  /** int8/int4 linear weights (MatMulNBits); float32 when absent. */
+  quantized?: QuantizedWeights | null | undefined;
   numBlocks: number;
   /** Power of two >= 16 (PagedAttention). */
   blockSize: number;
@@ -139,7 +142,7 @@ export class WebGpuExecutor implements Executor {
     const rt = await webGpuRuntime();
     const { ort } = rt;
     ort.env.logLevel = options.logLevel ?? "error";
-    const { model, cacheOutputs } = buildPagedLlamaGraph(options.spec, options.weights, options.blockSize);
+    const { model, cacheOutputs } = buildPagedLlamaGraph(options.spec, options.weights, options.blockSize, { quantized: options.quantized ?? null });
     const preferredOutputLocation: Record<string, "cpu" | "gpu-buffer"> = {
       [PAGED_IO.logits]: "cpu",
       [PAGED_IO.nextToken]: "cpu",

@@ -1,6 +1,7 @@
 import type { GraphBuilder } from "./graph-builder";
 import { DataType } from "./graph-builder";
-import { concatTransposed, concatVectors, transpose } from "./weight-layout";
+import { concatVectors } from "./weight-layout";
+import { embedding, lmHeadProduct, linear, type GraphWeights } from "./linear";
 import { moeMlp, type MoeKernel } from "./moe-block";
 import {
   EMBED_WEIGHT,
@@ -14,7 +15,8 @@ import {
 } from "./decoder-spec";
 
 /**
- * The parts of the decoder graph every executor's graph shares (float32): embeddings and rotary
+ * The parts of the decoder graph every executor's graph shares (float32 activations; linear
+ * weights float32 or quantized, `linear.ts`): embeddings and rotary
  * tables, the q/k/v projection with q/k norms and rotary, the attention output projection with
  * the MLP (dense or mixture of experts, with Gemma's sandwich norms where the spec says), and the
  * LM head. The graphs differ only in how attention reads the KV pool (`llama-graph.ts`: gathered
@@ -32,8 +34,8 @@ export interface StepRope {
  * layers, `localRope` for sliding-window layers (the same tables unless the spec gives the
  * sliding layers their own frequencies).
  */
-export function embedTokens(g: GraphBuilder, spec: DecoderSpec, weights: WeightSource, inputIds: string, positionIds: string) {
-  const embed = g.weight(EMBED_WEIGHT, weights.take(EMBED_WEIGHT), [spec.vocabSize, spec.hiddenSize]);
+export function embedTokens(g: GraphBuilder, spec: DecoderSpec, gw: GraphWeights, inputIds: string, positionIds: string) {
+  const embed = embedding(g, gw, EMBED_WEIGHT, inputIds, spec.vocabSize, spec.hiddenSize);
   const stepRope = (name: string, invFreq: Float32Array): StepRope => {
     const { cos, sin } = ropeTables(spec, invFreq);
     const gather = (table: string) => g.op("Unsqueeze", [g.op("Gather", [table, positionIds], { attributes: { axis: 0 } }), g.int64s([1])]);
@@ -44,7 +46,7 @@ export function embedTokens(g: GraphBuilder, spec: DecoderSpec, weights: WeightS
   };
   const rope = stepRope("rope", spec.invFreq);
   const localRope = spec.localInvFreq ? stepRope("rope_local", spec.localInvFreq) : rope;
-  let x = g.op("Gather", [embed, inputIds], { attributes: { axis: 0 } }); // [T, hidden]
+  let x = embed.rows; // [T, hidden]
   if (spec.embedScale !== 1) x = g.op("Mul", [x, g.scalar(spec.embedScale)]);
   return { embed, x, rope, localRope };
 }
@@ -58,12 +60,12 @@ export function layerRope(spec: DecoderSpec, l: number, step: { rope: StepRope; 
  * Layer `l`'s input norm and fused q/k/v projection (+ bias), per-head q/k norms, rotary on q and
  * k: q [T, nh, hd], k and v [T, nkv, hd].
  */
-export function attentionInputs(g: GraphBuilder, spec: DecoderSpec, weights: WeightSource, l: number, x: string, rope: StepRope) {
+export function attentionInputs(g: GraphBuilder, spec: DecoderSpec, gw: GraphWeights, l: number, x: string, rope: StepRope) {
+  const weights = gw.source;
   const { hiddenSize: hid, numHeads: nh, numKvHeads: nkv, headDim: hd } = spec;
   const w = layerWeightNames(l);
   const h = rmsNorm(g, x, normInit(g, spec, weights, w.inputNorm, hid), spec.rmsNormEps);
-  const qkvW = concatTransposed([weights.take(w.q), weights.take(w.k), weights.take(w.v)], hid);
-  let qkv = g.op("MatMul", [h, g.weight(`layer${l}.qkv`, qkvW, [hid, (nh + 2 * nkv) * hd])]);
+  let qkv = linear(g, gw, `layer${l}.qkv`, h, [w.q, w.k, w.v], hid, (nh + 2 * nkv) * hd);
   if (spec.attentionBias) {
     const bias = concatVectors([weights.take(w.qBias), weights.take(w.kBias), weights.take(w.vBias)]);
     qkv = g.op("Add", [qkv, g.weight(`layer${l}.qkv_bias`, bias, [bias.length])]);
@@ -85,33 +87,31 @@ export function attentionInputs(g: GraphBuilder, spec: DecoderSpec, weights: Wei
  * Gemma's sandwich norms (post_attention_layernorm on the attention output, pre_ and
  * post_feedforward_layernorm around the MLP).
  */
-export function attentionOutputAndMlp(g: GraphBuilder, spec: DecoderSpec, weights: WeightSource, l: number, x: string, attn: string, moeKernel: MoeKernel): string {
+export function attentionOutputAndMlp(g: GraphBuilder, spec: DecoderSpec, gw: GraphWeights, l: number, x: string, attn: string, moeKernel: MoeKernel): string {
+  const weights = gw.source;
   const { hiddenSize: hid, numHeads: nh, headDim: hd } = spec;
   const w = layerWeightNames(l);
   const norm = (value: string, name: string) => rmsNorm(g, value, normInit(g, spec, weights, name, hid), spec.rmsNormEps);
-  const oW = transpose(weights.take(w.o), nh * hd, hid);
-  let attnOut = g.op("MatMul", [attn, g.weight(`layer${l}.o`, oW, [nh * hd, hid])]);
+  let attnOut = linear(g, gw, `layer${l}.o`, attn, [w.o], nh * hd, hid);
   if (spec.sandwichNorms) attnOut = norm(attnOut, w.postNorm);
   const afterAttn = g.op("Add", [x, attnOut]);
   const h2 = norm(afterAttn, spec.sandwichNorms ? w.preFeedforwardNorm : w.postNorm);
   const moe = spec.moe?.sparseLayers[l] ? spec.moe : null;
   let mlpOut = moe
     ? moeMlp(g, h2, { layer: l, hiddenSize: hid, moeIntermediateSize: moe.intermediateSize, numExperts: moe.numExperts, topK: moe.topK, normTopkProb: moe.normTopkProb, weights, kernel: moeKernel })
-    : denseMlp(g, spec, weights, l, h2);
+    : denseMlp(g, spec, gw, l, h2);
   if (spec.sandwichNorms) mlpOut = norm(mlpOut, w.postFeedforwardNorm);
   return g.op("Add", [afterAttn, mlpOut]);
 }
 
 /** The gated MLP: down(act(gate(x)) * up(x)), gate and up as one MatMul. */
-function denseMlp(g: GraphBuilder, spec: DecoderSpec, weights: WeightSource, l: number, h: string): string {
+function denseMlp(g: GraphBuilder, spec: DecoderSpec, gw: GraphWeights, l: number, h: string): string {
   const { hiddenSize: hid, intermediateSize: inter } = spec;
   const w = layerWeightNames(l);
-  const guW = concatTransposed([weights.take(w.gate), weights.take(w.up)], hid);
-  const gu = g.op("MatMul", [h, g.weight(`layer${l}.gate_up`, guW, [hid, 2 * inter])]);
+  const gu = linear(g, gw, `layer${l}.gate_up`, h, [w.gate, w.up], hid, 2 * inter);
   const [gate, up] = g.opN("Split", [gu, g.int64s([inter, inter])], 2, { attributes: { axis: 1 } });
   const act = g.op("Mul", [spec.mlpActivation === "silu" ? silu(g, gate!) : geluTanh(g, gate!), up!]);
-  const downW = transpose(weights.take(w.down), inter, hid);
-  return g.op("MatMul", [act, g.weight(`layer${l}.down`, downW, [inter, hid])]);
+  return linear(g, gw, `layer${l}.down`, act, [w.down], inter, hid);
 }
 
 export function silu(g: GraphBuilder, x: string): string {
@@ -134,11 +134,10 @@ function normInit(g: GraphBuilder, spec: DecoderSpec, weights: WeightSource, nam
  * Final norm and LM head for the rows in `logitIndex` only, as outputs `logits` [R, vocab] and
  * `next_token` [R] (their argmax: greedy decoding reads only this).
  */
-export function lmHead(g: GraphBuilder, spec: DecoderSpec, weights: WeightSource, embed: string, x: string, logitIndex: string, names: { logits: string; nextToken: string }): void {
+export function lmHead(g: GraphBuilder, spec: DecoderSpec, gw: GraphWeights, embed: { head: (x: string) => string }, x: string, logitIndex: string, names: { logits: string; nextToken: string }): void {
   const last = g.op("Gather", [x, logitIndex], { attributes: { axis: 0 } });
-  const normed = rmsNorm(g, last, normInit(g, spec, weights, FINAL_NORM_WEIGHT, spec.hiddenSize), spec.rmsNormEps);
-  const head = spec.tieWordEmbeddings ? embed : g.weight(LM_HEAD_WEIGHT, weights.take(LM_HEAD_WEIGHT), [spec.vocabSize, spec.hiddenSize]);
-  const logits = g.op("Gemm", [normed, head], { attributes: { transB: 1 } });
+  const normed = rmsNorm(g, last, normInit(g, spec, gw.source, FINAL_NORM_WEIGHT, spec.hiddenSize), spec.rmsNormEps);
+  const logits = spec.tieWordEmbeddings ? embed.head(normed) : lmHeadProduct(g, gw, LM_HEAD_WEIGHT, normed, spec.vocabSize, spec.hiddenSize);
   g.output(logits, DataType.FLOAT, ["R", spec.vocabSize], names.logits);
   g.output(g.op("ArgMax", [logits], { attributes: { axis: 1, keepdims: 0 } }), DataType.INT64, ["R"], names.nextToken);
 }

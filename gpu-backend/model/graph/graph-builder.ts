@@ -52,6 +52,14 @@ export class GraphBuilder {
     return name;
   }
 
+  /** Adds a uint8 initializer (packed quantized weights; the bytes are referenced, not copied). */
+  bytes(name: string, data: Uint8Array, dims: number[]): string {
+    const expected = dims.reduce((a, b) => a * b, 1);
+    if (expected !== data.length) throw new Error(`initializer ${name}: ${data.length} bytes for dims [${dims}]`);
+    this.initializers.push({ name, dataType: DataType.UINT8, dims, raw: data });
+    return name;
+  }
+
   /** An int64 constant initializer, deduplicated by value. */
   int64s(values: number[]): string {
     const key = `i64:${values.join(",")}`;

@@ -1,6 +1,8 @@
 import { DataType, GraphBuilder } from "./graph-builder";
 import type { DecoderSpec, WeightSource } from "./decoder-spec";
 import { pickMoeKernel } from "./moe-block";
+import type { QuantizedWeights } from "../quant/quantized-weights";
+import type { GraphWeights } from "./linear";
 import { attentionInputs, attentionOutputAndMlp, embedTokens, layerRope, lmHead } from "./decoder-blocks";
 
 /**
@@ -31,7 +33,8 @@ import { attentionInputs, attentionOutputAndMlp, embedTokens, layerRope, lmHead 
  * values [T, numKvHeads, headDim], which the executor writes into the pool at the tokens' slots.
  * The graph never copies the pool: it only gathers the context slots a step attends to.
  */
-export function buildLlamaGraph(spec: DecoderSpec, weights: WeightSource): Uint8Array {
+export function buildLlamaGraph(spec: DecoderSpec, weights: WeightSource, quantized: QuantizedWeights | null = null): Uint8Array {
+  const gw: GraphWeights = { source: weights, quantized };
   const g = new GraphBuilder(`${spec.modelId}-decoder`);
   const { numHeads: nh, numKvHeads: nkv, headDim: hd } = spec;
   const groups = nh / nkv;
@@ -57,7 +60,7 @@ export function buildLlamaGraph(spec: DecoderSpec, weights: WeightSource): Uint8
       };
   const logitIndex = g.input("logit_index", I64, ["R"]);
 
-  const step = embedTokens(g, spec, weights, inputIds, positionIds);
+  const step = embedTokens(g, spec, gw, inputIds, positionIds);
   const { embed, x: x0 } = step;
   const scale = g.scalar(spec.attentionScale);
   let x = x0;
@@ -65,7 +68,7 @@ export function buildLlamaGraph(spec: DecoderSpec, weights: WeightSource): Uint8
   for (let l = 0; l < spec.numLayers; l++) {
     const poolK = g.input(`kv_k_${l}`, F, [nkv, "S", hd]);
     const poolV = g.input(`kv_v_${l}`, F, [nkv, "S", hd]);
-    const { q, k, v } = attentionInputs(g, spec, weights, l, x, layerRope(spec, l, step));
+    const { q, k, v } = attentionInputs(g, spec, gw, l, x, layerRope(spec, l, step));
     g.output(k, F, ["T", nkv, hd], `new_k_${l}`);
     g.output(v, F, ["T", nkv, hd], `new_v_${l}`);
 
@@ -78,10 +81,10 @@ export function buildLlamaGraph(spec: DecoderSpec, weights: WeightSource): Uint8
     const preOut = prefillAttention(g, { q: qp!, k: kp!, v: vp!, poolK, poolV, slots: ctx.preSlots, mask: ctx.preMask, nkv, groups, hd });
 
     const attn = g.op("Concat", [decOut, preOut], { attributes: { axis: 0 } });
-    x = attentionOutputAndMlp(g, spec, weights, l, x, attn, pickMoeKernel("cpu"));
+    x = attentionOutputAndMlp(g, spec, gw, l, x, attn, pickMoeKernel("cpu"));
   }
 
-  lmHead(g, spec, weights, embed, x, logitIndex, { logits: "logits", nextToken: "next_token" });
+  lmHead(g, spec, gw, embed, x, logitIndex, { logits: "logits", nextToken: "next_token" });
   return g.encode();
 }
 

@@ -1,6 +1,8 @@
 import { DataType, GraphBuilder } from "./graph-builder";
 import { hasSlidingWindows, type DecoderSpec, type WeightSource } from "./decoder-spec";
 import { pickMoeKernel } from "./moe-block";
+import type { QuantizedWeights } from "../quant/quantized-weights";
+import type { GraphWeights } from "./linear";
 import { attentionInputs, attentionOutputAndMlp, embedTokens, layerRope, lmHead } from "./decoder-blocks";
 
 /**
@@ -41,6 +43,8 @@ export interface PagedLlamaGraphOptions {
    * which writes these rows into its pool instead of downloading the op's whole cache output.
    */
   newKvOutputs?: boolean;
+  /** Quantized linear weights (MatMulNBits), or float32 when absent. */
+  quantized?: QuantizedWeights | null;
 }
 
 export const PAGED_IO = {
@@ -59,6 +63,7 @@ export const PAGED_IO = {
 } as const;
 
 export function buildPagedLlamaGraph(spec: DecoderSpec, weights: WeightSource, blockSize: number, options: PagedLlamaGraphOptions = {}): PagedLlamaGraph {
+  const gw: GraphWeights = { source: weights, quantized: options.quantized ?? null };
   if (blockSize < 16 || (blockSize & (blockSize - 1)) !== 0)
     throw new Error(`PagedAttention needs a power-of-two block size >= 16, got ${blockSize}`);
   if (hasSlidingWindows(spec)) {
@@ -81,7 +86,7 @@ export function buildPagedLlamaGraph(spec: DecoderSpec, weights: WeightSource, b
   const blockTable = g.input(PAGED_IO.blockTable, I32, ["B", "M"]);
   const logitIndex = g.input(PAGED_IO.logitIndex, I32, ["R"]);
 
-  const step = embedTokens(g, spec, weights, inputIds, positionIds);
+  const step = embedTokens(g, spec, gw, inputIds, positionIds);
   const { embed, x: x0 } = step;
   let x = x0;
   const cacheShape = ["num_blocks", blockSize, nkv, hd];
@@ -91,7 +96,7 @@ export function buildPagedLlamaGraph(spec: DecoderSpec, weights: WeightSource, b
     const poolK = g.input(PAGED_IO.kvK(l), F16, cacheShape);
     const poolV = g.input(PAGED_IO.kvV(l), F16, cacheShape);
 
-    const { q, k, v } = attentionInputs(g, spec, weights, l, x, layerRope(spec, l, step));
+    const { q, k, v } = attentionInputs(g, spec, gw, l, x, layerRope(spec, l, step));
     const q16 = g.op("Cast", [g.op("Reshape", [q, g.int64s([0, nh * hd])])], toF16);
     const k16 = g.op("Cast", [g.op("Reshape", [k, g.int64s([0, nkv * hd])])], toF16);
     const v16 = g.op("Cast", [g.op("Reshape", [v, g.int64s([0, nkv * hd])])], toF16);
@@ -110,9 +115,9 @@ export function buildPagedLlamaGraph(spec: DecoderSpec, weights: WeightSource, b
     cacheOutputs.v.push(vOut!);
 
     const attn = g.op("Cast", [out!], toF32); // [T, nh*hd]
-    x = attentionOutputAndMlp(g, spec, weights, l, x, attn, pickMoeKernel("webgpu"));
+    x = attentionOutputAndMlp(g, spec, gw, l, x, attn, pickMoeKernel("webgpu"));
   }
 
-  lmHead(g, spec, weights, embed, x, logitIndex, { logits: PAGED_IO.logits, nextToken: PAGED_IO.nextToken });
+  lmHead(g, spec, gw, embed, x, logitIndex, { logits: PAGED_IO.logits, nextToken: PAGED_IO.nextToken });
   return { model: g.encode(), cacheOutputs };
 }

@@ -1,0 +1,26 @@
+import { CpuExecutor } from "./cpu-executor";
+import { executorConformance } from "./executor-conformance";
+import { familySpecs } from "../testing/family-specs";
+import { dequantizedWeights } from "../testing/dequantized-weights";
+import { QuantizedWeights } from "../quant/quantized-weights";
+import { tinySpec } from "../testing/tiny-spec";
+
+/**
+ * The executor conformance suite on the cpu executor with int8 and int4 weights (MatMulNBits,
+ * GatherBlockQuantized), against the float64 reference run on the dequantized weights: what is
+ * left is MatMulNBits' int8 rounding of the activations (accuracy level 4, per block of 32).
+ * Cached vs uncached stays exact up to batch shape, as in float32.
+ */
+const specs = familySpecs();
+for (const bits of [8, 4] as const) {
+  for (const [family, spec] of [["llama", tinySpec()], ["qwen3", specs.qwen3], ["gemma3", specs.gemma3]] as const) {
+    executorConformance({
+      name: `cpu int${bits} ${family}`,
+      spec,
+      tolerances: { reference: 1e-1, cached: 1e-5 },
+      greedyTokens: 16,
+      referenceWeights: (s, w) => dequantizedWeights(s, w, bits),
+      create: (o) => CpuExecutor.create({ ...o, threads: 1, quantized: QuantizedWeights.open(bits) }),
+    });
+  }
+}

@@ -1,0 +1,94 @@
+import type { GraphBuilder } from "./graph-builder";
+import type { WeightSource } from "./decoder-spec";
+import { concatTransposed, concatVectors } from "./weight-layout";
+import { BLOCK_SIZE, quantizable } from "../quant/block-quant";
+import type { PackedWeight, QuantizedWeights } from "../quant/quantized-weights";
+
+/**
+ * How the decoder graph holds its linear weights: float32 (`MatMul`), or blockwise int8/int4
+ * (`com.microsoft.MatMulNBits`, the codes of `quant/block-quant.ts`), the LM head included; with
+ * quantized weights the embedding table is gathered from its quantized form
+ * (`com.microsoft.GatherBlockQuantized`), which a tied LM head shares.
+ *
+ * Only linears whose input features split into whole blocks (multiples of 32) are quantized; the
+ * rest stay float32, as do norms, biases, rotary tables and MoE experts (docs/quantization.md).
+ */
+export interface GraphWeights {
+  source: WeightSource;
+  /** Quantized linear weights at one bit width, or null for float32. */
+  quantized: QuantizedWeights | null;
+}
+
+/**
+ * MatMulNBits' `accuracy_level`: 4 computes with int8 activations (per block of 32, as ggml's
+ * Q8_0 dot products do). Measured on this machine's AVX2 CPU, decode-sized (M = 1) products at
+ * level 0 (fp32 compute) run 2.5-100x slower; see docs/quantization.md.
+ */
+export const ACCURACY_LEVEL = 4;
+
+/**
+ * x [.., inDim] times the linear weights `names` (Hugging Face [out, in] each, concatenated along
+ * out so one product computes them all): [.., outDim], outDim the sum of their out features.
+ *
+ * @example const qkv = linear(g, gw, "layer0.qkv", h, [w.q, w.k, w.v], hidden, (nh + 2 * nkv) * hd);
+ */
+export function linear(g: GraphBuilder, gw: GraphWeights, name: string, x: string, names: string[], inDim: number, outDim: number): string {
+  const rows = () => names.map((n) => gw.source.take(n));
+  if (!gw.quantized || !quantizable(inDim)) return g.op("MatMul", [x, g.weight(name, concatTransposed(rows(), inDim), [inDim, outDim])]);
+  const w = gw.quantized.get(name, outDim, inDim, () => concatVectors(rows()));
+  return matMulNBits(g, name, x, w);
+}
+
+/** The quantized product with an already packed weight (a tied LM head reuses the embedding's). */
+export function matMulNBits(g: GraphBuilder, name: string, x: string, w: PackedWeight): string {
+  const blocks = w.cols / BLOCK_SIZE;
+  const packed = initializerOnce(g, `${name}.packed`, () => g.bytes(`${name}.packed`, w.packed, [w.rows, blocks, (BLOCK_SIZE * w.bits) / 8]));
+  const scales = initializerOnce(g, `${name}.scales`, () => g.weight(`${name}.scales`, w.scales, [w.rows, blocks]));
+  return g.op("MatMulNBits", [x, packed, scales], {
+    domain: "com.microsoft",
+    attributes: { K: w.cols, N: w.rows, bits: w.bits, block_size: BLOCK_SIZE, accuracy_level: ACCURACY_LEVEL },
+  });
+}
+
+/**
+ * The embedding table [vocab, hidden] gathered at `ids`: float32 `Gather`, or `GatherBlockQuantized`
+ * over the quantized table. Returns the rows and, for a tied LM head, how to multiply by the table.
+ */
+export function embedding(g: GraphBuilder, gw: GraphWeights, name: string, ids: string, vocab: number, hidden: number) {
+  if (!gw.quantized || !quantizable(hidden)) {
+    const table = g.weight(name, gw.source.take(name), [vocab, hidden]);
+    return {
+      rows: g.op("Gather", [table, ids], { attributes: { axis: 0 } }),
+      head: (x: string) => g.op("Gemm", [x, table], { attributes: { transB: 1 } }),
+    };
+  }
+  const w = gw.quantized.get(name, vocab, hidden, () => gw.source.take(name));
+  const packed = g.bytes(`${name}.packed`, w.packed, [vocab, (hidden * w.bits) / 8]);
+  const scales = g.weight(`${name}.scales`, w.scales, [vocab, hidden / BLOCK_SIZE]);
+  return {
+    rows: g.op("GatherBlockQuantized", [packed, ids, scales], {
+      domain: "com.microsoft",
+      attributes: { gather_axis: 0, quantize_axis: 1, block_size: BLOCK_SIZE, bits: w.bits },
+    }),
+    // The same bytes under a second name: MatMulNBits wants B as [N, blocks, blob], the gather [N, K * bits / 8].
+    head: (x: string) => matMulNBits(g, `${name}.head`, x, w),
+  };
+}
+
+/** An untied LM head [vocab, hidden] applied to x [R, hidden]. */
+export function lmHeadProduct(g: GraphBuilder, gw: GraphWeights, name: string, x: string, vocab: number, hidden: number): string {
+  if (!gw.quantized || !quantizable(hidden)) return g.op("Gemm", [x, g.weight(name, gw.source.take(name), [vocab, hidden])], { attributes: { transB: 1 } });
+  return matMulNBits(g, name, x, gw.quantized.get(name, vocab, hidden, () => gw.source.take(name)));
+}
+
+const created = new WeakMap<GraphBuilder, Set<string>>();
+
+function initializerOnce(g: GraphBuilder, name: string, create: () => string): string {
+  let names = created.get(g);
+  if (!names) created.set(g, (names = new Set()));
+  if (!names.has(name)) {
+    names.add(name);
+    create();
+  }
+  return name;
+}

@@ -1,0 +1,93 @@
+import { createHash } from "node:crypto";
+import { accessSync, closeSync, constants, mkdirSync, openSync, readSync } from "node:fs";
+import { join } from "node:path";
+import type { Checkpoint } from "../checkpoint/checkpoint";
+import { modelCacheDir } from "../checkpoint/demo-model";
+import type { ExecutorDevice } from "../executors/executor";
+import { BLOCK_SIZE, type QuantBits } from "./block-quant";
+import { QuantizedWeights } from "./quantized-weights";
+
+/**
+ * How a backend holds its weights (`--weights`), the one place deciding what each executor takes
+ * and its default:
+ *
+ *   fp32        float32 MatMul everywhere (every executor)
+ *   fp16        float16 weights and activations outside attention: not served yet (docs/quantization.md)
+ *   bf16        no executor here computes in bfloat16 (onnxruntime 1.30's CPU and WebGPU kernels lack it)
+ *   int8, int4  blockwise weight-only quantization (`block-quant.ts`, ggml's Q8_0 / Q4_0) through
+ *               MatMulNBits, LM head and embedding table included (cpu, webgpu, cuda graphs alike)
+ *
+ * Default: int4 on the cpu executor (decode reads 5 bits per weight instead of 32: measured in
+ * docs/quantization.md), fp32 on webgpu and cuda until their quantized paths are measured.
+ */
+export type WeightPrecision = "fp32" | "fp16" | "bf16" | "int8" | "int4";
+
+export const WEIGHT_PRECISIONS: readonly WeightPrecision[] = ["fp32", "fp16", "bf16", "int8", "int4"];
+
+export function defaultPrecision(device: ExecutorDevice): WeightPrecision {
+  return device === "cpu" ? "int4" : "fp32";
+}
+
+/** The bit width of a quantized precision, or null for a float one. */
+export function quantBits(precision: WeightPrecision): QuantBits | null {
+  return precision === "int8" ? 8 : precision === "int4" ? 4 : null;
+}
+
+/** Why `device` cannot hold weights at `precision`, or null when it can. */
+export function precisionRefusal(device: ExecutorDevice, precision: WeightPrecision): string | null {
+  if (precision === "bf16") return "bf16 weights: no executor here computes in bfloat16 (onnxruntime 1.30 has no bf16 MatMul on cpu or webgpu); use fp32, int8 or int4";
+  if (precision === "fp16") return `fp16 weights are not served on ${device} yet (onnxruntime's x86 CPU MatMul has no fp16 kernel; the webgpu fp16 graph is planned); use fp32, int8 or int4`;
+  return null;
+}
+
+/** @throws Error for a value that is not a precision name */
+export function parsePrecision(v: string): WeightPrecision {
+  if ((WEIGHT_PRECISIONS as readonly string[]).includes(v)) return v as WeightPrecision;
+  throw new Error(`--weights must be one of ${WEIGHT_PRECISIONS.join(", ")}, got ${JSON.stringify(v)}`);
+}
+
+/**
+ * The quantized weights of a checkpoint at `bits`, with their cache file next to the model
+ * (`<dir>/.agent-edge/`, or the model cache folder when that is not writable), keyed by the
+ * sha256 of the weight files, the bit width and the block size: a second start reads it instead
+ * of quantizing. Call `save()` once the executor is built.
+ *
+ * @example
+ * const q = await quantizedWeightsFor(checkpoint, 4, console.log);
+ * const exec = await CpuExecutor.create({ spec, weights: checkpoint.weights, quantized: q, ... });
+ * q.save();
+ */
+export function quantizedWeightsFor(checkpoint: Checkpoint, bits: QuantBits, log: (line: string) => void = () => {}): QuantizedWeights {
+  const t0 = performance.now();
+  const hash = weightFilesHash(checkpoint);
+  log(`weights sha256 ${hash.slice(0, 16)} (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
+  const name = `${hash.slice(0, 16)}-int${bits}-b${BLOCK_SIZE}.safetensors`;
+  return QuantizedWeights.open(bits, join(cacheFolder(checkpoint.dir), name), log);
+}
+
+function cacheFolder(modelDir: string): string {
+  const beside = join(modelDir, ".agent-edge");
+  try {
+    mkdirSync(beside, { recursive: true });
+    accessSync(beside, constants.W_OK);
+    return beside;
+  } catch {
+    return join(modelCacheDir(), "quantized");
+  }
+}
+
+/** sha256 over the checkpoint's weight files, in name order. */
+function weightFilesHash(checkpoint: Checkpoint): string {
+  const files = [...new Set(checkpoint.tensorNames.map((n) => checkpoint.tensorInfo(n).file))].sort();
+  const hash = createHash("sha256");
+  const buffer = Buffer.allocUnsafe(16 << 20);
+  for (const file of files) {
+    const fd = openSync(file, "r");
+    try {
+      for (let n; (n = readSync(fd, buffer, 0, buffer.length, null)) > 0; ) hash.update(buffer.subarray(0, n));
+    } finally {
+      closeSync(fd);
+    }
+  }
+  return hash.digest("hex");
+}
