@@ -7,6 +7,7 @@ import { BlockPool, blocksForBudget } from "../gpu-backend/kv/block-pool";
 import { CpuExecutor } from "../gpu-backend/model/executors/cpu-executor";
 import { loadModel } from "../gpu-backend/engine/load-model";
 import { prefillWastePerToken } from "../gpu-backend/model/graph/decoder-spec";
+import { defaultPrecision, precisionRefusal, quantBits, quantizedWeightsFor, type WeightPrecision } from "../gpu-backend/model/quant/weight-precision";
 import { makeAgentWorkload, type AgentTrajectory } from "./agent-workload";
 import { Progress, note } from "./progress";
 import { lineChart } from "./svg-plot";
@@ -18,6 +19,8 @@ export interface AgentBenchOptions {
   turns?: number;
   outDir: string;
   model?: string;
+  /** Weight precision (default: the cpu default, `defaultPrecision("cpu")`). */
+  weights?: WeightPrecision;
 }
 
 interface TurnRecord {
@@ -32,7 +35,7 @@ interface TurnRecord {
 }
 
 /**
- * `npm run bench -- agent [--quick] [--json] [--trajectories N] [--turns N] [--model DIR|FAMILY]`
+ * `npm run bench -- agent [--quick] [--json] [--trajectories N] [--turns N] [--model DIR|FAMILY] [--weights P]`
  *
  * `--model` takes a model folder or a demo family (llama, qwen3, qwen3_moe, gemma3, phi3).
  *
@@ -46,8 +49,14 @@ export async function runAgentBench(o: AgentBenchOptions): Promise<Record<string
   const turns = o.turns ?? (o.quick ? 20 : 24);
   const blockSize = 16;
   const numBlocks = blocksForBudget({ budgetBytes: 1.5 * 2 ** 30, blockSize, numLayers: spec.numLayers, numKvHeads: spec.numKvHeads, headDim: spec.headDim, bytesPerElement: 4 });
-  note("agent", `building the executor (${numBlocks} KV blocks)`);
-  const executor = await CpuExecutor.create({ spec, weights: model.weights, numBlocks, blockSize });
+  const precision = o.weights ?? defaultPrecision("cpu");
+  const refusal = precisionRefusal("cpu", precision);
+  if (refusal) throw new Error(refusal);
+  const bits = quantBits(precision);
+  const quantized = bits ? quantizedWeightsFor(model.checkpoint, bits, (line) => note("agent", line)) : null;
+  note("agent", `building the executor (${numBlocks} KV blocks, ${precision} weights)`);
+  const executor = await CpuExecutor.create({ spec, weights: model.weights, quantized, numBlocks, blockSize });
+  quantized?.save();
   const countTokens = (t: string) => codec.encode(t).length;
   const workload = makeAgentWorkload({
     trajectories,
@@ -124,6 +133,7 @@ export async function runAgentBench(o: AgentBenchOptions): Promise<Record<string
   const lastOff = mean(byTurn(runs.noCache.records, turns - 1).map((r) => r.ttftMs));
   const summary = {
     model: spec.modelId,
+    weights: precision,
     trajectories,
     turns,
     computedOverNew: round(computedOverNew, 3),

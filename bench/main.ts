@@ -6,13 +6,15 @@ import { runLeaseBench } from "./lease-bench";
 import { runRoutingBench } from "./routing-bench";
 import { runStepCosts } from "./step-costs";
 import { runTraceBench } from "./trace-replay";
+import { parsePrecision } from "../gpu-backend/model/quant/weight-precision";
 import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durable-objects/routing/routing-policy";
 
 /**
  * `npm run bench -- <name> [flags]`
  *
  *   agent    synthetic agent trajectories, prefix cache on vs off, decode batch 1 vs 8, prefill tok/s
- *            flags: --quick, --json, --trajectories N, --turns N, --model DIR|FAMILY (llama, qwen3, qwen3_moe, gemma3, phi3), --out DIR
+ *            flags: --quick, --json, --trajectories N, --turns N, --model DIR|FAMILY (llama, qwen3, qwen3_moe, gemma3, phi3),
+ *            --weights fp32|int8|int4 (default fp32), --out DIR
  *   edge     per-turn latency client -> Worker -> DO -> backend vs client -> backend, and bytes
  *            sent to the backend per delta turn vs the transcript; flags: --quick, --json, --turns N
  *   routing  N backends x M concurrent agent trajectories through the real stack, once per routing
@@ -42,6 +44,7 @@ const { values } = parseArgs({
     policies: { type: "string" },
     turns: { type: "string" },
     model: { type: "string" },
+    weights: { type: "string" },
     out: { type: "string", default: "bench/out" },
     "lease-cap": { type: "string" },
     "observation-tokens": { type: "string" },
@@ -58,6 +61,7 @@ switch (name) {
       trajectories: values.trajectories ? Number(values.trajectories) : undefined,
       turns: values.turns ? Number(values.turns) : undefined,
       model: values.model,
+      weights: values.weights ? parsePrecision(values.weights) : undefined,
       outDir: values.out!,
     });
     console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));

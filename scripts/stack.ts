@@ -41,6 +41,8 @@ export interface StackOptions {
   kvMemory?: string;
   /** Backend `--no-prefix-cache`. */
   noPrefixCache?: boolean;
+  /** Backend `--weights` (default: the backend's, per device). */
+  weights?: string;
   /** Backend `--threads` (default: the backend's, all cores). */
   threads?: number;
   /** More backend flags, appended as given. */
@@ -165,6 +167,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
       if (options.kvMemory !== undefined) args.push("--kv-memory", options.kvMemory);
       if (options.noPrefixCache) args.push("--no-prefix-cache");
       if (options.threads !== undefined) args.push("--threads", String(options.threads));
+      if (options.weights !== undefined) args.push("--weights", options.weights);
       // Heartbeat into the edge's pool (load for routing, up/down); retried until the edge is up.
       if (options.register !== false) args.push("--register", `http://${host}:${edgePort}`);
       args.push(...(options.backendArgs ?? []));

@@ -13,6 +13,7 @@ demo model and the edge Worker (wrangler dev) wired to them. Ctrl-C stops everyt
   --model DIR|DEMO       backend model folder, or a demo family (llama, qwen3, qwen3_moe, gemma3, phi3)
                          (default: the embedded demo-llama-random)
   --kv-memory SIZE       backend KV pool budget, e.g. 512MiB (default 1GiB)
+  --weights P            backend weight precision: fp32, int8 or int4 (default fp32; see npm run backend -- --help)
   --no-prefix-cache      backends without prefix reuse (the benchmark baseline)
   --no-devtools          wrangler dev without its devtools inspector, which costs ~40 ms of
                          CPU per streamed turn (for load tests; the benchmarks use it)
@@ -62,6 +63,7 @@ try {
     edgePort: positiveInt(values.port, "--port"),
     modelDir: values.model,
     kvMemory: values["kv-memory"],
+    ...(values.weights !== undefined ? { weights: values.weights } : {}),
     noPrefixCache: values["no-prefix-cache"],
     devtools: !values["no-devtools"],
     // N backends on one machine: share the cores instead of each taking all of them.
@@ -134,6 +136,7 @@ function parseCli() {
         port: { type: "string", default: "8787" },
         model: { type: "string" },
         "kv-memory": { type: "string" },
+        weights: { type: "string" },
         "no-prefix-cache": { type: "boolean", default: false },
         "no-devtools": { type: "boolean", default: false },
         timeout: { type: "string", default: "300" },

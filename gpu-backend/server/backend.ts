@@ -64,7 +64,7 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
   });
   if (numBlocks < 2) throw new Error(`--kv-memory ${options.kvMemoryBytes} bytes holds fewer than 2 blocks of ${options.blockSize} tokens`);
   log(`building the ONNX graph and the onnxruntime session (${device}), KV pool ${numBlocks} blocks x ${options.blockSize} tokens`);
-  const executor = await createExecutor({ device, spec, weights: model.weights, quantized, numBlocks, blockSize: options.blockSize, threads: options.threads });
+  const executor = await createExecutor({ device, spec, weights: model.weights, quantized, float16: precision === "fp16", numBlocks, blockSize: options.blockSize, threads: options.threads });
   quantized?.save();
   const pool = new BlockPool({ numBlocks, blockSize: options.blockSize });
   const trace = options.stepTraceDir ? new StepTraceFile(options.stepTraceDir, options.backendId) : undefined;

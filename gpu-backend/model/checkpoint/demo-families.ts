@@ -114,7 +114,7 @@ export function tinyFamilyConfig(family: DemoFamily, tok: TokenizerIds): ModelCo
 }
 
 /** The tokenizer each family's demo carries. */
-const TOKENIZER_OF: Record<DemoFamily, TokenizerFamily> = { llama: "qwen3", qwen3: "qwen3", qwen3_moe: "qwen3", gemma3: "gemma3", phi3: "phi3" };
+export const TOKENIZER_OF: Record<DemoFamily, TokenizerFamily> = { llama: "qwen3", qwen3: "qwen3", qwen3_moe: "qwen3", gemma3: "gemma3", phi3: "phi3" };
 
 /**
  * A family's demo model id: "demo-llama-random" (the embedded default), "demo-qwen3-random",

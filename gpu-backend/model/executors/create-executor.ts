@@ -13,6 +13,8 @@ export interface CreateExecutorOptions {
   threads?: number | undefined;
   /** int8/int4 linear weights (see quant/weight-precision.ts); float32 when absent. */
   quantized?: QuantizedWeights | null | undefined;
+  /** Float weights in float16 (webgpu, cuda only: see quant/weight-precision.ts). */
+  float16?: boolean | undefined;
 }
 
 /**
@@ -23,14 +25,15 @@ export interface CreateExecutorOptions {
 export async function createExecutor(o: CreateExecutorOptions): Promise<Executor> {
   switch (o.device) {
     case "cpu":
+      if (o.float16) throw new Error("the cpu executor takes fp32, int8 or int4 weights, not fp16");
       return CpuExecutor.create({ spec: o.spec, weights: o.weights, quantized: o.quantized, numBlocks: o.numBlocks, blockSize: o.blockSize, threads: o.threads });
     case "webgpu": {
       const { WebGpuExecutor } = await import("./webgpu-executor");
-      return WebGpuExecutor.create({ spec: o.spec, weights: o.weights, quantized: o.quantized, numBlocks: o.numBlocks, blockSize: o.blockSize });
+      return WebGpuExecutor.create({ spec: o.spec, weights: o.weights, quantized: o.quantized, float16: o.float16, numBlocks: o.numBlocks, blockSize: o.blockSize });
     }
     case "cuda": {
       const { CudaExecutor } = await import("./cuda-executor");
-      return CudaExecutor.create({ spec: o.spec, weights: o.weights, quantized: o.quantized, numBlocks: o.numBlocks, blockSize: o.blockSize });
+      return CudaExecutor.create({ spec: o.spec, weights: o.weights, quantized: o.quantized, float16: o.float16, numBlocks: o.numBlocks, blockSize: o.blockSize });
     }
   }
 }

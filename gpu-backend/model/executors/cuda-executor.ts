@@ -11,6 +11,8 @@ export interface CudaExecutorOptions {
   weights: WeightSource;
   /** int8/int4 linear weights (MatMulNBits); float32 when absent. */
   quantized?: QuantizedWeights | null | undefined;
+  /** Float weights in float16 (`--weights fp16`). */
+  float16?: boolean | undefined;
   numBlocks: number;
   /** Power of two >= 16 (PagedAttention). */
   blockSize: number;
@@ -80,7 +82,7 @@ export class CudaExecutor implements Executor {
     const provider = options.executionProvider ?? "cuda";
     if (provider === "cuda" && !cudaProviderInstalled()) throw new Error(CUDA_INSTALL_HINT);
     ort.env.logLevel = "error"; // not the per-run "cache outputs are not aliased" warning: we never fetch them
-    const { model } = buildPagedLlamaGraph(options.spec, options.weights, bs, { newKvOutputs: true, quantized: options.quantized ?? null });
+    const { model } = buildPagedLlamaGraph(options.spec, options.weights, bs, { newKvOutputs: true, quantized: options.quantized ?? null, float16: options.float16 ?? false });
     const session = await ort.InferenceSession.create(model, {
       executionProviders: [provider === "cuda" ? { name: "cuda", deviceId: options.deviceId ?? 0 } : "webgpu"],
       graphOptimizationLevel: "all",

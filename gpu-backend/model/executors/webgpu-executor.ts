@@ -16,6 +16,8 @@ export interface WebGpuExecutorOptions {
   weights: WeightSource;
   /** int8/int4 linear weights (MatMulNBits); float32 when absent. */
   quantized?: QuantizedWeights | null | undefined;
+  /** Float weights in float16 (`--weights fp16`). */
+  float16?: boolean | undefined;
   numBlocks: number;
   /** Power of two >= 16 (PagedAttention). */
   blockSize: number;
@@ -142,7 +144,7 @@ export class WebGpuExecutor implements Executor {
     const rt = await webGpuRuntime();
     const { ort } = rt;
     ort.env.logLevel = options.logLevel ?? "error";
-    const { model, cacheOutputs } = buildPagedLlamaGraph(options.spec, options.weights, options.blockSize, { quantized: options.quantized ?? null });
+    const { model, cacheOutputs } = buildPagedLlamaGraph(options.spec, options.weights, options.blockSize, { quantized: options.quantized ?? null, float16: options.float16 ?? false });
     const preferredOutputLocation: Record<string, "cpu" | "gpu-buffer"> = {
       [PAGED_IO.logits]: "cpu",
       [PAGED_IO.nextToken]: "cpu",

@@ -52,6 +52,14 @@ export class GraphBuilder {
     return name;
   }
 
+  /** Adds a float16 initializer from already-encoded half words (referenced, not copied). */
+  half(name: string, words: Uint16Array, dims: number[]): string {
+    const expected = dims.reduce((a, b) => a * b, 1);
+    if (expected !== words.length) throw new Error(`initializer ${name}: ${words.length} values for dims [${dims}]`);
+    this.initializers.push({ name, dataType: DataType.FLOAT16, dims, raw: new Uint8Array(words.buffer, words.byteOffset, words.byteLength) });
+    return name;
+  }
+
   /** Adds a uint8 initializer (packed quantized weights; the bytes are referenced, not copied). */
   bytes(name: string, data: Uint8Array, dims: number[]): string {
     const expected = dims.reduce((a, b) => a * b, 1);

@@ -1,11 +1,13 @@
-import type { GraphBuilder } from "./graph-builder";
+import { DataType, type GraphBuilder } from "./graph-builder";
+import { f32ToF16 } from "../checkpoint/safetensors";
 import type { WeightSource } from "./decoder-spec";
 import { concatTransposed, concatVectors } from "./weight-layout";
 import { BLOCK_SIZE, quantizable } from "../quant/block-quant";
 import type { PackedWeight, QuantizedWeights } from "../quant/quantized-weights";
 
 /**
- * How the decoder graph holds its linear weights: float32 (`MatMul`), or blockwise int8/int4
+ * How the decoder graph holds its linear weights: float32 (`MatMul`), float16 (the product in
+ * float16: x cast down, the result cast back, so norms and the residual stay float32), or blockwise int8/int4
  * (`com.microsoft.MatMulNBits`, the codes of `quant/block-quant.ts`), the LM head included; with
  * quantized weights the embedding table is gathered from its quantized form
  * (`com.microsoft.GatherBlockQuantized`), which a tied LM head shares.
@@ -15,8 +17,10 @@ import type { PackedWeight, QuantizedWeights } from "../quant/quantized-weights"
  */
 export interface GraphWeights {
   source: WeightSource;
-  /** Quantized linear weights at one bit width, or null for float32. */
+  /** Quantized linear weights at one bit width, or null for float weights. */
   quantized: QuantizedWeights | null;
+  /** Float weights in float16 (webgpu, cuda) rather than float32. */
+  float16?: boolean;
 }
 
 /**
@@ -34,7 +38,11 @@ export const ACCURACY_LEVEL = 4;
  */
 export function linear(g: GraphBuilder, gw: GraphWeights, name: string, x: string, names: string[], inDim: number, outDim: number): string {
   const rows = () => names.map((n) => gw.source.take(n));
-  if (!gw.quantized || !quantizable(inDim)) return g.op("MatMul", [x, g.weight(name, concatTransposed(rows(), inDim), [inDim, outDim])]);
+  if (!gw.quantized || !quantizable(inDim)) {
+    const w = concatTransposed(rows(), inDim);
+    if (gw.float16) return half(g, (x16) => g.op("MatMul", [x16, g.half(name, f32ToF16(w), [inDim, outDim])]), x);
+    return g.op("MatMul", [x, g.weight(name, w, [inDim, outDim])]);
+  }
   const w = gw.quantized.get(name, outDim, inDim, () => concatVectors(rows()));
   return matMulNBits(g, name, x, w);
 }
@@ -56,6 +64,13 @@ export function matMulNBits(g: GraphBuilder, name: string, x: string, w: PackedW
  */
 export function embedding(g: GraphBuilder, gw: GraphWeights, name: string, ids: string, vocab: number, hidden: number) {
   if (!gw.quantized || !quantizable(hidden)) {
+    if (gw.float16) {
+      const table = g.half(name, f32ToF16(gw.source.take(name)), [vocab, hidden]);
+      return {
+        rows: g.op("Cast", [g.op("Gather", [table, ids], { attributes: { axis: 0 } })], { attributes: { to: DataType.FLOAT } }),
+        head: (x: string) => half(g, (x16) => g.op("Gemm", [x16, table], { attributes: { transB: 1 } }), x),
+      };
+    }
     const table = g.weight(name, gw.source.take(name), [vocab, hidden]);
     return {
       rows: g.op("Gather", [table, ids], { attributes: { axis: 0 } }),
@@ -77,8 +92,16 @@ export function embedding(g: GraphBuilder, gw: GraphWeights, name: string, ids: 
 
 /** An untied LM head [vocab, hidden] applied to x [R, hidden]. */
 export function lmHeadProduct(g: GraphBuilder, gw: GraphWeights, name: string, x: string, vocab: number, hidden: number): string {
-  if (!gw.quantized || !quantizable(hidden)) return g.op("Gemm", [x, g.weight(name, gw.source.take(name), [vocab, hidden])], { attributes: { transB: 1 } });
+  if (!gw.quantized || !quantizable(hidden)) {
+    if (gw.float16) return half(g, (x16) => g.op("Gemm", [x16, g.half(name, f32ToF16(gw.source.take(name)), [vocab, hidden])], { attributes: { transB: 1 } }), x);
+    return g.op("Gemm", [x, g.weight(name, gw.source.take(name), [vocab, hidden])], { attributes: { transB: 1 } });
+  }
   return matMulNBits(g, name, x, gw.quantized.get(name, vocab, hidden, () => gw.source.take(name)));
+}
+
+/** `product` computed in float16 on x cast down; its result cast back to float32. */
+function half(g: GraphBuilder, product: (x16: string) => string, x: string): string {
+  return g.op("Cast", [product(g.op("Cast", [x], { attributes: { to: DataType.FLOAT16 } }))], { attributes: { to: DataType.FLOAT } });
 }
 
 const created = new WeakMap<GraphBuilder, Set<string>>();

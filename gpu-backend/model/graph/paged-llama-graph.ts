@@ -43,8 +43,10 @@ export interface PagedLlamaGraphOptions {
    * which writes these rows into its pool instead of downloading the op's whole cache output.
    */
   newKvOutputs?: boolean;
-  /** Quantized linear weights (MatMulNBits), or float32 when absent. */
+  /** Quantized linear weights (MatMulNBits), or float weights when absent. */
   quantized?: QuantizedWeights | null;
+  /** Float weights and their products in float16 (see graph/linear.ts). */
+  float16?: boolean;
 }
 
 export const PAGED_IO = {
@@ -63,7 +65,7 @@ export const PAGED_IO = {
 } as const;
 
 export function buildPagedLlamaGraph(spec: DecoderSpec, weights: WeightSource, blockSize: number, options: PagedLlamaGraphOptions = {}): PagedLlamaGraph {
-  const gw: GraphWeights = { source: weights, quantized: options.quantized ?? null };
+  const gw: GraphWeights = { source: weights, quantized: options.quantized ?? null, float16: options.float16 ?? false };
   if (blockSize < 16 || (blockSize & (blockSize - 1)) !== 0)
     throw new Error(`PagedAttention needs a power-of-two block size >= 16, got ${blockSize}`);
   if (hasSlidingWindows(spec)) {

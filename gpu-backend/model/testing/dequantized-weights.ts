@@ -1,15 +1,16 @@
 import { EMBED_WEIGHT, LM_HEAD_WEIGHT, layerWeightNames, type DecoderSpec, type WeightSource } from "../graph/decoder-spec";
 import { dequantizeRows, quantizable, quantizeRows, type QuantBits } from "../quant/block-quant";
+import { f16ToF32, f32ToF16 } from "../checkpoint/safetensors";
 
 /**
- * The weights a quantized graph computes with, as float32: every tensor `graph/linear.ts` quantizes
- * (the dense linears, the embedding table, the LM head; rows of whole blocks only) replaced by its
- * dequantized values, the rest as given. The reference forward pass over these is what a quantized
+ * The weights a quantized (or float16) graph computes with, as float32: every tensor
+ * `graph/linear.ts` quantizes (the dense linears, the embedding table, the LM head; rows of whole
+ * blocks only) replaced by its dequantized values (for "fp16": rounded to float16), the rest as given. The reference forward pass over these is what a quantized
  * executor should match, up to its activation rounding.
  *
  * @example referenceForward(spec, dequantizedWeights(spec, weights, 4), tokens);
  */
-export function dequantizedWeights(spec: DecoderSpec, source: WeightSource, bits: QuantBits): WeightSource {
+export function dequantizedWeights(spec: DecoderSpec, source: WeightSource, bits: QuantBits | "fp16"): WeightSource {
   const { hiddenSize: h, numHeads: nh, headDim: hd, intermediateSize: inter } = spec;
   const inFeatures = new Map<string, number>([[EMBED_WEIGHT, h], [LM_HEAD_WEIGHT, h]]);
   for (let l = 0; l < spec.numLayers; l++) {
@@ -27,11 +28,11 @@ export function dequantizedWeights(spec: DecoderSpec, source: WeightSource, bits
     has: (name) => source.has(name),
     take(name) {
       const cols = inFeatures.get(name);
-      if (cols === undefined || !quantizable(cols)) return source.take(name);
+      if (cols === undefined || (bits !== "fp16" && !quantizable(cols))) return source.take(name);
       let out = memo.get(name);
       if (!out) {
         const w = source.take(name);
-        out = dequantizeRows(quantizeRows(w, w.length / cols, cols, bits));
+        out = bits === "fp16" ? f16ToF32(f32ToF16(w)) : dequantizeRows(quantizeRows(w, w.length / cols, cols, bits));
         memo.set(name, out);
       }
       return out;

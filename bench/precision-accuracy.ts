@@ -1,0 +1,124 @@
+import type { ChatCodec } from "../gpu-backend/engine/chat-codec";
+import type { DecoderSpec, WeightSource } from "../gpu-backend/model/graph/decoder-spec";
+import { CpuExecutor } from "../gpu-backend/model/executors/cpu-executor";
+import type { Executor } from "../gpu-backend/model/executors/executor";
+import type { QuantBits } from "../gpu-backend/model/quant/block-quant";
+import { QuantizedWeights } from "../gpu-backend/model/quant/quantized-weights";
+import { makeAgentWorkload } from "./agent-workload";
+
+/**
+ * How far int8/int4 weights move a model from its float32 self:
+ *   - mean KL(p_fp32 || p_quantized) of the next-token distribution over a fixed agent-text corpus
+ *     (teacher-forced: both read the same tokens), in nats, with its maximum;
+ *   - greedy agreement: 4 prompts, 128 greedy tokens each from both; the fraction of tokens
+ *     produced before the first divergence (1 = identical outputs).
+ * On seeded random weights the figures measure the arithmetic, not a trained model's sensitivity:
+ * the closer the distributions are to flat, the smaller any KL (docs/quantization.md).
+ *
+ * @example
+ * const corpus = accuracyCorpus(codec, 2000);
+ * const figures = await precisionAccuracy({ spec, weights, bits: 4, corpus, prompts: accuracyPrompts(codec) });
+ */
+export interface AccuracyFigures {
+  bits: QuantBits;
+  corpusTokens: number;
+  meanKl: number;
+  maxKl: number;
+  /** Mean over prompts of (tokens before the first divergence) / greedyTokens. */
+  greedyAgreement: number;
+  greedyTokens: number;
+  prompts: number;
+}
+
+/** `tokens` tokens of rendered agent transcript (system prompt, tools, observations, replies). */
+export function accuracyCorpus(codec: ChatCodec, tokens = 2000): number[] {
+  const [trajectory] = makeAgentWorkload({ trajectories: 1, turns: 12, systemTokens: 900, observationTokens: [100, 200], replyTokens: [16, 32], seed: 11, countTokens: (t) => codec.encode(t).length });
+  const messages = trajectory!.turns.flatMap((t) => t.newMessages);
+  const ids = codec.encode(codec.render({ messages, tools: trajectory!.tools, addGenerationPrompt: false }));
+  if (ids.length < tokens) throw new Error(`accuracy corpus: only ${ids.length} tokens rendered, ${tokens} asked`);
+  return ids.slice(0, tokens);
+}
+
+/** Four prompts: a user task under four different short system prompts, each with the generation prompt. */
+export function accuracyPrompts(codec: ChatCodec): number[][] {
+  const systems = ["You are a coding agent.", "You fix failing tests.", "You answer with tool calls.", "You summarize server logs."];
+  return systems.map((system, i) =>
+    codec.encode(codec.render({ messages: [{ role: "system", content: system }, { role: "user", content: `Task ${i + 1}: read the config file and report the cache block size.` }], addGenerationPrompt: true })),
+  );
+}
+
+export async function precisionAccuracy(o: {
+  spec: DecoderSpec;
+  weights: WeightSource;
+  bits: QuantBits;
+  corpus: number[];
+  prompts: number[][];
+  greedyTokens?: number;
+  threads?: number;
+  onProgress?: (line: string) => void;
+}): Promise<AccuracyFigures> {
+  const greedyTokens = o.greedyTokens ?? 128;
+  const longest = Math.max(o.corpus.length, ...o.prompts.map((p) => p.length + greedyTokens));
+  const blockSize = 16;
+  const numBlocks = Math.ceil(longest / blockSize) + 1;
+  const table = Array.from({ length: numBlocks }, (_, i) => i);
+  const make = (quantized: QuantizedWeights | null) => CpuExecutor.create({ spec: o.spec, weights: o.weights, quantized, numBlocks, blockSize, threads: o.threads });
+  const fp32 = await make(null);
+  const quant = await make(QuantizedWeights.open(o.bits));
+  try {
+    o.onProgress?.(`int${o.bits}: KL over ${o.corpus.length} corpus tokens`);
+    const V = o.spec.vocabSize;
+    let klSum = 0;
+    let klMax = 0;
+    const chunk = Math.max(16, Math.floor((64 << 20) / (4 * V)));
+    for (let start = 0; start < o.corpus.length; start += chunk) {
+      const step = { tokenIds: o.corpus.slice(start, start + chunk), startPos: start, blockTable: table, logits: "all" as const };
+      const [a, b] = [(await fp32.run([step])).logits[0]!, (await quant.run([step])).logits[0]!];
+      for (let r = 0; r < step.tokenIds.length; r++) {
+        const kl = klDivergence(a.subarray(r * V, (r + 1) * V), b.subarray(r * V, (r + 1) * V));
+        klSum += kl;
+        klMax = Math.max(klMax, kl);
+      }
+    }
+    o.onProgress?.(`int${o.bits}: greedy agreement, ${o.prompts.length} prompts x ${greedyTokens} tokens`);
+    let agreement = 0;
+    for (const prompt of o.prompts) {
+      const [a, b] = [await greedy(fp32, prompt, greedyTokens, table), await greedy(quant, prompt, greedyTokens, table)];
+      const first = a.findIndex((t, i) => t !== b[i]);
+      agreement += (first < 0 ? greedyTokens : first) / greedyTokens;
+    }
+    return { bits: o.bits, corpusTokens: o.corpus.length, meanKl: klSum / o.corpus.length, maxKl: klMax, greedyAgreement: agreement / o.prompts.length, greedyTokens, prompts: o.prompts.length };
+  } finally {
+    await fp32.dispose();
+    await quant.dispose();
+  }
+}
+
+/** KL(p || q) in nats for two logit rows. */
+export function klDivergence(p: Float32Array, q: Float32Array): number {
+  const lp = logSoftmax(p);
+  const lq = logSoftmax(q);
+  let kl = 0;
+  for (let i = 0; i < lp.length; i++) kl += Math.exp(lp[i]!) * (lp[i]! - lq[i]!);
+  return Math.max(0, kl);
+}
+
+function logSoftmax(x: Float32Array): Float64Array {
+  let max = -Infinity;
+  for (const v of x) max = Math.max(max, v);
+  let sum = 0;
+  for (const v of x) sum += Math.exp(v - max);
+  const lse = max + Math.log(sum);
+  return Float64Array.from(x, (v) => v - lse);
+}
+
+async function greedy(exec: Executor, prompt: number[], n: number, table: number[]): Promise<number[]> {
+  const out: number[] = [];
+  let next = (await exec.run([{ tokenIds: prompt, startPos: 0, blockTable: table, logits: "argmax" }])).argmax[0]!;
+  out.push(next);
+  for (let i = 1; i < n; i++) {
+    next = (await exec.run([{ tokenIds: [next], startPos: prompt.length + i - 1, blockTable: table, logits: "argmax" }])).argmax[0]!;
+    out.push(next);
+  }
+  return out;
+}
