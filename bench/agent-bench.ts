@@ -7,7 +7,7 @@ import { BlockPool, blocksForBudget } from "../gpu-backend/kv/block-pool";
 import { CpuExecutor } from "../gpu-backend/model/executors/cpu-executor";
 import { loadModel } from "../gpu-backend/engine/load-model";
 import { prefillWastePerToken } from "../gpu-backend/model/graph/decoder-spec";
-import { defaultPrecision, precisionRefusal, quantBits, quantizedWeightsFor, type WeightPrecision } from "../gpu-backend/model/quant/weight-precision";
+import { defaultPrecision, precisionRefusal, quantBits, quantizedWeightsFor, type WeightPrecision } from "../gpu-backend/engine/weight-precision";
 import { makeAgentWorkload, type AgentTrajectory } from "./agent-workload";
 import { Progress, note } from "./progress";
 import { lineChart } from "./svg-plot";
@@ -53,10 +53,11 @@ export async function runAgentBench(o: AgentBenchOptions): Promise<Record<string
   const refusal = precisionRefusal("cpu", precision);
   if (refusal) throw new Error(refusal);
   const bits = quantBits(precision);
-  const quantized = bits ? quantizedWeightsFor(model.checkpoint, bits, (line) => note("agent", line)) : null;
+  const cache = bits ? quantizedWeightsFor(model.checkpoint, bits, (line) => note("agent", line)) : null;
+  const quantized = cache?.weights ?? null;
   note("agent", `building the executor (${numBlocks} KV blocks, ${precision} weights)`);
   const executor = await CpuExecutor.create({ spec, weights: model.weights, quantized, numBlocks, blockSize });
-  quantized?.save();
+  cache?.save();
   const countTokens = (t: string) => codec.encode(t).length;
   const workload = makeAgentWorkload({
     trajectories,

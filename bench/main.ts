@@ -6,7 +6,7 @@ import { runLeaseBench } from "./lease-bench";
 import { runRoutingBench } from "./routing-bench";
 import { runStepCosts } from "./step-costs";
 import { runTraceBench } from "./trace-replay";
-import { parsePrecision } from "../gpu-backend/model/quant/weight-precision";
+import { parsePrecision } from "../gpu-backend/engine/weight-precision";
 import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durable-objects/routing/routing-policy";
 
 /**

@@ -6,7 +6,7 @@ import type { Executor } from "../model/executors/executor";
 import { loadModel } from "../engine/load-model";
 import { prefillWastePerToken } from "../model/graph/decoder-spec";
 import { StepTraceFile } from "../engine/step-trace";
-import { defaultPrecision, precisionRefusal, quantBits, quantizedWeightsFor, type WeightPrecision } from "../model/quant/weight-precision";
+import { defaultPrecision, precisionRefusal, quantBits, quantizedWeightsFor, type WeightPrecision } from "../engine/weight-precision";
 
 export interface BackendOptions {
   /** Hugging Face-style folder; undefined means the embedded demo model. */
@@ -52,7 +52,8 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
   if (refusal) throw new Error(refusal);
   const bits = quantBits(precision);
   log(`weights ${precision}${options.weights ? "" : " (the default on " + device + ")"}`);
-  const quantized = bits ? quantizedWeightsFor(model.checkpoint, bits, log) : null;
+  const cache = bits ? quantizedWeightsFor(model.checkpoint, bits, log) : null;
+  const quantized = cache?.weights ?? null;
   const numBlocks = blocksForBudget({
     budgetBytes: options.kvMemoryBytes,
     blockSize: options.blockSize,
@@ -65,7 +66,7 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
   if (numBlocks < 2) throw new Error(`--kv-memory ${options.kvMemoryBytes} bytes holds fewer than 2 blocks of ${options.blockSize} tokens`);
   log(`building the ONNX graph and the onnxruntime session (${device}), KV pool ${numBlocks} blocks x ${options.blockSize} tokens`);
   const executor = await createExecutor({ device, spec, weights: model.weights, quantized, float16: precision === "fp16", numBlocks, blockSize: options.blockSize, threads: options.threads });
-  quantized?.save();
+  cache?.save();
   const pool = new BlockPool({ numBlocks, blockSize: options.blockSize });
   const trace = options.stepTraceDir ? new StepTraceFile(options.stepTraceDir, options.backendId) : undefined;
   if (trace) log(`tracing every engine step to ${trace.path}`);

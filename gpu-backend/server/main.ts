@@ -5,7 +5,7 @@ import { createBackendApp } from "./app";
 import { parseSize, positiveInt } from "./cli-args";
 import { startHeartbeat } from "./heartbeat";
 import type { DeviceRequest } from "../model/executors/device";
-import { parsePrecision, type WeightPrecision } from "../model/quant/weight-precision";
+import { parsePrecision, type WeightPrecision } from "../engine/weight-precision";
 import { DEV_SECRET } from "../../protocol/messages";
 
 /** `npm run backend -- --help` prints this. */

@@ -11,9 +11,9 @@ export interface CreateExecutorOptions {
   numBlocks: number;
   blockSize: number;
   threads?: number | undefined;
-  /** int8/int4 linear weights (see quant/weight-precision.ts); float32 when absent. */
+  /** int8/int4 linear weights (see engine/weight-precision.ts); float32 when absent. */
   quantized?: QuantizedWeights | null | undefined;
-  /** Float weights in float16 (webgpu, cuda only: see quant/weight-precision.ts). */
+  /** Float weights in float16 (webgpu, cuda only: see engine/weight-precision.ts). */
   float16?: boolean | undefined;
 }
 

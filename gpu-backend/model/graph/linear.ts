@@ -1,5 +1,5 @@
 import { DataType, type GraphBuilder } from "./graph-builder";
-import { f32ToF16 } from "../checkpoint/safetensors";
+import { f32ToF16 } from "../quant/float-formats";
 import type { WeightSource } from "./decoder-spec";
 import { concatTransposed, concatVectors } from "./weight-layout";
 import { BLOCK_SIZE, quantizable } from "../quant/block-quant";

@@ -1,4 +1,4 @@
-import { f16ToF32, f32ToF16 } from "../checkpoint/safetensors";
+import { f16ToF32, f32ToF16 } from "./float-formats";
 
 /**
  * Blockwise symmetric weight quantization, the one place its arithmetic is decided. A row of a

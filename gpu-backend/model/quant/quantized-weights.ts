@@ -1,7 +1,4 @@
-import { existsSync, mkdirSync } from "node:fs";
-import { dirname } from "node:path";
-import { openSafetensors, writeSafetensors, type SafetensorsTensorToWrite } from "../checkpoint/safetensors";
-import { BLOCK_SIZE, packMatMulNBits, quantizeRows, type QuantBits } from "./block-quant";
+import { packMatMulNBits, quantizeRows, type QuantBits } from "./block-quant";
 
 /** One quantized weight as the graph takes it: MatMulNBits' B and scales. */
 export interface PackedWeight {
@@ -17,15 +14,14 @@ export interface PackedWeight {
 }
 
 /**
- * The quantized weights of one model at one bit width, by graph tensor name: taken from a cache
- * file when it holds them, else quantized from the float32 source (`block-quant.ts`) and kept, so
- * `save()` writes a file the next start reads instead of quantizing again. Executors build their
- * graphs through it (`graph/linear.ts`); without a path it only lives in memory (tests).
+ * The quantized weights of one model at one bit width, by graph tensor name: given up front (a
+ * cache file read by engine/weight-precision.ts) or quantized from the float32 source
+ * (`block-quant.ts`) on first use and kept, so the owner can write what is `fresh` for the next
+ * start. Executors build their graphs through it (`graph/linear.ts`).
  *
  * @example
- * const q = QuantizedWeights.open(4, "/models/demo/.quantized/ab12-int4.safetensors", log);
+ * const q = QuantizedWeights.open(4);
  * const w = q.get("layer0.qkv", 768, 512, () => rows);
- * q.save();
  */
 export class QuantizedWeights {
   private readonly cached = new Map<string, PackedWeight>();
@@ -35,16 +31,24 @@ export class QuantizedWeights {
 
   private constructor(
     readonly bits: QuantBits,
-    /** The cache file, or null for memory only. */
-    readonly path: string | null,
     private readonly log: (line: string) => void,
   ) {}
 
-  /** Weights at `bits`, read from `path` when the file exists. */
-  static open(bits: QuantBits, path: string | null = null, log: (line: string) => void = () => {}): QuantizedWeights {
-    const q = new QuantizedWeights(bits, path, log);
-    if (path && existsSync(path)) q.load(path);
+  /** Weights at `bits`, starting from `known` (e.g. a cache file's). */
+  static open(bits: QuantBits, known: Iterable<[string, PackedWeight]> = [], log: (line: string) => void = () => {}): QuantizedWeights {
+    const q = new QuantizedWeights(bits, log);
+    for (const [name, w] of known) q.cached.set(name, w);
     return q;
+  }
+
+  /** How many tensors were quantized here rather than given. */
+  get freshCount(): number {
+    return this.fresh;
+  }
+
+  /** Every weight held, by graph tensor name. */
+  entries(): IterableIterator<[string, PackedWeight]> {
+    return this.cached.entries();
   }
 
   /** How many tensors came from the cache file. */
@@ -60,7 +64,7 @@ export class QuantizedWeights {
     const hit = this.cached.get(name);
     if (hit) {
       if (hit.rows !== rows || hit.cols !== cols || hit.bits !== this.bits)
-        throw new Error(`quantized cache ${this.path}: ${name} is int${hit.bits} [${hit.rows}, ${hit.cols}], the model needs int${this.bits} [${rows}, ${cols}]`);
+        throw new Error(`quantized weights: ${name} is int${hit.bits} [${hit.rows}, ${hit.cols}], the model needs int${this.bits} [${rows}, ${cols}]`);
       return hit;
     }
     const q = quantizeRows(source(), rows, cols, this.bits);
@@ -74,35 +78,5 @@ export class QuantizedWeights {
       this.log(`quantizing to int${this.bits}: ${(this.quantizedValues / 1e6).toFixed(1)}M weights so far (${name})`);
     }
     return w;
-  }
-
-  /** Writes the cache file when anything was quantized since it was read (no-op without a path). */
-  save(): void {
-    if (!this.path || this.fresh === 0) return;
-    mkdirSync(dirname(this.path), { recursive: true });
-    const tensors: Record<string, SafetensorsTensorToWrite> = {};
-    for (const [name, w] of this.cached) {
-      tensors[`${name}.packed`] = { dtype: "U8", shape: [w.rows, w.packed.length / w.rows], data: w.packed };
-      tensors[`${name}.scales`] = { dtype: "F32", shape: [w.rows, w.cols / BLOCK_SIZE], data: w.scales };
-    }
-    writeSafetensors(this.path, tensors, { format: "agent-edge-quantized", bits: String(this.bits), block_size: String(BLOCK_SIZE) });
-    this.log(`quantized int${this.bits} weights cached at ${this.path} (${(this.quantizedValues / 1e6).toFixed(1)}M weights quantized this start)`);
-    this.fresh = 0;
-  }
-
-  private load(path: string): void {
-    const file = openSafetensors(path);
-    if (file.metadata.bits !== String(this.bits) || file.metadata.block_size !== String(BLOCK_SIZE)) {
-      this.log(`ignoring ${path}: int${file.metadata.bits} block ${file.metadata.block_size}, want int${this.bits} block ${BLOCK_SIZE}`);
-      return;
-    }
-    for (const tensorName of file.tensorNames) {
-      if (!tensorName.endsWith(".packed")) continue;
-      const name = tensorName.slice(0, -".packed".length);
-      const scalesInfo = file.info(`${name}.scales`);
-      const [rows, blocks] = scalesInfo.shape as [number, number];
-      this.cached.set(name, { bits: this.bits, rows, cols: blocks * BLOCK_SIZE, packed: file.readBytes(tensorName), scales: file.read(`${name}.scales`) });
-    }
-    this.log(`quantized int${this.bits} weights read from ${path} (${this.cached.size} tensors)`);
   }
 }

@@ -1,6 +1,6 @@
 import { EMBED_WEIGHT, LM_HEAD_WEIGHT, layerWeightNames, type DecoderSpec, type WeightSource } from "../graph/decoder-spec";
 import { dequantizeRows, quantizable, quantizeRows, type QuantBits } from "../quant/block-quant";
-import { f16ToF32, f32ToF16 } from "../checkpoint/safetensors";
+import { f16ToF32, f32ToF16 } from "../quant/float-formats";
 
 /**
  * The weights a quantized (or float16) graph computes with, as float32: every tensor

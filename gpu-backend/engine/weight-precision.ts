@@ -1,11 +1,12 @@
 import { createHash } from "node:crypto";
-import { accessSync, closeSync, constants, mkdirSync, openSync, readSync } from "node:fs";
-import { join } from "node:path";
-import type { Checkpoint } from "../checkpoint/checkpoint";
-import { modelCacheDir } from "../checkpoint/demo-model";
-import type { ExecutorDevice } from "../executors/executor";
-import { BLOCK_SIZE, type QuantBits } from "./block-quant";
-import { QuantizedWeights } from "./quantized-weights";
+import { accessSync, closeSync, constants, existsSync, mkdirSync, openSync, readSync } from "node:fs";
+import { dirname, join } from "node:path";
+import type { Checkpoint } from "../model/checkpoint/checkpoint";
+import { modelCacheDir } from "../model/checkpoint/demo-model";
+import { openSafetensors, writeSafetensors, type SafetensorsTensorToWrite } from "../model/checkpoint/safetensors";
+import type { ExecutorDevice } from "../model/executors/executor";
+import { BLOCK_SIZE, type QuantBits } from "../model/quant/block-quant";
+import { QuantizedWeights, type PackedWeight } from "../model/quant/quantized-weights";
 
 /**
  * How a backend holds its weights (`--weights`), the one place deciding what each executor takes
@@ -56,16 +57,47 @@ export function parsePrecision(v: string): WeightPrecision {
  * of quantizing. Call `save()` once the executor is built.
  *
  * @example
- * const q = await quantizedWeightsFor(checkpoint, 4, console.log);
- * const exec = await CpuExecutor.create({ spec, weights: checkpoint.weights, quantized: q, ... });
+ * const q = quantizedWeightsFor(checkpoint, 4, console.log);
+ * const exec = await CpuExecutor.create({ spec, weights: checkpoint.weights, quantized: q.weights, ... });
  * q.save();
  */
-export function quantizedWeightsFor(checkpoint: Checkpoint, bits: QuantBits, log: (line: string) => void = () => {}): QuantizedWeights {
+export function quantizedWeightsFor(checkpoint: Checkpoint, bits: QuantBits, log: (line: string) => void = () => {}): { weights: QuantizedWeights; save(): void } {
   const t0 = performance.now();
   const hash = weightFilesHash(checkpoint);
   log(`weights sha256 ${hash.slice(0, 16)} (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
-  const name = `${hash.slice(0, 16)}-int${bits}-b${BLOCK_SIZE}.safetensors`;
-  return QuantizedWeights.open(bits, join(cacheFolder(checkpoint.dir), name), log);
+  const path = join(cacheFolder(checkpoint.dir), `${hash.slice(0, 16)}-int${bits}-b${BLOCK_SIZE}.safetensors`);
+  const weights = QuantizedWeights.open(bits, existsSync(path) ? readCache(path, bits, log) : [], log);
+  return { weights, save: () => writeCache(path, weights, log) };
+}
+
+function readCache(path: string, bits: QuantBits, log: (line: string) => void): [string, PackedWeight][] {
+  const file = openSafetensors(path);
+  if (file.metadata.bits !== String(bits) || file.metadata.block_size !== String(BLOCK_SIZE)) {
+    log(`ignoring ${path}: int${file.metadata.bits} block ${file.metadata.block_size}, want int${bits} block ${BLOCK_SIZE}`);
+    return [];
+  }
+  const out: [string, PackedWeight][] = [];
+  for (const tensorName of file.tensorNames) {
+    if (!tensorName.endsWith(".packed")) continue;
+    const name = tensorName.slice(0, -".packed".length);
+    const [rows, blocks] = file.info(`${name}.scales`).shape as [number, number];
+    out.push([name, { bits, rows, cols: blocks * BLOCK_SIZE, packed: file.readBytes(tensorName), scales: file.read(`${name}.scales`) }]);
+  }
+  log(`quantized int${bits} weights read from ${path} (${out.length} tensors)`);
+  return out;
+}
+
+/** Writes the cache file when anything was quantized this start. */
+function writeCache(path: string, weights: QuantizedWeights, log: (line: string) => void): void {
+  if (weights.freshCount === 0) return;
+  mkdirSync(dirname(path), { recursive: true });
+  const tensors: Record<string, SafetensorsTensorToWrite> = {};
+  for (const [name, w] of weights.entries()) {
+    tensors[`${name}.packed`] = { dtype: "U8", shape: [w.rows, w.packed.length / w.rows], data: w.packed };
+    tensors[`${name}.scales`] = { dtype: "F32", shape: [w.rows, w.cols / BLOCK_SIZE], data: w.scales };
+  }
+  writeSafetensors(path, tensors, { format: "agent-edge-quantized", bits: String(weights.bits), block_size: String(BLOCK_SIZE) });
+  log(`quantized int${weights.bits} weights cached at ${path} (${weights.freshCount} tensors quantized this start)`);
 }
 
 function cacheFolder(modelDir: string): string {
