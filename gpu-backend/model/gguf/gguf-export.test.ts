@@ -9,6 +9,7 @@ import { materializeModel, tinyDemoConfig } from "../checkpoint/demo-model";
 import type { ModelConfig } from "../checkpoint/model-config";
 import { globalRope } from "../checkpoint/model-config";
 import { ropeInvFreq } from "../checkpoint/rope-config";
+import { quantizeRows } from "../quant/block-quant";
 import { exportGguf, mapTensorName } from "./gguf-export";
 import { gemmaSlidingPeriod, ggufFamilyOf, llama3RopeFactors, ropePermuteRows } from "./gguf-families";
 import { readGguf, type GgufFile } from "./gguf-reader";
@@ -153,6 +154,23 @@ describe("exportGguf: a tiny llama checkpoint (Llama 3 rope scaling, tied embedd
     const h = f16.readTensor("blk.0.ffn_up.weight");
     for (let i = 0; i < w.length; i++) expect(Math.abs(h[i]! - w[i]!)).toBeLessThanOrEqual(Math.abs(w[i]!) * 2 ** -11 + 2 ** -25);
   });
+
+  for (const [fileType, bits, ftype, ggmlType] of [["Q8_0", 8, 7, 8], ["Q4_0", 4, 2, 2]] as const) {
+    it(`writes a pure ${fileType} file: every 2-D weight (token_embd too) as quantizeRows' codes and scales, 1-D tensors F32`, () => {
+      const q = readGguf(exportGguf(checkpoint, join(dir, `llama-${fileType}.gguf`), { fileType }).path);
+      expect(meta(q, "general.file_type")).toBe(ftype);
+      for (const t of q.tensors) expect(t.ggmlType, t.name).toBe(t.shape.length === 2 ? ggmlType : 0);
+      // The F32 file holds the exported floats (q/k rows permuted): the quantized file holds exactly their codes.
+      for (const name of ["token_embd.weight", "blk.1.attn_k.weight", "blk.0.ffn_down.weight"]) {
+        const [rows, cols] = file.tensors.find((t) => t.name === name)!.shape as [number, number];
+        const expected = quantizeRows(file.readTensor(name), rows, cols, bits);
+        const got = q.readQuantized(name);
+        expect(Buffer.from(got.codes).equals(Buffer.from(expected.codes)), name).toBe(true);
+        expect(sameBits(got.scales, expected.scales), name).toBe(true);
+      }
+      expect(sameBits(q.readTensor("output_norm.weight"), file.readTensor("output_norm.weight"))).toBe(true);
+    });
+  }
 });
 
 describe("GGUF families", () => {
@@ -228,6 +246,16 @@ describe("GGUF families", () => {
     const stacked = file.readTensor("blk.1.ffn_gate_exps.weight");
     expect(sameBits(stacked.subarray(3 * 32 * 64, 4 * 32 * 64), checkpoint.getTensor("model.layers.1.mlp.experts.3.gate_proj.weight").data)).toBe(true);
     expect(meta(file, "qwen3moe.expert_count")).toBe(8);
+    // Q4_0: each expert's rows quantized on their own; the router kept F32, as llama-quantize keeps it.
+    const q4 = readGguf(exportGguf(checkpoint, join(dir, "moe-q4.gguf"), { fileType: "Q4_0" }).path);
+    const typeOf = (name: string) => q4.tensors.find((t) => t.name === name)!.ggmlType;
+    expect([typeOf("blk.1.ffn_gate_exps.weight"), typeOf("blk.1.ffn_down_exps.weight"), typeOf("blk.1.ffn_gate_inp.weight"), typeOf("blk.1.attn_q.weight")]).toEqual([2, 2, 0, 2]);
+    const gateExps = q4.readQuantized("blk.1.ffn_gate_exps.weight");
+    expect([gateExps.rows, gateExps.cols]).toEqual([8 * 32, 64]);
+    const expert3 = quantizeRows(checkpoint.getTensor("model.layers.1.mlp.experts.3.gate_proj.weight").data, 32, 64, 4);
+    expect(Buffer.from(gateExps.codes.subarray(3 * 32 * 64, 4 * 32 * 64)).equals(Buffer.from(expert3.codes))).toBe(true);
+    expect(sameBits(gateExps.scales.subarray(3 * 32 * 2, 4 * 32 * 2), expert3.scales)).toBe(true);
+    expect(sameBits(q4.readTensor("blk.1.ffn_gate_inp.weight"), file.readTensor("blk.1.ffn_gate_inp.weight"))).toBe(true);
     expect(meta(file, "qwen3moe.expert_used_count")).toBe(2);
     expect(() => moeFamily.check!({ ...moe, moe: { ...moe.moe!, normTopkProb: false } })).toThrow(/norm_topk_prob false/);
 

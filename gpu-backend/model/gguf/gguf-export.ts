@@ -2,11 +2,19 @@ import { expectedTensorShapes, type Checkpoint } from "../checkpoint/checkpoint"
 import { LM_HEAD_WEIGHT } from "../graph/decoder-spec";
 import { ggufFamilyOf, llama3RopeFactors, ropePermuteRows, type GgufFamily, type TensorRule } from "./gguf-families";
 import { ggufTokenizerMetadata } from "./gguf-vocab";
+import { quantizable, quantizeRows } from "../quant/block-quant";
+import { quantBitsOf } from "./ggml-quant-blocks";
 import { gguf, writeGguf, type GgmlTensorType, type GgufMetadata, type GgufTensorToWrite } from "./gguf-writer";
 
+/** The file types `exportGguf` writes (names of llama_ftype without "MOSTLY_"). */
+export type GgufFileType = "F32" | "F16" | "Q8_0" | "Q4_0";
+
 export interface ExportGgufOptions {
-  /** "F32" (default): every tensor float32. "F16": 2-D weights float16, 1-D tensors float32. */
-  fileType?: "F32" | "F16";
+  /**
+   * "F32" (default): every tensor float32. "F16": 2-D and larger weights float16, 1-D tensors
+   * float32. "Q8_0" / "Q4_0": see `exportGguf` (a "pure" file, every quantizable weight in the one type).
+   */
+  fileType?: GgufFileType;
   onProgress?: (line: string) => void;
 }
 
@@ -18,8 +26,11 @@ export interface ExportGgufResult {
   tensorNames: string[];
 }
 
-/** `general.file_type` (llama_ftype): all F32, or mostly F16. */
-const FILE_TYPES = { F32: 0, F16: 1 } as const;
+/** `general.file_type` (llama_ftype): ALL_F32, MOSTLY_F16, MOSTLY_Q4_0, MOSTLY_Q8_0. */
+export const GGUF_FILE_TYPES: Record<GgufFileType, number> = { F32: 0, F16: 1, Q4_0: 2, Q8_0: 7 };
+
+/** The MoE router, which llama-quantize keeps unquantized even with --pure (and our engine keeps float32). */
+const ROUTER = /\.ffn_gate_inp\.weight$/;
 
 /**
  * Converts a loaded checkpoint to a GGUF v3 file that llama.cpp loads, following llama.cpp's
@@ -32,7 +43,15 @@ const FILE_TYPES = { F32: 0, F16: 1 } as const;
  *   factors), per-tensor transforms (Gemma's norms as 1 + w), experts stacked into [E, ...] tensors;
  * - weights read through `checkpoint.weights` by their text-checkpoint names (a multimodal Gemma 3
  *   folder's prefix dropped; Phi-3's fused tensors as stored);
- * - F32 throughout, or F16 for 2-D weights (`fileType`); 1-D tensors always F32.
+ * - F32 throughout, or F16 for 2-D weights (`fileType`); 1-D tensors always F32;
+ * - Q8_0 / Q4_0: a "pure" file, as `llama-quantize --pure` writes: every weight of 2 or more
+ *   dimensions whose rows (inner dimension) are a multiple of 32 is quantized to that one type,
+ *   token_embd and output included, and each expert's rows of a stacked MoE tensor; the codes and
+ *   scales are `quantizeRows`' (quant/block-quant.ts), the very ones our engine feeds to
+ *   MatMulNBits. Kept F32: 1-D tensors, the MoE router (ffn_gate_inp, as llama-quantize does) and
+ *   any weight whose rows do not split into blocks of 32 (our engine keeps those float32 too;
+ *   llama.cpp's converter would fall back to F16). `general.file_type` is MOSTLY_Q8_0 (7) or
+ *   MOSTLY_Q4_0 (2).
  *
  * @throws Error for a model_type without a family, a tensor the family cannot name, a rope scaling
  *         the arch cannot express, or a tokenizer the export does not support
@@ -55,12 +74,24 @@ export function exportGguf(checkpoint: Checkpoint, outPath: string, options: Exp
     "general.name": gguf.string(checkpoint.modelId),
   };
   for (const [key, value] of Object.entries(family.hparams(config))) metadata[`${family.arch}.${key}`] = value;
-  metadata["general.file_type"] = gguf.uint32(FILE_TYPES[fileType]);
+  metadata["general.file_type"] = gguf.uint32(GGUF_FILE_TYPES[fileType]);
   metadata["general.quantization_version"] = gguf.uint32(2);
   Object.assign(metadata, ggufTokenizerMetadata(checkpoint.dir, config, checkpoint.chatTemplate));
 
   const tensors: GgufTensorToWrite[] = [];
-  const typeOf = (shape: readonly number[]): GgmlTensorType => (shape.length >= 2 ? fileType : "F32");
+  const typeOf = (name: string, shape: readonly number[]): GgmlTensorType => {
+    if (shape.length < 2) return "F32";
+    if (fileType === "F32" || fileType === "F16") return fileType;
+    return ROUTER.test(name) || !quantizable(shape.at(-1)!) ? "F32" : fileType;
+  };
+  /** The tensor to write, its float values quantized on the way for a Q8_0 / Q4_0 type. */
+  const tensor = (name: string, shape: readonly number[], data: () => Float32Array): GgufTensorToWrite => {
+    const type = typeOf(name, shape);
+    if (type !== "Q8_0" && type !== "Q4_0") return { name, shape, type, data };
+    const cols = shape.at(-1)!;
+    const rows = shape.reduce((a, b) => a * b, 1) / cols;
+    return { name, shape, type, data: () => quantizeRows(data(), rows, cols, quantBitsOf(type)) };
+  };
   const read = (name: string, rule: TensorRule, shape: readonly number[]): Float32Array => {
     let data = checkpoint.weights.take(name);
     if (family.rope === "norm" && rule.ropePermute) {
@@ -87,7 +118,7 @@ export function exportGguf(checkpoint: Checkpoint, outPath: string, options: Exp
   }
   for (const { gguf: ggufName, source } of order) {
     if (source) {
-      tensors.push({ name: ggufName, shape: source.shape, type: typeOf(source.shape), data: () => read(source.name, source.rule, source.shape) });
+      tensors.push(tensor(ggufName, source.shape, () => read(source.name, source.rule, source.shape)));
       continue;
     }
     const { rule, shape, sources } = stacks.get(ggufName)!;
@@ -95,16 +126,13 @@ export function exportGguf(checkpoint: Checkpoint, outPath: string, options: Exp
     if (missing.length > 0) throw new Error(`GGUF export: ${ggufName} lacks experts ${missing.join(", ")}`);
     const size = shape.reduce((x, y) => x * y, 1);
     const stacked = [sources.length, ...shape];
-    tensors.push({
-      name: ggufName,
-      shape: stacked,
-      type: typeOf(stacked),
-      data: () => {
+    tensors.push(
+      tensor(ggufName, stacked, () => {
         const out = new Float32Array(sources.length * size);
         sources.forEach((name, x) => out.set(read(name, rule, shape), x * size));
         return out;
-      },
-    });
+      }),
+    );
   }
   if (config.ropeScaling?.ropeType === "llama3") {
     const factors = llama3RopeFactors(config);
@@ -114,12 +142,15 @@ export function exportGguf(checkpoint: Checkpoint, outPath: string, options: Exp
     tensors.push({ name: extra.name, shape: [extra.data.length], type: "F32", data: () => extra.data });
   }
 
-  log(`${checkpoint.modelId}: writing ${family.arch} GGUF (${fileType}, ${tensors.length} tensors) to ${outPath}`);
+  const quantized = tensors.filter((t) => t.type === "Q8_0" || t.type === "Q4_0").length;
+  const kept = fileType === "Q8_0" || fileType === "Q4_0" ? `, ${quantized} quantized, ${tensors.length - quantized} F32` : "";
+  log(`${checkpoint.modelId}: writing ${family.arch} GGUF (${fileType}, ${tensors.length} tensors${kept}) to ${outPath}`);
+  const t0 = performance.now();
   writeGguf(outPath, {
     metadata,
     tensors,
     onTensor: (done, total) => {
-      if (done % 32 === 0 || done === total) log(`${checkpoint.modelId}: wrote ${done}/${total} tensors`);
+      if (done % 32 === 0 || done === total) log(`${checkpoint.modelId}: wrote ${done}/${total} tensors (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
     },
   });
   return { path: outPath, arch: family.arch, tensorNames: tensors.map((t) => t.name) };

@@ -1,13 +1,15 @@
 import { closeSync, fstatSync, openSync, readSync } from "node:fs";
 import { f16ToF32 } from "../checkpoint/safetensors";
-import { GGUF_DEFAULT_ALIGNMENT, GGUF_VALUE_TYPES, type GgufItemType, type GgufMetadata, type GgufValue } from "./gguf-writer";
+import { dequantizeRows, type QuantizedRows } from "../quant/block-quant";
+import { decodeGgmlBlocks, ggmlQuantBytes, type GgmlQuantType } from "./ggml-quant-blocks";
+import { GGML_TYPES, GGUF_DEFAULT_ALIGNMENT, GGUF_VALUE_TYPES, type GgufItemType, type GgufMetadata, type GgufValue } from "./gguf-writer";
 
 /** One tensor's entry in a GGUF header. */
 export interface GgufTensorInfo {
   name: string;
   /** Row-major shape, outermost first (the file's ne[] reversed). */
   shape: number[];
-  /** ggml type id (0 = F32, 1 = F16, 30 = BF16, others quantized). */
+  /** ggml type id (0 = F32, 1 = F16, 2 = Q4_0, 8 = Q8_0, 30 = BF16, others quantized). */
   ggmlType: number;
   /** Absolute byte offset of the data in the file. */
   byteOffset: number;
@@ -21,8 +23,16 @@ export interface GgufFile {
   alignment: number;
   /** Absolute offset of the tensor data section. */
   dataOffset: number;
-  /** Reads an F32 or F16 tensor as float32. @throws Error for an unknown name or another type */
+  /**
+   * Reads an F32, F16, Q8_0 or Q4_0 tensor as float32 (quantized ones dequantized as ggml does:
+   * fp16 scale times centred code, in float32). @throws Error for an unknown name or another type
+   */
   readTensor(name: string): Float32Array;
+  /**
+   * Reads a Q8_0 or Q4_0 tensor's codes and scales, as `quantizeRows` returns them (rows: every
+   * outer dimension flattened). @throws Error for an unknown name or another type
+   */
+  readQuantized(name: string): QuantizedRows;
 }
 
 const ITEM_TYPE_NAMES = Object.fromEntries(Object.entries(GGUF_VALUE_TYPES).map(([name, id]) => [id, name])) as Record<number, keyof typeof GGUF_VALUE_TYPES>;
@@ -37,6 +47,7 @@ const ITEM_TYPE_NAMES = Object.fromEntries(Object.entries(GGUF_VALUE_TYPES).map(
  * const file = readGguf("/tmp/x.gguf");
  * file.metadata["general.architecture"]; // { type: "string", value: "llama" }
  * file.readTensor("output_norm.weight");  // Float32Array
+ * file.readQuantized("blk.0.attn_q.weight"); // { bits: 4, rows, cols, codes, scales } of a Q4_0 file
  */
 export function readGguf(path: string): GgufFile {
   const fd = openSync(path, "r");
@@ -149,21 +160,43 @@ function parseHeader(path: string, buf: Uint8Array, fileSize: number): GgufFile 
     alignment,
     dataOffset,
     readTensor(name) {
-      const t = byName.get(name);
-      if (!t) throw new Error(`${path}: no tensor ${name}`);
-      if (t.ggmlType !== 0 && t.ggmlType !== 1) throw new Error(`${path}: tensor ${name} has ggml type ${t.ggmlType}; only F32 (0) and F16 (1) can be read`);
-      const count = t.shape.reduce((a, b) => a * b, 1);
-      const bytes = new Uint8Array(count * (t.ggmlType === 0 ? 4 : 2));
-      if (t.byteOffset + bytes.length > fileSize) throw new Error(`${path}: tensor ${name} runs past the end of the file`);
-      const fd = openSync(path, "r");
-      try {
-        readFully(fd, bytes, t.byteOffset);
-      } finally {
-        closeSync(fd);
-      }
-      return t.ggmlType === 0 ? new Float32Array(bytes.buffer) : f16ToF32(new Uint16Array(bytes.buffer));
+      const t = info(name);
+      if (t.ggmlType === GGML_TYPES.Q8_0 || t.ggmlType === GGML_TYPES.Q4_0) return dequantizeRows(readQuantized(t));
+      if (t.ggmlType !== GGML_TYPES.F32 && t.ggmlType !== GGML_TYPES.F16) throw new Error(`${path}: tensor ${name} has ggml type ${t.ggmlType}; only F32 (0), F16 (1), Q4_0 (2) and Q8_0 (8) can be read`);
+      const bytes = readBytes(t, count(t) * (t.ggmlType === GGML_TYPES.F32 ? 4 : 2));
+      return t.ggmlType === GGML_TYPES.F32 ? new Float32Array(bytes.buffer) : f16ToF32(new Uint16Array(bytes.buffer));
+    },
+    readQuantized(name) {
+      return readQuantized(info(name));
     },
   };
+
+  function info(name: string): GgufTensorInfo {
+    const t = byName.get(name);
+    if (!t) throw new Error(`${path}: no tensor ${name}`);
+    return t;
+  }
+  function readQuantized(t: GgufTensorInfo): QuantizedRows {
+    const type: GgmlQuantType | undefined = t.ggmlType === GGML_TYPES.Q8_0 ? "Q8_0" : t.ggmlType === GGML_TYPES.Q4_0 ? "Q4_0" : undefined;
+    if (!type) throw new Error(`${path}: tensor ${t.name} has ggml type ${t.ggmlType}; only Q4_0 (2) and Q8_0 (8) hold quantized rows`);
+    const cols = t.shape.at(-1)!;
+    return decodeGgmlBlocks(type, readBytes(t, ggmlQuantBytes(type, count(t))), count(t) / cols, cols);
+  }
+  function readBytes(t: GgufTensorInfo, length: number): Uint8Array {
+    const bytes = new Uint8Array(length);
+    if (t.byteOffset + length > fileSize) throw new Error(`${path}: tensor ${t.name} runs past the end of the file`);
+    const fd = openSync(path, "r");
+    try {
+      readFully(fd, bytes, t.byteOffset);
+    } finally {
+      closeSync(fd);
+    }
+    return bytes;
+  }
+}
+
+function count(t: GgufTensorInfo): number {
+  return t.shape.reduce((a, b) => a * b, 1);
 }
 
 function readFully(fd: number, into: Uint8Array, position: number): void {

@@ -1,7 +1,8 @@
-import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { dequantizeRows, quantizeRows } from "../quant/block-quant";
 import { readGguf } from "./gguf-reader";
 import { gguf, writeGguf, type GgufMetadata } from "./gguf-writer";
 
@@ -141,5 +142,80 @@ describe("writeGguf / readGguf", () => {
     const bad = join(dir, "not2.gguf");
     writeFileSync(bad, bytes);
     expect(() => readGguf(bad)).toThrow(/not a GGUF file/);
+  });
+});
+
+describe("writeGguf / readGguf: Q8_0 and Q4_0 blocks", () => {
+  /** Seeded values with a spread of magnitudes, so blocks get different scales. */
+  const values = (n: number, seed: number) => Float32Array.from({ length: n }, (_, i) => Math.sin(i * 0.37 + seed) * (1 + (i % 97) / 13));
+
+  it("round-trips the codes and scales exactly, 2-D and 3-D (an expert stack), aligned after odd-sized tensors", () => {
+    const path = join(dir, "quant.gguf");
+    const w8 = values(3 * 64, 1);
+    const w4 = values(2 * 3 * 32, 2);
+    const q8 = quantizeRows(w8, 3, 64, 8);
+    const q4 = quantizeRows(w4, 6, 32, 4);
+    writeGguf(path, {
+      metadata: {},
+      tensors: [
+        { name: "q8", shape: [3, 64], type: "Q8_0", data: () => q8 },
+        { name: "n", shape: [5], type: "F32", data: () => new Float32Array(5).fill(0.5) },
+        { name: "q4", shape: [2, 3, 32], type: "Q4_0", data: () => q4 },
+      ],
+    });
+    const file = readGguf(path);
+    expect(file.tensors.map((t) => [t.name, t.shape, t.ggmlType])).toEqual([
+      ["q8", [3, 64], 8],
+      ["n", [5], 0],
+      ["q4", [2, 3, 32], 2],
+    ]);
+    for (const t of file.tensors) expect(t.byteOffset % 32, t.name).toBe(0);
+    // 6 blocks * 34 bytes = 204, padded to 224; then 5 floats padded to 32.
+    expect(file.tensors[1]!.byteOffset - file.tensors[0]!.byteOffset).toBe(224);
+    expect(file.tensors[2]!.byteOffset - file.tensors[1]!.byteOffset).toBe(32);
+    expect(file.readQuantized("q8")).toEqual(q8);
+    expect(file.readQuantized("q4")).toEqual(q4);
+    expect(file.readTensor("q8")).toEqual(dequantizeRows(q8));
+    expect(file.readTensor("q4")).toEqual(dequantizeRows(q4));
+    expect(file.readTensor("n")).toEqual(new Float32Array(5).fill(0.5));
+    expect(() => file.readQuantized("n")).toThrow(/only Q4_0 \(2\) and Q8_0 \(8\) hold quantized rows/);
+    expect(statSync(path).size).toBe(file.tensors[2]!.byteOffset + 128); // 6 blocks * 18 = 108 bytes, padded to 128
+  });
+
+  it("lays out ggml's blocks: fp16 d, then int8 code - 128 (Q8_0) or byte j = code[j] | code[j + 16] << 4 (Q4_0)", () => {
+    const path = join(dir, "blocks.gguf");
+    // Q8_0: max |x| = 127 gives d = 1, so x = j - 16 has code j - 16 + 128 and int8 byte j - 16.
+    const w8 = Float32Array.from({ length: 32 }, (_, j) => (j === 31 ? 127 : j - 16));
+    // Q4_0: the largest-magnitude value -8 gives d = -8 / -8 = 1; code = trunc(x + 8.5): 0..15 in
+    // the first half, 15..0 in the second.
+    const w4 = Float32Array.from({ length: 32 }, (_, j) => (j < 16 ? j - 8 : 7 - (j - 16)));
+    const q8 = quantizeRows(w8, 1, 32, 8);
+    const q4 = quantizeRows(w4, 1, 32, 4);
+    expect(Array.from(q4.codes.subarray(0, 16))).toEqual(Array.from({ length: 16 }, (_, j) => j));
+    writeGguf(path, {
+      metadata: {},
+      tensors: [
+        { name: "a", shape: [1, 32], type: "Q8_0", data: () => q8 },
+        { name: "b", shape: [1, 32], type: "Q4_0", data: () => q4 },
+      ],
+    });
+    const file = readGguf(path);
+    const bytes = readFileSync(path);
+    const a = bytes.subarray(file.tensors[0]!.byteOffset, file.tensors[0]!.byteOffset + 34);
+    const b = bytes.subarray(file.tensors[1]!.byteOffset, file.tensors[1]!.byteOffset + 18);
+    expect([a[0], a[1]]).toEqual([0x00, 0x3c]); // fp16 1.0, little-endian
+    expect(Array.from(new Int8Array(a.buffer, a.byteOffset + 2, 32))).toEqual(Array.from({ length: 32 }, (_, j) => (j === 31 ? 127 : j - 16)));
+    expect([b[0], b[1]]).toEqual([0x00, 0x3c]);
+    expect(Array.from(b.subarray(2))).toEqual(Array.from({ length: 16 }, (_, j) => j | ((15 - j) << 4)));
+    expect(file.readTensor("b")).toEqual(w4.map((x) => (x === 7.5 ? 7 : x))); // exact: integers -8..7
+  });
+
+  it("rejects rows that are not a multiple of 32, codes of the other bit width and rows that do not match the shape", () => {
+    const path = join(dir, "bad-quant.gguf");
+    const q4 = quantizeRows(values(64, 3), 2, 32, 4);
+    expect(() => writeGguf(path, { metadata: {}, tensors: [{ name: "x", shape: [4, 16], type: "Q4_0", data: () => q4 }] })).toThrow(/rows of 16 values, not a multiple of 32/);
+    expect(() => writeGguf(path, { metadata: {}, tensors: [{ name: "x", shape: [2, 32], type: "Q8_0", data: () => q4 }] })).toThrow(/is Q8_0 but was given 4-bit codes/);
+    expect(() => writeGguf(path, { metadata: {}, tensors: [{ name: "x", shape: [1, 64], type: "Q4_0", data: () => q4 }] })).toThrow(/given \[2, 32\] quantized rows for shape \[1, 64\]/);
+    expect(readdirSync(dir).filter((f) => f.startsWith("bad-quant") || f.includes(".tmp-"))).toEqual([]);
   });
 });

@@ -1,6 +1,8 @@
 import { closeSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import { f32ToF16 } from "../checkpoint/safetensors";
+import type { QuantizedRows } from "../quant/block-quant";
+import { encodeGgmlBlocks, ggmlQuantBytes, quantBitsOf, type GgmlQuantType } from "./ggml-quant-blocks";
 
 /**
  * Writing GGUF v3 files (llama.cpp's model format), little-endian:
@@ -48,21 +50,34 @@ export type GgufValue =
 /** Metadata in file order (insertion order of the keys). */
 export type GgufMetadata = Record<string, GgufValue>;
 
-/** ggml tensor types this project writes and reads (ids from ggml.h). */
-export const GGML_TYPES = { F32: 0, F16: 1 } as const;
+/** ggml tensor types this project writes and reads (ids from ggml.h's enum ggml_type). */
+export const GGML_TYPES = { F32: 0, F16: 1, Q4_0: 2, Q8_0: 8 } as const;
 export type GgmlTensorType = keyof typeof GGML_TYPES;
 
 /** Default and most common alignment of the tensor data (`general.alignment` when absent). */
 export const GGUF_DEFAULT_ALIGNMENT = 32;
 
-export interface GgufTensorToWrite {
-  name: string;
-  /** Row-major shape, outermost first (written reversed, as ne[]). */
-  shape: readonly number[];
-  type: GgmlTensorType;
-  /** The row-major float32 values; called once, when this tensor's bytes are written. */
-  data: () => Float32Array;
-}
+/**
+ * One tensor: float values for F32 / F16, or `quantizeRows` output for Q8_0 / Q4_0 (8 / 4 bits;
+ * its rows are the shape's inner dimension, every outer index flattened: an [E, N, K] expert
+ * stack is E * N rows of K).
+ */
+export type GgufTensorToWrite =
+  | {
+      name: string;
+      /** Row-major shape, outermost first (written reversed, as ne[]). */
+      shape: readonly number[];
+      type: "F32" | "F16";
+      /** The row-major float32 values; called once, when this tensor's bytes are written. */
+      data: () => Float32Array;
+    }
+  | {
+      name: string;
+      shape: readonly number[];
+      type: GgmlQuantType;
+      /** The quantized rows; called once, when this tensor's bytes are written. */
+      data: () => QuantizedRows;
+    };
 
 /**
  * Shorthands for metadata values.
@@ -85,11 +100,13 @@ export const gguf = {
 /**
  * Writes a GGUF v3 file: the metadata in insertion order, then the tensors in the given order,
  * each aligned to `alignment` bytes (written as `general.alignment` when not the default 32).
- * F16 tensors are rounded to nearest even. The file is written under a temporary name next to
- * `path` and renamed into place.
+ * F16 tensors are rounded to nearest even; Q8_0 / Q4_0 tensors are written as ggml blocks
+ * (ggml-quant-blocks.ts) of the codes and scales given. The file is written under a temporary
+ * name next to `path` and renamed into place.
  *
- * @throws Error for a value out of its type's range, a duplicate tensor name, or a data length
- *         that does not match the shape
+ * @throws Error for a value out of its type's range, a duplicate tensor name, a data length that
+ *         does not match the shape, an inner dimension that is not a multiple of 32 for a quantized
+ *         type, or quantized rows of the other bit width
  * @example
  * writeGguf("/tmp/x.gguf", {
  *   metadata: { "general.architecture": gguf.string("llama") },
@@ -126,7 +143,11 @@ export function writeGguf(
     for (let d = t.shape.length - 1; d >= 0; d--) out.u64(t.shape[d]!);
     out.u32(GGML_TYPES[t.type]);
     out.u64(offset);
-    const size = t.shape.reduce((a, b) => a * b, 1) * (t.type === "F32" ? 4 : 2);
+    const count = t.shape.reduce((a, b) => a * b, 1);
+    if (t.type === "Q8_0" || t.type === "Q4_0") {
+      if (t.shape.at(-1)! % 32 !== 0) throw new Error(`GGUF: ${t.type} tensor ${t.name} has rows of ${t.shape.at(-1)} values, not a multiple of 32`);
+    }
+    const size = t.type === "F32" ? count * 4 : t.type === "F16" ? count * 2 : ggmlQuantBytes(t.type, count);
     sizes.push(size);
     offset += alignUp(size, alignment);
   }
@@ -138,10 +159,8 @@ export function writeGguf(
     writeAll(fd, out.finish());
     const zeros = new Uint8Array(alignment);
     file.tensors.forEach((t, i) => {
-      const values = t.data();
-      const count = t.shape.reduce((a, b) => a * b, 1);
-      if (values.length !== count) throw new Error(`GGUF: tensor ${t.name} has ${values.length} values for shape [${t.shape.join(", ")}]`);
-      const bytes = t.type === "F32" ? new Uint8Array(values.buffer, values.byteOffset, values.byteLength) : new Uint8Array(f32ToF16(values).buffer);
+      const bytes = tensorBytes(t);
+      if (bytes.length !== sizes[i]) throw new Error(`GGUF: tensor ${t.name} has ${bytes.length} bytes of data, expected ${sizes[i]}`);
       writeAll(fd, bytes);
       const padding = alignUp(sizes[i]!, alignment) - sizes[i]!;
       if (padding > 0) writeAll(fd, zeros.subarray(0, padding));
@@ -158,6 +177,22 @@ export function writeGguf(
     rmSync(tmp, { force: true });
     throw e;
   }
+}
+
+/** A tensor's data bytes. @throws Error for data that does not match its shape and type */
+function tensorBytes(t: GgufTensorToWrite): Uint8Array {
+  const count = t.shape.reduce((a, b) => a * b, 1);
+  const shape = `[${t.shape.join(", ")}]`;
+  if (t.type === "Q8_0" || t.type === "Q4_0") {
+    const q = t.data();
+    const cols = t.shape.at(-1)!;
+    if (q.bits !== quantBitsOf(t.type)) throw new Error(`GGUF: tensor ${t.name} is ${t.type} but was given ${q.bits}-bit codes`);
+    if (q.cols !== cols || q.rows !== count / cols) throw new Error(`GGUF: tensor ${t.name} was given [${q.rows}, ${q.cols}] quantized rows for shape ${shape}`);
+    return encodeGgmlBlocks(q);
+  }
+  const values = (t as Extract<GgufTensorToWrite, { type: "F32" | "F16" }>).data();
+  if (values.length !== count) throw new Error(`GGUF: tensor ${t.name} has ${values.length} values for shape ${shape}`);
+  return t.type === "F32" ? new Uint8Array(values.buffer, values.byteOffset, values.byteLength) : new Uint8Array(f32ToF16(values).buffer);
 }
 
 /** `n` rounded up to a multiple of `alignment`. */
