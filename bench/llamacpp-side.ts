@@ -249,7 +249,8 @@ class ContextBench {
         trajectories.map(async (trajectory, t) => {
           const sequence = sequences[t]!;
           for (const prompt of trajectory.prompts) {
-            evaluatedPromptTokens += (await runTurn(sequence, prompt, trajectory.generate)).evaluatedPromptTokens;
+            const turn = await runTurn(sequence, prompt, trajectory.generate);
+            evaluatedPromptTokens += turn.evaluatedPromptTokens; // after the await: `x += await f()` would lose the other sequences' additions
             if (++turnsDone % 10 === 0) log(`concurrent: ${turnsDone}/${turnsTotal} turns, ${((performance.now() - t0) / 1000).toFixed(1)} s`);
           }
         }),
