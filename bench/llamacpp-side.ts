@@ -23,7 +23,8 @@ export interface LlamaCppSideResult {
   /** n_batch = n_ubatch used for every run after the prefill trials. */
   batchSize: number;
   flashAttention: { prefill: boolean; decode: boolean; trajectory: boolean; concurrent: boolean };
-  decode: { contextTokens: number; generatedTokens: number; tokensPerS: number; msPerToken: number };
+  /** tokensPerS = 1000 / msPerToken: the mean over the generated tokens after the first (stalls included). */
+  decode: { contextTokens: number; generatedTokens: number; tokensPerS: number; msPerToken: number; medianMsPerToken: number };
   prefill: { promptTokens: number; ms: number; tokensPerS: number };
   trajectory: { turns: number; generatePerTurn: number; lastPromptTokens: number; evaluatedPromptTokens: number; wallMs: number; lastTurnTtftMs: number; ttftMs: number[] };
   concurrent: { trajectories: number; turnsEach: number; promptTokens: number; evaluatedPromptTokens: number; generatedTokens: number; wallMs: number; tokensPerS: number };
@@ -32,7 +33,7 @@ export interface LlamaCppSideResult {
   /** Every tuning trial, for the record. */
   trials: {
     prefill: { batchSize: number; flashAttention: boolean; tokensPerS: number }[];
-    decode: { flashAttention: boolean; tokensPerS: number }[];
+    decode: { flashAttention: boolean; tokensPerS: number; medianMsPerToken: number }[];
     trajectoryWallMs: { flashAttention: boolean; wallMs: number }[];
     concurrentWallMs: { flashAttention: boolean; wallMs: number }[];
   };
@@ -63,7 +64,8 @@ export const QUICK_BATCH_SIZES = [512, 2048] as const;
  *                     no llama_memory_seq_cp, so every sequence prefills its own copy.
  *
  * Figures: decode tokens/s = (generated - 1) / time from the first generated token to the last
- * (one llama_decode per token; prefill excluded); prefill tokens/s = prompt tokens / time to the
+ * (one llama_decode per token; prefill excluded; best of 2 or 3 runs; the median gap between
+ * tokens too: single tokens occasionally take 20-40 ms here, which the mean includes); prefill tokens/s = prompt tokens / time to the
  * first generated token, fresh sequence; trajectory wall time over its 20 turns and TTFT of each
  * turn (from the turn's start, KV erase included, to its first token); concurrent wall time and
  * (prompt + generated tokens) / wall time, prompt tokens counting every turn's whole prompt
@@ -107,14 +109,14 @@ export async function runLlamaCppSide(o: LlamaCppSideOptions): Promise<LlamaCppS
       }
       const batchSize = best.batchSize;
 
-      // Decode at ~1k context, flash attention off and on.
+      // Decode at ~1k context, flash attention off and on, best of 2 (quick) or 3 runs.
       const decodeTrials: LlamaCppSideResult["trials"]["decode"] = [];
-      let decode = { flashAttention: false, tokensPerS: 0 };
+      let decode = { flashAttention: false, tokensPerS: 0, medianMsPerToken: 0 };
       for (const flashAttention of [false, true]) {
-        const tokensPerS = await bench.decodeTokensPerS(w.decode.prompt, w.decode.generate, { batchSize, flashAttention });
-        decodeTrials.push({ flashAttention, tokensPerS: round(tokensPerS, 1) });
-        log(`decode ${w.decode.generate} tokens after ${w.decode.prompt.length}, flash attention ${onOff(flashAttention)}: ${tokensPerS.toFixed(1)} tokens/s`);
-        if (tokensPerS > decode.tokensPerS) decode = { flashAttention, tokensPerS };
+        const run = await bench.decode(w.decode.prompt, w.decode.generate, { batchSize, flashAttention }, o.quick ? 2 : 3);
+        decodeTrials.push({ flashAttention, tokensPerS: round(run.tokensPerS, 1), medianMsPerToken: round(run.medianMsPerToken, 2) });
+        log(`decode ${w.decode.generate} tokens after ${w.decode.prompt.length}, flash attention ${onOff(flashAttention)}: ${run.tokensPerS.toFixed(1)} tokens/s (median ${run.medianMsPerToken.toFixed(1)} ms/token)`);
+        if (run.tokensPerS > decode.tokensPerS) decode = { flashAttention, ...run };
       }
 
       // Trajectory and concurrent runs: decode's flash attention, or both when prefill's differs.
@@ -152,7 +154,13 @@ export async function runLlamaCppSide(o: LlamaCppSideOptions): Promise<LlamaCppS
         threads,
         batchSize,
         flashAttention: { prefill: best.flashAttention, decode: decode.flashAttention, trajectory: trajectory.flashAttention, concurrent: concurrent.flashAttention },
-        decode: { contextTokens: w.decode.prompt.length, generatedTokens: w.decode.generate, tokensPerS: round(decode.tokensPerS, 1), msPerToken: round(1000 / decode.tokensPerS, 2) },
+        decode: {
+          contextTokens: w.decode.prompt.length,
+          generatedTokens: w.decode.generate,
+          tokensPerS: round(decode.tokensPerS, 1),
+          msPerToken: round(1000 / decode.tokensPerS, 2),
+          medianMsPerToken: round(decode.medianMsPerToken, 2),
+        },
         prefill: { promptTokens: w.prefill.prompt.length, ms: round(best.ms, 1), tokensPerS: round((w.prefill.prompt.length / best.ms) * 1000, 1) },
         trajectory: {
           turns: w.trajectory.prompts.length,
@@ -214,11 +222,21 @@ class ContextBench {
     });
   }
 
-  /** Tokens/s of greedy decoding after `prompt`, the prefill excluded. */
-  async decodeTokensPerS(prompt: number[], generate: number, setup: ContextSetup): Promise<number> {
+  /**
+   * Greedy decoding after `prompt`, the prefill excluded, best of `runs`: tokens/s over the
+   * generated tokens after the first (mean: stalls included), and the median ms between tokens.
+   */
+  async decode(prompt: number[], generate: number, setup: ContextSetup, runs: number): Promise<{ tokensPerS: number; medianMsPerToken: number }> {
     return this.withContext(prompt.length + generate, 1, setup, async ([sequence]) => {
-      const times = await generateGreedy(sequence!, prompt, generate, performance.now());
-      return ((times.length - 1) / (times.at(-1)! - times[0]!)) * 1000;
+      let best = { tokensPerS: 0, medianMsPerToken: 0 };
+      for (let i = 0; i < runs; i++) {
+        await sequence!.clearHistory();
+        const times = await generateGreedy(sequence!, prompt, generate, performance.now());
+        const tokensPerS = ((times.length - 1) / (times.at(-1)! - times[0]!)) * 1000;
+        const gaps = times.slice(1).map((t, j) => t - times[j]!).sort((a, b) => a - b);
+        if (tokensPerS > best.tokensPerS) best = { tokensPerS, medianMsPerToken: gaps[gaps.length >> 1]! };
+      }
+      return best;
     });
   }
 
