@@ -1,6 +1,8 @@
 import { availableParallelism } from "node:os";
 import { getLlama, LlamaLogLevel, type LlamaContextSequence, type LlamaModel } from "node-llama-cpp";
 import { measureCpu, startCpuMeter, type CpuShare } from "./cpu-meter";
+import type { EngineFigures } from "./llamacpp-ours";
+import { residentMemory } from "./resident-memory";
 import { generateGreedy, runTurn } from "./llamacpp-turns";
 import type { LlamaCppWorkloads, TokenTrajectory } from "./llamacpp-workload";
 import { note } from "./progress";
@@ -10,24 +12,22 @@ export interface LlamaCppSideOptions {
   /** CPU threads, the same count our engine uses (default: every core, `os.availableParallelism()`). */
   threads?: number;
   workloads: LlamaCppWorkloads;
+  /** llama.cpp's GPU build (node-llama-cpp's prebuilt cuda or vulkan package), all layers offloaded; default false: the CPU build. */
+  gpu?: false | "cuda" | "vulkan";
   /** Fewer tuning trials (QUICK_BATCH_SIZES, one run each instead of the best of two). */
   quick: boolean;
   /** Progress lines (default: stderr, `[llamacpp] ...`). */
   onProgress?: (line: string) => void;
 }
 
-export interface LlamaCppSideResult {
-  /** The setup llama.cpp ran with, in words (threads, batch sizes, flash attention, KV, sharing). */
-  setup: string;
+/** `setup`: the setup llama.cpp ran with, in words (threads, batch sizes, flash attention, KV, sharing). */
+export interface LlamaCppSideResult extends EngineFigures {
   threads: number;
   /** n_batch = n_ubatch used for every run after the prefill trials. */
   batchSize: number;
   flashAttention: { prefill: boolean; decode: boolean; trajectory: boolean; concurrent: boolean };
   /** tokensPerS = 1000 / msPerToken: the mean over the generated tokens after the first (stalls included). */
-  decode: { contextTokens: number; generatedTokens: number; tokensPerS: number; msPerToken: number; medianMsPerToken: number };
-  prefill: { promptTokens: number; ms: number; tokensPerS: number };
-  trajectory: { turns: number; generatePerTurn: number; lastPromptTokens: number; evaluatedPromptTokens: number; wallMs: number; lastTurnTtftMs: number; ttftMs: number[] };
-  concurrent: { trajectories: number; turnsEach: number; promptTokens: number; evaluatedPromptTokens: number; generatedTokens: number; wallMs: number; tokensPerS: number };
+  decode: EngineFigures["decode"] & { medianMsPerToken: number };
   /** Cores busy before the run (1 s sample) and during it; null where /proc/stat is unreadable. */
   cpu: { before: CpuShare | null; during: CpuShare | null };
   /** Every tuning trial, for the record. */
@@ -88,11 +88,14 @@ export async function runLlamaCppSide(o: LlamaCppSideOptions): Promise<LlamaCppS
   };
   warnIfBusy("before the run", before);
   const stopMeter = startCpuMeter();
-  const llama = await getLlama({ gpu: false, build: "never", maxThreads: threads, logLevel: LlamaLogLevel.error, logger: () => {} });
+  const gpu = o.gpu ?? false;
+  const build = gpu ? `${gpu} build` : "CPU build";
+  const llama = await getLlama({ gpu, build: "never", maxThreads: threads, logLevel: LlamaLogLevel.error, logger: () => {} });
   try {
-    const model = await llama.loadModel({ modelPath: o.ggufPath });
+    const model = await llama.loadModel({ modelPath: o.ggufPath, gpuLayers: gpu ? "max" : 0 });
     try {
-      log(`llama.cpp ${llama.llamaCppRelease.release} (${llama.buildType} CPU binary), ${model.typeDescription}, ${threads} threads`);
+      const loaded = residentMemory();
+      log(`llama.cpp ${llama.llamaCppRelease.release} (${llama.buildType} ${build}), ${model.typeDescription}, ${threads} threads`);
       const bench = new ContextBench(model, threads);
 
       // Prefill: every batch size with flash attention off and on, best of 1 (quick) or 2 runs.
@@ -140,7 +143,7 @@ export async function runLlamaCppSide(o: LlamaCppSideOptions): Promise<LlamaCppS
       const during = stopMeter();
       warnIfBusy("during the run", during);
       const setup = [
-        `llama.cpp ${llama.llamaCppRelease.release} via node-llama-cpp (prebuilt CPU binary, gpu: false), ${model.typeDescription}`,
+        `llama.cpp ${llama.llamaCppRelease.release} via node-llama-cpp (prebuilt ${build}, gpu: ${gpu}${gpu ? ", every layer offloaded" : ""}), ${model.typeDescription}`,
         `${threads} threads`,
         `n_batch = n_ubatch = ${batchSize} (best prefill of ${(o.quick ? QUICK_BATCH_SIZES : BATCH_SIZES).join("/")})`,
         `flash attention: prefill ${onOff(best.flashAttention)}, decode ${onOff(decode.flashAttention)}, trajectory ${onOff(trajectory.flashAttention)}, concurrent ${onOff(concurrent.flashAttention)} (each the faster measured)`,
@@ -181,6 +184,7 @@ export async function runLlamaCppSide(o: LlamaCppSideOptions): Promise<LlamaCppS
           tokensPerS: round(((c.promptTokens + c.generatedTokens) / c.wallMs) * 1000, 1),
         },
         cpu: { before, during },
+        memory: { rssBytes: loaded.rssBytes, peakRssBytes: residentMemory().peakRssBytes, kvPoolBytes: null },
         trials: {
           prefill: prefillTrials,
           decode: decodeTrials,

@@ -3,6 +3,8 @@ import { runAgentBench } from "./agent-bench";
 import { runEdgeBench } from "./edge-bench";
 import { runExecutorBench } from "./executor-bench";
 import { runLeaseBench } from "./lease-bench";
+import { BENCH_PRECISIONS, runLlamaCppBench, type BenchPrecision } from "./llamacpp-bench";
+import { runLlamaCppChild, useBenchEntry } from "./llamacpp-child";
 import { runRoutingBench } from "./routing-bench";
 import { runStepCosts } from "./step-costs";
 import { runTraceBench } from "./trace-replay";
@@ -15,6 +17,12 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *   agent    synthetic agent trajectories, prefix cache on vs off, decode batch 1 vs 8, prefill tok/s
  *            flags: --quick, --json, --trajectories N, --turns N, --model DIR|FAMILY (llama, qwen3, qwen3_moe, gemma3, phi3),
  *            --weights fp32|int8|int4 (default fp32), --out DIR
+ *   llamacpp Agent Edge vs llama.cpp on the same weights per precision (ours fp32/fp16/int8/int4,
+ *            llama.cpp F32/F16/Q8_0/Q4_0 GGUF from our writer): decode at 1k context, prefill of 2k,
+ *            a 20-turn trajectory, 8 x 5 concurrent turns; ratios, bandwidth limit, plots;
+ *            flags: --quick, --json, --weights a,b (default all four), --model DIR|FAMILY,
+ *            --device cpu|webgpu|cuda (ours; default cpu), --llama-gpu cuda|vulkan (default its CPU
+ *            build), --threads N, --bandwidth GB/s (default: measured copy bandwidth), --out DIR
  *   edge     per-turn latency client -> Worker -> DO -> backend vs client -> backend, and bytes
  *            sent to the backend per delta turn vs the transcript; flags: --quick, --json, --turns N
  *   routing  N backends x M concurrent agent trajectories through the real stack, once per routing
@@ -34,8 +42,9 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  * Progress goes to stderr; with --json the last stdout line is one JSON object.
  */
 const [name, ...rest] = process.argv.slice(2);
+useBenchEntry(process.argv[1]!);
 const { values } = parseArgs({
-  args: name === "trace" || name === "step-costs" ? [] : rest, // these parse their own arguments (a FILE or DIR, flags)
+  args: name === "trace" || name === "step-costs" || name === "llamacpp-child" ? [] : rest, // these parse their own arguments (a FILE or DIR, flags)
   options: {
     quick: { type: "boolean", default: false },
     json: { type: "boolean", default: false },
@@ -49,6 +58,10 @@ const { values } = parseArgs({
     "lease-cap": { type: "string" },
     "observation-tokens": { type: "string" },
     "step-trace": { type: "string" },
+    device: { type: "string" },
+    "llama-gpu": { type: "string" },
+    threads: { type: "string" },
+    bandwidth: { type: "string" },
   },
   strict: true,
 });
@@ -67,6 +80,28 @@ switch (name) {
     console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
     break;
   }
+  case "llamacpp": {
+    const precisions = values.weights ? values.weights.split(",").map(benchPrecision) : undefined;
+    const llamaGpu = values["llama-gpu"];
+    if (llamaGpu !== undefined && llamaGpu !== "cuda" && llamaGpu !== "vulkan") throw new Error(`--llama-gpu must be cuda or vulkan, got ${JSON.stringify(llamaGpu)}`);
+    const device = values.device;
+    if (device !== undefined && device !== "cpu" && device !== "webgpu" && device !== "cuda") throw new Error(`--device must be cpu, webgpu or cuda, got ${JSON.stringify(device)}`);
+    const summary = await runLlamaCppBench({
+      quick: values.quick!,
+      model: values.model,
+      outDir: values.out!,
+      precisions,
+      device,
+      llamaGpu: llamaGpu ?? false,
+      threads: values.threads ? Number(values.threads) : undefined,
+      bandwidth: values.bandwidth ? { bytesPerS: Number(values.bandwidth) * 1e9, source: "given (--bandwidth)" } : undefined,
+    });
+    console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
+    break;
+  }
+  case "llamacpp-child":
+    await runLlamaCppChild(rest);
+    break;
   case "edge": {
     const summary = await runEdgeBench({ quick: values.quick!, turns: values.turns ? Number(values.turns) : undefined, model: values.model });
     console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
@@ -120,7 +155,7 @@ switch (name) {
     await runTraceBench(rest);
     break;
   default:
-    console.error(`unknown benchmark ${JSON.stringify(name ?? "")}; available: agent, edge, executors, leases, routing, step-costs, trace`);
+    console.error(`unknown benchmark ${JSON.stringify(name ?? "")}; available: agent, edge, executors, leases, llamacpp, routing, step-costs, trace`);
     process.exit(2);
 }
 
@@ -137,4 +172,9 @@ function parseRange(text: string): [number, number] {
   const [lo, hi] = text.split(",").map((x) => Number(x.trim()));
   if (!Number.isInteger(lo) || !Number.isInteger(hi) || lo! < 0 || hi! < lo!) throw new Error(`expected LO,HI (integers, LO <= HI), got ${JSON.stringify(text)}`);
   return [lo!, hi!];
+}
+
+function benchPrecision(v: string): BenchPrecision {
+  if ((BENCH_PRECISIONS as readonly string[]).includes(v)) return v as BenchPrecision;
+  throw new Error(`--weights takes a comma list of ${BENCH_PRECISIONS.join(", ")}, got ${JSON.stringify(v)}`);
 }
