@@ -1,7 +1,7 @@
 import type { ChatCodec } from "../gpu-backend/engine/chat-codec";
 import type { DecoderSpec, WeightSource } from "../gpu-backend/model/graph/decoder-spec";
 import { CpuExecutor } from "../gpu-backend/model/executors/cpu-executor";
-import type { Executor } from "../gpu-backend/model/executors/executor";
+import { executorGreedy } from "../gpu-backend/model/executors/executor-greedy";
 import type { QuantBits } from "../gpu-backend/model/quant/block-quant";
 import { QuantizedWeights } from "../gpu-backend/model/quant/quantized-weights";
 import { makeAgentWorkload } from "./agent-workload";
@@ -83,7 +83,7 @@ export async function precisionAccuracy(o: {
     o.onProgress?.(`int${o.bits}: greedy agreement, ${o.prompts.length} prompts x ${greedyTokens} tokens`);
     let agreement = 0;
     for (const prompt of o.prompts) {
-      const [a, b] = [await greedy(fp32, prompt, greedyTokens, table), await greedy(quant, prompt, greedyTokens, table)];
+      const [a, b] = [await executorGreedy(fp32, prompt, greedyTokens, table), await executorGreedy(quant, prompt, greedyTokens, table)];
       const first = a.findIndex((t, i) => t !== b[i]);
       agreement += (first < 0 ? greedyTokens : first) / greedyTokens;
     }
@@ -112,13 +112,3 @@ function logSoftmax(x: Float32Array): Float64Array {
   return Float64Array.from(x, (v) => v - lse);
 }
 
-async function greedy(exec: Executor, prompt: number[], n: number, table: number[]): Promise<number[]> {
-  const out: number[] = [];
-  let next = (await exec.run([{ tokenIds: prompt, startPos: 0, blockTable: table, logits: "argmax" }])).argmax[0]!;
-  out.push(next);
-  for (let i = 1; i < n; i++) {
-    next = (await exec.run([{ tokenIds: [next], startPos: prompt.length + i - 1, blockTable: table, logits: "argmax" }])).argmax[0]!;
-    out.push(next);
-  }
-  return out;
-}

@@ -1,6 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DecoderSpec, WeightSource } from "../graph/decoder-spec";
 import type { Executor } from "./executor";
+import { executorGreedy } from "./executor-greedy";
+
+export { executorGreedy };
 import { randomWeights } from "../testing/random-weights";
 import { referenceForward } from "../testing/reference-forward";
 import { tinySpec } from "../testing/tiny-spec";
@@ -83,18 +86,6 @@ export function referenceGreedy(spec: DecoderSpec, weights: WeightSource, prompt
     seq.push(top.argmax);
   }
   return steps;
-}
-
-/** Greedy decoding with an executor: one prefill step, then one "argmax" decode step per token. */
-export async function executorGreedy(exec: Executor, prompt: number[], n: number, table: number[]) {
-  const tokens: number[] = [];
-  let next = (await exec.run([{ tokenIds: prompt, startPos: 0, blockTable: table, logits: "argmax" }])).argmax[0]!;
-  tokens.push(next);
-  for (let i = 1; i < n; i++) {
-    next = (await exec.run([{ tokenIds: [next], startPos: prompt.length + i - 1, blockTable: table, logits: "argmax" }])).argmax[0]!;
-    tokens.push(next);
-  }
-  return tokens;
 }
 
 export function executorConformance(target: ConformanceTarget): void {
