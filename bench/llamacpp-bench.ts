@@ -25,6 +25,8 @@ export interface LlamaCppBenchOptions {
   device?: ExecutorDevice;
   /** llama.cpp's build (default false: its CPU build). */
   llamaGpu?: false | "cuda" | "vulkan";
+  /** Run one side only (the other's figures and the ratios are null): e.g. a second llama.cpp build against ours already measured. */
+  only?: "ours" | "llamacpp";
   /** Threads for both engines (default every core). */
   threads?: number;
   /** Where the GGUF exports go (default: `gguf/` beside the model cache), `<modelId>-<type>.gguf`, rewritten when the weights are newer. */
@@ -63,7 +65,7 @@ interface PrecisionRun {
 
 /**
  * `npm run bench -- llamacpp [--quick] [--json] [--weights fp32,fp16,int8,int4] [--model DIR|FAMILY]
- * [--device cpu|webgpu|cuda] [--llama-gpu cuda|vulkan] [--threads N] [--bandwidth GB/s]`
+ * [--device cpu|webgpu|cuda] [--llama-gpu cuda|vulkan] [--threads N] [--bandwidth GB/s] [--only ours|llamacpp]`
  *
  * Agent Edge against llama.cpp on the same weights, per precision: our engine at fp32 / fp16 /
  * int8 / int4, llama.cpp (node-llama-cpp 3.21.1, prebuilt build, never compiled) on GGUF files our
@@ -94,11 +96,11 @@ export async function runLlamaCppBench(o: LlamaCppBenchOptions): Promise<Record<
     const pair = PRECISION_PAIRS[precision];
     log(`precision ${i + 1}/${precisions.length}: ours ${precision} on ${device} vs llama.cpp ${pair.gguf} (${o.llamaGpu || "cpu"})`);
     const refusal = precisionRefusal(device, precision as WeightPrecision);
-    const ours: PrecisionRun["ours"] = refusal ? { refused: refusal } : await spawnSide<EngineFigures>(["--side", "ours", "--weights", precision, "--device", device, ...common]);
+    const ours: PrecisionRun["ours"] = o.only === "llamacpp" ? { refused: "not run (--only llamacpp)" } : refusal ? { refused: refusal } : await spawnSide<EngineFigures>(["--side", "ours", "--weights", precision, "--device", device, ...common]);
     if (refusal) log(`ours ${precision}: not run (${refusal})`);
     const ggufPath = join(ggufDir, `${checkpoint.modelId}-${pair.gguf}.gguf`);
-    if (!existsSync(ggufPath) || statSync(ggufPath).mtimeMs < weightsTime) exportGguf(checkpoint, ggufPath, { fileType: pair.gguf, onProgress: log });
-    const llamacpp = await spawnSide<LlamaCppSideResult>(["--side", "llamacpp", "--gguf", ggufPath, ...(o.llamaGpu ? ["--gpu", o.llamaGpu] : []), ...common]).catch((e: Error) => ({ failed: e.message }));
+    if (o.only !== "ours" && (!existsSync(ggufPath) || statSync(ggufPath).mtimeMs < weightsTime)) exportGguf(checkpoint, ggufPath, { fileType: pair.gguf, onProgress: log });
+    const llamacpp = o.only === "ours" ? { failed: "not run (--only ours)" } : await spawnSide<LlamaCppSideResult>(["--side", "llamacpp", "--gguf", ggufPath, ...(o.llamaGpu ? ["--gpu", o.llamaGpu] : []), ...common]).catch((e: Error) => ({ failed: e.message }));
     const bytes = { ours: (params * pair.ourBits) / 8, llamacpp: (params * pair.ggufBits) / 8 };
     runs[precision] = {
       ours,

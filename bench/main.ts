@@ -22,7 +22,8 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *            a 20-turn trajectory, 8 x 5 concurrent turns; ratios, bandwidth limit, plots;
  *            flags: --quick, --json, --weights a,b (default all four), --model DIR|FAMILY,
  *            --device cpu|webgpu|cuda (ours; default cpu), --llama-gpu cuda|vulkan (default its CPU
- *            build), --threads N, --bandwidth GB/s (default: measured copy bandwidth), --out DIR
+ *            build), --threads N, --bandwidth GB/s (default: measured copy bandwidth), --only ours|llamacpp,
+ *            --out DIR
  *   edge     per-turn latency client -> Worker -> DO -> backend vs client -> backend, and bytes
  *            sent to the backend per delta turn vs the transcript; flags: --quick, --json, --turns N
  *   routing  N backends x M concurrent agent trajectories through the real stack, once per routing
@@ -62,6 +63,7 @@ const { values } = parseArgs({
     "llama-gpu": { type: "string" },
     threads: { type: "string" },
     bandwidth: { type: "string" },
+    only: { type: "string" },
   },
   strict: true,
 });
@@ -95,6 +97,7 @@ switch (name) {
       llamaGpu: llamaGpu ?? false,
       threads: values.threads ? Number(values.threads) : undefined,
       bandwidth: values.bandwidth ? { bytesPerS: Number(values.bandwidth) * 1e9, source: "given (--bandwidth)" } : undefined,
+      only: values.only === undefined ? undefined : values.only === "ours" || values.only === "llamacpp" ? values.only : badFlag("--only", "ours or llamacpp", values.only),
     });
     console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
     break;
@@ -177,4 +180,8 @@ function parseRange(text: string): [number, number] {
 function benchPrecision(v: string): BenchPrecision {
   if ((BENCH_PRECISIONS as readonly string[]).includes(v)) return v as BenchPrecision;
   throw new Error(`--weights takes a comma list of ${BENCH_PRECISIONS.join(", ")}, got ${JSON.stringify(v)}`);
+}
+
+function badFlag(flag: string, want: string, got: string): never {
+  throw new Error(`${flag} must be ${want}, got ${JSON.stringify(got)}`);
 }
