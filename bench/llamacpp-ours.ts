@@ -4,6 +4,7 @@ import type { Engine } from "../gpu-backend/engine/engine";
 import type { SamplingParams } from "../protocol/messages";
 import type { WeightPrecision } from "../gpu-backend/engine/weight-precision";
 import type { LlamaCppWorkloads, TokenTrajectory } from "./llamacpp-workload";
+import { startCpuMeter, type CpuShare } from "./cpu-meter";
 import { residentMemory, type ResidentMemory } from "./resident-memory";
 import { note } from "./progress";
 
@@ -29,6 +30,8 @@ export interface EngineFigures {
   concurrent: { trajectories: number; turnsEach: number; promptTokens: number; evaluatedPromptTokens: number; generatedTokens: number; wallMs: number; tokensPerS: number };
   /** Resident memory after loading and its peak over the run; the KV pool's size where the engine has one (llama.cpp: a context per workload, null). */
   memory: ResidentMemory & { kvPoolBytes: number | null };
+  /** Cores busy during the measured runs: this process's and other processes' (above ~0.1 on this 2-core machine, every figure is low). */
+  cpu: { during: CpuShare | null };
 }
 
 /** The backend's own defaults (gpu-backend/server/main.ts): 1 GiB of KV, 16-token blocks, 512-token steps. */
@@ -71,6 +74,7 @@ export async function runOurSide(o: OurSideOptions): Promise<EngineFigures> {
   try {
     const { engine, executor } = backend;
     const loaded = residentMemory();
+    const stopMeter = startCpuMeter();
     const greedy = (maxTokens: number): SamplingParams => ({ maxTokens, temperature: 0, topP: 1, topK: 0, stop: [], stopTokenIds: [], ignoreEos: true });
     await engine.generateTokens({ tokenIds: w.decode.prompt.slice(0, 8), sampling: greedy(2), cacheSalt: "warm-up" });
 
@@ -107,6 +111,8 @@ export async function runOurSide(o: OurSideOptions): Promise<EngineFigures> {
     const promptTokens = w.concurrent.trajectories.reduce((a, t) => a + t.prompts.reduce((b, p) => b + p.length, 0), 0);
     const generatedTokens = w.concurrent.trajectories.reduce((a, t) => a + t.prompts.length * t.generate, 0);
     const peak = residentMemory();
+    const during = stopMeter();
+    if (during && during.otherCores > 0.1) log(`WARNING: other processes kept ${during.otherCores} cores busy during the run: our figures are low`);
     return {
       setup: `Agent Edge engine in-process on ${executor.device}, ${o.weights} weights, ${o.threads ?? "all"} threads, ${MAX_BATCH_TOKENS}-token steps, ${BLOCK_SIZE}-token KV blocks (${(executor.kvBytes / 2 ** 20).toFixed(0)} MiB pool), prefix cache on`,
       decode: { contextTokens: w.decode.prompt.length, generatedTokens: w.decode.generate, tokensPerS: round(decodeTokensPerS, 1), msPerToken: round(1000 / decodeTokensPerS, 2) },
@@ -130,6 +136,7 @@ export async function runOurSide(o: OurSideOptions): Promise<EngineFigures> {
         tokensPerS: round(((promptTokens + generatedTokens) / concurrentMs) * 1000, 1),
       },
       memory: { rssBytes: loaded.rssBytes, peakRssBytes: peak.peakRssBytes, kvPoolBytes: executor.kvBytes },
+      cpu: { during },
     };
   } finally {
     await backend.close();

@@ -1,4 +1,5 @@
 import { parseArgs } from "node:util";
+import { runAccuracyBench } from "./accuracy-bench";
 import { runAgentBench } from "./agent-bench";
 import { runEdgeBench } from "./edge-bench";
 import { runExecutorBench } from "./executor-bench";
@@ -9,6 +10,7 @@ import { runRoutingBench } from "./routing-bench";
 import { runStepCosts } from "./step-costs";
 import { runTraceBench } from "./trace-replay";
 import { parsePrecision } from "../gpu-backend/engine/weight-precision";
+import { DEMO_FAMILIES, type DemoFamily } from "../gpu-backend/model/checkpoint/demo-families";
 import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durable-objects/routing/routing-policy";
 
 /**
@@ -16,7 +18,9 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *
  *   agent    synthetic agent trajectories, prefix cache on vs off, decode batch 1 vs 8, prefill tok/s
  *            flags: --quick, --json, --trajectories N, --turns N, --model DIR|FAMILY (llama, qwen3, qwen3_moe, gemma3, phi3),
- *            --weights fp32|int8|int4 (default fp32), --out DIR
+ *            --weights fp32|int8|int4 (default int4, the cpu default), --out DIR
+ *   accuracy int8 and int4 against fp32 per demo family's tiny checkpoint: mean KL over a 2,000-token
+ *            corpus, greedy agreement over 4 x 128 tokens; flags: --json, --families a,b (default all)
  *   llamacpp Agent Edge vs llama.cpp on the same weights per precision (ours fp32/fp16/int8/int4,
  *            llama.cpp F32/F16/Q8_0/Q4_0 GGUF from our writer): decode at 1k context, prefill of 2k,
  *            a 20-turn trajectory, 8 x 5 concurrent turns; ratios, bandwidth limit, plots;
@@ -64,6 +68,7 @@ const { values } = parseArgs({
     threads: { type: "string" },
     bandwidth: { type: "string" },
     only: { type: "string" },
+    families: { type: "string" },
   },
   strict: true,
 });
@@ -100,6 +105,12 @@ switch (name) {
       only: values.only === undefined ? undefined : values.only === "ours" || values.only === "llamacpp" ? values.only : badFlag("--only", "ours or llamacpp", values.only),
     });
     console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
+    break;
+  }
+  case "accuracy": {
+    const families = values.families?.split(",").map((f) => (DEMO_FAMILIES as readonly string[]).includes(f) ? (f as DemoFamily) : badFlag("--families", DEMO_FAMILIES.join(", "), f));
+    const figures = await runAccuracyBench({ families });
+    console.log(values.json ? JSON.stringify(figures) : JSON.stringify(figures, null, 2));
     break;
   }
   case "llamacpp-child":
@@ -158,7 +169,7 @@ switch (name) {
     await runTraceBench(rest);
     break;
   default:
-    console.error(`unknown benchmark ${JSON.stringify(name ?? "")}; available: agent, edge, executors, leases, llamacpp, routing, step-costs, trace`);
+    console.error(`unknown benchmark ${JSON.stringify(name ?? "")}; available: accuracy, agent, edge, executors, leases, llamacpp, routing, step-costs, trace`);
     process.exit(2);
 }
 

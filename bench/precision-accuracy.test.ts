@@ -2,10 +2,8 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { loadModel } from "../gpu-backend/engine/load-model";
-import { TOKENIZER_OF, tinyFamilyConfig, type DemoFamily } from "../gpu-backend/model/checkpoint/demo-families";
-import { materializeModel } from "../gpu-backend/model/checkpoint/demo-model";
-import { writeFamilyTokenizer } from "../gpu-backend/model/checkpoint/family-tokenizers";
+import type { DemoFamily } from "../gpu-backend/model/checkpoint/demo-families";
+import { accuracyModel } from "./accuracy-bench";
 import { accuracyCorpus, accuracyPrompts, precisionAccuracy } from "./precision-accuracy";
 
 /**
@@ -19,7 +17,6 @@ import { accuracyCorpus, accuracyPrompts, precisionAccuracy } from "./precision-
  * reported, not pinned). Bounds: int8 KL <= 5e-4 and agreement >= 0.3; int4 KL <= 6e-2 and
  * above int8's.
  */
-const WEIGHT_STD = 0.08;
 const BOUNDS = { 8: { meanKl: 5e-4, agreement: 0.3 }, 4: { meanKl: 6e-2, agreement: 0 } } as const;
 const root = mkdtempSync(join(tmpdir(), "precision-accuracy-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
@@ -27,10 +24,7 @@ afterAll(() => rmSync(root, { recursive: true, force: true }));
 describe("weight precision accuracy", () => {
   for (const family of ["phi3"] as const satisfies readonly DemoFamily[]) {
     it(`${family}: int8 and int4 stay within the pinned KL and greedy-agreement bounds`, { timeout: 240_000 }, async () => {
-      const tokDir = join(root, `tok-${TOKENIZER_OF[family]}`);
-      const info = await writeFamilyTokenizer(TOKENIZER_OF[family], tokDir);
-      const dir = await materializeModel({ dir: join(root, family), config: tinyFamilyConfig(family, info), seed: 21, weightStd: WEIGHT_STD, tokenizerFrom: tokDir });
-      const model = await loadModel({ dir });
+      const model = await accuracyModel(family, root);
       const corpus = accuracyCorpus(model.codec, 2000);
       const prompts = accuracyPrompts(model.codec);
       const kl: number[] = [];

@@ -13,7 +13,7 @@ demo model and the edge Worker (wrangler dev) wired to them. Ctrl-C stops everyt
   --model DIR|DEMO       backend model folder, or a demo family (llama, qwen3, qwen3_moe, gemma3, phi3)
                          (default: the embedded demo-llama-random)
   --kv-memory SIZE       backend KV pool budget, e.g. 512MiB (default 1GiB)
-  --weights P            backend weight precision: fp32, int8 or int4 (default fp32; see npm run backend -- --help)
+  --weights P            backend weight precision: fp32, int8 or int4 (default int4 on cpu; see npm run backend -- --help)
   --no-prefix-cache      backends without prefix reuse (the benchmark baseline)
   --no-devtools          wrangler dev without its devtools inspector, which costs ~40 ms of
                          CPU per streamed turn (for load tests; the benchmarks use it)

@@ -19,7 +19,8 @@ describe("backend on --device webgpu", () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "agent-edge-webgpu-"));
     const modelDir = await materializeTinyModel(join(dir, "tiny"));
-    const common = { modelDir, kvMemoryBytes: 8 * 2 ** 20, blockSize: 16, maxBatchTokens: 256, enablePrefixCache: true, threads: 1 };
+    // The same weights on both (the defaults differ: int4 on cpu, fp16 on webgpu).
+    const common = { modelDir, kvMemoryBytes: 8 * 2 ** 20, blockSize: 16, maxBatchTokens: 256, enablePrefixCache: true, threads: 1, weights: "fp32" as const };
     gpu = await createBackend({ ...common, device: "webgpu", backendId: "gpu" });
     cpu = await createBackend({ ...common, device: "cpu", backendId: "cpu" });
   });

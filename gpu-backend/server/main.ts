@@ -23,7 +23,7 @@ const USAGE = `npm run backend -- [flags]: one backend process serving one model
   --threads N            onnxruntime intra-op threads (default: all cores)
   --weights P            fp32 | fp16 (webgpu, cuda) | int8 | int4 (bf16 is refused with the reason): int8/int4 are
                          blockwise (32) weight-only quantization, LM head and embeddings included,
-                         cached next to the model (default fp32)
+                         cached next to the model (default int4 on cpu, fp16 on webgpu and cuda)
   --device D             cpu | webgpu | cuda | auto (default auto: cuda if its provider is installed
                          and an NVIDIA device is present, then a hardware WebGPU adapter, then cpu)
   --id NAME              backend id reported to the edge (default backend-<port>)

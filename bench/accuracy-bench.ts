@@ -1,0 +1,58 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { loadModel, type LoadedModel } from "../gpu-backend/engine/load-model";
+import { DEMO_FAMILIES, TOKENIZER_OF, tinyFamilyConfig, type DemoFamily } from "../gpu-backend/model/checkpoint/demo-families";
+import { materializeModel } from "../gpu-backend/model/checkpoint/demo-model";
+import { writeFamilyTokenizer } from "../gpu-backend/model/checkpoint/family-tokenizers";
+import { accuracyCorpus, accuracyPrompts, precisionAccuracy, type AccuracyFigures } from "./precision-accuracy";
+import { note } from "./progress";
+
+/**
+ * Weights ~N(0, 0.08²): at the materializer's default 0.02 the next-token distributions are nearly
+ * flat and any KL is tiny; at 0.5 the random network is chaotic and int8 already flips most tokens.
+ */
+export const ACCURACY_WEIGHT_STD = 0.08;
+
+/**
+ * The tiny checkpoint of a demo family with weights at ACCURACY_WEIGHT_STD, materialized under
+ * `root` (the family's own tokenizer), loaded.
+ *
+ * @example const model = await accuracyModel("phi3", mkdtempSync(join(tmpdir(), "acc-")));
+ */
+export async function accuracyModel(family: DemoFamily, root: string): Promise<LoadedModel> {
+  const tokDir = join(root, `tok-${TOKENIZER_OF[family]}`);
+  const info = await writeFamilyTokenizer(TOKENIZER_OF[family], tokDir);
+  const dir = await materializeModel({ dir: join(root, family), config: tinyFamilyConfig(family, info), seed: 21, weightStd: ACCURACY_WEIGHT_STD, tokenizerFrom: tokDir });
+  return loadModel({ dir });
+}
+
+/**
+ * `npm run bench -- accuracy [--json] [--families a,b]`: int8 and int4 against float32, per demo
+ * family (default all), on each family's tiny checkpoint (accuracyModel): mean and max KL of the
+ * next-token distribution over the 2,000-token agent-text corpus, greedy agreement over 4 prompts
+ * x 128 tokens (precision-accuracy.ts). Random weights: the figures compare precisions and
+ * families, they say nothing of a trained model's quality.
+ */
+export async function runAccuracyBench(o: { families?: DemoFamily[] }): Promise<Record<string, Record<string, AccuracyFigures>>> {
+  const families = o.families ?? [...DEMO_FAMILIES];
+  const root = mkdtempSync(join(tmpdir(), "accuracy-bench-"));
+  const out: Record<string, Record<string, AccuracyFigures>> = {};
+  try {
+    for (const [i, family] of families.entries()) {
+      note("accuracy", `family ${i + 1}/${families.length}: ${family}`);
+      const model = await accuracyModel(family, root);
+      const corpus = accuracyCorpus(model.codec, 2000);
+      const prompts = accuracyPrompts(model.codec);
+      out[family] = {};
+      for (const bits of [8, 4] as const) {
+        const f = await precisionAccuracy({ spec: model.spec, weights: model.weights, bits, corpus, prompts, onProgress: (l) => note("accuracy", `${family} ${l}`) });
+        note("accuracy", `${family} int${bits}: mean KL ${f.meanKl.toExponential(2)} nats (max ${f.maxKl.toExponential(2)}), greedy agreement ${f.greedyAgreement.toFixed(3)}`);
+        out[family][`int${bits}`] = f;
+      }
+    }
+    return out;
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+}
