@@ -34,21 +34,30 @@ export async function accuracyModel(family: DemoFamily, root: string): Promise<L
  * x 128 tokens (precision-accuracy.ts). Random weights: the figures compare precisions and
  * families, they say nothing of a trained model's quality.
  */
-export async function runAccuracyBench(o: { families?: DemoFamily[] }): Promise<Record<string, Record<string, AccuracyFigures>>> {
+export async function runAccuracyBench(o: { families?: DemoFamily[] }): Promise<Record<string, Record<string, AccuracyFigures> | { error: string }>> {
   const families = o.families ?? [...DEMO_FAMILIES];
   const root = mkdtempSync(join(tmpdir(), "accuracy-bench-"));
-  const out: Record<string, Record<string, AccuracyFigures>> = {};
+  const out: Record<string, Record<string, AccuracyFigures> | { error: string }> = {};
   try {
     for (const [i, family] of families.entries()) {
       note("accuracy", `family ${i + 1}/${families.length}: ${family}`);
       const model = await accuracyModel(family, root);
-      const corpus = accuracyCorpus(model.codec, 2000);
-      const prompts = accuracyPrompts(model.codec);
+      let corpus: number[];
+      let prompts: number[][];
+      try {
+        corpus = accuracyCorpus(model.codec, 2000);
+        prompts = accuracyPrompts(model.codec);
+      } catch (e) {
+        // A chat template may refuse the corpus transcript (Gemma 3's: roles must alternate).
+        note("accuracy", `${family}: no corpus: ${(e as Error).message}`);
+        out[family] = { error: (e as Error).message };
+        continue;
+      }
       out[family] = {};
       for (const bits of [8, 4] as const) {
         const f = await precisionAccuracy({ spec: model.spec, weights: model.weights, bits, corpus, prompts, onProgress: (l) => note("accuracy", `${family} ${l}`) });
         note("accuracy", `${family} int${bits}: mean KL ${f.meanKl.toExponential(2)} nats (max ${f.maxKl.toExponential(2)}), greedy agreement ${f.greedyAgreement.toFixed(3)}`);
-        out[family][`int${bits}`] = f;
+        (out[family] as Record<string, AccuracyFigures>)[`int${bits}`] = f;
       }
     }
     return out;

@@ -23,6 +23,8 @@ export interface LlamaCppBenchOptions {
   precisions?: BenchPrecision[];
   /** Our executor (default cpu). */
   device?: ExecutorDevice;
+  /** With device "cuda": onnxruntime-node's provider for our cuda executor (default "cuda"; "webgpu": its bundled WebGPU provider). */
+  cudaExecutionProvider?: "cuda" | "webgpu";
   /** llama.cpp's build (default false: its CPU build). */
   llamaGpu?: false | "cuda" | "vulkan";
   /** Run one side only (the other's figures and the ratios are null): e.g. a second llama.cpp build against ours already measured. */
@@ -96,7 +98,7 @@ export async function runLlamaCppBench(o: LlamaCppBenchOptions): Promise<Record<
     const pair = PRECISION_PAIRS[precision];
     log(`precision ${i + 1}/${precisions.length}: ours ${precision} on ${device} vs llama.cpp ${pair.gguf} (${o.llamaGpu || "cpu"})`);
     const refusal = precisionRefusal(device, precision as WeightPrecision);
-    const ours: PrecisionRun["ours"] = o.only === "llamacpp" ? { refused: "not run (--only llamacpp)" } : refusal ? { refused: refusal } : await spawnSide<EngineFigures>(["--side", "ours", "--weights", precision, "--device", device, ...common]);
+    const ours: PrecisionRun["ours"] = o.only === "llamacpp" ? { refused: "not run (--only llamacpp)" } : refusal ? { refused: refusal } : await spawnSide<EngineFigures>(["--side", "ours", "--weights", precision, "--device", device, ...(o.cudaExecutionProvider ? ["--cuda-ep", o.cudaExecutionProvider] : []), ...common]);
     if (refusal) log(`ours ${precision}: not run (${refusal})`);
     const ggufPath = join(ggufDir, `${checkpoint.modelId}-${pair.gguf}.gguf`);
     if (o.only !== "ours" && (!existsSync(ggufPath) || statSync(ggufPath).mtimeMs < weightsTime)) exportGguf(checkpoint, ggufPath, { fileType: pair.gguf, onProgress: log });
@@ -117,11 +119,12 @@ export async function runLlamaCppBench(o: LlamaCppBenchOptions): Promise<Record<
     return r && "decode" in r.ours ? r.ours : null;
   };
   const int4DecodeOverFp32 = figures("int4") && figures("fp32") ? round(figures("int4")!.decode.tokensPerS / figures("fp32")!.decode.tokensPerS, 2) : null;
-  const plots = writePlots(o.outDir, precisions, runs, device, o.llamaGpu || "cpu");
+  const ourLabel = o.cudaExecutionProvider === "webgpu" ? `${device}@node-webgpu` : device;
+  const plots = writePlots(o.outDir, precisions, runs, ourLabel, o.llamaGpu || "cpu");
   log(`plots: ${plots.join(", ")}`);
   return {
     model: spec.modelId,
-    device,
+    device: ourLabel,
     llamaCpp: o.llamaGpu || "cpu",
     threads,
     cpu: cpus()[0]?.model ?? "unknown",

@@ -27,6 +27,7 @@ export async function runLlamaCppChild(args: string[]): Promise<void> {
       weights: { type: "string", default: "fp32" },
       device: { type: "string", default: "cpu" },
       gguf: { type: "string" },
+      "cuda-ep": { type: "string" },
       gpu: { type: "string" },
       quick: { type: "boolean", default: false },
       threads: { type: "string" },
@@ -42,7 +43,8 @@ export async function runLlamaCppChild(args: string[]): Promise<void> {
   const workloads = makeLlamaCppWorkloads({ codec, quick });
   if (values.side === "ours") {
     const weights = parsePrecision(values.weights!);
-    const result = await runOurSide({ modelDir: values.model, weights, device: values.device as DeviceRequest, threads, workloads, quick, onProgress: log });
+    const cudaExecutionProvider = values["cuda-ep"] === "webgpu" ? "webgpu" : values["cuda-ep"] === undefined || values["cuda-ep"] === "cuda" ? undefined : badValue("--cuda-ep", values["cuda-ep"]);
+    const result = await runOurSide({ modelDir: values.model, weights, device: values.device as DeviceRequest, cudaExecutionProvider, threads, workloads, quick, onProgress: log });
     console.log(JSON.stringify(result));
   } else if (values.side === "llamacpp") {
     if (!values.gguf) throw new Error("--side llamacpp needs --gguf FILE");
@@ -82,4 +84,8 @@ export function spawnSide<T>(args: string[]): Promise<T> {
       resolve(JSON.parse(last) as T);
     });
   });
+}
+
+function badValue(flag: string, got: string): never {
+  throw new Error(`${flag} must be cuda or webgpu, got ${JSON.stringify(got)}`);
 }

@@ -13,6 +13,8 @@ export interface OurSideOptions {
   modelDir: string | undefined;
   weights: WeightPrecision;
   device: DeviceRequest;
+  /** With device "cuda": onnxruntime-node's provider for it (BackendOptions.cudaExecutionProvider). */
+  cudaExecutionProvider?: "cuda" | "webgpu";
   /** onnxruntime intra-op threads (default every core, as the backend's default). */
   threads?: number;
   workloads: LlamaCppWorkloads;
@@ -67,6 +69,7 @@ export async function runOurSide(o: OurSideOptions): Promise<EngineFigures> {
     enablePrefixCache: true,
     threads: o.threads,
     device: o.device,
+    cudaExecutionProvider: o.cudaExecutionProvider,
     weights: o.weights,
     backendId: "llamacpp-bench",
     log,
@@ -114,7 +117,7 @@ export async function runOurSide(o: OurSideOptions): Promise<EngineFigures> {
     const during = stopMeter();
     if (during && during.otherCores > 0.1) log(`WARNING: other processes kept ${during.otherCores} cores busy during the run: our figures are low`);
     return {
-      setup: `Agent Edge engine in-process on ${executor.device}, ${o.weights} weights, ${o.threads ?? "all"} threads, ${MAX_BATCH_TOKENS}-token steps, ${BLOCK_SIZE}-token KV blocks (${(executor.kvBytes / 2 ** 20).toFixed(0)} MiB pool), prefix cache on`,
+      setup: `Agent Edge engine in-process on ${executor.device}${o.cudaExecutionProvider === "webgpu" ? " (onnxruntime-node's WebGPU provider)" : ""}, ${o.weights} weights, ${o.threads ?? "all"} threads, ${MAX_BATCH_TOKENS}-token steps, ${BLOCK_SIZE}-token KV blocks (${(executor.kvBytes / 2 ** 20).toFixed(0)} MiB pool), prefix cache on`,
       decode: { contextTokens: w.decode.prompt.length, generatedTokens: w.decode.generate, tokensPerS: round(decodeTokensPerS, 1), msPerToken: round(1000 / decodeTokensPerS, 2) },
       prefill: { promptTokens: w.prefill.prompt.length, ms: round(prefillMs, 1), tokensPerS: round((w.prefill.prompt.length / prefillMs) * 1000, 1) },
       trajectory: {

@@ -25,7 +25,8 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *            llama.cpp F32/F16/Q8_0/Q4_0 GGUF from our writer): decode at 1k context, prefill of 2k,
  *            a 20-turn trajectory, 8 x 5 concurrent turns; ratios, bandwidth limit, plots;
  *            flags: --quick, --json, --weights a,b (default all four), --model DIR|FAMILY,
- *            --device cpu|webgpu|cuda (ours; default cpu), --llama-gpu cuda|vulkan (default its CPU
+ *            --device cpu|webgpu|cuda (ours; default cpu), --cuda-ep webgpu (cuda executor on
+ *            onnxruntime-node's WebGPU provider), --llama-gpu cuda|vulkan (default its CPU
  *            build), --threads N, --bandwidth GB/s (default: measured copy bandwidth), --only ours|llamacpp,
  *            --out DIR
  *   edge     per-turn latency client -> Worker -> DO -> backend vs client -> backend, and bytes
@@ -69,6 +70,7 @@ const { values } = parseArgs({
     bandwidth: { type: "string" },
     only: { type: "string" },
     families: { type: "string" },
+    "cuda-ep": { type: "string" },
   },
   strict: true,
 });
@@ -102,6 +104,7 @@ switch (name) {
       llamaGpu: llamaGpu ?? false,
       threads: values.threads ? Number(values.threads) : undefined,
       bandwidth: values.bandwidth ? { bytesPerS: Number(values.bandwidth) * 1e9, source: "given (--bandwidth)" } : undefined,
+      cudaExecutionProvider: values["cuda-ep"] === undefined ? undefined : values["cuda-ep"] === "cuda" || values["cuda-ep"] === "webgpu" ? values["cuda-ep"] : badFlag("--cuda-ep", "cuda or webgpu", values["cuda-ep"]),
       only: values.only === undefined ? undefined : values.only === "ours" || values.only === "llamacpp" ? values.only : badFlag("--only", "ours or llamacpp", values.only),
     });
     console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));

@@ -18,6 +18,12 @@ export interface BackendOptions {
   threads?: number | undefined;
   /** cpu | webgpu | cuda | auto (default auto: cuda, then a hardware WebGPU adapter, then cpu). */
   device?: DeviceRequest;
+  /**
+   * With device "cuda": onnxruntime-node's provider for the cuda executor (default "cuda").
+   * "webgpu" runs the same executor on onnxruntime-node's bundled WebGPU provider (its own Dawn),
+   * e.g. on an NVIDIA machine without the CUDA provider download.
+   */
+  cudaExecutionProvider?: "cuda" | "webgpu" | undefined;
   /** Weight precision (default per device: `defaultPrecision`). */
   weights?: WeightPrecision | undefined;
   backendId: string;
@@ -45,7 +51,8 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
   const t0 = performance.now();
   const model = await loadModel({ dir: options.modelDir, log });
   const { spec } = model;
-  const { device, reason } = await resolveDevice(options.device ?? "auto");
+  const onNodeWebGpu = options.device === "cuda" && options.cudaExecutionProvider === "webgpu";
+  const { device, reason } = onNodeWebGpu ? { device: "cuda" as const, reason: "--device cuda on onnxruntime-node's WebGPU provider" } : await resolveDevice(options.device ?? "auto");
   log(`device ${device} (${reason})`);
   const precision = options.weights ?? defaultPrecision(device);
   const refusal = precisionRefusal(device, precision);
@@ -65,7 +72,7 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
   });
   if (numBlocks < 2) throw new Error(`--kv-memory ${options.kvMemoryBytes} bytes holds fewer than 2 blocks of ${options.blockSize} tokens`);
   log(`building the ONNX graph and the onnxruntime session (${device}), KV pool ${numBlocks} blocks x ${options.blockSize} tokens`);
-  const executor = await createExecutor({ device, spec, weights: model.weights, quantized, float16: precision === "fp16", numBlocks, blockSize: options.blockSize, threads: options.threads });
+  const executor = await createExecutor({ device, spec, weights: model.weights, quantized, float16: precision === "fp16", numBlocks, blockSize: options.blockSize, threads: options.threads, cudaExecutionProvider: options.cudaExecutionProvider });
   cache?.save();
   const pool = new BlockPool({ numBlocks, blockSize: options.blockSize });
   const trace = options.stepTraceDir ? new StepTraceFile(options.stepTraceDir, options.backendId) : undefined;

@@ -15,6 +15,8 @@ export interface CreateExecutorOptions {
   quantized?: QuantizedWeights | null | undefined;
   /** Float weights in float16 (webgpu, cuda only: see engine/weight-precision.ts). */
   float16?: boolean | undefined;
+  /** The cuda executor's onnxruntime-node provider (default "cuda"; "webgpu": its bundled WebGPU provider, see CudaExecutorOptions). */
+  cudaExecutionProvider?: "cuda" | "webgpu" | undefined;
 }
 
 /**
@@ -33,7 +35,7 @@ export async function createExecutor(o: CreateExecutorOptions): Promise<Executor
     }
     case "cuda": {
       const { CudaExecutor } = await import("./cuda-executor");
-      return CudaExecutor.create({ spec: o.spec, weights: o.weights, quantized: o.quantized, float16: o.float16, numBlocks: o.numBlocks, blockSize: o.blockSize });
+      return CudaExecutor.create({ spec: o.spec, weights: o.weights, quantized: o.quantized, float16: o.float16, numBlocks: o.numBlocks, blockSize: o.blockSize, executionProvider: o.cudaExecutionProvider });
     }
   }
 }
