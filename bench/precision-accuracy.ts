@@ -1,3 +1,4 @@
+import type { ChatMessage } from "../protocol/messages";
 import type { ChatCodec } from "../gpu-backend/engine/chat-codec";
 import type { DecoderSpec, WeightSource } from "../gpu-backend/model/graph/decoder-spec";
 import { CpuExecutor } from "../gpu-backend/model/executors/cpu-executor";
@@ -33,7 +34,14 @@ export interface AccuracyFigures {
 /** `tokens` tokens of rendered agent transcript (system prompt, tools, observations, replies). */
 export function accuracyCorpus(codec: ChatCodec, tokens = 2000): number[] {
   const [trajectory] = makeAgentWorkload({ trajectories: 1, turns: 12, systemTokens: 900, observationTokens: [100, 200], replyTokens: [16, 32], seed: 11, countTokens: (t) => codec.encode(t).length });
-  const messages = trajectory!.turns.flatMap((t) => t.newMessages);
+  // Before each tool observation, the assistant's call that asked for it (templates such as
+  // Gemma 3's refuse a tool result that answers no call).
+  const tool = trajectory!.tools[0]!.function.name;
+  const messages: ChatMessage[] = trajectory!.turns.flatMap((t) =>
+    t.newMessages.flatMap((m): ChatMessage[] =>
+      m.role === "tool" ? [{ role: "assistant", content: "", tool_calls: [{ id: m.tool_call_id!, type: "function", function: { name: tool, arguments: "{}" } }] }, m] : [m],
+    ),
+  );
   const ids = codec.encode(codec.render({ messages, tools: trajectory!.tools, addGenerationPrompt: false }));
   if (ids.length < tokens) throw new Error(`accuracy corpus: only ${ids.length} tokens rendered, ${tokens} asked`);
   return ids.slice(0, tokens);
