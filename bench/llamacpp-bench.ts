@@ -13,6 +13,7 @@ import type { LlamaCppSideResult } from "./llamacpp-side";
 import { memoryBandwidth } from "./memory-bandwidth";
 import { note } from "./progress";
 import { lineChart } from "./svg-plot";
+import { round } from "./round";
 
 export interface LlamaCppBenchOptions {
   quick: boolean;
@@ -189,9 +190,4 @@ function writePlots(outDir: string, precisions: BenchPrecision[], runs: Partial<
   chart("llamacpp-decode.svg", "Single-stream decode at 1k context, by weight precision", (x) => x.decode.tokensPerS, true);
   chart("llamacpp-prefill.svg", "Prefill of a 2,000-token prompt, by weight precision", (x) => x.prefill.tokensPerS, false);
   return paths;
-}
-
-function round(v: number, digits: number): number {
-  const p = 10 ** digits;
-  return Math.round(v * p) / p;
 }

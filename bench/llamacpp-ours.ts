@@ -7,6 +7,7 @@ import type { LlamaCppWorkloads, TokenTrajectory } from "./llamacpp-workload";
 import { startCpuMeter, type CpuShare } from "./cpu-meter";
 import { residentMemory, type ResidentMemory } from "./resident-memory";
 import { note } from "./progress";
+import { round } from "./round";
 
 export interface OurSideOptions {
   /** Model folder; undefined: the embedded demo model. */
@@ -159,9 +160,4 @@ async function runTrajectory(engine: Engine, t: TokenTrajectory, greedy: (n: num
     onTurn(k, `prompt ${prompt.length} tokens, ${evaluated} evaluated, TTFT ${r.timings.ttftMs.toFixed(0)} ms`);
   }
   return { wallMs: performance.now() - t0, ttftMs, evaluatedPromptTokens };
-}
-
-function round(v: number, digits: number): number {
-  const p = 10 ** digits;
-  return Math.round(v * p) / p;
 }

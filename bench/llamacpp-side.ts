@@ -6,6 +6,7 @@ import { residentMemory } from "./resident-memory";
 import { generateGreedy, runTurn } from "./llamacpp-turns";
 import type { LlamaCppWorkloads, TokenTrajectory } from "./llamacpp-workload";
 import { note } from "./progress";
+import { round } from "./round";
 
 export interface LlamaCppSideOptions {
   ggufPath: string;
@@ -311,9 +312,4 @@ class ContextBench {
 
 function onOff(on: boolean): string {
   return on ? "on" : "off";
-}
-
-function round(v: number, digits: number): number {
-  const p = 10 ** digits;
-  return Math.round(v * p) / p;
 }

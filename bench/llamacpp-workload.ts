@@ -1,4 +1,5 @@
 import type { ChatMessage, ToolDefinition } from "../protocol/messages";
+import { commonPrefixLength } from "../protocol/common-prefix";
 import { mulberry32 } from "../protocol/random";
 import type { ChatCodec } from "../gpu-backend/engine/chat-codec";
 import { makeAgentWorkload, type AgentTrajectory } from "./agent-workload";
@@ -151,7 +152,7 @@ function scriptedTrajectories(codec: Codec, workload: AgentTrajectory[], generat
       messages.push(...turn.newMessages);
       const prompt = renderMessages(codec, traj.tools, messages);
       const previous = prompts.at(-1);
-      if (previous && sharedPrefix([previous, prompt]) !== previous.length) {
+      if (previous && commonPrefixLength(previous, prompt) !== previous.length) {
         throw new Error(`${traj.id}: turn ${k}'s prompt does not extend turn ${k - 1}'s (the chat template rewrites earlier turns)`);
       }
       prompts.push(prompt);
@@ -160,15 +161,8 @@ function scriptedTrajectories(codec: Codec, workload: AgentTrajectory[], generat
   });
 }
 
-/** Length of the longest common prefix of token arrays. */
+/** Length of the prefix all of `arrays` share. */
 function sharedPrefix(arrays: number[][]): number {
   const [first, ...rest] = arrays;
-  if (!first) return 0;
-  let n = first.length;
-  for (const a of rest) {
-    let i = 0;
-    while (i < n && i < a.length && a[i] === first[i]) i++;
-    n = i;
-  }
-  return n;
+  return first ? rest.reduce((n, a) => Math.min(n, commonPrefixLength(first, a)), first.length) : 0;
 }

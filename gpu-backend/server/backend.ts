@@ -51,8 +51,7 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
   const t0 = performance.now();
   const model = await loadModel({ dir: options.modelDir, log });
   const { spec } = model;
-  const onNodeWebGpu = options.device === "cuda" && options.cudaExecutionProvider === "webgpu";
-  const { device, reason } = onNodeWebGpu ? { device: "cuda" as const, reason: "--device cuda on onnxruntime-node's WebGPU provider" } : await resolveDevice(options.device ?? "auto");
+  const { device, reason } = await resolveDevice(options.device ?? "auto", options.cudaExecutionProvider);
   log(`device ${device} (${reason})`);
   const precision = options.weights ?? defaultPrecision(device);
   const refusal = precisionRefusal(device, precision);

@@ -22,12 +22,14 @@ export const CUDA_INSTALL_HINT =
 /**
  * Resolves `--device`: `auto` takes cuda when its provider is installed and an NVIDIA device is
  * present, then a hardware WebGPU adapter, then cpu, and says why in `reason`. An explicit device
- * that cannot work throws an Error saying what to do.
+ * that cannot work throws an Error saying what to do. `cudaExecutionProvider: "webgpu"` runs the
+ * cuda executor on onnxruntime-node's bundled WebGPU provider, which needs no CUDA download.
  *
  * @example const { device, reason } = await resolveDevice("auto"); log(`device ${device}: ${reason}`);
  */
-export async function resolveDevice(requested: DeviceRequest): Promise<{ device: Device; reason: string }> {
+export async function resolveDevice(requested: DeviceRequest, cudaExecutionProvider: "cuda" | "webgpu" = "cuda"): Promise<{ device: Device; reason: string }> {
   if (requested === "cpu") return { device: "cpu", reason: "--device cpu" };
+  if (requested === "cuda" && cudaExecutionProvider === "webgpu") return { device: "cuda", reason: "--device cuda on onnxruntime-node's WebGPU provider" };
   if (requested === "cuda") {
     if (!cudaProviderInstalled()) throw new Error(CUDA_INSTALL_HINT);
     return { device: "cuda", reason: "--device cuda" };
