@@ -51,10 +51,6 @@ export class QuantizedWeights {
     return this.cached.entries();
   }
 
-  /** How many tensors came from the cache file. */
-  get fromCache(): number {
-    return this.cached.size - this.fresh;
-  }
 
   /**
    * The packed weight `name` ([rows, cols], rows of the float32 `source` in Hugging Face [out, in]
