@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import type { DemoFamily } from "../gpu-backend/model/checkpoint/demo-families";
 import { accuracyModel } from "./accuracy-bench";
-import { accuracyCorpus, accuracyPrompts, precisionAccuracy } from "./precision-accuracy";
+import { accuracyCorpus, accuracyPrompts, klDivergence, precisionAccuracy } from "./precision-accuracy";
 
 /**
  * int8 and int4 weights against the same model in float32 (bench/precision-accuracy.ts): mean KL
@@ -20,6 +20,16 @@ import { accuracyCorpus, accuracyPrompts, precisionAccuracy } from "./precision-
 const BOUNDS = { 8: { meanKl: 5e-4, agreement: 0.3 }, 4: { meanKl: 6e-2, agreement: 0 } } as const;
 const root = mkdtempSync(join(tmpdir(), "precision-accuracy-"));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+describe("klDivergence", () => {
+  it("is 0 for the same distribution (whatever the logits' offset) and matches the closed form", () => {
+    expect(klDivergence(Float32Array.of(1, 2, 3), Float32Array.of(11, 12, 13))).toBeCloseTo(0, 6);
+    // p = softmax(0, ln 3) = (1/4, 3/4), q = (1/2, 1/2): KL = 1/4 ln(1/2) + 3/4 ln(3/2).
+    expect(klDivergence(Float32Array.of(0, Math.log(3)), Float32Array.of(5, 5))).toBeCloseTo(0.25 * Math.log(0.5) + 0.75 * Math.log(1.5), 6);
+    // Large logits do not overflow.
+    expect(klDivergence(Float32Array.of(1000, 1000 + Math.log(3)), Float32Array.of(-500, -500))).toBeCloseTo(0.25 * Math.log(0.5) + 0.75 * Math.log(1.5), 5);
+  });
+});
 
 describe("weight precision accuracy", () => {
   for (const family of ["phi3"] as const satisfies readonly DemoFamily[]) {

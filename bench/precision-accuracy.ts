@@ -102,21 +102,27 @@ export async function precisionAccuracy(o: {
   }
 }
 
-/** KL(p || q) in nats for two logit rows. */
+/**
+ * KL(p || q) in nats for two logit rows, in three passes without allocating (the rows are a whole
+ * vocabulary: 262,144 values for Gemma 3, 2,000 rows per precision):
+ * KL = Σ softmax(p)_i · ((p_i - lse(p)) - (q_i - lse(q))).
+ */
 export function klDivergence(p: Float32Array, q: Float32Array): number {
-  const lp = logSoftmax(p);
-  const lq = logSoftmax(q);
+  const lp = logSumExp(p);
+  const lq = logSumExp(q);
+  const shift = lq - lp;
   let kl = 0;
-  for (let i = 0; i < lp.length; i++) kl += Math.exp(lp[i]!) * (lp[i]! - lq[i]!);
+  for (let i = 0; i < p.length; i++) {
+    const a = p[i]! - lp;
+    kl += Math.exp(a) * (p[i]! - q[i]! + shift);
+  }
   return Math.max(0, kl);
 }
 
-function logSoftmax(x: Float32Array): Float64Array {
+function logSumExp(x: Float32Array): number {
   let max = -Infinity;
-  for (const v of x) max = Math.max(max, v);
+  for (let i = 0; i < x.length; i++) if (x[i]! > max) max = x[i]!;
   let sum = 0;
-  for (const v of x) sum += Math.exp(v - max);
-  const lse = max + Math.log(sum);
-  return Float64Array.from(x, (v) => v - lse);
+  for (let i = 0; i < x.length; i++) sum += Math.exp(x[i]! - max);
+  return max + Math.log(sum);
 }
-

@@ -4,7 +4,8 @@
  * what each costs per call against a dense SwiGLU MLP with the same ACTIVE parameters
  * (intermediate = k x moe_intermediate, built with the decoder's own ops).
  *
- *   npx tsx scripts/moe-probe.ts                   availability + CPU timings (1 and 2 threads)
+ *   npx tsx scripts/moe-probe.ts                   availability + CPU timings (1 and 2 threads), with
+ *                                                  the int8/int4 experts of QMoE as rows of their own
  *   npx tsx scripts/moe-probe.ts --webgpu-timings  also time the WebGPU kernels (lavapipe: slow)
  *   npx tsx scripts/moe-probe.ts --quick           availability only
  *
@@ -23,6 +24,7 @@ import { concatTransposed, transpose } from "../gpu-backend/model/graph/weight-l
 import { MOE_KERNELS, moeBlockModel, pickMoeKernel, type MoeKernel, type MoeProvider } from "../gpu-backend/model/graph/moe-block";
 import { moeReference, randomMoeWeights, randomRows, type MoeShape } from "../gpu-backend/model/testing/moe-reference";
 import { mulberry32 } from "../protocol/random";
+import { QuantizedWeights } from "../gpu-backend/model/quant/quantized-weights";
 
 const quick = process.argv.includes("--quick");
 const webgpuTimings = process.argv.includes("--webgpu-timings");
@@ -47,7 +49,8 @@ const MEMORY_GBPS = 24;
 /** The gather kernel copies T·k experts' weights: skip it where that exceeds this. */
 const GATHER_MAX_BYTES = 2 ** 30;
 
-type Variant = MoeKernel | "dense-mlp";
+/** `qmoe-int8`/`qmoe-int4`: the `ort-moe` kernel with quantized experts (one com.microsoft.QMoE node). */
+type Variant = MoeKernel | "dense-mlp" | "qmoe-int8" | "qmoe-int4" | "per-expert-int8" | "per-expert-int4";
 const log = (line: string) => console.log(line);
 
 function sessionOptions(provider: MoeProvider, threads: number): ort.InferenceSession.SessionOptions {
@@ -78,6 +81,10 @@ function denseMlpModel(hid: number, inter: number, seed: number): Uint8Array {
 
 function modelFor(variant: Variant, shape: MoeShape, weights: ReturnType<typeof randomMoeWeights>): Uint8Array {
   if (variant === "dense-mlp") return denseMlpModel(shape.hiddenSize, shape.topK * shape.moeIntermediateSize, 11);
+  if (variant === "qmoe-int8" || variant === "qmoe-int4")
+    return moeBlockModel({ ...shape, layer: 0, weights, kernel: "ort-moe", quantized: QuantizedWeights.open(variant === "qmoe-int8" ? 8 : 4) });
+  if (variant === "per-expert-int8" || variant === "per-expert-int4")
+    return moeBlockModel({ ...shape, layer: 0, weights, kernel: "per-expert", quantized: QuantizedWeights.open(variant === "per-expert-int8" ? 8 : 4) });
   return moeBlockModel({ ...shape, layer: 0, weights, kernel: variant });
 }
 
@@ -140,7 +147,7 @@ async function availability(): Promise<Map<MoeProvider, Set<MoeKernel>>> {
 async function timings(provider: MoeProvider, threads: number, kernels: readonly MoeKernel[]): Promise<void> {
   const { hiddenSize: H, moeIntermediateSize: I, numExperts: E, topK: k } = SHAPE;
   const weights = randomMoeWeights(SHAPE, 0, 7);
-  const variants: Variant[] = ["dense-mlp", ...kernels];
+  const variants: Variant[] = ["dense-mlp", ...kernels, ...(provider === "cpu" ? (["qmoe-int8", "qmoe-int4", "per-expert-int8", "per-expert-int4"] as const) : [])];
   const sessions = new Map<Variant, ort.InferenceSession>();
   for (const v of variants) sessions.set(v, await ort.InferenceSession.create(modelFor(v, SHAPE, weights), sessionOptions(provider, threads)));
   const best = new Map<string, number>();
@@ -191,7 +198,7 @@ function physicalLimit(): void {
 async function main(): Promise<void> {
   log("== 1. kernels per provider (small shape: hidden 64, 8 experts, k 2, moe_intermediate 32; fp32 tolerance 1e-5)");
   const runs = await availability();
-  for (const p of ["cpu", "webgpu"] as const) log(`  ${p}: runs ${[...runs.get(p)!].join(", ") || "nothing"}; picked: ${pickMoeKernel(p)}`);
+  for (const p of ["cpu", "webgpu"] as const) log(`  ${p}: runs ${[...runs.get(p)!].join(", ") || "nothing"}; picked: ${pickMoeKernel(p, false)} (float), ${pickMoeKernel(p, true)} (int8/int4)`);
   physicalLimit();
   if (quick) return;
   for (const threads of THREADS) {

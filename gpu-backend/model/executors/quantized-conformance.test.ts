@@ -7,13 +7,14 @@ import { tinySpec } from "../testing/tiny-spec";
 
 /**
  * The executor conformance suite on the cpu executor with int8 and int4 weights (MatMulNBits,
- * GatherBlockQuantized), against the float64 reference run on the dequantized weights: what is
- * left is MatMulNBits' int8 rounding of the activations (accuracy level 4, per block of 32).
+ * GatherBlockQuantized; QMoE for Qwen3-MoE's experts), against the float64 reference run on the
+ * dequantized weights: what is left is MatMulNBits' int8 rounding of the activations (accuracy
+ * level 4, per block of 32).
  * Cached vs uncached stays exact up to batch shape, as in float32.
  */
 const specs = familySpecs();
 for (const bits of [8, 4] as const) {
-  for (const [family, spec] of [["llama", tinySpec()], ["qwen3", specs.qwen3], ["gemma3", specs.gemma3]] as const) {
+  for (const [family, spec] of [["llama", tinySpec()], ["qwen3", specs.qwen3], ["gemma3", specs.gemma3], ["qwen3_moe", specs.qwen3_moe]] as const) {
     executorConformance({
       name: `cpu int${bits} ${family}`,
       spec,

@@ -98,7 +98,7 @@ export function attentionOutputAndMlp(g: GraphBuilder, spec: DecoderSpec, gw: Gr
   const h2 = norm(afterAttn, spec.sandwichNorms ? w.preFeedforwardNorm : w.postNorm);
   const moe = spec.moe?.sparseLayers[l] ? spec.moe : null;
   let mlpOut = moe
-    ? moeMlp(g, h2, { layer: l, hiddenSize: hid, moeIntermediateSize: moe.intermediateSize, numExperts: moe.numExperts, topK: moe.topK, normTopkProb: moe.normTopkProb, weights, kernel: moeKernel })
+    ? moeMlp(g, h2, { layer: l, hiddenSize: hid, moeIntermediateSize: moe.intermediateSize, numExperts: moe.numExperts, topK: moe.topK, normTopkProb: moe.normTopkProb, weights, quantized: gw.quantized, float16: gw.float16, kernel: moeKernel })
     : denseMlp(g, spec, gw, l, h2);
   if (spec.sandwichNorms) mlpOut = norm(mlpOut, w.postFeedforwardNorm);
   return g.op("Add", [afterAttn, mlpOut]);

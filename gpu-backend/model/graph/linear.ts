@@ -13,7 +13,8 @@ import type { PackedWeight, QuantizedWeights } from "../quant/quantized-weights"
  * (`com.microsoft.GatherBlockQuantized`), which a tied LM head shares.
  *
  * Only linears whose input features split into whole blocks (multiples of 32) are quantized; the
- * rest stay float32, as do norms, biases, rotary tables and MoE experts (docs/quantization.md).
+ * rest stay float32, as do norms, biases, rotary tables and the MoE router (the experts take the
+ * same precision through `moe-block.ts`; docs/quantization.md).
  */
 export interface GraphWeights {
   source: WeightSource;

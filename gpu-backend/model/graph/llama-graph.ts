@@ -81,7 +81,7 @@ export function buildLlamaGraph(spec: DecoderSpec, weights: WeightSource, quanti
     const preOut = prefillAttention(g, { q: qp!, k: kp!, v: vp!, poolK, poolV, slots: ctx.preSlots, mask: ctx.preMask, nkv, groups, hd });
 
     const attn = g.op("Concat", [decOut, preOut], { attributes: { axis: 0 } });
-    x = attentionOutputAndMlp(g, spec, gw, l, x, attn, pickMoeKernel("cpu"));
+    x = attentionOutputAndMlp(g, spec, gw, l, x, attn, pickMoeKernel("cpu", gw.quantized !== null));
   }
 
   lmHead(g, spec, gw, embed, x, logitIndex, { logits: "logits", nextToken: "next_token" });

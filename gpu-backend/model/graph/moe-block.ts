@@ -1,6 +1,9 @@
 import { DataType, GraphBuilder } from "./graph-builder";
 import { layerWeightNames, type WeightSource } from "./decoder-spec";
 import { concatTransposed, transpose } from "./weight-layout";
+import { linear, type GraphWeights } from "./linear";
+import { BLOCK_SIZE, quantizable } from "../quant/block-quant";
+import type { QuantizedWeights } from "../quant/quantized-weights";
 
 /**
  * The Qwen3-MoE sparse MLP block (transformers `Qwen3MoeSparseMoeBlock`) as an ONNX subgraph.
@@ -14,13 +17,17 @@ import { concatTransposed, transpose } from "./weight-layout";
  * - `ort-moe`    one `com.microsoft.MoE` node (router logits in, softmax/top-k/renorm inside, fused
  *                interleaved SwiGLU): onnxruntime's CPU kernel groups tokens by expert and runs
  *                one GEMM pair per used expert. CPU only: onnxruntime 1.30 registers no WebGPU
- *                MoE kernel (float32 or float16).
+ *                MoE kernel (float32 or float16). With int8/int4 weights it is one
+ *                `com.microsoft.QMoE` node over the same blockwise codes as every other linear
+ *                (`quant/block-quant.ts`, block 32, no zero point), which onnxruntime's CPU kernel
+ *                takes as they are.
  * - `gather`     standard ops: TopK, then Gather of the chosen experts' stacked weights and one
  *                batched MatMul. Reads only k experts per token, but materialises T·k copies of an
  *                expert's weights: for decode (T = 1) only.
  * - `per-expert` standard ops: per expert, TopK over its routing column (K = its token count)
- *                picks its tokens, Gather, two MatMuls; one Gather puts the rows back per token.
- *                Sparse for any T; ~12 nodes per expert.
+ *                picks its tokens, Gather, two products; one Gather puts the rows back per token.
+ *                Sparse for any T; ~12 nodes per expert. Its products are `graph/linear.ts`'s, so
+ *                they take the model's weight precision (float16, MatMulNBits) like a dense MLP.
  * - `dense`      standard ops: every expert on every token (one wide MatMul, one tall MatMul,
  *                routing weights zero outside the top k). E/k times the work: comparison only.
  */
@@ -41,19 +48,26 @@ export interface MoeBlockArgs {
   /** `norm_topk_prob`: renormalise the k chosen probabilities to sum 1. */
   normTopkProb: boolean;
   weights: WeightSource;
-  /** Default: {@link pickMoeKernel}("cpu"). */
+  /** int8/int4 expert weights (QMoE on `ort-moe`, MatMulNBits on `per-expert`); absent: float. */
+  quantized?: QuantizedWeights | null;
+  /** float16 expert products on `per-expert` (webgpu, cuda). */
+  float16?: boolean;
+  /** Default: {@link pickMoeKernel}("cpu", whether `quantized` is given). */
   kernel?: MoeKernel;
 }
 
 /**
- * The fastest kernel per execution provider, from `scripts/moe-probe.ts` (docs/moe.md):
- * `ort-moe` on CPU (decode at a dense MLP's speed, one node per layer); on WebGPU, where
- * onnxruntime 1.30 has no MoE kernel, `per-expert` (the only sparse kernel for any T there).
+ * The fastest kernel per execution provider and weight precision, from `scripts/moe-probe.ts` and
+ * whole-model decode (docs/moe.md): on CPU `ort-moe` for float experts (decode at a dense MLP's
+ * speed, one node per layer) but `per-expert` for int8/int4 experts, whose MatMulNBits products
+ * read the packed codes (onnxruntime 1.30's CPU QMoE dequantizes each used expert to float32 on
+ * every call: the demo MoE decodes at 0.39x fp32 with it at int4); on WebGPU, where onnxruntime
+ * 1.30 has no MoE kernel, `per-expert` (the only sparse kernel for any T there).
  *
- * @example moeMlp(g, h, { ...args, kernel: pickMoeKernel("webgpu") })
+ * @example moeMlp(g, h, { ...args, kernel: pickMoeKernel("webgpu", false) })
  */
-export function pickMoeKernel(provider: MoeProvider): MoeKernel {
-  return provider === "cpu" ? "ort-moe" : "per-expert";
+export function pickMoeKernel(provider: MoeProvider, quantized: boolean): MoeKernel {
+  return provider === "cpu" && !quantized ? "ort-moe" : "per-expert";
 }
 
 /** Hugging Face tensor names of layer `layer`'s MoE block: the router and each expert's projections. */
@@ -76,7 +90,9 @@ export function moeMlp(g: GraphBuilder, x: string, a: MoeBlockArgs): string {
   const routerW = a.weights.take(names.router);
   checkSize(names.router, routerW, E * hid);
   const logits = g.op("MatMul", [x, g.weight(`layer${a.layer}.moe_router`, transpose(routerW, hid, E), [hid, E])]);
-  const kernel = a.kernel ?? pickMoeKernel("cpu");
+  const kernel = a.kernel ?? pickMoeKernel("cpu", !!a.quantized);
+  if ((a.quantized && (kernel === "gather" || kernel === "dense")) || (a.float16 && kernel !== "per-expert"))
+    throw new Error(`MoE: the ${kernel} kernel has no ${a.quantized ? `int${a.quantized.bits}` : "float16"} experts`);
   switch (kernel) {
     case "ort-moe":
       return ortMoe(g, x, logits, a, names.experts);
@@ -91,11 +107,57 @@ export function moeMlp(g: GraphBuilder, x: string, a: MoeBlockArgs): string {
 
 type ExpertNames = ReturnType<typeof moeWeightNames>["experts"];
 
-/** One com.microsoft.MoE node. fc1 [E, 2I, H] rows interleaved gate_0, up_0, gate_1, ...; fc2 [E, H, I] (HF layout). */
+/**
+ * One com.microsoft.MoE node, or QMoE with quantized weights. fc1 [E, 2I, H] rows interleaved
+ * gate_0, up_0, gate_1, ...; fc2 [E, H, I] (HF layout). Quantized, each is one [E * rows, cols]
+ * matrix cut into blocks along its input features: the packed codes are [E, rows, cols * bits / 8]
+ * and the scales [E, rows, cols / 32], as QMoE's `block_size` attribute takes them.
+ */
 function ortMoe(g: GraphBuilder, x: string, logits: string, a: MoeBlockArgs, experts: ExpertNames): string {
   const { hiddenSize: hid, moeIntermediateSize: inter, numExperts: E } = a;
+  const l = a.layer;
+  const quantized = a.quantized && quantizable(hid) && quantizable(inter) ? a.quantized : null;
+  if (quantized) {
+    const fc1 = quantized.get(`layer${l}.moe_fc1`, E * 2 * inter, hid, () => interleavedFc1(a, experts));
+    const fc2 = quantized.get(`layer${l}.moe_fc2`, E * hid, inter, () => stackedFc2(a, experts));
+    return g.op(
+      "QMoE",
+      [
+        x,
+        logits,
+        g.bytes(`layer${l}.moe_fc1.packed`, fc1.packed, [E, 2 * inter, (hid * fc1.bits) / 8]),
+        g.weight(`layer${l}.moe_fc1.scales`, fc1.scales, [E, 2 * inter, hid / BLOCK_SIZE]),
+        "",
+        g.bytes(`layer${l}.moe_fc2.packed`, fc2.packed, [E, hid, (inter * fc2.bits) / 8]),
+        g.weight(`layer${l}.moe_fc2.scales`, fc2.scales, [E, hid, inter / BLOCK_SIZE]),
+        "",
+      ],
+      { domain: "com.microsoft", attributes: { ...ortMoeAttributes(a), expert_weight_bits: fc1.bits, block_size: BLOCK_SIZE } },
+    );
+  }
+  return g.op(
+    "MoE",
+    [x, logits, g.weight(`layer${l}.moe_fc1`, interleavedFc1(a, experts), [E, 2 * inter, hid]), "", g.weight(`layer${l}.moe_fc2`, stackedFc2(a, experts), [E, hid, inter])],
+    { domain: "com.microsoft", attributes: ortMoeAttributes(a) },
+  );
+}
+
+function ortMoeAttributes(a: MoeBlockArgs) {
+  return {
+    k: a.topK,
+    activation_type: "swiglu",
+    swiglu_fusion: 1,
+    // silu(g) * (u + beta) with sigmoid(alpha * g): Qwen's SwiGLU is alpha 1, beta 0, no clamp.
+    activation_alpha: { float: 1 },
+    activation_beta: { float: 0 },
+    normalize_routing_weights: a.normTopkProb ? 1 : 0,
+  };
+}
+
+/** fc1 [E, 2I, H]: each expert's gate and up rows interleaved (gate_0, up_0, gate_1, ...). */
+function interleavedFc1(a: MoeBlockArgs, experts: ExpertNames): Float32Array {
+  const { hiddenSize: hid, moeIntermediateSize: inter, numExperts: E } = a;
   const fc1 = new Float32Array(E * 2 * inter * hid);
-  const fc2 = new Float32Array(E * hid * inter);
   experts.forEach((n, e) => {
     const gate = takeChecked(a.weights, n.gate, inter * hid);
     const up = takeChecked(a.weights, n.up, inter * hid);
@@ -103,25 +165,16 @@ function ortMoe(g: GraphBuilder, x: string, logits: string, a: MoeBlockArgs, exp
       fc1.set(gate.subarray(i * hid, (i + 1) * hid), (e * 2 * inter + 2 * i) * hid);
       fc1.set(up.subarray(i * hid, (i + 1) * hid), (e * 2 * inter + 2 * i + 1) * hid);
     }
-    fc2.set(takeChecked(a.weights, n.down, hid * inter), e * hid * inter);
   });
-  const l = a.layer;
-  return g.op(
-    "MoE",
-    [x, logits, g.weight(`layer${l}.moe_fc1`, fc1, [E, 2 * inter, hid]), "", g.weight(`layer${l}.moe_fc2`, fc2, [E, hid, inter])],
-    {
-      domain: "com.microsoft",
-      attributes: {
-        k: a.topK,
-        activation_type: "swiglu",
-        swiglu_fusion: 1,
-        // silu(g) * (u + beta) with sigmoid(alpha * g): Qwen's SwiGLU is alpha 1, beta 0, no clamp.
-        activation_alpha: { float: 1 },
-        activation_beta: { float: 0 },
-        normalize_routing_weights: a.normTopkProb ? 1 : 0,
-      },
-    },
-  );
+  return fc1;
+}
+
+/** fc2 [E, H, I]: each expert's down projection in Hugging Face layout. */
+function stackedFc2(a: MoeBlockArgs, experts: ExpertNames): Float32Array {
+  const { hiddenSize: hid, moeIntermediateSize: inter, numExperts: E } = a;
+  const fc2 = new Float32Array(E * hid * inter);
+  experts.forEach((n, e) => fc2.set(takeChecked(a.weights, n.down, hid * inter), e * hid * inter));
+  return fc2;
 }
 
 /** Softmax over experts, top k: values [T, k] (renormalised when asked) and expert ids [T, k] int64. */
@@ -180,6 +233,7 @@ function gatherMoe(g: GraphBuilder, x: string, logits: string, a: MoeBlockArgs, 
  */
 function perExpertMoe(g: GraphBuilder, x: string, logits: string, a: MoeBlockArgs, experts: ExpertNames): string {
   const { hiddenSize: hid, moeIntermediateSize: inter, topK: k, layer: l } = a;
+  const gw: GraphWeights = { source: checkedSource(a), quantized: a.quantized ?? null, float16: a.float16 };
   const { weights, ids } = route(g, logits, a);
   const zeros = g.op("Mul", [logits, g.scalar(0)]); // [T, E]
   const mask = g.op("ScatterElements", [zeros, ids, g.op("Add", [g.op("Mul", [weights, g.scalar(0)]), g.scalar(1)])], { attributes: { axis: -1 } });
@@ -197,11 +251,9 @@ function perExpertMoe(g: GraphBuilder, x: string, logits: string, a: MoeBlockArg
     const count = g.op("Cast", [g.op("Reshape", [g.op("Gather", [counts, g.int64s([e])], { attributes: { axis: 1 } }), g.int64s([1])])], { attributes: { to: DataType.INT64 } });
     const [, tokens] = g.opN("TopK", [column, count], 2, { attributes: { axis: 0, largest: 1, sorted: 1 } });
     const xe = g.op("Gather", [x, tokens!], { attributes: { axis: 0 } }); // [n_e, H]
-    const guW = concatTransposed([takeChecked(a.weights, n.gate, inter * hid), takeChecked(a.weights, n.up, inter * hid)], hid);
-    const gu = g.op("MatMul", [xe, g.weight(`layer${l}.moe_e${e}_gate_up`, guW, [hid, 2 * inter])]);
+    const gu = linear(g, gw, `layer${l}.moe_e${e}_gate_up`, xe, [n.gate, n.up], hid, 2 * inter);
     const [gate, up] = g.opN("Split", [gu, g.int64s([inter, inter])], 2, { attributes: { axis: -1 } });
-    const downW = transpose(takeChecked(a.weights, n.down, hid * inter), inter, hid);
-    const ye = g.op("MatMul", [silu(g, gate!, up!), g.weight(`layer${l}.moe_e${e}_down`, downW, [inter, hid])]);
+    const ye = linear(g, gw, `layer${l}.moe_e${e}_down`, silu(g, gate!, up!), [n.down], inter, hid);
     return g.op("Concat", [ye, zeroRow], { attributes: { axis: 0 } });
   });
   const picked = g.op("Gather", [g.op("Concat", ys, { attributes: { axis: 0 } }), pos], { attributes: { axis: 0 } }); // [T, k, H]
@@ -227,6 +279,18 @@ function denseMoe(g: GraphBuilder, x: string, logits: string, a: MoeBlockArgs, e
   const down = new Float32Array(E * inter * hid);
   experts.forEach((n, e) => down.set(transpose(takeChecked(a.weights, n.down, hid * inter), inter, hid), e * inter * hid));
   return g.op("MatMul", [scaled, g.weight(`layer${l}.moe_all_down`, down, [E * inter, hid])]);
+}
+
+/** The expert weights with their sizes checked as they are taken (the products in linear.ts take them). */
+function checkedSource(a: MoeBlockArgs): WeightSource {
+  const { hiddenSize: hid, moeIntermediateSize: inter } = a;
+  const sizes = new Map<string, number>();
+  for (const n of moeWeightNames(a.layer, a.numExperts).experts) {
+    sizes.set(n.gate, inter * hid);
+    sizes.set(n.up, inter * hid);
+    sizes.set(n.down, hid * inter);
+  }
+  return { take: (name) => (sizes.has(name) ? takeChecked(a.weights, name, sizes.get(name)!) : a.weights.take(name)), has: (name) => a.weights.has(name) };
 }
 
 function takeChecked(w: WeightSource, name: string, size: number): Float32Array {

@@ -117,7 +117,7 @@ export function buildPagedLlamaGraph(spec: DecoderSpec, weights: WeightSource, b
     cacheOutputs.v.push(vOut!);
 
     const attn = g.op("Cast", [out!], toF32); // [T, nh*hd]
-    x = attentionOutputAndMlp(g, spec, gw, l, x, attn, pickMoeKernel("webgpu"));
+    x = attentionOutputAndMlp(g, spec, gw, l, x, attn, pickMoeKernel("webgpu", gw.quantized !== null));
   }
 
   lmHead(g, spec, gw, embed, x, logitIndex, { logits: PAGED_IO.logits, nextToken: PAGED_IO.nextToken });

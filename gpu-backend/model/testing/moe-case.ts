@@ -1,8 +1,11 @@
 import { expect } from "vitest";
 import type * as ort from "onnxruntime-node";
-import { moeBlockModel, type MoeKernel } from "../graph/moe-block";
 import type { WeightSource } from "../graph/decoder-spec";
+import { heldWeights } from "./dequantized-weights";
+import { moeBlockModel, moeWeightNames, type MoeKernel } from "../graph/moe-block";
 import { moeReference, randomMoeWeights, randomRows, type MoeShape } from "./moe-reference";
+import { QuantizedWeights } from "../quant/quantized-weights";
+import type { QuantBits } from "../quant/block-quant";
 
 /**
  * One MoE block check shared by the cpu and webgpu tests: build the block alone (x -> y) with
@@ -31,14 +34,17 @@ export interface MoeCaseResult {
 export async function runMoeCase(
   createSession: (model: Uint8Array) => Promise<ort.InferenceSession>,
   Tensor: typeof ort.Tensor,
-  opts: { kernel: MoeKernel; numTokens: number; normTopkProb: boolean; seed: number },
+  opts: { kernel: MoeKernel; numTokens: number; normTopkProb: boolean; seed: number; precision?: QuantBits | "fp16" },
 ): Promise<MoeCaseResult> {
   const shape: MoeShape = { ...MOE_TEST_SHAPE, normTopkProb: opts.normTopkProb };
   const weights = randomMoeWeights(shape, 3, opts.seed, 0.2, 0.6);
-  const x = clearRows(opts.numTokens, shape, weights, opts.seed + 1);
-  const ref = moeReference(x, opts.numTokens, shape, weights, 3);
+  // The reference computes with the weights the graph holds: the experts quantized (or rounded to float16).
+  const held = opts.precision ? heldWeights(weights, expertInFeatures(shape, 3), opts.precision) : weights;
+  const x = clearRows(opts.numTokens, shape, held, opts.seed + 1);
+  const ref = moeReference(x, opts.numTokens, shape, held, 3);
   const minMargin = Math.min(...ref.routing.map((r) => routingMargin(r.probs, shape.topK)));
-  const session = await createSession(moeBlockModel({ ...shape, layer: 3, weights, kernel: opts.kernel }));
+  const precision = opts.precision === "fp16" ? { float16: true } : opts.precision ? { quantized: QuantizedWeights.open(opts.precision) } : {};
+  const session = await createSession(moeBlockModel({ ...shape, layer: 3, weights, kernel: opts.kernel, ...precision }));
   try {
     const out = await session.run({ x: new Tensor("float32", x, [opts.numTokens, shape.hiddenSize]) });
     const y = out.y!.data as Float32Array;
@@ -53,6 +59,17 @@ export async function runMoeCase(
   } finally {
     await session.release();
   }
+}
+
+/** Each expert weight's input features (the router stays float32 in every precision). */
+function expertInFeatures(s: MoeShape, layer: number): Map<string, number> {
+  const m = new Map<string, number>();
+  for (const n of moeWeightNames(layer, s.numExperts).experts) {
+    m.set(n.gate, s.hiddenSize);
+    m.set(n.up, s.hiddenSize);
+    m.set(n.down, s.moeIntermediateSize);
+  }
+  return m;
 }
 
 function routingMargin(probs: number[], k: number): number {
