@@ -16,6 +16,10 @@ const EXPECTED: [ErrorCode, number, boolean][] = [
   ["trajectory_busy", 409, true],
   ["backend_unavailable", 503, true],
   ["internal_error", 500, false],
+  ["invalid_schema", 400, false],
+  ["unsupported_schema", 400, false],
+  ["unknown_tool", 400, false],
+  ["max_tokens_too_small", 400, false],
 ];
 
 describe("error code table", () => {

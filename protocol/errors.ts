@@ -28,6 +28,14 @@ export const ERROR_CODE_INFO = {
   trajectory_busy: { httpStatus: 409, retryable: true },
   backend_unavailable: { httpStatus: 503, retryable: true },
   internal_error: { httpStatus: 500, retryable: false },
+  /** A response format's or tool's JSON schema is not a valid schema. */
+  invalid_schema: { httpStatus: 400, retryable: false },
+  /** A schema uses a keyword the grammar compiler does not support (the message names it). */
+  unsupported_schema: { httpStatus: 400, retryable: false },
+  /** `tool_choice` names a tool that is not in `tools`, or asks for calls without tools. */
+  unknown_tool: { httpStatus: 400, retryable: false },
+  /** `max_tokens` is smaller than the shortest reply the constraint allows. */
+  max_tokens_too_small: { httpStatus: 400, retryable: false },
 } as const satisfies Record<ErrorCode, ErrorCodeInfo>;
 
 /** The HTTP statuses error codes answer with (400, 401, 404, 409, 413, 500, 503). */

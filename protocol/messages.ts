@@ -54,8 +54,33 @@ export interface AssistantMessage {
 
 export interface ToolDefinition {
   type: "function";
-  function: { name: string; description?: string; parameters?: Record<string, unknown> };
+  /**
+   * `strict: true`: a constrained call's arguments match `parameters` exactly (no properties it
+   * does not name, as OpenAI's strict mode); otherwise best effort: the named properties are
+   * enforced, others allowed.
+   */
+  function: { name: string; description?: string; parameters?: Record<string, unknown>; strict?: boolean };
 }
+
+/**
+ * What the reply must be (structured outputs). The backend compiles it, for its chat template's
+ * tool-call convention, into a grammar whose token mask is applied to the logits before sampling
+ * (gpu-backend/constraint/); a completed structure ends the reply.
+ *
+ * - `json_object`: the reply is one JSON object (`response_format: {type: "json_object"}`).
+ * - `json_schema`: the reply is one JSON value matching `schema` (`response_format:
+ *   {type: "json_schema"}`); `strict` as for a tool.
+ * - `tool_calls` over the request's `tools`: `"required"` one call or more (parallel) and nothing
+ *   else; `{name}` one call of that tool; `"auto"` text, or calls once the template's call marker
+ *   starts (the rest of the call is then constrained); `"none"` no call (the marker is masked
+ *   where it is one token).
+ */
+export type ReplyConstraint =
+  | { type: "json_object" }
+  | { type: "json_schema"; schema: Record<string, unknown>; strict: boolean }
+  | { type: "tool_calls"; choice: ToolChoice; parallel: boolean };
+
+export type ToolChoice = "auto" | "required" | "none" | { name: string };
 
 // ---------------------------------------------------------------------------------------------
 // Requests
@@ -113,6 +138,8 @@ export interface GenerateRequest {
   stateId?: string;
   tools?: ToolDefinition[];
   sampling: SamplingParams;
+  /** Structured outputs; absent: the reply is unconstrained. */
+  constraint?: ReplyConstraint;
 }
 
 export interface ReleaseStateRequest {
@@ -318,4 +345,8 @@ export type ErrorCode =
   | "payload_too_large"
   | "trajectory_busy"
   | "backend_unavailable"
-  | "internal_error";
+  | "internal_error"
+  | "invalid_schema"
+  | "unsupported_schema"
+  | "unknown_tool"
+  | "max_tokens_too_small";

@@ -17,6 +17,7 @@ import type {
   ReleaseLeaseRequest,
   ReleaseLeaseResponse,
   ReleaseStateRequest,
+  ReplyConstraint,
   Role,
   SamplingParams,
   Timings,
@@ -122,8 +123,29 @@ export const toolDefinitionSchema = map({
       .record(z.string(), z.unknown(), expect("must be a map"))
       .refine((v) => isJsonValue(v), "must hold only JSON values (null, booleans, finite numbers, strings, arrays, maps)")
       .optional(),
+    strict: boolean.optional(),
   }),
 }) satisfies z.ZodType<ToolDefinition>;
+
+const jsonMap = z
+  .record(z.string(), z.unknown(), expect("must be a map"))
+  .refine((v) => isJsonValue(v), "must hold only JSON values (null, booleans, finite numbers, strings, arrays, maps)");
+
+const TOOL_CHOICE_MODES = ["auto", "required", "none"] as const;
+
+export const replyConstraintSchema = z.discriminatedUnion(
+  "type",
+  [
+    map({ type: z.literal("json_object") }),
+    map({ type: z.literal("json_schema"), schema: jsonMap, strict: boolean }),
+    map({
+      type: z.literal("tool_calls"),
+      choice: z.union([z.enum(TOOL_CHOICE_MODES), map({ name: nonEmptyString })], expect(`must be ${oneOf(TOOL_CHOICE_MODES)} or a map {name}`)),
+      parallel: boolean,
+    }),
+  ],
+  expect('must be a map with type "json_object", "json_schema" or "tool_calls"'),
+) satisfies z.ZodType<ReplyConstraint>;
 
 export const samplingParamsSchema = map({
   maxTokens: integer(1),
@@ -150,6 +172,7 @@ export const generateRequestSchema = map({
   stateId: nonEmptyString.optional(),
   tools: array(toolDefinitionSchema).optional(),
   sampling: samplingParamsSchema,
+  constraint: replyConstraintSchema.optional(),
 }).refine((r) => r.mode !== "delta" || r.stateId !== undefined, {
   path: ["stateId"],
   error: 'is required when mode is "delta"',
@@ -312,6 +335,7 @@ export type SchemaDriftChecks = [
   Assert<Equals<z.output<typeof chatMessageSchema>, ChatMessage>>,
   Assert<Equals<z.output<typeof toolDefinitionSchema>, ToolDefinition>>,
   Assert<Equals<z.output<typeof samplingParamsSchema>, SamplingParams>>,
+  Assert<Equals<z.output<typeof replyConstraintSchema>, ReplyConstraint>>,
   Assert<Equals<z.output<typeof generateRequestSchema>, GenerateRequest>>,
   Assert<Equals<z.output<typeof releaseStateRequestSchema>, ReleaseStateRequest>>,
   Assert<Equals<z.output<typeof leaseRequestSchema>, LeaseRequest>>,

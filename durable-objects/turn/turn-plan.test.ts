@@ -18,6 +18,7 @@ const input = (over: Partial<TurnInput> = {}): TurnInput => ({
   messages: [...stored, user("next")],
   tools: [],
   sampling: { maxTokens: 8, temperature: 0, topP: 1, topK: 0, stop: [], stopTokenIds: [] },
+  constraint: undefined,
   model: undefined,
   idempotencyKey: undefined,
   ...over,

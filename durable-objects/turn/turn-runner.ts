@@ -98,6 +98,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
       mode,
       messages: mode === "delta" ? plan.newMessages : plan.fullTranscript,
       sampling: input.sampling,
+      ...(input.constraint ? { constraint: input.constraint } : {}),
       // A delta turn's tools are the state's (unchanged, or the turn would be full).
       ...(mode === "full" && plan.tools.length > 0 ? { tools: plan.tools } : {}),
       ...(input.model ? { model: input.model } : {}),

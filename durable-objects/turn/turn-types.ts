@@ -1,7 +1,7 @@
 import type { Repairs } from "./canonicalize";
 import type { PrefixBreak } from "./prefix-break";
 import type { RouteReason } from "../routing/routing-policy";
-import type { ChatMessage, ErrorCode, FinishReason, SamplingParams, TokenLogprob, ToolCall, ToolDefinition, Usage } from "../../protocol/messages";
+import type { ChatMessage, ErrorCode, FinishReason, ReplyConstraint, SamplingParams, TokenLogprob, ToolCall, ToolDefinition, Usage } from "../../protocol/messages";
 
 /** The assistant reply of a turn, as stored in the transcript and returned to clients. */
 export interface AssistantReply {
@@ -25,6 +25,8 @@ export interface TurnInput {
   /** Undefined on an append turn means "the trajectory's current tools". */
   tools: ToolDefinition[] | undefined;
   sampling: SamplingParams;
+  /** Structured outputs (tool_choice, response_format); the backend enforces it. */
+  constraint: ReplyConstraint | undefined;
   model: string | undefined;
   idempotencyKey: string | undefined;
 }

@@ -1,5 +1,7 @@
 import type { AssistantMessage, ChatMessage, ToolDefinition } from "../../protocol/messages";
 import type { TokenPiece } from "../tokenizer/token-pieces";
+import type { VocabEncoding } from "../tokenizer/tokenizer";
+import type { ToolCallConvention } from "../tokenizer/tool-call-parser";
 
 /** What the engine needs from a model's tokenizer and chat template. */
 export interface ChatCodec {
@@ -20,4 +22,11 @@ export interface ChatCodec {
   parseAssistant(text: string): AssistantMessage;
   /** Tokens that end the model's turn. */
   readonly eosTokenIds: readonly number[];
+  /** How the chat template writes tool calls (tool-call-parser.ts). */
+  readonly toolCallConvention: ToolCallConvention;
+  /**
+   * The vocabulary for a grammar engine (constraint/): every id's piece (special tokens empty, the
+   * convention's markers kept) and how pieces spell bytes.
+   */
+  grammarVocabulary(): { pieces: string[]; encoding: VocabEncoding };
 }

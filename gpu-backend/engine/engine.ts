@@ -21,7 +21,10 @@ import { Sequence } from "../scheduler/sequence";
 import type { ChatCodec } from "./chat-codec";
 import { tokenLogprob } from "./logprobs";
 import { buildPrompt } from "./prompt-builder";
-import { Sampler } from "./sampler";
+import { argmax as argmaxOf, Sampler } from "./sampler";
+import { ConstrainedReply } from "../constraint/constrained-reply";
+import { GrammarCache } from "../constraint/grammar-cache";
+import { replyPlan, type ReplyPlan } from "../constraint/reply-grammar";
 import { StateStore } from "./state-store";
 import { LeaseTable, type LeaseTableParams } from "../kv/lease-table";
 import { StateLeases } from "./state-leases";
@@ -90,6 +93,8 @@ interface Job {
   finished: boolean;
   /** Short hashes of the prompt's full blocks, taken when the job finishes (for the done frame). */
   promptBlockHashes: string[];
+  /** Structured outputs (constraint/): masks this job's logits and ends it when the structure is complete. */
+  constraint: ConstrainedReply | null;
 }
 
 /**
@@ -125,6 +130,7 @@ export class Engine {
   private readonly roots = new Map<string, BlockHash>();
   private nextSeqId = 1;
   private looping = false;
+  private grammarCache: Promise<GrammarCache> | undefined;
   private idleWaiters: (() => void)[] = [];
 
   constructor(readonly options: EngineOptions) {
@@ -171,14 +177,15 @@ export class Engine {
       this.leases.onTurn(req);
       const prompt = buildPrompt(req, this.options.codec, this.states);
       const root = this.rootFor(req.cacheSalt ?? "");
-      this.enqueue(prompt.tokenIds, req.sampling, root, sink, signal, (reason, job) => {
+      const plan = replyPlan(req.constraint, prompt.tools ?? [], this.options.codec.toolCallConvention);
+      const onFinish = (reason: FinishReason, job: Job) => {
         if (reason === "cancelled") return;
         const generated = job.seq.tokenIds.slice(job.seq.numPromptTokens);
         const stateId = randomUUID();
         const text = job.stops.fullText;
         // The reply as the template will render it next turn: a well-formed tool call re-renders
         // to the very text generated, so the next turn's prompt keeps the generated ids.
-        const message = this.options.codec.parseAssistant(text);
+        const message = plan.parseToolCalls ? this.options.codec.parseAssistant(text) : { role: "assistant" as const, content: text };
         this.states.put({
           stateId,
           trajectoryId: req.trajectoryId,
@@ -191,7 +198,9 @@ export class Engine {
           generatedText: reason === "stop_sequence" ? "" : this.options.codec.decode(generated),
         });
         sink(this.doneFrame(job, reason, stateId, text, message));
-      });
+      };
+      if (!plan.grammar && plan.bannedTexts.length === 0) return this.enqueue(prompt.tokenIds, req.sampling, root, sink, signal, null, onFinish);
+      void this.enqueueConstrained(prompt.tokenIds, req.sampling, plan, root, sink, signal, onFinish);
     } catch (e) {
       const err = toProtocolError(e);
       sink({ type: "error", code: err.code, message: err.message, retryable: err.retryable });
@@ -207,7 +216,7 @@ export class Engine {
         else if (frame.type === "token" && frame.logprobs) logprobs.push(...frame.logprobs);
       };
       try {
-        this.enqueue(req.tokenIds, req.sampling, this.rootFor(req.cacheSalt ?? ""), sink, signal, (reason, job) => {
+        this.enqueue(req.tokenIds, req.sampling, this.rootFor(req.cacheSalt ?? ""), sink, signal, null, (reason, job) => {
           resolve({
             tokenIds: job.seq.tokenIds.slice(job.seq.numPromptTokens),
             ...(req.sampling.logprobs === undefined ? {} : { logprobs }),
@@ -220,6 +229,33 @@ export class Engine {
         reject(e);
       }
     });
+  }
+
+  /** The model's grammar engine, built on first use (its tokenizer info takes ~0.35 s). */
+  grammars(): Promise<GrammarCache> {
+    this.grammarCache ??= GrammarCache.create(this.options.codec, this.options.executor.spec.vocabSize);
+    return this.grammarCache;
+  }
+
+  /** Compiles the reply's grammar and checks its budget before the sequence is queued; errors become the error frame. */
+  private async enqueueConstrained(
+    tokenIds: number[],
+    sampling: SamplingParams,
+    plan: ReplyPlan,
+    root: BlockHash,
+    sink: (frame: Frame) => void,
+    signal: AbortSignal | undefined,
+    onFinish: (reason: FinishReason, job: Job) => void,
+  ): Promise<void> {
+    let constraint: ConstrainedReply | null = null;
+    try {
+      constraint = await ConstrainedReply.start(await this.grammars(), this.options.codec, plan, sampling.maxTokens);
+      this.enqueue(tokenIds, plan.stopStrings ? sampling : { ...sampling, stop: [] }, root, sink, signal, constraint, onFinish);
+    } catch (e) {
+      constraint?.dispose();
+      const err = toProtocolError(e);
+      sink({ type: "error", code: err.code, message: err.message, retryable: err.retryable });
+    }
   }
 
   releaseState(stateId: string): boolean {
@@ -247,6 +283,7 @@ export class Engine {
     root: BlockHash,
     sink: (frame: Frame) => void,
     signal: AbortSignal | undefined,
+    constraint: ConstrainedReply | null,
     onFinish: (reason: FinishReason, job: Job) => void,
   ): void {
     const maxPositions = this.options.executor.spec.maxPositions;
@@ -272,6 +309,7 @@ export class Engine {
       onFinish,
       finished: false,
       promptBlockHashes: [],
+      constraint,
     };
     this.jobs.set(seq.seqId, job);
     this.counters.requests++;
@@ -302,7 +340,7 @@ export class Engine {
             tokenIds: item.seq.tokenIds.slice(item.startPos, item.startPos + item.numTokens),
             startPos: item.startPos,
             blockTable: this.kv.blockTable(item.seq.seqId),
-            logits: !item.samples ? "none" : job?.sampler.greedy && job.logprobs === undefined ? "argmax" : "last",
+            logits: !item.samples ? "none" : job?.sampler.greedy && job.logprobs === undefined && !job.constraint ? "argmax" : "last",
           };
         });
         const t0 = performance.now();
@@ -317,14 +355,18 @@ export class Engine {
           this.options.onStep!(stepRecord(steps, { at: Date.now(), wallMs, cpuMs: (cpu.user + cpu.system) / 1000 }));
         }
 
-        plan.items.forEach((item, i) => {
+        for (const [i, item] of plan.items.entries()) {
           const job = this.jobs.get(item.seq.seqId);
-          if (!job || job.finished) return;
+          if (!job || job.finished) continue;
           this.kv.markComputed(item.seq.seqId, item.numTokens);
-          if (!item.samples) return;
+          if (!item.samples) continue;
+          if (job.constraint) {
+            await this.acceptConstrained(job, job.constraint, logits[i]!);
+            continue;
+          }
           const tokenId = job.sampler.greedy ? argmax[i]! : job.sampler.sample(logits[i]!);
-          this.accept(job, tokenId, job.logprobs === undefined ? undefined : tokenLogprob(logits[i]!, tokenId, job.logprobs, (id) => this.options.codec.tokenPiece(id)));
-        });
+          this.accept(job, tokenId, this.logprobOf(job, logits[i], tokenId));
+        }
       }
     } catch (e) {
       const err = toProtocolError(e);
@@ -337,7 +379,22 @@ export class Engine {
     }
   }
 
-  private accept(job: Job, tokenId: number, logprob: TokenLogprob | undefined): void {
+  private logprobOf(job: Job, row: Float32Array | undefined, tokenId: number): TokenLogprob | undefined {
+    return job.logprobs === undefined ? undefined : tokenLogprob(row!, tokenId, job.logprobs, (id) => this.options.codec.tokenPiece(id));
+  }
+
+  /** A constrained job's token: the grammar masks (a copy of) the row, logprobs stay those of the model's raw row. */
+  private async acceptConstrained(job: Job, constraint: ConstrainedReply, row: Float32Array): Promise<void> {
+    const masked = job.logprobs === undefined ? row : row.slice();
+    const pick = (r: Float32Array) => (job.sampler.greedy ? argmaxOf(r) : job.sampler.sample(r));
+    const { tokenId, end } = await constraint.next(masked, pick, job.seq.maxTokens - job.seq.numGenerated);
+    if (job.finished) return; // cancelled while the mask was computed
+    if (tokenId !== null) this.accept(job, tokenId, this.logprobOf(job, row, tokenId), end);
+    if (end) this.finish(job, "stop");
+  }
+
+  /** `complete`: the constraint's structure ends with this token (the caller finishes the job with "stop"). */
+  private accept(job: Job, tokenId: number, logprob: TokenLogprob | undefined, complete = false): void {
     const seq = job.seq;
     const now = performance.now();
     job.firstTokenMs ??= now;
@@ -349,12 +406,13 @@ export class Engine {
     const { emit, stopped } = job.stops.push(job.decoder.push(tokenId));
     job.sink(logprob ? { type: "token", tokenIds: [tokenId], text: emit, logprobs: [logprob] } : { type: "token", tokenIds: [tokenId], text: emit });
     if (stopped) return this.finish(job, "stop_sequence");
-    if (seq.numGenerated >= seq.maxTokens) return this.finish(job, "length");
+    if (seq.numGenerated >= seq.maxTokens && !complete) return this.finish(job, "length");
   }
 
   private finish(job: Job, reason: FinishReason): void {
     if (job.finished) return;
     job.finished = true;
+    job.constraint?.dispose();
     if (reason !== "cancelled" && this.kv.has(job.seq.seqId)) {
       // Hashes of the prompt's computed full blocks, before the sequence and its memo are freed.
       const full = Math.min(Math.floor(job.seq.numPromptTokens / this.kv.blockSize), MAX_PROMPT_BLOCK_HASHES);
@@ -376,6 +434,7 @@ export class Engine {
   private fail(job: Job, err: ProtocolError): void {
     if (job.finished) return;
     job.finished = true;
+    job.constraint?.dispose();
     this.scheduler.finish(job.seq);
     this.jobs.delete(job.seq.seqId);
     job.sink({ type: "error", code: err.code, message: err.message, retryable: err.retryable });

@@ -2,7 +2,7 @@ import { existsSync } from "node:fs";
 import type { ChatCodec } from "./chat-codec";
 import { TokenPieces } from "../tokenizer/token-pieces";
 import { newToolCallId } from "../tokenizer/tool-call-id";
-import { detectToolCallConvention, parseAssistantText } from "../tokenizer/tool-call-parser";
+import { detectToolCallConvention, parseAssistantText, toolCallMarkers } from "../tokenizer/tool-call-parser";
 import { loadCheckpoint, type Checkpoint } from "../model/checkpoint/checkpoint";
 import type { DecoderSpec, WeightSource } from "../model/graph/decoder-spec";
 import { demoFamilyOf, materializeFamilyDemo } from "../model/checkpoint/demo-families";
@@ -49,6 +49,8 @@ export async function loadModel(options: { dir: string | undefined; maxContext?:
     createDecoder: () => tokenizer.createDecoder({ skipSpecialTokens: false }),
     parseAssistant: (text) => parseAssistantText(text, toolCalls, newToolCallId),
     eosTokenIds: [...eos],
+    toolCallConvention: toolCalls,
+    grammarVocabulary: () => ({ pieces: tokenizer.grammarPieces(toolCallMarkers(toolCalls)), encoding: tokenizer.vocabEncoding }),
   };
   return { spec, weights, codec, checkpoint };
 }

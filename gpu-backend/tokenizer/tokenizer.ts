@@ -30,6 +30,8 @@ export class Tokenizer {
   readonly eosToken: string | null;
   /** Ids of the added tokens marked special (skipped by `decode(ids, { skipSpecialTokens: true })`). */
   readonly specialTokenIds: ReadonlySet<number>;
+  /** How the vocabulary's pieces spell bytes (read from tokenizer.json's decoder), for grammar engines. */
+  readonly vocabEncoding: VocabEncoding;
   readonly #hf: HfTokenizer;
 
   constructor(files: TokenizerFiles) {
@@ -41,6 +43,7 @@ export class Tokenizer {
     for (const id of this.#hf.get_vocab(true).values()) if (id > maxId) maxId = id;
     this.vocabSize = maxId + 1;
     this.specialTokenIds = new Set([...this.#hf.get_added_tokens_decoder()].filter(([, t]) => t.special).map(([id]) => id));
+    this.vocabEncoding = vocabEncodingOf(files.tokenizerJson.decoder);
     this.bosToken = tokenText(config.bos_token);
     this.eosToken = tokenText(config.eos_token);
     const eos = [...(files.eosTokenIds ?? [])];
@@ -104,6 +107,41 @@ export class Tokenizer {
   createDecoder(options: { skipSpecialTokens?: boolean } = {}): IncrementalDecoder {
     return new IncrementalDecoder(this, options);
   }
+
+  /**
+   * Every id's vocabulary piece, in id order, as grammar engines (xgrammar's TokenizerInfo) take
+   * them with `vocabEncoding`. Special tokens come out empty, which such engines never allow, unless
+   * their text is in `keep` (a template's tool-call markers, which a grammar spells out).
+   *
+   * @example tokenizer.grammarPieces(["<tool_call>", "</tool_call>"]) // ["!", "\"", ..., "<tool_call>", ...]
+   */
+  grammarPieces(keep: readonly string[] = []): string[] {
+    const kept = new Set(keep);
+    return Array.from({ length: this.vocabSize }, (_, id) => {
+      const piece = this.idToToken(id) ?? "";
+      return this.specialTokenIds.has(id) && !kept.has(piece) ? "" : piece;
+    });
+  }
+}
+
+/**
+ * - `byte_level`: GPT-2 style pieces, each character standing for one byte (Qwen, Llama 3);
+ * - `byte_fallback`: SentencePiece pieces, "▁" for a space, `<0xAB>` for raw bytes (Gemma, Phi-3);
+ * - `raw`: the pieces are the text.
+ */
+export type VocabEncoding = "byte_level" | "byte_fallback" | "raw";
+
+function vocabEncodingOf(decoder: unknown): VocabEncoding {
+  const types = new Set<string>();
+  const visit = (d: unknown) => {
+    if (!isRecord(d)) return;
+    if (typeof d.type === "string") types.add(d.type);
+    if (Array.isArray(d.decoders)) d.decoders.forEach(visit);
+  };
+  visit(decoder);
+  if (types.has("ByteLevel")) return "byte_level";
+  if (types.has("ByteFallback") || types.has("Metaspace") || types.has("Replace")) return "byte_fallback";
+  return "raw";
 }
 
 /**

@@ -31,6 +31,25 @@ const PYTHONIC_EXAMPLE = "func_name1(";
 const PYTHONIC_START = /\[\s*[A-Za-z_][A-Za-z0-9_.]*\s*\(/y;
 
 /**
+ * The literal markers a convention writes around its calls (grammars spell them out; `none` and
+ * pythonic have none).
+ *
+ * @example toolCallMarkers("hermes") // ["<tool_call>", "</tool_call>"]
+ */
+export function toolCallMarkers(convention: ToolCallConvention): string[] {
+  switch (convention) {
+    case "hermes":
+      return [TOOL_CALL_OPEN, TOOL_CALL_CLOSE];
+    case "phi4-mini":
+      return [PHI_CALL_OPEN, PHI_CALL_CLOSE];
+    case "llama3-json":
+      return [PYTHON_TAG];
+    default:
+      return [];
+  }
+}
+
+/**
  * Tells a chat template's tool-call convention from its source.
  *
  * @example

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { ProtocolError } from "../../protocol";
-import { MAX_TOP_LOGPROBS, type ChatMessage, type SamplingParams, type ToolDefinition } from "../../protocol/messages";
+import { MAX_TOP_LOGPROBS, type ChatMessage, type ReplyConstraint, type SamplingParams, type ToolDefinition } from "../../protocol/messages";
 
 const contentPart = z.object({ type: z.literal("text"), text: z.string() }).loose();
 const content = z.union([z.string(), z.null(), z.array(contentPart)]);
@@ -26,7 +26,9 @@ const message = z
 const tool = z
   .object({
     type: z.literal("function"),
-    function: z.object({ name: z.string().min(1), description: z.string().optional(), parameters: z.record(z.string(), z.unknown()).optional() }).loose(),
+    function: z
+      .object({ name: z.string().min(1), description: z.string().optional(), parameters: z.record(z.string(), z.unknown()).optional(), strict: z.boolean().nullable().optional() })
+      .loose(),
   })
   .loose();
 
@@ -42,7 +44,28 @@ const sampling = {
   n: z.literal(1).optional(),
   stream: z.boolean().optional(),
   stream_options: z.object({ include_usage: z.boolean().optional() }).loose().nullable().optional(),
-  tool_choice: z.unknown().optional(),
+  tool_choice: z
+    .union([z.enum(["auto", "required", "none"]), z.object({ type: z.literal("function"), function: z.object({ name: z.string().min(1) }).loose() }).loose()], {
+      error: 'must be "auto", "required", "none" or {type: "function", function: {name}}',
+    })
+    .optional(),
+  parallel_tool_calls: z.boolean().optional(),
+  response_format: z
+    .discriminatedUnion(
+      "type",
+      [
+        z.object({ type: z.literal("text") }).loose(),
+        z.object({ type: z.literal("json_object") }).loose(),
+        z
+          .object({
+            type: z.literal("json_schema"),
+            json_schema: z.object({ name: z.string().min(1).max(64), description: z.string().optional(), schema: z.record(z.string(), z.unknown()).optional(), strict: z.boolean().nullable().optional() }).loose(),
+          })
+          .loose(),
+      ],
+      { error: 'must be {type: "text"}, {type: "json_object"} or {type: "json_schema", json_schema: {name, schema}}' },
+    )
+    .optional(),
   logprobs: z.boolean().nullable().optional(),
   top_logprobs: z.number().int(TOP_LOGPROBS_RANGE).min(0, TOP_LOGPROBS_RANGE).max(MAX_TOP_LOGPROBS, TOP_LOGPROBS_RANGE).nullable().optional(),
 };
@@ -74,6 +97,8 @@ export interface ParsedTurn {
   stream: boolean;
   includeUsage: boolean;
   promptCacheKey: string | undefined;
+  /** Structured outputs (tool_choice, response_format); absent: unconstrained. */
+  constraint: ReplyConstraint | undefined;
 }
 
 /** Default reply budget when the request names none. */
@@ -101,7 +126,7 @@ export function parseChatBody(json: unknown, kind: "chat" | "turn"): ParsedTurn 
   return {
     model: b.model,
     messages: b.messages.map(toChatMessage),
-    tools: b.tools?.map((t) => ({ type: "function", function: t.function as ToolDefinition["function"] })),
+    tools: b.tools?.map(toToolDefinition),
     sampling: {
       maxTokens: b.max_completion_tokens ?? b.max_tokens ?? DEFAULT_MAX_TOKENS,
       temperature: b.temperature ?? 1,
@@ -115,7 +140,47 @@ export function parseChatBody(json: unknown, kind: "chat" | "turn"): ParsedTurn 
     stream: b.stream ?? false,
     includeUsage: b.stream_options?.include_usage ?? false,
     promptCacheKey: "prompt_cache_key" in b ? (b.prompt_cache_key as string | undefined) : undefined,
+    constraint: replyConstraint(b, kind === "turn" && b.tools === undefined),
   };
+}
+
+function toToolDefinition(t: z.infer<typeof tool>): ToolDefinition {
+  const { name, description, parameters, strict } = t.function;
+  return {
+    type: "function",
+    function: { name, ...(description !== undefined ? { description } : {}), ...(parameters !== undefined ? { parameters } : {}), ...(strict ? { strict: true } : {}) },
+  };
+}
+
+/**
+ * The reply constraint a body asks for. `tool_choice` governs when tools are given (default
+ * "auto", as OpenAI's); `response_format` json_object / json_schema constrains a reply without
+ * tools (or with `tool_choice: "none"`). A named or required choice without a matching tool is
+ * `unknown_tool`; json with tool calls allowed is not supported yet (`invalid_request`).
+ * `toolsKept`: a session-URL turn without `tools` keeps the trajectory's, which only the backend
+ * sees, so the tool choice goes as asked and the backend checks it against them.
+ */
+function replyConstraint(
+  b: { tools?: z.infer<typeof tool>[]; tool_choice?: z.infer<typeof sampling.tool_choice>; parallel_tool_calls?: boolean; response_format?: z.infer<typeof sampling.response_format> },
+  toolsKept: boolean,
+): ReplyConstraint | undefined {
+  const tools = b.tools ?? [];
+  const choice = b.tool_choice === undefined ? undefined : typeof b.tool_choice === "string" ? b.tool_choice : { name: b.tool_choice.function.name };
+  const format = b.response_format?.type === "json_object" ? ({ type: "json_object" } as const) : b.response_format?.type === "json_schema" ? jsonSchemaConstraint(b.response_format.json_schema) : undefined;
+  if (toolsKept) return format && (choice === undefined || choice === "none") ? format : { type: "tool_calls", choice: choice ?? "auto", parallel: b.parallel_tool_calls ?? true };
+  if (choice !== undefined && choice !== "none" && choice !== "auto" && tools.length === 0)
+    throw new ProtocolError("unknown_tool", `tool_choice: ${typeof choice === "string" ? `"${choice}"` : `names "${choice.name}"`} but the request has no tools`);
+  if (typeof choice === "object" && !tools.some((t) => t.function.name === choice.name))
+    throw new ProtocolError("unknown_tool", `tool_choice: names "${choice.name}", which is not in tools (${tools.map((t) => t.function.name).join(", ")})`);
+  const toolCalls = tools.length > 0 && choice !== "none";
+  if (format && toolCalls) throw new ProtocolError("invalid_request", 'response_format: a JSON response with tools that may be called is not supported yet: pass tool_choice "none" or no tools');
+  if (format) return format;
+  if (tools.length === 0) return undefined;
+  return { type: "tool_calls", choice: choice ?? "auto", parallel: b.parallel_tool_calls ?? true };
+}
+
+function jsonSchemaConstraint(s: { schema?: Record<string, unknown>; strict?: boolean | null }): ReplyConstraint {
+  return { type: "json_schema", schema: s.schema ?? {}, strict: s.strict === true };
 }
 
 function toChatMessage(m: z.infer<typeof message>): ChatMessage {

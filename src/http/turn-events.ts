@@ -1,5 +1,5 @@
 import { ProtocolError, toProtocolError } from "../../protocol";
-import type { ChatMessage, SamplingParams, ToolDefinition } from "../../protocol/messages";
+import type { ChatMessage, ReplyConstraint, SamplingParams, ToolDefinition } from "../../protocol/messages";
 import { poolOf } from "../../durable-objects/pool/pool-do";
 import { routedBackends, statelessTarget } from "../../durable-objects/routing/placement";
 import { edgeSettings } from "../../durable-objects/settings";
@@ -44,7 +44,7 @@ export async function* trajectoryTurn(env: Env, input: TurnInput, signal?: Abort
  */
 export async function* statelessTurn(
   env: Env,
-  params: { tenant: string; cacheSalt: string; messages: ChatMessage[]; tools: ToolDefinition[] | undefined; sampling: SamplingParams; model: string | undefined },
+  params: { tenant: string; cacheSalt: string; messages: ChatMessage[]; tools: ToolDefinition[] | undefined; sampling: SamplingParams; constraint: ReplyConstraint | undefined; model: string | undefined },
   signal?: AbortSignal,
 ): AsyncGenerator<TurnEvent> {
   const settings = edgeSettings(env);
@@ -78,6 +78,7 @@ export async function* statelessTurn(
         mode: "full",
         messages: params.messages,
         sampling: params.sampling,
+        ...(params.constraint ? { constraint: params.constraint } : {}),
         ...(params.tools && params.tools.length > 0 ? { tools: params.tools } : {}),
         ...(params.model ? { model: params.model } : {}),
       }),

@@ -21,7 +21,7 @@ export const chatRoutes = new Hono<{ Bindings: Env; Variables: AuthVariables }>(
   const tenant = c.get("tenant");
   const common = { model: parsed.model ?? (await servedModels(c.env))[0] ?? DEFAULT_MODEL_ID, stream: parsed.stream, includeUsage: parsed.includeUsage, hasTools: (parsed.tools?.length ?? 0) > 0, logprobs: parsed.sampling.logprobs !== undefined };
   if (trajectoryId === undefined) {
-    const events = statelessTurn(c.env, { tenant, cacheSalt: c.get("cacheSalt"), messages: parsed.messages, tools: parsed.tools, sampling: parsed.sampling, model: parsed.model }, c.req.raw.signal);
+    const events = statelessTurn(c.env, { tenant, cacheSalt: c.get("cacheSalt"), messages: parsed.messages, tools: parsed.tools, sampling: parsed.sampling, constraint: parsed.constraint, model: parsed.model }, c.req.raw.signal);
     return respondWithTurn(c, events, { ...common, headers: {} });
   }
   checkTrajectoryId(trajectoryId);
@@ -35,6 +35,7 @@ export const chatRoutes = new Hono<{ Bindings: Env; Variables: AuthVariables }>(
       messages: parsed.messages,
       tools: parsed.tools ?? [],
       sampling: parsed.sampling,
+      constraint: parsed.constraint,
       model: parsed.model,
       idempotencyKey: idempotencyKey(c.req.header("idempotency-key")),
     },

@@ -84,6 +84,7 @@ export const trajectoryRoutes = new Hono<App>()
         messages: parsed.messages,
         tools: parsed.tools,
         sampling: parsed.sampling,
+        constraint: parsed.constraint,
         model: parsed.model,
         idempotencyKey: idempotencyKey(c.req.header("idempotency-key")),
       },

@@ -1,0 +1,85 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Ajv } from "ajv";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { DoneFrame, ErrorFrame, Frame, GenerateRequest, ReplyConstraint, SamplingParams, ToolDefinition } from "../../protocol/messages";
+import { BlockPool } from "../kv/block-pool";
+import { CpuExecutor } from "../model/executors/cpu-executor";
+import { tinyFamilyConfig } from "../model/checkpoint/demo-families";
+import { materializeModel } from "../model/checkpoint/demo-model";
+import { writeFamilyTokenizer } from "../model/checkpoint/family-tokenizers";
+import { loadModel } from "../engine/load-model";
+import { Engine } from "../engine/engine";
+
+/**
+ * Constrained decoding in the engine on the tiny Qwen3-template checkpoint (random weights: it
+ * never writes a tool call or closes a string on its own): forced tool calls, JSON responses and
+ * the token budget, checked with ajv against the schemas.
+ */
+const root = mkdtempSync(join(tmpdir(), "constrained-"));
+let engine: Engine;
+let executor: CpuExecutor;
+beforeAll(async () => {
+  const tokDir = join(root, "tok");
+  const info = await writeFamilyTokenizer("qwen3", tokDir);
+  const dir = await materializeModel({ dir: join(root, "m"), config: tinyFamilyConfig("qwen3", info), seed: 5, tokenizerFrom: tokDir });
+  const model = await loadModel({ dir });
+  executor = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks: 256, blockSize: 16, threads: 1 });
+  engine = new Engine({ executor, pool: new BlockPool({ numBlocks: 256, blockSize: 16 }), codec: model.codec, modelId: model.spec.modelId, scheduler: { maxBatchTokens: 512, maxRunningSequences: 16, blockSize: 16 }, enablePrefixCache: true, backendId: "t" });
+}, 120_000);
+afterAll(async () => {
+  await executor?.dispose();
+  rmSync(root, { recursive: true, force: true });
+});
+
+const ajv = new Ajv({ strict: false });
+const sampling = (maxTokens: number, seed: number, temperature = 1): SamplingParams => ({ maxTokens, temperature, topP: 1, topK: 0, seed, stop: [], stopTokenIds: [] });
+const WEATHER = { type: "object", properties: { city: { type: "string" }, unit: { enum: ["c", "f"] }, days: { type: "integer", minimum: 1, maximum: 14 }, tags: { type: "array", items: { type: "string" } } }, required: ["city", "unit", "days"], additionalProperties: false };
+const TIME = { type: "object", properties: { tz: { type: "string" }, detail: { type: "object", properties: { seconds: { type: "boolean" } }, required: ["seconds"] } }, required: ["tz", "detail"] };
+const tools: ToolDefinition[] = [
+  { type: "function", function: { name: "get_weather", parameters: WEATHER, strict: true } },
+  { type: "function", function: { name: "get_time", parameters: TIME } },
+];
+
+function run(constraint: ReplyConstraint | undefined, s: SamplingParams, t: ToolDefinition[] | undefined = tools): Promise<DoneFrame | ErrorFrame> {
+  const req: GenerateRequest = { requestId: crypto.randomUUID(), mode: "full", messages: [{ role: "user", content: "What is the weather in Paris?" }], sampling: s, ...(t ? { tools: t } : {}), ...(constraint ? { constraint } : {}) };
+  return new Promise((resolve) => engine.submit(req, (f: Frame) => (f.type === "done" || f.type === "error" ? resolve(f) : undefined)));
+}
+
+function done(f: DoneFrame | ErrorFrame): DoneFrame {
+  if (f.type === "error") throw new Error(`${f.code}: ${f.message}`);
+  return f;
+}
+
+describe("constrained decoding in the engine", () => {
+  it("tool_choice required: every reply is tool calls whose arguments validate", async () => {
+    for (let seed = 1; seed <= 6; seed++) {
+      const f = done(await run({ type: "tool_calls", choice: "required", parallel: seed % 2 === 0 }, sampling(200, seed)));
+      console.log(seed, f.finishReason, f.usage.completionTokens, JSON.stringify(f.text).slice(0, 300));
+      expect(f.finishReason).toBe("stop");
+      expect(f.message.tool_calls?.length).toBeGreaterThan(0);
+      for (const call of f.message.tool_calls!) {
+        const schema = call.function.name === "get_weather" ? WEATHER : TIME;
+        expect(ajv.validate(schema, JSON.parse(call.function.arguments)), `${call.function.arguments}: ${ajv.errorsText()}`).toBe(true);
+      }
+    }
+  }, 120_000);
+
+  it("json_schema and json_object replies parse and validate, also with a small budget", async () => {
+    for (const [maxTokens, seed] of [[300, 1], [40, 2], [25, 3]] as const) {
+      const f = done(await run({ type: "json_schema", schema: WEATHER, strict: true }, sampling(maxTokens, seed), undefined));
+      console.log(maxTokens, f.finishReason, f.usage.completionTokens, JSON.stringify(f.text));
+      expect(f.usage.completionTokens).toBeLessThanOrEqual(maxTokens);
+      expect(ajv.validate(WEATHER, JSON.parse(f.text))).toBe(true);
+      expect(f.finishReason).toBe("stop");
+    }
+    const o = done(await run({ type: "json_object" }, sampling(30, 4), undefined));
+    expect(typeof JSON.parse(o.text)).toBe("object");
+  }, 120_000);
+
+  it("a budget below the shortest valid reply is max_tokens_too_small before any generation", async () => {
+    const f = await run({ type: "json_schema", schema: WEATHER, strict: true }, sampling(3, 1), undefined);
+    expect(f.type === "error" && f.code).toBe("max_tokens_too_small");
+  });
+});

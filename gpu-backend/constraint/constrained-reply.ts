@@ -1,0 +1,115 @@
+import { ProtocolError } from "../../protocol/errors";
+import type { ChatCodec } from "../engine/chat-codec";
+import type { GrammarCache } from "./grammar-cache";
+import type { ReplyPlan } from "./reply-grammar";
+import { allowsOtherThan, applyMask, ReplyMatcher } from "./reply-matcher";
+
+/** Steps between budget checks while the budget is far (the check costs ~1-2 ms). */
+const CHECK_EVERY = 8;
+/** Tokens of headroom under which the budget is checked every step. */
+const NEAR_BUDGET = 32;
+
+/** The token a constrained step produced: `tokenId` null when the reply ends without one. */
+export interface ConstrainedToken {
+  tokenId: number | null;
+  /** The structure is complete: the reply ends after this token (finish reason "stop"). */
+  end: boolean;
+}
+
+/**
+ * Constrained decoding of one reply: masks each step's logits row with the grammar, advances the
+ * grammar with the chosen token, and keeps the reply able to finish inside its token budget.
+ *
+ * Budget: the invariant is "the cheapest completion from here fits in the tokens left"
+ * (`ReplyMatcher.completionTokens`). `start` checks it before any generation (else
+ * `max_tokens_too_small`). After each sampled token it is checked again every step once the
+ * tokens left are within 2 x the last cost + NEAR_BUDGET, else every CHECK_EVERY steps; a token
+ * that breaks it is rolled back and the completion from before it is emitted instead, token by
+ * token, with no more sampling. A completed structure (only end-of-turn tokens allowed) ends the
+ * reply at once.
+ *
+ * Without a grammar (`tool_choice: "none"`) only the marker tokens are masked.
+ *
+ * @example
+ * const c = await ConstrainedReply.start(grammars, codec, plan, sampling.maxTokens);
+ * const { tokenId, end } = await c.next(row, (r) => argmax(r), tokensLeft);
+ */
+export class ConstrainedReply {
+  private mask: Int32Array | null = null;
+  private forced: number[] = [];
+  private lastCost = 0;
+  private sinceCheck = 0;
+
+  private constructor(
+    private readonly matcher: ReplyMatcher | null,
+    private readonly banned: readonly number[],
+    private readonly stopTokenIds: readonly number[],
+  ) {}
+
+  /** Null when the plan constrains nothing. @throws ProtocolError max_tokens_too_small, invalid_schema */
+  static async start(grammars: GrammarCache, codec: ChatCodec, plan: ReplyPlan, maxTokens: number): Promise<ConstrainedReply | null> {
+    const banned = plan.bannedTexts.map((t) => grammars.tokenOf(t)).filter((id): id is number => id !== undefined);
+    if (!plan.grammar) return banned.length > 0 ? new ConstrainedReply(null, banned, grammars.stopTokenIds) : null;
+    const matcher = await ReplyMatcher.create(grammars, codec, plan.grammar);
+    const reply = new ConstrainedReply(matcher, [], grammars.stopTokenIds);
+    try {
+      const shortest = matcher.completionTokens();
+      if (shortest === null) throw new ProtocolError("invalid_schema", "no finite reply satisfies this schema (the grammar has no way to finish)");
+      if (shortest.length > maxTokens)
+        throw new ProtocolError("max_tokens_too_small", `max_tokens ${maxTokens} is too small for the shortest reply the constraint allows (${shortest.length} tokens: ${JSON.stringify(codec.decode(shortest))})`);
+      reply.lastCost = shortest.length;
+      reply.mask = await matcher.mask();
+      return reply;
+    } catch (e) {
+      reply.dispose();
+      throw e;
+    }
+  }
+
+  /**
+   * The next token from this step's logits `row` (masked in place) via `pick` (the job's sampler),
+   * with `tokensLeft` (>= 1) generated tokens allowed including this one.
+   */
+  async next(row: Float32Array, pick: (row: Float32Array) => number, tokensLeft: number): Promise<ConstrainedToken> {
+    const m = this.matcher;
+    if (!m) {
+      for (const id of this.banned) if (id < row.length) row[id] = -Infinity;
+      return { tokenId: pick(row), end: false };
+    }
+    if (this.forced.length > 0) return this.emitForced();
+    applyMask(row, this.mask!);
+    const tokenId = pick(row);
+    if (!m.accept(tokenId)) throw new ProtocolError("internal_error", `constrained decoding sampled token ${tokenId}, which the grammar refuses`);
+    if (this.stopTokenIds.includes(tokenId)) return { tokenId, end: true }; // the matcher has terminated
+    const left = tokensLeft - 1;
+    if (this.sinceCheck + 1 >= CHECK_EVERY || left <= 2 * this.lastCost + NEAR_BUDGET) {
+      const cost = m.completionTokens();
+      if (cost === null || cost.length > left) {
+        // This token leaves no way to finish in budget: take it back, finish from before it.
+        m.rollBack(1);
+        this.forced = m.completionTokens() ?? [];
+        if (this.forced.length === 0) return { tokenId: null, end: true };
+        return this.emitForced();
+      }
+      this.lastCost = cost.length;
+      this.sinceCheck = 0;
+    } else this.sinceCheck++;
+    return { tokenId, end: await this.advanceMask() };
+  }
+
+  private async emitForced(): Promise<ConstrainedToken> {
+    const tokenId = this.forced.shift()!;
+    if (!this.matcher!.accept(tokenId)) throw new ProtocolError("internal_error", `constrained decoding: the completion's token ${tokenId} was refused`);
+    return { tokenId, end: this.forced.length === 0 };
+  }
+
+  /** Fetches the next mask; true when it allows nothing but end-of-turn tokens (the structure is complete). */
+  private async advanceMask(): Promise<boolean> {
+    this.mask = await this.matcher!.mask();
+    return !allowsOtherThan(this.mask, this.stopTokenIds);
+  }
+
+  dispose(): void {
+    this.matcher?.dispose();
+  }
+}

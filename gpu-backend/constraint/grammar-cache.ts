@@ -1,0 +1,113 @@
+import type { CompiledGrammar, GrammarCompiler, StructuralTag } from "@mlc-ai/web-xgrammar";
+import { ProtocolError } from "../../protocol/errors";
+import type { ChatCodec } from "../engine/chat-codec";
+import type { ReplyGrammar } from "./reply-grammar";
+import { xgrammar } from "./xgrammar";
+
+/** JSON is written on one line with Python's json.dumps separators, as templates render arguments. */
+const JSON_SEPARATORS: [string, string] = [", ", ": "];
+
+/**
+ * A structural tag's JSON-schema contents as grammars of compact JSON: xgrammar's structural tags
+ * allow any whitespace between JSON tokens, which an untrained model fills until its budget ends.
+ * The EBNF comes from xgrammar's own schema converter (no whitespace, JSON_SEPARATORS).
+ */
+async function compactTags(tag: StructuralTag): Promise<StructuralTag> {
+  const X = xgrammar();
+  const visit = async (node: unknown): Promise<unknown> => {
+    if (Array.isArray(node)) return Promise.all(node.map(visit));
+    if (typeof node !== "object" || node === null) return node;
+    const n = node as Record<string, unknown>;
+    if (n.type === "json_schema" && "json_schema" in n)
+      return { type: "grammar", grammar: await X.Testings._jsonSchemaToEBNF(JSON.stringify(n.json_schema), false, -1, JSON_SEPARATORS, true) };
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(n)) out[k] = await visit(v);
+    return out;
+  };
+  return (await visit(tag)) as StructuralTag;
+}
+
+/** Compiled grammars kept per model (each holds its token-mask cache in WebAssembly memory). */
+export const GRAMMAR_CACHE_ENTRIES = 128;
+
+/**
+ * One model's grammar engine: xgrammar's TokenizerInfo over the codec's vocabulary (built once,
+ * ~0.35 s for a 152k vocabulary), its compiler, and the compiled grammars by their spec, least
+ * recently used dropped past {@link GRAMMAR_CACHE_ENTRIES}. Also what completions need: the id of
+ * each printable ASCII character that is a token of its own.
+ *
+ * @example
+ * const grammars = await GrammarCache.create(codec, spec.vocabSize);
+ * const compiled = await grammars.compile({ kind: "json_schema", schema: '{"type": "object"}', strictMode: false });
+ */
+export class GrammarCache {
+  private readonly compiled = new Map<string, CompiledGrammar>();
+  /** Compile calls that missed the cache, and that hit it (the structured bench reports them). */
+  readonly counts = { compiled: 0, hits: 0 };
+
+  private constructor(
+    private readonly compiler: GrammarCompiler,
+    /** Logits per row (the model's vocabulary, padding included). */
+    readonly vocabSize: number,
+    readonly stopTokenIds: readonly number[],
+    /** Printable ASCII (and "\n") -> the id of the token that is exactly that character. */
+    readonly charTokens: ReadonlyMap<string, number>,
+    /** Token ids whose text is one of `texts` (for masking a convention's marker). */
+    private readonly idsByText: ReadonlyMap<string, number>,
+  ) {}
+
+  static async create(codec: ChatCodec, vocabSize: number): Promise<GrammarCache> {
+    const X = xgrammar();
+    const { pieces, encoding } = codec.grammarVocabulary();
+    const info = await X.TokenizerInfo.createTokenizerInfo(pieces, encoding, false, vocabSize, [...codec.eosTokenIds]);
+    const compiler = await X.GrammarCompiler.createGrammarCompiler(info, false);
+    const charTokens = new Map<string, number>();
+    for (const c of ["\n", ...Array.from({ length: 95 }, (_, i) => String.fromCharCode(32 + i))]) {
+      const ids = codec.encode(c);
+      if (ids.length === 1 && codec.decode(ids) === c) charTokens.set(c, ids[0]!);
+    }
+    const idsByText = new Map<string, number>();
+    pieces.forEach((p, id) => {
+      if (p.startsWith("<") && p.endsWith(">")) idsByText.set(p, id);
+    });
+    return new GrammarCache(compiler, vocabSize, [...codec.eosTokenIds], charTokens, idsByText);
+  }
+
+  /** The id of the single token whose piece is `text` (a marker such as "<tool_call>"), if any. */
+  tokenOf(text: string): number | undefined {
+    return this.idsByText.get(text);
+  }
+
+  async compile(grammar: ReplyGrammar): Promise<CompiledGrammar> {
+    const key = JSON.stringify(grammar);
+    const hit = this.compiled.get(key);
+    if (hit) {
+      this.counts.hits++;
+      this.compiled.delete(key);
+      this.compiled.set(key, hit);
+      return hit;
+    }
+    let compiled: CompiledGrammar;
+    try {
+      compiled =
+        grammar.kind === "json_schema"
+          ? await this.compiler.compileJSONSchema(grammar.schema, false, -1, JSON_SEPARATORS, grammar.strictMode)
+          : await this.compiler.compileStructuralTag(await compactTags(grammar.tag));
+    } catch (e) {
+      // xgrammar aborts with its reason on stderr only; schemas were checked before (schema-check.ts).
+      throw new ProtocolError("invalid_schema", `the grammar engine could not compile this schema (${String((e as Error).message ?? e)})`);
+    }
+    this.counts.compiled++;
+    this.compiled.set(key, compiled);
+    if (this.compiled.size > GRAMMAR_CACHE_ENTRIES) {
+      const [oldest, dropped] = this.compiled.entries().next().value as [string, CompiledGrammar];
+      this.compiled.delete(oldest);
+      dropped.dispose();
+    }
+    return compiled;
+  }
+
+  get size(): number {
+    return this.compiled.size;
+  }
+}

@@ -1,0 +1,60 @@
+import { Ajv } from "ajv";
+import { ProtocolError } from "../../protocol/errors";
+
+/**
+ * JSON-schema keywords that xgrammar 0.1.27 compiles without enforcing (measured: its grammar
+ * accepts a value that violates them; `schema-check.test.ts` pins each one, so a release that
+ * starts enforcing one fails there). `allOf` is enforced only with a single subschema.
+ */
+export const UNSUPPORTED_KEYWORDS = ["not", "if", "then", "else", "uniqueItems", "multipleOf", "dependentRequired", "dependentSchemas", "contains", "minContains", "maxContains"] as const;
+
+/** Keywords whose value is one subschema, a list of them, or a map of them (where to look deeper). */
+const ONE = ["items", "additionalProperties", "propertyNames", "unevaluatedProperties", "unevaluatedItems", "not", "if", "then", "else", "contains"];
+const LIST = ["prefixItems", "anyOf", "oneOf", "allOf", "items"];
+const MAP = ["properties", "patternProperties", "$defs", "definitions", "dependentSchemas"];
+
+const ajv = new Ajv({ strict: false, validateFormats: false, allErrors: false });
+
+/**
+ * Checks a schema a constraint will be compiled from and returns the schema to compile.
+ *
+ * - Not a valid JSON Schema (draft-07 meta-schema, or a `$ref` that does not resolve):
+ *   `invalid_schema`, with ajv's message.
+ * - A keyword the grammar engine would silently ignore ({@link UNSUPPORTED_KEYWORDS}, `allOf`
+ *   with more than one subschema): with `strict`, `unsupported_schema` naming the keyword and
+ *   where it is; without, best effort: the keyword is dropped and the rest enforced.
+ *
+ * @example checkedSchema({ type: "object", properties: { n: { type: "integer", multipleOf: 2 } } }, { strict: false, where: "tools[0]" })
+ * // { type: "object", properties: { n: { type: "integer" } } }
+ */
+export function checkedSchema(schema: Record<string, unknown>, o: { strict: boolean; where: string }): Record<string, unknown> {
+  if (!ajv.validateSchema(schema)) throw new ProtocolError("invalid_schema", `${o.where}: not a valid JSON Schema: ${ajv.errorsText(ajv.errors, { dataVar: "schema" })}`);
+  try {
+    ajv.compile(schema);
+  } catch (e) {
+    throw new ProtocolError("invalid_schema", `${o.where}: not a valid JSON Schema: ${(e as Error).message}`);
+  } finally {
+    ajv.removeSchema(schema); // ajv caches by schema object: without this every request would stay
+  }
+  return walk(structuredClone(schema), "#", o) as Record<string, unknown>;
+}
+
+function walk(node: unknown, at: string, o: { strict: boolean; where: string }): unknown {
+  if (typeof node !== "object" || node === null || Array.isArray(node)) return node;
+  const s = node as Record<string, unknown>;
+  for (const keyword of Object.keys(s)) {
+    const unsupported = (UNSUPPORTED_KEYWORDS as readonly string[]).includes(keyword) || (keyword === "allOf" && Array.isArray(s.allOf) && s.allOf.length > 1);
+    if (unsupported) {
+      if (o.strict)
+        throw new ProtocolError("unsupported_schema", `${o.where}: the keyword "${keyword}" at ${at} is not supported by constrained decoding (unsupported: ${UNSUPPORTED_KEYWORDS.join(", ")}, allOf with several subschemas)`);
+      delete s[keyword];
+      continue;
+    }
+    const value = s[keyword];
+    if (ONE.includes(keyword) && !Array.isArray(value)) s[keyword] = walk(value, `${at}/${keyword}`, o);
+    else if (LIST.includes(keyword) && Array.isArray(value)) s[keyword] = value.map((v, i) => walk(v, `${at}/${keyword}/${i}`, o));
+    else if (MAP.includes(keyword) && typeof value === "object" && value !== null)
+      for (const [k, v] of Object.entries(value)) (value as Record<string, unknown>)[k] = walk(v, `${at}/${keyword}/${k}`, o);
+  }
+  return s;
+}
