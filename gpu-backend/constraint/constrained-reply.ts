@@ -1,6 +1,5 @@
 import { ProtocolError } from "../../protocol/errors";
-import type { ChatCodec } from "../engine/chat-codec";
-import type { GrammarCache } from "./grammar-cache";
+import type { GrammarCache, GrammarCodec } from "./grammar-cache";
 import type { ReplyPlan } from "./reply-grammar";
 import { allowsOtherThan, applyMask, ReplyMatcher } from "./reply-matcher";
 
@@ -47,7 +46,7 @@ export class ConstrainedReply {
   ) {}
 
   /** Null when the plan constrains nothing. @throws ProtocolError max_tokens_too_small, invalid_schema */
-  static async start(grammars: GrammarCache, codec: ChatCodec, plan: ReplyPlan, maxTokens: number): Promise<ConstrainedReply | null> {
+  static async start(grammars: GrammarCache, codec: GrammarCodec, plan: ReplyPlan, maxTokens: number): Promise<ConstrainedReply | null> {
     const banned = plan.bannedTexts.map((t) => grammars.tokenOf(t)).filter((id): id is number => id !== undefined);
     if (!plan.grammar) return banned.length > 0 ? new ConstrainedReply(null, banned, grammars.stopTokenIds) : null;
     const matcher = await ReplyMatcher.create(grammars, codec, plan.grammar);

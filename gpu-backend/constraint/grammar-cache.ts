@@ -1,8 +1,17 @@
 import type { CompiledGrammar, GrammarCompiler, StructuralTag } from "@mlc-ai/web-xgrammar";
 import { ProtocolError } from "../../protocol/errors";
-import type { ChatCodec } from "../engine/chat-codec";
+import type { VocabEncoding } from "../tokenizer/tokenizer";
 import type { ReplyGrammar } from "./reply-grammar";
 import { xgrammar } from "./xgrammar";
+
+/** What the grammar engine needs of a model's tokenizer (the engine's ChatCodec provides it). */
+export interface GrammarCodec {
+  encode(text: string): number[];
+  decode(tokenIds: number[]): string;
+  readonly eosTokenIds: readonly number[];
+  /** Every id's piece (special tokens empty, tool-call markers kept) and how pieces spell bytes. */
+  grammarVocabulary(): { pieces: string[]; encoding: VocabEncoding };
+}
 
 /** JSON is written on one line with Python's json.dumps separators, as templates render arguments. */
 const JSON_SEPARATORS: [string, string] = [", ", ": "];
@@ -56,7 +65,7 @@ export class GrammarCache {
     private readonly idsByText: ReadonlyMap<string, number>,
   ) {}
 
-  static async create(codec: ChatCodec, vocabSize: number): Promise<GrammarCache> {
+  static async create(codec: GrammarCodec, vocabSize: number): Promise<GrammarCache> {
     const X = xgrammar();
     const { pieces, encoding } = codec.grammarVocabulary();
     const info = await X.TokenizerInfo.createTokenizerInfo(pieces, encoding, false, vocabSize, [...codec.eosTokenIds]);

@@ -1,6 +1,5 @@
 import type { GrammarMatcher } from "@mlc-ai/web-xgrammar";
-import type { ChatCodec } from "../engine/chat-codec";
-import type { GrammarCache } from "./grammar-cache";
+import type { GrammarCache, GrammarCodec } from "./grammar-cache";
 import type { ReplyGrammar } from "./reply-grammar";
 import { xgrammar } from "./xgrammar";
 
@@ -36,10 +35,10 @@ export class ReplyMatcher {
   private constructor(
     private readonly matcher: GrammarMatcher,
     private readonly grammars: GrammarCache,
-    private readonly codec: ChatCodec,
+    private readonly codec: GrammarCodec,
   ) {}
 
-  static async create(grammars: GrammarCache, codec: ChatCodec, grammar: ReplyGrammar): Promise<ReplyMatcher> {
+  static async create(grammars: GrammarCache, codec: GrammarCodec, grammar: ReplyGrammar): Promise<ReplyMatcher> {
     const compiled = await grammars.compile(grammar);
     return new ReplyMatcher(await xgrammar().GrammarMatcher.createGrammarMatcher(compiled), grammars, codec);
   }

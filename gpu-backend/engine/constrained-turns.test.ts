@@ -9,8 +9,8 @@ import { CpuExecutor } from "../model/executors/cpu-executor";
 import { tinyFamilyConfig } from "../model/checkpoint/demo-families";
 import { materializeModel } from "../model/checkpoint/demo-model";
 import { writeFamilyTokenizer } from "../model/checkpoint/family-tokenizers";
-import { loadModel } from "../engine/load-model";
-import { Engine } from "../engine/engine";
+import { loadModel } from "./load-model";
+import { Engine } from "./engine";
 
 /**
  * Constrained decoding in the engine on the tiny Qwen3-template checkpoint (random weights: it
