@@ -3,10 +3,10 @@ import type { GrammarCache, GrammarCodec } from "./grammar-cache";
 import type { ReplyPlan } from "./reply-grammar";
 import { allowsOtherThan, applyMask, ReplyMatcher } from "./reply-matcher";
 
-/** Steps between budget checks while the budget is far (the check costs ~1-2 ms). */
-const CHECK_EVERY = 8;
-/** Tokens of headroom under which the budget is checked every step. */
-const NEAR_BUDGET = 32;
+/** Steps between budget checks while the budget is far (a check costs ~1-5 ms). */
+const CHECK_EVERY = 4;
+/** Tokens of headroom over the last completion's cost under which the budget is checked every step. */
+const NEAR_BUDGET = 48;
 
 /** The token a constrained step produced: `tokenId` null when the reply ends without one. */
 export interface ConstrainedToken {
@@ -22,7 +22,7 @@ export interface ConstrainedToken {
  * Budget: the invariant is "the cheapest completion from here fits in the tokens left"
  * (`ReplyMatcher.completionTokens`). `start` checks it before any generation (else
  * `max_tokens_too_small`). After each sampled token it is checked again every step once the
- * tokens left are within 2 x the last cost + NEAR_BUDGET, else every CHECK_EVERY steps; a token
+ * tokens left are within NEAR_BUDGET of the last cost, else every CHECK_EVERY steps; a token
  * that breaks it is rolled back and the completion from before it is emitted instead, token by
  * token, with no more sampling. A completed structure (only end-of-turn tokens allowed) ends the
  * reply at once.
@@ -36,6 +36,8 @@ export interface ConstrainedToken {
 export class ConstrainedReply {
   private mask: Int32Array | null = null;
   private forced: number[] = [];
+  /** The last completion found (tokens), valid from the state it was found in (`sinceCheck` tokens ago). */
+  private completion: number[] = [];
   private lastCost = 0;
   private sinceCheck = 0;
 
@@ -57,6 +59,7 @@ export class ConstrainedReply {
       if (shortest.length > maxTokens)
         throw new ProtocolError("max_tokens_too_small", `max_tokens ${maxTokens} is too small for the shortest reply the constraint allows (${shortest.length} tokens: ${JSON.stringify(codec.decode(shortest))})`);
       reply.lastCost = shortest.length;
+      reply.completion = shortest;
       reply.mask = await matcher.mask();
       return reply;
     } catch (e) {
@@ -81,31 +84,59 @@ export class ConstrainedReply {
     if (!m.accept(tokenId)) throw new ProtocolError("internal_error", `constrained decoding sampled token ${tokenId}, which the grammar refuses`);
     if (this.stopTokenIds.includes(tokenId)) return { tokenId, end: true }; // the matcher has terminated
     const left = tokensLeft - 1;
-    if (this.sinceCheck + 1 >= CHECK_EVERY || left <= 2 * this.lastCost + NEAR_BUDGET) {
-      const cost = m.completionTokens();
-      if (cost === null || cost.length > left) {
-        // This token leaves no way to finish in budget: take it back, finish from before it.
-        m.rollBack(1);
-        this.forced = m.completionTokens() ?? [];
-        if (this.forced.length === 0) return { tokenId: null, end: true };
-        return this.emitForced();
+    if (this.sinceCheck + 1 >= CHECK_EVERY || left <= this.lastCost + NEAR_BUDGET) {
+      const cost = this.completionAfter(tokenId);
+      if (cost !== null && cost.length <= left) {
+        this.completion = cost;
+        this.lastCost = cost.length;
+        this.sinceCheck = 0;
+      } else {
+        // This token leaves no way to finish in budget: take it back and finish from before it.
+        const instead = this.finishFromBefore(tokenId);
+        if (instead) return instead;
       }
-      this.lastCost = cost.length;
-      this.sinceCheck = 0;
     } else this.sinceCheck++;
-    return { tokenId, end: await this.advanceMask() };
+    this.mask = await m.mask();
+    return { tokenId, end: !allowsOtherThan(this.mask, this.stopTokenIds) };
   }
 
-  private async emitForced(): Promise<ConstrainedToken> {
+  /**
+   * Takes back `tokenId` (just accepted) and emits a completion from the state before it. When no
+   * completion is found from there either (the walk is greedy, not exhaustive), the token is
+   * accepted again and decoding goes on: the next check tries anew.
+   */
+  private finishFromBefore(tokenId: number): ConstrainedToken | null {
+    const m = this.matcher!;
+    m.rollBack(1);
+    const forced = this.sinceCheck === 0 || m.stillCompletes(this.completion) ? this.completion : m.completionTokens();
+    if (forced === null) {
+      m.accept(tokenId);
+      this.sinceCheck++;
+      return null;
+    }
+    this.forced = [...forced];
+    if (this.forced.length === 0) return { tokenId: null, end: true };
+    return this.emitForced();
+  }
+
+  /**
+   * A completion from the state after `tokenId`, cheapest check first: the last completion minus
+   * its first token when `tokenId` was that token, the last completion itself when it still
+   * finishes (text inside a string leaves it valid), else a new walk. Any completion that fits
+   * keeps the invariant; it need not be the shortest.
+   */
+  private completionAfter(tokenId: number): number[] | null {
+    const m = this.matcher!;
+    // `completion` is from the state before `tokenId` when the last check was the previous step.
+    if (this.sinceCheck === 0 && this.completion[0] === tokenId) return this.completion.slice(1);
+    if (this.completion.length > 0 && m.stillCompletes(this.completion)) return this.completion;
+    return m.completionTokens();
+  }
+
+  private emitForced(): ConstrainedToken {
     const tokenId = this.forced.shift()!;
     if (!this.matcher!.accept(tokenId)) throw new ProtocolError("internal_error", `constrained decoding: the completion's token ${tokenId} was refused`);
     return { tokenId, end: this.forced.length === 0 };
-  }
-
-  /** Fetches the next mask; true when it allows nothing but end-of-turn tokens (the structure is complete). */
-  private async advanceMask(): Promise<boolean> {
-    this.mask = await this.matcher!.mask();
-    return !allowsOtherThan(this.mask, this.stopTokenIds);
   }
 
   dispose(): void {

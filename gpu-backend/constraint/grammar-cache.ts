@@ -9,6 +9,8 @@ export interface GrammarCodec {
   encode(text: string): number[];
   decode(tokenIds: number[]): string;
   readonly eosTokenIds: readonly number[];
+  /** One token's raw bytes (to find the tokens that are one byte). */
+  tokenPiece(tokenId: number): { bytes: number[] };
   /** Every id's piece (special tokens empty, tool-call markers kept) and how pieces spell bytes. */
   grammarVocabulary(): { pieces: string[]; encoding: VocabEncoding };
 }
@@ -63,6 +65,8 @@ export class GrammarCache {
     readonly charTokens: ReadonlyMap<string, number>,
     /** Token ids whose text is one of `texts` (for masking a convention's marker). */
     private readonly idsByText: ReadonlyMap<string, number>,
+    /** Tokens that are one UTF-8 continuation byte (0x80-0xBF), in byte order: they finish a character left open. */
+    readonly continuationTokens: readonly number[],
   ) {}
 
   static async create(codec: GrammarCodec, vocabSize: number): Promise<GrammarCache> {
@@ -76,10 +80,17 @@ export class GrammarCache {
       if (ids.length === 1 && codec.decode(ids) === c) charTokens.set(c, ids[0]!);
     }
     const idsByText = new Map<string, number>();
+    const continuation = new Map<number, number>();
     pieces.forEach((p, id) => {
       if (p.startsWith("<") && p.endsWith(">")) idsByText.set(p, id);
+      // One-byte tokens: a one-character byte-level piece, or a byte-fallback "<0xAB>".
+      if (p.length === 1 || /^<0x[0-9A-F]{2}>$/.test(p)) {
+        const bytes = codec.tokenPiece(id).bytes;
+        if (bytes.length === 1 && bytes[0]! >= 0x80 && bytes[0]! <= 0xbf && !continuation.has(bytes[0]!)) continuation.set(bytes[0]!, id);
+      }
     });
-    return new GrammarCache(compiler, vocabSize, [...codec.eosTokenIds], charTokens, idsByText);
+    const continuationTokens = [...continuation.entries()].sort((a, b) => a[0] - b[0]).map(([, id]) => id);
+    return new GrammarCache(compiler, vocabSize, [...codec.eosTokenIds], charTokens, idsByText, continuationTokens);
   }
 
   /** The id of the single token whose piece is `text` (a marker such as "<tool_call>"), if any. */

@@ -68,17 +68,20 @@ export class ReplyMatcher {
     return false;
   }
 
-  /** The greedy closing text from here (see the class), or null when the walk finds none. */
-  completion(): string | null {
+  /**
+   * The greedy closing path from here (see the class), or null when the walk finds none: `lead`,
+   * continuation-byte tokens that first finish a character a token left open, then `text`.
+   */
+  completion(): { lead: number[]; text: string } | null {
+    const lead: number[] = [];
     const chars: string[] = [];
     let accepted = 0;
-    const take = (c: string): boolean => {
-      const id = this.grammars.charTokens.get(c);
+    const acceptId = (id: number | undefined): boolean => {
       if (id === undefined || !this.matcher.acceptToken(id)) return false;
       accepted++;
-      chars.push(c);
       return true;
     };
+    const take = (c: string): boolean => acceptId(this.grammars.charTokens.get(c)) && chars.push(c) > 0;
     let found = false;
     while (chars.length < MAX_COMPLETION_CHARS) {
       if (this.canEnd()) {
@@ -90,23 +93,40 @@ export class ReplyMatcher {
         if (![...forced].every(take)) break;
         continue;
       }
-      if (!PREFERENCE.some(take)) break;
+      if (PREFERENCE.some(take)) continue;
+      // Inside a multi-byte character: finish it with continuation bytes (before any text only).
+      const byte = chars.length === 0 && lead.length < 3 ? this.grammars.continuationTokens.find((id) => acceptId(id)) : undefined;
+      if (byte === undefined) break;
+      lead.push(byte);
     }
     this.matcher.rollBack(accepted);
-    return found ? chars.join("") : null;
+    return found ? { lead, text: chars.join("") } : null;
   }
 
   /**
-   * The tokens that finish the reply from here, fewest first: the completion as the tokenizer
-   * encodes it, else one token per character (always accepted). Null when there is no completion.
+   * The tokens that finish the reply from here, fewest first: the completion's text as the
+   * tokenizer encodes it, else one token per character (always accepted). Null when there is no
+   * completion.
    */
   completionTokens(): number[] | null {
-    const text = this.completion();
-    if (text === null) return null;
-    if (text === "") return [];
-    const encoded = this.codec.encode(text);
+    const path = this.completion();
+    if (path === null) return null;
+    if (path.text === "") return path.lead;
+    const encoded = [...path.lead, ...this.codec.encode(path.text)];
     if (this.acceptsAll(encoded)) return encoded;
-    return [...text].map((c) => this.grammars.charTokens.get(c)!);
+    return [...path.lead, ...[...path.text].map((c) => this.grammars.charTokens.get(c)!)];
+  }
+
+  /** Whether `ids` (an earlier completion) still finishes the reply from here: cheaper than a new walk. */
+  stillCompletes(ids: readonly number[]): boolean {
+    let n = 0;
+    for (const id of ids) {
+      if (!this.matcher.acceptToken(id)) break;
+      n++;
+    }
+    const completes = n === ids.length && this.canEnd();
+    this.matcher.rollBack(n);
+    return completes;
   }
 
   private acceptsAll(ids: number[]): boolean {
@@ -132,6 +152,10 @@ export function applyMask(logits: Float32Array, mask: Int32Array): void {
     const bits = mask[w]!;
     if (bits === -1) continue;
     const base = w << 5;
+    if (bits === 0) {
+      logits.fill(-Infinity, base, Math.min(base + 32, logits.length));
+      continue;
+    }
     for (let b = 0; b < 32 && base + b < logits.length; b++) if (((bits >>> b) & 1) === 0) logits[base + b] = -Infinity;
   }
   for (let i = mask.length << 5; i < logits.length; i++) logits[i] = -Infinity;

@@ -8,6 +8,26 @@ import { ProtocolError } from "../../protocol/errors";
  */
 export const UNSUPPORTED_KEYWORDS = ["not", "if", "then", "else", "uniqueItems", "multipleOf", "dependentRequired", "dependentSchemas", "contains", "minContains", "maxContains"] as const;
 
+/**
+ * A bounded `number` as a bounded `integer`: xgrammar enforces integer ranges but not number ranges
+ * exactly (`maximum: 2` lets `2.5` through), so a number with bounds is generated as an integer
+ * inside them: always valid, never fractional.
+ */
+function integerRange(s: Record<string, unknown>): Record<string, unknown> {
+  if (s.type !== "number") return s;
+  const num = (k: string) => (typeof s[k] === "number" ? (s[k] as number) : undefined);
+  const [min, max, exMin, exMax] = [num("minimum"), num("maximum"), num("exclusiveMinimum"), num("exclusiveMaximum")];
+  if (min === undefined && max === undefined && exMin === undefined && exMax === undefined) return s;
+  const out: Record<string, unknown> = { ...s, type: "integer" };
+  delete out.exclusiveMinimum;
+  delete out.exclusiveMaximum;
+  const lows = [min !== undefined ? Math.ceil(min) : undefined, exMin !== undefined ? Math.floor(exMin) + 1 : undefined].filter((v) => v !== undefined);
+  const highs = [max !== undefined ? Math.floor(max) : undefined, exMax !== undefined ? Math.ceil(exMax) - 1 : undefined].filter((v) => v !== undefined);
+  if (lows.length > 0) out.minimum = Math.max(...lows);
+  if (highs.length > 0) out.maximum = Math.min(...highs);
+  return out;
+}
+
 /** Keywords whose value is one subschema, a list of them, or a map of them (where to look deeper). */
 const ONE = ["items", "additionalProperties", "propertyNames", "unevaluatedProperties", "unevaluatedItems", "not", "if", "then", "else", "contains"];
 const LIST = ["prefixItems", "anyOf", "oneOf", "allOf", "items"];
@@ -20,6 +40,7 @@ const ajv = new Ajv({ strict: false, validateFormats: false, allErrors: false })
  *
  * - Not a valid JSON Schema (draft-07 meta-schema, or a `$ref` that does not resolve):
  *   `invalid_schema`, with ajv's message.
+ * - A `number` with bounds becomes an `integer` within them ({@link integerRange}).
  * - A keyword the grammar engine would silently ignore ({@link UNSUPPORTED_KEYWORDS}, `allOf`
  *   with more than one subschema): with `strict`, `unsupported_schema` naming the keyword and
  *   where it is; without, best effort: the keyword is dropped and the rest enforced.
@@ -41,7 +62,7 @@ export function checkedSchema(schema: Record<string, unknown>, o: { strict: bool
 
 function walk(node: unknown, at: string, o: { strict: boolean; where: string }): unknown {
   if (typeof node !== "object" || node === null || Array.isArray(node)) return node;
-  const s = node as Record<string, unknown>;
+  const s = integerRange(node as Record<string, unknown>);
   for (const keyword of Object.keys(s)) {
     const unsupported = (UNSUPPORTED_KEYWORDS as readonly string[]).includes(keyword) || (keyword === "allOf" && Array.isArray(s.allOf) && s.allOf.length > 1);
     if (unsupported) {
