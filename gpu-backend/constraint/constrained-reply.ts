@@ -36,9 +36,8 @@ export interface ConstrainedToken {
 export class ConstrainedReply {
   private mask: Int32Array | null = null;
   private forced: number[] = [];
-  /** The last completion found (tokens), valid from the state it was found in (`sinceCheck` tokens ago). */
+  /** The last completion found (tokens; its length is the last cost), valid from the state `sinceCheck` tokens ago. */
   private completion: number[] = [];
-  private lastCost = 0;
   private sinceCheck = 0;
 
   private constructor(
@@ -49,7 +48,8 @@ export class ConstrainedReply {
 
   /** Null when the plan constrains nothing. @throws ProtocolError max_tokens_too_small, invalid_schema */
   static async start(grammars: GrammarCache, codec: GrammarCodec, plan: ReplyPlan, maxTokens: number): Promise<ConstrainedReply | null> {
-    const banned = plan.bannedTexts.map((t) => grammars.tokenOf(t)).filter((id): id is number => id !== undefined);
+    // A marker is masked where it is one token of its own (Qwen's "<tool_call>").
+    const banned = plan.bannedTexts.map((t) => codec.encode(t)).flatMap((ids) => (ids.length === 1 ? ids : []));
     if (!plan.grammar) return banned.length > 0 ? new ConstrainedReply(null, banned, grammars.stopTokenIds) : null;
     const matcher = await ReplyMatcher.create(grammars, codec, plan.grammar);
     const reply = new ConstrainedReply(matcher, [], grammars.stopTokenIds);
@@ -58,7 +58,6 @@ export class ConstrainedReply {
       if (shortest === null) throw new ProtocolError("invalid_schema", "no finite reply satisfies this schema (the grammar has no way to finish)");
       if (shortest.length > maxTokens)
         throw new ProtocolError("max_tokens_too_small", `max_tokens ${maxTokens} is too small for the shortest reply the constraint allows (${shortest.length} tokens: ${JSON.stringify(codec.decode(shortest))})`);
-      reply.lastCost = shortest.length;
       reply.completion = shortest;
       reply.mask = await matcher.mask();
       return reply;
@@ -84,11 +83,10 @@ export class ConstrainedReply {
     if (!m.accept(tokenId)) throw new ProtocolError("internal_error", `constrained decoding sampled token ${tokenId}, which the grammar refuses`);
     if (this.stopTokenIds.includes(tokenId)) return { tokenId, end: true }; // the matcher has terminated
     const left = tokensLeft - 1;
-    if (this.sinceCheck + 1 >= CHECK_EVERY || left <= this.lastCost + NEAR_BUDGET) {
+    if (this.sinceCheck + 1 >= CHECK_EVERY || left <= this.completion.length + NEAR_BUDGET) {
       const cost = this.completionAfter(tokenId);
       if (cost !== null && cost.length <= left) {
         this.completion = cost;
-        this.lastCost = cost.length;
         this.sinceCheck = 0;
       } else {
         // This token leaves no way to finish in budget: take it back and finish from before it.

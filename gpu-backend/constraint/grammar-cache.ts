@@ -53,18 +53,12 @@ export const GRAMMAR_CACHE_ENTRIES = 128;
  */
 export class GrammarCache {
   private readonly compiled = new Map<string, CompiledGrammar>();
-  /** Compile calls that missed the cache, and that hit it (the structured bench reports them). */
-  readonly counts = { compiled: 0, hits: 0 };
 
   private constructor(
     private readonly compiler: GrammarCompiler,
-    /** Logits per row (the model's vocabulary, padding included). */
-    readonly vocabSize: number,
     readonly stopTokenIds: readonly number[],
     /** Printable ASCII (and "\n") -> the id of the token that is exactly that character. */
     readonly charTokens: ReadonlyMap<string, number>,
-    /** Token ids whose text is one of `texts` (for masking a convention's marker). */
-    private readonly idsByText: ReadonlyMap<string, number>,
     /** Tokens that are one UTF-8 continuation byte (0x80-0xBF), in byte order: they finish a character left open. */
     readonly continuationTokens: readonly number[],
   ) {}
@@ -79,10 +73,8 @@ export class GrammarCache {
       const ids = codec.encode(c);
       if (ids.length === 1 && codec.decode(ids) === c) charTokens.set(c, ids[0]!);
     }
-    const idsByText = new Map<string, number>();
     const continuation = new Map<number, number>();
     pieces.forEach((p, id) => {
-      if (p.startsWith("<") && p.endsWith(">")) idsByText.set(p, id);
       // One-byte tokens: a one-character byte-level piece, or a byte-fallback "<0xAB>".
       if (p.length === 1 || /^<0x[0-9A-F]{2}>$/.test(p)) {
         const bytes = codec.tokenPiece(id).bytes;
@@ -90,19 +82,13 @@ export class GrammarCache {
       }
     });
     const continuationTokens = [...continuation.entries()].sort((a, b) => a[0] - b[0]).map(([, id]) => id);
-    return new GrammarCache(compiler, vocabSize, [...codec.eosTokenIds], charTokens, idsByText, continuationTokens);
-  }
-
-  /** The id of the single token whose piece is `text` (a marker such as "<tool_call>"), if any. */
-  tokenOf(text: string): number | undefined {
-    return this.idsByText.get(text);
+    return new GrammarCache(compiler, [...codec.eosTokenIds], charTokens, continuationTokens);
   }
 
   async compile(grammar: ReplyGrammar): Promise<CompiledGrammar> {
     const key = JSON.stringify(grammar);
     const hit = this.compiled.get(key);
     if (hit) {
-      this.counts.hits++;
       this.compiled.delete(key);
       this.compiled.set(key, hit);
       return hit;
@@ -117,7 +103,6 @@ export class GrammarCache {
       // xgrammar aborts with its reason on stderr only; schemas were checked before (schema-check.ts).
       throw new ProtocolError("invalid_schema", `the grammar engine could not compile this schema (${String((e as Error).message ?? e)})`);
     }
-    this.counts.compiled++;
     this.compiled.set(key, compiled);
     if (this.compiled.size > GRAMMAR_CACHE_ENTRIES) {
       const [oldest, dropped] = this.compiled.entries().next().value as [string, CompiledGrammar];
@@ -125,9 +110,5 @@ export class GrammarCache {
       dropped.dispose();
     }
     return compiled;
-  }
-
-  get size(): number {
-    return this.compiled.size;
   }
 }

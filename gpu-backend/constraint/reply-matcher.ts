@@ -113,30 +113,25 @@ export class ReplyMatcher {
     if (path === null) return null;
     if (path.text === "") return path.lead;
     const encoded = [...path.lead, ...this.codec.encode(path.text)];
-    if (this.acceptsAll(encoded)) return encoded;
+    if (this.accepts(encoded, false)) return encoded;
     return [...path.lead, ...[...path.text].map((c) => this.grammars.charTokens.get(c)!)];
   }
 
   /** Whether `ids` (an earlier completion) still finishes the reply from here: cheaper than a new walk. */
   stillCompletes(ids: readonly number[]): boolean {
-    let n = 0;
-    for (const id of ids) {
-      if (!this.matcher.acceptToken(id)) break;
-      n++;
-    }
-    const completes = n === ids.length && this.canEnd();
-    this.matcher.rollBack(n);
-    return completes;
+    return this.accepts(ids, true);
   }
 
-  private acceptsAll(ids: number[]): boolean {
+  /** Whether the grammar takes all of `ids` from here (and then may end, with `thenEnds`); the state is left as it was. */
+  private accepts(ids: readonly number[], thenEnds: boolean): boolean {
     let n = 0;
     for (const id of ids) {
       if (!this.matcher.acceptToken(id)) break;
       n++;
     }
+    const ok = n === ids.length && (!thenEnds || this.canEnd());
     this.matcher.rollBack(n);
-    return n === ids.length;
+    return ok;
   }
 
   dispose(): void {
@@ -163,11 +158,10 @@ export function applyMask(logits: Float32Array, mask: Int32Array): void {
 
 /** Whether the mask allows any token outside `ids`. */
 export function allowsOtherThan(mask: Int32Array, ids: readonly number[]): boolean {
-  const own = new Set(ids);
   for (let w = 0; w < mask.length; w++) {
     let bits = mask[w]!;
     if (bits === 0) continue;
-    for (const id of own) if (id >> 5 === w) bits &= ~(1 << (id & 31));
+    for (const id of ids) if (id >> 5 === w) bits &= ~(1 << (id & 31));
     if (bits !== 0) return true;
   }
   return false;

@@ -153,12 +153,12 @@ function toToolDefinition(t: z.infer<typeof tool>): ToolDefinition {
 }
 
 /**
- * The reply constraint a body asks for. `tool_choice` governs when tools are given (default
- * "auto", as OpenAI's); `response_format` json_object / json_schema constrains a reply without
- * tools (or with `tool_choice: "none"`). A named or required choice without a matching tool is
- * `unknown_tool`; json with tool calls allowed is not supported yet (`invalid_request`).
- * `toolsKept`: a session-URL turn without `tools` keeps the trajectory's, which only the backend
- * sees, so the tool choice goes as asked and the backend checks it against them.
+ * The reply constraint a body asks for. `tool_choice` governs when tools may be called (default
+ * "auto", as OpenAI's); `response_format` json_object / json_schema constrains a reply no tool
+ * may be called in (no tools, or `tool_choice: "none"`; otherwise `invalid_request`: not
+ * supported yet). Whether the choice fits the tools (`unknown_tool`) is the backend's check
+ * (`gpu-backend/constraint/reply-grammar.ts`), since a session-URL turn without `tools`
+ * (`toolsKept`) keeps the trajectory's, which only the backend sees.
  */
 function replyConstraint(
   b: { tools?: z.infer<typeof tool>[]; tool_choice?: z.infer<typeof sampling.tool_choice>; parallel_tool_calls?: boolean; response_format?: z.infer<typeof sampling.response_format> },
@@ -167,15 +167,13 @@ function replyConstraint(
   const tools = b.tools ?? [];
   const choice = b.tool_choice === undefined ? undefined : typeof b.tool_choice === "string" ? b.tool_choice : { name: b.tool_choice.function.name };
   const format = b.response_format?.type === "json_object" ? ({ type: "json_object" } as const) : b.response_format?.type === "json_schema" ? jsonSchemaConstraint(b.response_format.json_schema) : undefined;
-  if (toolsKept) return format && (choice === undefined || choice === "none") ? format : { type: "tool_calls", choice: choice ?? "auto", parallel: b.parallel_tool_calls ?? true };
-  if (choice !== undefined && choice !== "none" && choice !== "auto" && tools.length === 0)
-    throw new ProtocolError("unknown_tool", `tool_choice: ${typeof choice === "string" ? `"${choice}"` : `names "${choice.name}"`} but the request has no tools`);
-  if (typeof choice === "object" && !tools.some((t) => t.function.name === choice.name))
-    throw new ProtocolError("unknown_tool", `tool_choice: names "${choice.name}", which is not in tools (${tools.map((t) => t.function.name).join(", ")})`);
-  const toolCalls = tools.length > 0 && choice !== "none";
-  if (format && toolCalls) throw new ProtocolError("invalid_request", 'response_format: a JSON response with tools that may be called is not supported yet: pass tool_choice "none" or no tools');
-  if (format) return format;
-  if (tools.length === 0) return undefined;
+  if (format) {
+    if (choice !== "none" && (tools.length > 0 || (choice !== undefined && choice !== "auto")))
+      throw new ProtocolError("invalid_request", 'response_format: a JSON response with tools that may be called is not supported yet: pass tool_choice "none" or no tools');
+    return format;
+  }
+  const free = choice === undefined || choice === "auto" || choice === "none";
+  if (tools.length === 0 && !toolsKept && free) return undefined;
   return { type: "tool_calls", choice: choice ?? "auto", parallel: b.parallel_tool_calls ?? true };
 }
 
