@@ -8,6 +8,7 @@ import { BENCH_PRECISIONS, runLlamaCppBench, type BenchPrecision } from "./llama
 import { runLlamaCppChild, useBenchEntry } from "./llamacpp-child";
 import { runRoutingBench } from "./routing-bench";
 import { runStepCosts } from "./step-costs";
+import { runStructuredBench } from "./structured-bench";
 import { runTraceBench } from "./trace-replay";
 import { parsePrecision } from "../gpu-backend/engine/weight-precision";
 import { DEMO_FAMILIES, type DemoFamily } from "../gpu-backend/model/checkpoint/demo-families";
@@ -42,6 +43,9 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *   leases   M agent trajectories with heavy-tailed tool pauses on a pool holding ~1/3 of them:
  *            plain LRU vs tool-pause leases vs leases with pauses 3x longer than predicted;
  *            flags: --quick, --json, --trajectories M (24), --turns T, --model DIR|tiny, --lease-cap F
+ *   structured  structured outputs' cost: decode tok/s with tool_choice required/auto over 14 airline
+ *            tools vs unconstrained at batch 1 and 8, the grammar's share of wall time, grammar
+ *            compile cold and cached; flags: --quick, --json, --model DIR|FAMILY, --weights P
  *   trace    replay a Mooncake trace through the block pool: trace FILE --capacity N --policy P
  *            [--json], or --sweep (every policy and capacity, plot)
  *
@@ -168,11 +172,16 @@ switch (name) {
     console.log(values.json ? JSON.stringify(summary) : JSON.stringify({ ...summary, details }, null, 2));
     break;
   }
+  case "structured": {
+    const summary = await runStructuredBench({ quick: values.quick!, json: values.json!, model: values.model, weights: values.weights ? parsePrecision(values.weights) : undefined });
+    console.log(JSON.stringify(summary));
+    break;
+  }
   case "trace":
     await runTraceBench(rest);
     break;
   default:
-    console.error(`unknown benchmark ${JSON.stringify(name ?? "")}; available: accuracy, agent, edge, executors, leases, llamacpp, routing, step-costs, trace`);
+    console.error(`unknown benchmark ${JSON.stringify(name ?? "")}; available: accuracy, agent, edge, executors, leases, llamacpp, routing, step-costs, structured, trace`);
     process.exit(2);
 }
 

@@ -75,6 +75,8 @@ export interface EngineCounters {
   requests: number;
   stepTokens: number;
   stepMs: number;
+  /** Time constrained decoding spent in the grammar (masks, matcher, budget checks; sampling excluded), ms. */
+  grammarMs: number;
 }
 
 interface Job {
@@ -125,6 +127,7 @@ export class Engine {
     requests: 0,
     stepTokens: 0,
     stepMs: 0,
+    grammarMs: 0,
   };
   private readonly jobs = new Map<number, Job>();
   private readonly roots = new Map<string, BlockHash>();
@@ -386,8 +389,16 @@ export class Engine {
   /** A constrained job's token: the grammar masks (a copy of) the row, logprobs stay those of the model's raw row. */
   private async acceptConstrained(job: Job, constraint: ConstrainedReply, row: Float32Array): Promise<void> {
     const masked = job.logprobs === undefined ? row : row.slice();
-    const pick = (r: Float32Array) => (job.sampler.greedy ? argmaxOf(r) : job.sampler.sample(r));
+    let pickMs = 0;
+    const pick = (r: Float32Array) => {
+      const t0 = performance.now();
+      const id = job.sampler.greedy ? argmaxOf(r) : job.sampler.sample(r);
+      pickMs += performance.now() - t0;
+      return id;
+    };
+    const t0 = performance.now();
     const { tokenId, end } = await constraint.next(masked, pick, job.seq.maxTokens - job.seq.numGenerated);
+    this.counters.grammarMs += performance.now() - t0 - pickMs;
     if (job.finished) return; // cancelled while the mask was computed
     if (tokenId !== null) this.accept(job, tokenId, this.logprobOf(job, row, tokenId), end);
     if (end) this.finish(job, "stop");

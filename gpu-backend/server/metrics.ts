@@ -11,7 +11,7 @@ import type { Engine } from "../engine/engine";
 export function createMetrics(engine: Engine): { registry: Registry } {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: "agent_edge_process_" });
-  const last = { queried: 0, hit: 0, prompt: 0, computed: 0, generated: 0, preemptions: 0, requests: 0, leaseSaved: 0, leaseExpired: 0, leaseBroken: 0, leaseCapped: 0, leaseHits: 0, leases: 0 };
+  const last = { queried: 0, hit: 0, prompt: 0, computed: 0, generated: 0, preemptions: 0, requests: 0, leaseSaved: 0, leaseExpired: 0, leaseBroken: 0, leaseCapped: 0, leaseHits: 0, leases: 0, grammar: 0 };
 
   /** A counter that follows a monotonically growing engine value. */
   const follow = (name: string, help: string, read: () => number, key: keyof typeof last) =>
@@ -33,6 +33,7 @@ export function createMetrics(engine: Engine): { registry: Registry } {
   follow("agent_edge_generated_tokens_total", "Generated tokens.", () => engine.counters.generatedTokens, "generated");
   follow("agent_edge_preemptions_total", "Sequences preempted for lack of KV blocks.", () => engine.counters.preemptions, "preemptions");
   follow("agent_edge_requests_total", "Turns accepted by the engine.", () => engine.counters.requests, "requests");
+  follow("agent_edge_grammar_seconds_total", "Seconds constrained decoding spent in the grammar (token masks, matcher, budget checks), outside the executor.", () => engine.counters.grammarMs / 1000, "grammar");
 
   const leases = engine.leases.table;
   follow("agent_edge_leases_total", "Tool-pause leases granted.", () => leases.counters.created, "leases");
