@@ -23,10 +23,9 @@ const CITIES = ["Paris", "Lisbon", "Tokyo"] as const;
 const CURRENCIES = ["EUR", "USD", "JPY"] as const;
 /**
  * Small, string-free (enums only) schemas: the shortest valid call fits well within the budget.
- * `amount` is a bounded integer, not a plain `number`: a plain number lets the model write values
- * like `-331E68577055376`, valid JSON that the edge's canonicalization of a trajectory's tool-call
- * arguments (JSON.parse + JSON.stringify) turns into `null` (out of double range), which both
- * frameworks then reject as schema-invalid.
+ * `amount` is a bounded integer, not a plain `number`: a plain number lets the random model write
+ * values like `-331E68577055376`, valid JSON and valid against `{"type":"number"}`, which the edge
+ * passes through verbatim but which is -Infinity once JavaScript parses it, and zod rejects it.
  */
 const weatherParams = z.object({ city: z.enum(CITIES) });
 const currencyParams = z.object({ amount: z.number().int().min(1).max(10_000), from: z.enum(CURRENCIES), to: z.enum(CURRENCIES) });

@@ -8,7 +8,7 @@ import type { ChatMessage, ToolDefinition } from "../../protocol/messages";
  *     answer the canonical id of the call they name. A client that invents fresh random ids for
  *     old calls every turn then sends the same transcript every turn.
  *   - tool-call arguments: canonical JSON (object keys sorted, no whitespace) when they parse as
- *     JSON; left alone otherwise.
+ *     JSON and re-serialize without changing a value (see `canonicalJsonText`); left alone otherwise.
  *   - tool definitions: canonical JSON (see `canonicalTools`).
  *
  * Ids the client sent are kept in `idMap` (client id -> canonical id) so callers can answer in
@@ -74,13 +74,44 @@ export function canonicalToolDefinitions(tools: readonly ToolDefinition[]): Tool
   return JSON.parse(canonicalJson(tools)) as ToolDefinition[];
 }
 
-/** JSON text re-serialized canonically, or the text itself when it is not JSON. */
+/**
+ * JSON text re-serialized canonically, or the text itself when it is not JSON or when
+ * re-serializing would rewrite a value: a number not written as JSON.stringify writes it (`1e400`
+ * would become `null`, `12345678901234567890` lose digits, `-0` its sign, `1e2` read `100`) or a
+ * duplicate key (JSON.parse keeps only the last). Tool-call arguments are the model's or the
+ * client's words; canonicalization may reorder and respace them, never rewrite a value.
+ */
 export function canonicalJsonText(text: string): string {
+  let canonical: string;
   try {
-    return canonicalJson(JSON.parse(text));
+    canonical = canonicalJson(JSON.parse(text));
   } catch {
     return text;
   }
+  return sameTokens(text, canonical) ? canonical : text;
+}
+
+/** A JSON string literal or number literal (in valid JSON, a number never starts inside a string). */
+const LITERAL = /"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?/g;
+
+/**
+ * Whether two valid JSON texts hold the same number literals (as text, in any order) and as many
+ * string literals: what reordering keys and dropping whitespace keeps, and what a number changed
+ * by a double or a member dropped as a duplicate key does not.
+ */
+function sameTokens(a: string, b: string): boolean {
+  const tokens = (t: string) => {
+    const numbers: string[] = [];
+    let strings = 0;
+    for (const [m] of t.matchAll(LITERAL)) {
+      if (m.startsWith('"')) strings++;
+      else numbers.push(m);
+    }
+    return { numbers: numbers.sort().join(","), strings };
+  };
+  const x = tokens(a);
+  const y = tokens(b);
+  return x.strings === y.strings && x.numbers === y.numbers;
 }
 
 /** JSON.stringify with object keys sorted at every level. */

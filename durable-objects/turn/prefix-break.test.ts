@@ -85,4 +85,16 @@ describe("safe canonicalization", () => {
     expect(canonicalJsonText("not json {")).toBe("not json {");
     expect(canonicalJson({ b: [{ d: 1, c: 2 }], a: null })).toBe('{"a":null,"b":[{"c":2,"d":1}]}');
   });
+
+  it("never rewrites a value: numbers a double cannot hold and duplicate keys leave the text alone", () => {
+    // Valid JSON a constrained model does write (the grammar allows any exponent): JSON.parse makes
+    // these Infinity, a rounded integer and +0, which JSON.stringify writes as null, other digits, 0.
+    for (const text of ['{ "amount": 67722.3e44, "to": "EUR" }', '{"b": -331E68577055376, "a": 1}', '{"id": 12345678901234567890}', '{"x": -0}', '{"a": 1, "a": 2}']) {
+      expect(canonicalJsonText(text), text).toBe(text);
+    }
+    // Reordering and respacing still happen, with numbers, strings and escapes kept; a number
+    // written other than as JavaScript writes it (1e2, 1.50) is the client's spelling: kept too.
+    expect(canonicalJsonText('{ "z": [1.5, -2000, "x\\"y"], "a": {"d": 0.1, "c": "1"} }')).toBe('{"a":{"c":"1","d":0.1},"z":[1.5,-2000,"x\\"y"]}');
+    expect(canonicalJsonText('{"b": 1e2, "a": 1.50}')).toBe('{"b": 1e2, "a": 1.50}');
+  });
 });
