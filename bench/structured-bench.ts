@@ -118,18 +118,24 @@ export async function runStructuredBench(o: StructuredBenchOptions): Promise<Rec
       engine.submit(req, (f: Frame) => (f.type === "done" ? resolve(f) : f.type === "error" ? reject(new Error(`${f.code}: ${f.message}`)) : undefined)),
     );
   };
-  await run("unconstrained", 0, 0); // the prompt's blocks are cached from here on: decode is what differs
-  type Sample = { tokPerS: number; tokens: number; grammarShare: number };
+  // The prompt's blocks are cached from here on, and each mode's grammar is compiled (the engine's
+  // cache is its own): decode is what differs.
+  for (const mode of modes) await run(mode, 0, 0);
+  /** Per engine step of a run: its wall time, the executor's part (logits fetch included) and the grammar's. */
+  type Sample = { tokPerS: number; tokens: number; grammarShare: number; stepMs: number; executorMs: number; grammarMs: number };
   const samples = new Map<string, Sample[]>();
   const measure = async (mode: Mode, temperature: number, batch: number, seed0: number, lengths: number[]) => {
-    const grammar0 = engine.counters.grammarMs;
+    const { grammarMs: grammar0, stepMs: executor0, steps: steps0 } = engine.counters;
     const t0 = performance.now();
     const done = await Promise.all(lengths.map((n, b) => run(mode, temperature, seed0 + b, n)));
     const wallMs = performance.now() - t0;
     // Aggregate decode throughput: each reply's tokens after its first over its own decode time, summed.
     const tokPerS = done.reduce((a, d) => a + ((d.usage.completionTokens - 1) / d.timings.decodeMs) * 1000, 0);
     const key = `${mode}@${batch}@${temperature}`;
-    samples.set(key, [...(samples.get(key) ?? []), { tokPerS, tokens: done.reduce((a, d) => a + d.usage.completionTokens, 0) / batch, grammarShare: (engine.counters.grammarMs - grammar0) / wallMs }]);
+    const steps = engine.counters.steps - steps0;
+    const grammarMs = engine.counters.grammarMs - grammar0;
+    const tokens = done.reduce((a, d) => a + d.usage.completionTokens, 0) / batch;
+    samples.set(key, [...(samples.get(key) ?? []), { tokPerS, tokens, grammarShare: grammarMs / wallMs, stepMs: wallMs / steps, executorMs: (engine.counters.stepMs - executor0) / steps, grammarMs: grammarMs / steps }]);
     progress.tick(`${mode} batch ${batch} temperature ${temperature}: ${tokPerS.toFixed(1)} tok/s`);
     return done.map((d) => d.usage.completionTokens);
   };
@@ -145,13 +151,19 @@ export async function runStructuredBench(o: StructuredBenchOptions): Promise<Rec
 
   const at = (mode: Mode, batch: number, temperature: number) => {
     const s = samples.get(`${mode}@${batch}@${temperature}`)!;
-    return { tokPerS: median(s.map((x) => x.tokPerS)), tokensPerReply: median(s.map((x) => x.tokens)), grammarShare: median(s.map((x) => x.grammarShare)) };
+    const med = (k: keyof Sample) => median(s.map((x) => x[k]));
+    return { tokPerS: med("tokPerS"), tokensPerReply: med("tokens"), grammarShare: med("grammarShare"), stepMs: med("stepMs"), executorMs: med("executorMs"), grammarMs: med("grammarMs") };
   };
   const overhead = (mode: Mode, batch: number, temperature = 0) => 1 - at(mode, batch, temperature).tokPerS / at("unconstrained", batch, temperature).tokPerS;
   const decode = Object.fromEntries(
     runs.map(([b, t]) => [
       `batch${b}${t === 0 ? "Greedy" : "Sampled"}`,
-      Object.fromEntries(modes.map((m) => [m, { tokPerS: round(at(m, b, t).tokPerS, 1), tokensPerReply: round(at(m, b, t).tokensPerReply, 1), grammarShare: round(at(m, b, t).grammarShare, 4) }])),
+      Object.fromEntries(
+        modes.map((m) => {
+          const x = at(m, b, t);
+          return [m, { tokPerS: round(x.tokPerS, 1), tokensPerReply: round(x.tokensPerReply, 1), grammarShare: round(x.grammarShare, 4), stepMs: round(x.stepMs, 2), executorMs: round(x.executorMs, 2), grammarMs: round(x.grammarMs, 2) }];
+        }),
+      ),
     ]),
   );
   const summary = {
@@ -177,12 +189,13 @@ export async function runStructuredBench(o: StructuredBenchOptions): Promise<Rec
   };
   if (!o.json) {
     console.log(`structured outputs: ${spec.modelId} (${precision}, vocabulary ${spec.vocabSize}, ${codec.toolCallConvention}), ${TOOLS.length} airline tools, up to ${maxTokens} tokens per reply, median of ${rounds} rounds`);
-    console.log("batch | temperature | mode | decode tok/s | vs unconstrained | tokens/reply | grammar share of wall time");
+    console.log("batch | temperature | mode | decode tok/s | vs unconstrained | tokens/reply | grammar share of wall time | ms/step: executor + grammar + rest");
     for (const [b, t] of runs)
       for (const m of modes) {
         const x = at(m, b, t);
         const vs = m === "unconstrained" ? "-" : `${(overhead(m, b, t) * 100).toFixed(1)}% ${overhead(m, b, t) >= 0 ? "slower" : "faster"}`;
-        console.log(`${b} | ${t} | ${m} | ${x.tokPerS.toFixed(1)} | ${vs} | ${x.tokensPerReply.toFixed(1)} | ${(x.grammarShare * 100).toFixed(2)}%`);
+        const rest = x.stepMs - x.executorMs - x.grammarMs;
+        console.log(`${b} | ${t} | ${m} | ${x.tokPerS.toFixed(1)} | ${vs} | ${x.tokensPerReply.toFixed(1)} | ${(x.grammarShare * 100).toFixed(2)}% | ${x.stepMs.toFixed(2)}: ${x.executorMs.toFixed(2)} + ${x.grammarMs.toFixed(2)} + ${rest.toFixed(2)}`);
       }
     console.log(`compile 14 tools: cold ${summary.compileColdMs} ms (TokenizerInfo once per model: ${summary.tokenizerInfoMs} ms), cached ${summary.compileCachedMs} ms; a request's start on a cached grammar ${summary.requestStartCachedMs} ms`);
   }

@@ -1,7 +1,7 @@
 import { ProtocolError } from "../../protocol/errors";
 import type { GrammarCache, GrammarCodec } from "./grammar-cache";
 import type { ReplyPlan } from "./reply-grammar";
-import { allowsOtherThan, applyMask, ReplyMatcher } from "./reply-matcher";
+import { allows, allowsOtherThan, applyMask, maskedArgmax, ReplyMatcher } from "./reply-matcher";
 
 /** Steps between budget checks while the budget is far (a check costs ~1-5 ms). */
 const CHECK_EVERY = 4;
@@ -69,17 +69,25 @@ export class ConstrainedReply {
 
   /**
    * The next token from this step's logits `row` (masked in place) via `pick` (the job's sampler),
-   * with `tokensLeft` (>= 1) generated tokens allowed including this one.
+   * with `tokensLeft` (>= 1) generated tokens allowed including this one. `argmax`, given when the
+   * job decodes greedily, is the raw row's argmax: when the grammar allows it, it is the masked
+   * row's argmax too, and the row is neither masked nor scanned (most steps of a trained model's
+   * replies); otherwise only the allowed entries are scanned (`pick` is not called).
    */
-  async next(row: Float32Array, pick: (row: Float32Array) => number, tokensLeft: number): Promise<ConstrainedToken> {
+  async next(row: Float32Array, pick: (row: Float32Array) => number, tokensLeft: number, argmax?: number): Promise<ConstrainedToken> {
     const m = this.matcher;
     if (!m) {
+      if (argmax !== undefined && !this.banned.includes(argmax)) return { tokenId: argmax, end: false };
       for (const id of this.banned) if (id < row.length) row[id] = -Infinity;
       return { tokenId: pick(row), end: false };
     }
     if (this.forced.length > 0) return this.emitForced();
-    applyMask(row, this.mask!);
-    const tokenId = pick(row);
+    let tokenId: number;
+    if (argmax !== undefined) tokenId = allows(this.mask!, argmax) ? argmax : maskedArgmax(row, this.mask!);
+    else {
+      applyMask(row, this.mask!);
+      tokenId = pick(row);
+    }
     if (!m.accept(tokenId)) throw new ProtocolError("internal_error", `constrained decoding sampled token ${tokenId}, which the grammar refuses`);
     if (this.stopTokenIds.includes(tokenId)) return { tokenId, end: true }; // the matcher has terminated
     const left = tokensLeft - 1;

@@ -156,6 +156,39 @@ export function applyMask(logits: Float32Array, mask: Int32Array): void {
   for (let i = mask.length << 5; i < logits.length; i++) logits[i] = -Infinity;
 }
 
+/**
+ * The argmax of the allowed entries of `logits` (ties to the lowest id), what `argmax` of the row
+ * after `applyMask` is, without writing the row: words the mask forbids whole are skipped, so a
+ * structural step (a few allowed tokens) reads a few entries, not the vocabulary. -1 when the mask
+ * allows nothing in the row.
+ */
+export function maskedArgmax(logits: Float32Array, mask: Int32Array): number {
+  let best = -1;
+  let bestValue = -Infinity;
+  const words = Math.min(mask.length, (logits.length + 31) >> 5);
+  for (let w = 0; w < words; w++) {
+    let bits = mask[w]!;
+    while (bits !== 0) {
+      const b = 31 - Math.clz32(bits & -bits); // lowest set bit first: ids ascend
+      bits &= bits - 1;
+      const id = (w << 5) + b;
+      if (id >= logits.length) break;
+      const v = logits[id]!;
+      if (v > bestValue || best === -1) {
+        bestValue = v;
+        best = id;
+      }
+    }
+  }
+  return best;
+}
+
+/** Whether the mask allows token `id` (ids past the mask are forbidden, as `applyMask` has them). */
+export function allows(mask: Int32Array, id: number): boolean {
+  const w = id >> 5;
+  return w < mask.length && ((mask[w]! >>> (id & 31)) & 1) === 1;
+}
+
 /** Whether the mask allows any token outside `ids`. */
 export function allowsOtherThan(mask: Int32Array, ids: readonly number[]): boolean {
   for (let w = 0; w < mask.length; w++) {

@@ -48,4 +48,13 @@ describe("checkedSchema", () => {
     expect(checkedSchema({ type: "number", minimum: 0.5, exclusiveMaximum: 10 }, { strict: true, where: "w" })).toEqual({ type: "integer", minimum: 1, maximum: 9 });
     expect(checkedSchema({ type: "number" }, { strict: true, where: "w" })).toEqual({ type: "number" });
   });
+
+  it("checks a schema text once: the same text again is the same result, strictness apart, refusals every time", () => {
+    const schema = { type: "object", properties: { n: { type: "integer", multipleOf: 3 } } };
+    const loose = checkedSchema(schema, { strict: false, where: "a" });
+    expect(checkedSchema(structuredClone(schema), { strict: false, where: "b" })).toBe(loose);
+    expect(loose).toEqual({ type: "object", properties: { n: { type: "integer" } } });
+    for (const where of ["tools[0]", "tools[1]"]) expect(() => checkedSchema(schema, { strict: true, where })).toThrow(new RegExp(`^${where.replace(/[[\]]/g, "\\$&")}: the keyword "multipleOf"`));
+    for (let i = 0; i < 2; i++) expect(() => checkedSchema({ type: "nope" }, { strict: false, where: "c" })).toThrow(/not a valid JSON Schema/);
+  });
 });

@@ -49,6 +49,26 @@ const ajv = new Ajv({ strict: false, validateFormats: false, allErrors: false })
  * // { type: "object", properties: { n: { type: "integer" } } }
  */
 export function checkedSchema(schema: Record<string, unknown>, o: { strict: boolean; where: string }): Record<string, unknown> {
+  // An agent sends the same tools every turn: ajv's compile (~1.5 ms a schema, ~20 ms for 14
+  // tools) runs once per schema text. Only successes are kept; they do not depend on `where`.
+  const key = `${o.strict}:${JSON.stringify(schema)}`;
+  const hit = checked.get(key);
+  if (hit) {
+    checked.delete(key);
+    checked.set(key, hit);
+    return hit;
+  }
+  const result = check(schema, o);
+  checked.set(key, result);
+  if (checked.size > CHECKED_ENTRIES) checked.delete(checked.keys().next().value!);
+  return result;
+}
+
+/** Checked schemas kept (least recently used dropped first): the distinct tools of recent requests. */
+const CHECKED_ENTRIES = 512;
+const checked = new Map<string, Record<string, unknown>>();
+
+function check(schema: Record<string, unknown>, o: { strict: boolean; where: string }): Record<string, unknown> {
   if (!ajv.validateSchema(schema)) throw new ProtocolError("invalid_schema", `${o.where}: not a valid JSON Schema: ${ajv.errorsText(ajv.errors, { dataVar: "schema" })}`);
   try {
     ajv.compile(schema);

@@ -9,8 +9,13 @@ import { CpuExecutor } from "../model/executors/cpu-executor";
 import { tinyFamilyConfig } from "../model/checkpoint/demo-families";
 import { materializeModel } from "../model/checkpoint/demo-model";
 import { writeFamilyTokenizer } from "../model/checkpoint/family-tokenizers";
-import { loadModel } from "./load-model";
+import { ConstrainedReply } from "../constraint/constrained-reply";
+import { GrammarCache } from "../constraint/grammar-cache";
+import { replyPlan } from "../constraint/reply-grammar";
+import { allows, ReplyMatcher } from "../constraint/reply-matcher";
+import { loadModel, type LoadedModel } from "./load-model";
 import { Engine } from "./engine";
+import { argmax } from "./sampler";
 
 /**
  * Constrained decoding in the engine on the tiny Qwen3-template checkpoint (random weights: it
@@ -20,11 +25,12 @@ import { Engine } from "./engine";
 const root = mkdtempSync(join(tmpdir(), "constrained-"));
 let engine: Engine;
 let executor: CpuExecutor;
+let model: LoadedModel;
 beforeAll(async () => {
   const tokDir = join(root, "tok");
   const info = await writeFamilyTokenizer("qwen3", tokDir);
   const dir = await materializeModel({ dir: join(root, "m"), config: tinyFamilyConfig("qwen3", info), seed: 5, tokenizerFrom: tokDir });
-  const model = await loadModel({ dir });
+  model = await loadModel({ dir });
   executor = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks: 256, blockSize: 16, threads: 1 });
   engine = new Engine({ executor, pool: new BlockPool({ numBlocks: 256, blockSize: 16 }), codec: model.codec, modelId: model.spec.modelId, scheduler: { maxBatchTokens: 512, maxRunningSequences: 16, blockSize: 16 }, enablePrefixCache: true, backendId: "t" });
 }, 120_000);
@@ -82,4 +88,37 @@ describe("constrained decoding in the engine", () => {
     const f = await run({ type: "json_schema", schema: WEATHER, strict: true }, sampling(3, 1), undefined);
     expect(f.type === "error" && f.code).toBe("max_tokens_too_small");
   });
+
+  it("greedy steps that take the row's argmax when the grammar allows it pick what masking the row picks", async () => {
+    const grammars = await GrammarCache.create(model.codec, model.spec.vocabSize);
+    const V = model.spec.vocabSize;
+    let state = 7;
+    const random = () => ((state = (Math.imul(state, 1103515245) + 12345) >>> 0) / 2 ** 32);
+    for (const constraint of [{ type: "tool_calls", choice: "required", parallel: true }, { type: "tool_calls", choice: "auto", parallel: true }] as const) {
+      const plan = replyPlan(constraint, tools, model.codec.toolCallConvention);
+      const fast = (await ConstrainedReply.start(grammars, model.codec, plan, 60))!;
+      const masked = (await ConstrainedReply.start(grammars, model.codec, plan, 60))!;
+      const tracker = await ReplyMatcher.create(grammars, model.codec, plan.grammar!);
+      let argmaxAllowed = 0;
+      for (let left = 60; left > 0; left--) {
+        // Half the rows peak on a token the grammar allows (the fast path), half on a random one.
+        const row = Float32Array.from({ length: V }, () => random() * 4);
+        const mask = await tracker.mask();
+        const peak = Math.floor(random() * V);
+        if (random() < 0.5) {
+          const ok = [...Array(V).keys()].filter((id) => allows(mask, id));
+          row[ok[Math.floor(random() * ok.length)]!] = 9;
+        } else row[peak] = 9;
+        const top = argmax(row);
+        if (allows(mask, top)) argmaxAllowed++;
+        const a = await fast.next(row.slice(), argmax, left, top);
+        const b = await masked.next(row.slice(), argmax, left);
+        expect(a, `${constraint.choice} with ${left} tokens left`).toEqual(b);
+        if (a.tokenId !== null) expect(tracker.accept(a.tokenId)).toBe(true);
+        if (a.end) break;
+      }
+      expect(argmaxAllowed, constraint.choice).toBeGreaterThan(3);
+      for (const r of [fast, masked, tracker]) r.dispose();
+    }
+  }, 120_000);
 });

@@ -364,7 +364,7 @@ export class Engine {
           this.kv.markComputed(item.seq.seqId, item.numTokens);
           if (!item.samples) continue;
           if (job.constraint) {
-            await this.acceptConstrained(job, job.constraint, logits[i]!);
+            await this.acceptConstrained(job, job.constraint, logits[i]!, argmax[i]!);
             continue;
           }
           const tokenId = job.sampler.greedy ? argmax[i]! : job.sampler.sample(logits[i]!);
@@ -387,7 +387,7 @@ export class Engine {
   }
 
   /** A constrained job's token: the grammar masks (a copy of) the row, logprobs stay those of the model's raw row. */
-  private async acceptConstrained(job: Job, constraint: ConstrainedReply, row: Float32Array): Promise<void> {
+  private async acceptConstrained(job: Job, constraint: ConstrainedReply, row: Float32Array, rowArgmax: number): Promise<void> {
     const masked = job.logprobs === undefined ? row : row.slice();
     let pickMs = 0;
     const pick = (r: Float32Array) => {
@@ -397,7 +397,7 @@ export class Engine {
       return id;
     };
     const t0 = performance.now();
-    const { tokenId, end } = await constraint.next(masked, pick, job.seq.maxTokens - job.seq.numGenerated);
+    const { tokenId, end } = await constraint.next(masked, pick, job.seq.maxTokens - job.seq.numGenerated, job.sampler.greedy ? rowArgmax : undefined);
     this.counters.grammarMs += performance.now() - t0 - pickMs;
     if (job.finished) return; // cancelled while the mask was computed
     if (tokenId !== null) this.accept(job, tokenId, this.logprobOf(job, row, tokenId), end);
