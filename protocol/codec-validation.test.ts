@@ -86,6 +86,11 @@ const REQUEST_FAILURES: Mutation[] = [
   ["sampling.logprobs must be an integer in [0, 20]", (r) => (r.sampling.logprobs = 1.5)],
   ["sampling.logprobs must be an integer in [0, 20]", (r) => (r.sampling.logprobs = true)],
   ['stateId is required when mode is "delta"', (r) => (r.mode = "delta")],
+  [
+    'constraint.answer.type must be a map with type "json_object" or "json_schema"',
+    (r) => (r.constraint = { type: "tool_calls", choice: "auto", parallel: true, answer: { type: "tool_calls" } }),
+  ],
+  ["constraint.answer.strict is required", (r) => (r.constraint = { type: "tool_calls", choice: "auto", parallel: true, answer: { type: "json_schema", schema: {} } })],
 ];
 
 describe("GenerateRequest validation", () => {
@@ -118,6 +123,11 @@ describe("GenerateRequest validation", () => {
     const many = clone(REQUEST) as unknown as Record<string, any>;
     many.sampling = { maxTokens: 0, temperature: -1, topP: 0, topK: -1, seed: 0.5, stop: [""], stopTokenIds: [-1] };
     expect(expectError(decodeGenerateRequest(encode(many))).message).toMatch(/^sampling\.maxTokens .*; \(and 2 more\)$/);
+  });
+
+  it("carries a tool-calls constraint with a JSON answer", () => {
+    const request = { ...clone(REQUEST), constraint: { type: "tool_calls", choice: "auto", parallel: false, answer: { type: "json_schema", schema: { type: "object" }, strict: true } } } as GenerateRequest;
+    expect(expectOk(decodeGenerateRequest(encode(request)))).toEqual(request);
   });
 
   it("accepts null content, an empty model and a delta turn with a stateId", () => {

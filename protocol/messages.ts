@@ -73,12 +73,13 @@ export interface ToolDefinition {
  * - `tool_calls` over the request's `tools`: `"required"` one call or more (parallel) and nothing
  *   else; `{name}` one call of that tool; `"auto"` text, or calls once the template's call marker
  *   starts (the rest of the call is then constrained); `"none"` no call (the marker is masked
- *   where it is one token).
+ *   where it is one token). With `answer` (a `response_format` next to callable tools), `"auto"`
+ *   replies either with calls or with that JSON answer, never free text.
  */
-export type ReplyConstraint =
-  | { type: "json_object" }
-  | { type: "json_schema"; schema: Record<string, unknown>; strict: boolean }
-  | { type: "tool_calls"; choice: ToolChoice; parallel: boolean };
+export type ReplyConstraint = JsonAnswer | { type: "tool_calls"; choice: ToolChoice; parallel: boolean; answer?: JsonAnswer };
+
+/** A reply that is one JSON value: any object, or a value matching `schema`. */
+export type JsonAnswer = { type: "json_object" } | { type: "json_schema"; schema: Record<string, unknown>; strict: boolean };
 
 export type ToolChoice = "auto" | "required" | "none" | { name: string };
 

@@ -17,6 +17,7 @@ import type {
   ReleaseLeaseRequest,
   ReleaseLeaseResponse,
   ReleaseStateRequest,
+  JsonAnswer,
   ReplyConstraint,
   Role,
   SamplingParams,
@@ -133,15 +134,20 @@ const jsonMap = z
 
 const TOOL_CHOICE_MODES = ["auto", "required", "none"] as const;
 
+const jsonObjectAnswer = map({ type: z.literal("json_object") });
+const jsonSchemaAnswer = map({ type: z.literal("json_schema"), schema: jsonMap, strict: boolean });
+const jsonAnswerSchema = z.discriminatedUnion("type", [jsonObjectAnswer, jsonSchemaAnswer], expect('must be a map with type "json_object" or "json_schema"')) satisfies z.ZodType<JsonAnswer>;
+
 export const replyConstraintSchema = z.discriminatedUnion(
   "type",
   [
-    map({ type: z.literal("json_object") }),
-    map({ type: z.literal("json_schema"), schema: jsonMap, strict: boolean }),
+    jsonObjectAnswer,
+    jsonSchemaAnswer,
     map({
       type: z.literal("tool_calls"),
       choice: z.union([z.enum(TOOL_CHOICE_MODES), map({ name: nonEmptyString })], expect(`must be ${oneOf(TOOL_CHOICE_MODES)} or a map {name}`)),
       parallel: boolean,
+      answer: jsonAnswerSchema.optional(),
     }),
   ],
   expect('must be a map with type "json_object", "json_schema" or "tool_calls"'),

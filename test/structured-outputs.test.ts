@@ -108,6 +108,35 @@ describe("structured outputs end to end (wrangler dev + backend + openai client)
     expect(finish).toBe("stop");
   }, 120_000);
 
+  it("a JSON response_format next to callable tools: each reply is one valid call or the valid JSON answer", async () => {
+    const answer = { type: "object", properties: { summary: { type: "string" }, seats: { type: "integer", minimum: 1, maximum: 9 } }, required: ["summary", "seats"], additionalProperties: false };
+    const seen = { calls: 0, answers: 0 };
+    for (let seed = 1; seed <= 8; seed++) {
+      const response_format = seed % 4 === 0 ? ({ type: "json_object" } as const) : ({ type: "json_schema", json_schema: { name: "answer", schema: answer, strict: true } } as const);
+      const r = await client.chat.completions.create({ model: MODEL, messages, tools: TOOLS, response_format, max_tokens: 100, temperature: 1, seed });
+      const choice = r.choices[0]!;
+      const context = `seed ${seed}: ${choice.finish_reason} ${JSON.stringify(choice.message)}`;
+      if (choice.message.tool_calls?.length) {
+        checkCalls(choice.message.tool_calls, context);
+        expect(choice.message.tool_calls.length, context).toBe(1);
+        expect(choice.finish_reason, context).toBe("tool_calls");
+        seen.calls++;
+        continue;
+      }
+      const value: unknown = JSON.parse(choice.message.content!);
+      if (response_format.type === "json_schema") expect(ajv.validate(answer, value), `${context}: ${ajv.errorsText()}`).toBe(true);
+      else expect(typeof value === "object" && value !== null && !Array.isArray(value), context).toBe(true);
+      expect(choice.finish_reason, context).toBe("stop");
+      seen.answers++;
+    }
+    // Seeded sampling is deterministic here: these seeds take both branches.
+    expect(seen.calls).toBeGreaterThan(0);
+    expect(seen.answers).toBeGreaterThan(0);
+    // Under "required" a call is all the reply may be: the response_format is moot.
+    const forced = await client.chat.completions.create({ model: MODEL, messages, tools: TOOLS, tool_choice: "required", response_format: { type: "json_object" }, max_tokens: 100, seed: 1 });
+    checkCalls(forced.choices[0]!.message.tool_calls);
+  }, 180_000);
+
   it("streamed tool-call deltas reassemble to valid arguments", async () => {
     const stream = await client.chat.completions.create({ model: MODEL, messages, tools: TOOLS, tool_choice: "required", max_tokens: 80, seed: 11, stream: true });
     const calls = new Map<number, { name: string; arguments: string }>();

@@ -1,6 +1,6 @@
-import type { StructuralTag, TagFormat } from "@mlc-ai/web-xgrammar";
+import type { StructuralTag, StructuralTagFormat, TagFormat } from "@mlc-ai/web-xgrammar";
 import { ProtocolError } from "../../protocol/errors";
-import type { ReplyConstraint, ToolDefinition } from "../../protocol/messages";
+import type { JsonAnswer, ReplyConstraint, ToolDefinition } from "../../protocol/messages";
 import type { ToolCallConvention } from "../tokenizer/tool-call-parser";
 import { toolCallMarkers } from "../tokenizer/tool-call-parser";
 import { checkedSchema } from "./schema-check";
@@ -55,22 +55,20 @@ function callSyntax(convention: ToolCallConvention, name: string): { begin: stri
 export function replyPlan(constraint: ReplyConstraint | undefined, tools: readonly ToolDefinition[], convention: ToolCallConvention): ReplyPlan {
   const free: ReplyPlan = { grammar: null, parseToolCalls: true, bannedTexts: [], stopStrings: true };
   if (!constraint) return free;
-  if (constraint.type === "json_object") return { ...free, grammar: { kind: "json_schema", schema: '{"type": "object"}', strictMode: false }, stopStrings: false };
-  if (constraint.type === "json_schema") {
-    const schema = checkedSchema(constraint.schema, { strict: constraint.strict, where: "response_format.json_schema.schema" });
-    return { ...free, grammar: { kind: "json_schema", schema: JSON.stringify(schema), strictMode: true }, stopStrings: false };
-  }
-  const { choice, parallel } = constraint;
-  if (choice === "none") return { ...free, parseToolCalls: false, bannedTexts: toolCallMarkers(convention).slice(0, 1) };
+  if (constraint.type !== "tool_calls") return answerPlan(constraint);
+  const { choice, parallel, answer } = constraint;
+  if (choice === "none") return answer ? { ...answerPlan(answer), parseToolCalls: false } : { ...free, parseToolCalls: false, bannedTexts: toolCallMarkers(convention).slice(0, 1) };
+  // A reply that calls no tool is then the answer: with no tools, or none the template can constrain, that is all it can be.
+  const otherwise = answer && choice === "auto" ? answerPlan(answer) : free;
   if (tools.length === 0) {
-    if (choice === "auto") return free;
+    if (choice === "auto") return otherwise;
     throw new ProtocolError("unknown_tool", `tool_choice: ${typeof choice === "string" ? `"${choice}"` : `names "${choice.name}"`} but the turn has no tools`);
   }
   const chosen = typeof choice === "object" ? tools.filter((t) => t.function.name === choice.name) : tools;
   if (chosen.length === 0) throw new ProtocolError("unknown_tool", `tool_choice: names "${(choice as { name: string }).name}", which is not among the turn's tools (${tools.map((t) => t.function.name).join(", ")})`);
   const syntaxOf = (name: string) => callSyntax(convention, name);
   if (!syntaxOf(chosen[0]!.function.name)) {
-    if (choice === "auto") return free;
+    if (choice === "auto") return otherwise;
     throw new ProtocolError("invalid_request", `tool_choice: this model's chat template writes tool calls as "${convention}", which constrained decoding does not support: use tool_choice "auto"`);
   }
   const tags: TagFormat[] = chosen.map((t) => {
@@ -80,9 +78,28 @@ export function replyPlan(constraint: ReplyConstraint | undefined, tools: readon
   });
   const syntax = syntaxOf(chosen[0]!.function.name)!;
   const one = typeof choice === "object" || !parallel || !syntax.parallel;
-  const format =
-    choice === "auto"
-      ? { type: "triggered_tags" as const, triggers: [syntax.trigger], tags, at_least_one: false, stop_after_first: one }
-      : { type: "tags_with_separator" as const, tags, separator: syntax.separator, at_least_one: true, stop_after_first: one };
-  return { grammar: { kind: "structural_tag", tag: { type: "structural_tag", format } }, parseToolCalls: true, bannedTexts: [], stopStrings: choice === "auto" };
+  // With an answer, `auto` is the answer or one call: xgrammar (0.1.27) takes no tag list inside
+  // an alternative, and spelling out 1..k calls costs k(k+1)/2 copies of every schema to compile.
+  const format: StructuralTagFormat =
+    choice !== "auto"
+      ? { type: "tags_with_separator", tags, separator: syntax.separator, at_least_one: true, stop_after_first: one }
+      : answer
+        ? { type: "or", elements: [answerFormat(answer), ...tags] }
+        : { type: "triggered_tags", triggers: [syntax.trigger], tags, at_least_one: false, stop_after_first: one };
+  return { grammar: { kind: "structural_tag", tag: { type: "structural_tag", format } }, parseToolCalls: true, bannedTexts: [], stopStrings: choice === "auto" && !answer };
+}
+
+/** A reply that is all one JSON value (stop strings do not apply inside it). */
+function answerPlan(answer: JsonAnswer): ReplyPlan {
+  const schema = answer.type === "json_object" ? '{"type": "object"}' : JSON.stringify(checkedSchema(answer.schema, { strict: answer.strict, where: "response_format.json_schema.schema" }));
+  return { grammar: { kind: "json_schema", schema, strictMode: answer.type === "json_schema" }, parseToolCalls: true, bannedTexts: [], stopStrings: false };
+}
+
+/**
+ * The answer as a structural-tag element: what `answerPlan` compiles. Tag elements are compiled
+ * in strict mode (grammar-cache.ts), so "any object" says its extra keys are allowed.
+ */
+function answerFormat(answer: JsonAnswer): StructuralTagFormat {
+  const schema = answer.type === "json_object" ? { type: "object", additionalProperties: true } : checkedSchema(answer.schema, { strict: answer.strict, where: "response_format.json_schema.schema" });
+  return { type: "json_schema", json_schema: schema };
 }

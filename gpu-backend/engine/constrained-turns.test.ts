@@ -84,6 +84,29 @@ describe("constrained decoding in the engine", () => {
     expect(typeof JSON.parse(o.text)).toBe("object");
   }, 120_000);
 
+  it("tool_choice auto with a JSON answer: each reply is valid calls or the valid answer, never free text", async () => {
+    const kinds = new Map<string, number>();
+    for (let seed = 1; seed <= 8; seed++) {
+      const answer = seed % 4 === 0 ? ({ type: "json_object" } as const) : ({ type: "json_schema", schema: WEATHER, strict: true } as const);
+      const f = done(await run({ type: "tool_calls", choice: "auto", parallel: true, answer }, sampling(120, seed)));
+      console.log(seed, f.finishReason, f.usage.completionTokens, JSON.stringify(f.text).slice(0, 200));
+      expect(f.finishReason).toBe("stop");
+      const calls = f.message.tool_calls ?? [];
+      expect(calls.length).toBeLessThanOrEqual(1); // with an answer, auto is the answer or one call
+      kinds.set(calls.length > 0 ? "calls" : "answer", (kinds.get(calls.length > 0 ? "calls" : "answer") ?? 0) + 1);
+      for (const call of calls) {
+        const schema = call.function.name === "get_weather" ? WEATHER : TIME;
+        expect(ajv.validate(schema, JSON.parse(call.function.arguments)), `${call.function.arguments}: ${ajv.errorsText()}`).toBe(true);
+      }
+      if (calls.length > 0) continue;
+      const value: unknown = JSON.parse(f.text);
+      if (answer.type === "json_schema") expect(ajv.validate(WEATHER, value), `${f.text}: ${ajv.errorsText()}`).toBe(true);
+      else expect(typeof value === "object" && value !== null && !Array.isArray(value), f.text).toBe(true);
+    }
+    // Seeded sampling on one executor is deterministic: these seeds take both branches.
+    expect(Object.fromEntries(kinds)).toEqual({ calls: expect.any(Number), answer: expect.any(Number) });
+  }, 120_000);
+
   it("a budget below the shortest valid reply is max_tokens_too_small before any generation", async () => {
     const f = await run({ type: "json_schema", schema: WEATHER, strict: true }, sampling(3, 1), undefined);
     expect(f.type === "error" && f.code).toBe("max_tokens_too_small");

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { ProtocolError } from "../../protocol";
-import { MAX_TOP_LOGPROBS, type ChatMessage, type ReplyConstraint, type SamplingParams, type ToolDefinition } from "../../protocol/messages";
+import { MAX_TOP_LOGPROBS, type ChatMessage, type JsonAnswer, type ReplyConstraint, type SamplingParams, type ToolDefinition } from "../../protocol/messages";
 
 const contentPart = z.object({ type: z.literal("text"), text: z.string() }).loose();
 const content = z.union([z.string(), z.null(), z.array(contentPart)]);
@@ -154,11 +154,12 @@ function toToolDefinition(t: z.infer<typeof tool>): ToolDefinition {
 
 /**
  * The reply constraint a body asks for. `tool_choice` governs when tools may be called (default
- * "auto", as OpenAI's); `response_format` json_object / json_schema constrains a reply no tool
- * may be called in (no tools, or `tool_choice: "none"`; otherwise `invalid_request`: not
- * supported yet). Whether the choice fits the tools (`unknown_tool`) is the backend's check
- * (`gpu-backend/constraint/reply-grammar.ts`), since a session-URL turn without `tools`
- * (`toolsKept`) keeps the trajectory's, which only the backend sees.
+ * "auto", as OpenAI's); `response_format` json_object / json_schema is what a reply that calls no
+ * tool must be: the whole reply when no tool may be called (no tools, or `tool_choice: "none"`),
+ * the `answer` of an `"auto"` choice (calls or that JSON, never free text), and moot under
+ * `"required"` or a named tool (a call it must be). Whether the choice fits the tools
+ * (`unknown_tool`) is the backend's check (`gpu-backend/constraint/reply-grammar.ts`), since a
+ * session-URL turn without `tools` (`toolsKept`) keeps the trajectory's, which only the backend sees.
  */
 function replyConstraint(
   b: { tools?: z.infer<typeof tool>[]; tool_choice?: z.infer<typeof sampling.tool_choice>; parallel_tool_calls?: boolean; response_format?: z.infer<typeof sampling.response_format> },
@@ -167,17 +168,15 @@ function replyConstraint(
   const tools = b.tools ?? [];
   const choice = b.tool_choice === undefined ? undefined : typeof b.tool_choice === "string" ? b.tool_choice : { name: b.tool_choice.function.name };
   const format = b.response_format?.type === "json_object" ? ({ type: "json_object" } as const) : b.response_format?.type === "json_schema" ? jsonSchemaConstraint(b.response_format.json_schema) : undefined;
-  if (format) {
-    if (choice !== "none" && (tools.length > 0 || (choice !== undefined && choice !== "auto")))
-      throw new ProtocolError("invalid_request", 'response_format: a JSON response with tools that may be called is not supported yet: pass tool_choice "none" or no tools');
-    return format;
-  }
   const free = choice === undefined || choice === "auto" || choice === "none";
+  if (format && (choice === "none" || (tools.length === 0 && !toolsKept && free))) return format;
   if (tools.length === 0 && !toolsKept && free) return undefined;
-  return { type: "tool_calls", choice: choice ?? "auto", parallel: b.parallel_tool_calls ?? true };
+  const parallel = b.parallel_tool_calls ?? true;
+  if (format && (choice ?? "auto") === "auto") return { type: "tool_calls", choice: "auto", parallel, answer: format };
+  return { type: "tool_calls", choice: choice ?? "auto", parallel };
 }
 
-function jsonSchemaConstraint(s: { schema?: Record<string, unknown>; strict?: boolean | null }): ReplyConstraint {
+function jsonSchemaConstraint(s: { schema?: Record<string, unknown>; strict?: boolean | null }): JsonAnswer {
   return { type: "json_schema", schema: s.schema ?? {}, strict: s.strict === true };
 }
 
