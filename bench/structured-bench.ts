@@ -40,7 +40,8 @@ const USER = { role: "user" as const, content: "I need to move my reservation AB
  *   the same requests unconstrained, at batch 1 and 8, each mode generating as many tokens per
  *   seed as the constrained reply did (median of the rounds);
  * - the share of the constrained runs' wall time spent in the grammar (EngineCounters.grammarMs:
- *   masks, matcher, budget checks; the executor and sampling excluded);
+ *   masks, matcher, budget checks, the greedy masked argmax; the executor and sampling excluded),
+ *   and each run's ms per engine step split into executor + grammar + the rest;
  * - grammar compile time for the 14 tools, cold (a new compiler) and cached (the LRU's hit), and
  *   what a request pays on a cached grammar (`ConstrainedReply.start`: matcher, first completion,
  *   first mask).

@@ -75,7 +75,7 @@ export interface EngineCounters {
   requests: number;
   stepTokens: number;
   stepMs: number;
-  /** Time constrained decoding spent in the grammar (masks, matcher, budget checks; sampling excluded), ms. */
+  /** Time constrained decoding spent in the grammar (masks, matcher, budget checks, the greedy masked argmax; sampling excluded), ms. */
   grammarMs: number;
 }
 

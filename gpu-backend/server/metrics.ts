@@ -33,7 +33,7 @@ export function createMetrics(engine: Engine): { registry: Registry } {
   follow("agent_edge_generated_tokens_total", "Generated tokens.", () => engine.counters.generatedTokens, "generated");
   follow("agent_edge_preemptions_total", "Sequences preempted for lack of KV blocks.", () => engine.counters.preemptions, "preemptions");
   follow("agent_edge_requests_total", "Turns accepted by the engine.", () => engine.counters.requests, "requests");
-  follow("agent_edge_grammar_seconds_total", "Seconds constrained decoding spent in the grammar (token masks, matcher, budget checks), outside the executor.", () => engine.counters.grammarMs / 1000, "grammar");
+  follow("agent_edge_grammar_seconds_total", "Seconds constrained decoding spent in the grammar (token masks, matcher, budget checks, greedy masked argmax), outside the executor.", () => engine.counters.grammarMs / 1000, "grammar");
 
   const leases = engine.leases.table;
   follow("agent_edge_leases_total", "Tool-pause leases granted.", () => leases.counters.created, "leases");
