@@ -297,8 +297,13 @@ describe("pool: 3 registered backends, the busiest SIGKILLed mid-trajectory", ()
       const trigger = trajectories[triggerIndex]!;
       const triggerKillAttempt = trigger.attempts.find((a) => a.turn === KILL_TURN && a.attempt === 1)!;
       expect(triggerKillAttempt.stream).toBe(true);
-      // Killed after its first token, long before its 200 tokens: a clear retryable error mid-stream.
-      expect(triggerKillAttempt.error, `${trigger.id}'s kill-turn stream`).toBe("backend_unavailable");
+      // Killed after its first token, long before its 1,000 tokens: a clear retryable error mid-stream.
+      if (triggerKillAttempt.error !== "backend_unavailable") {
+        // Seen once under CI load (2026-12-05): the kill missed the trigger's turn. Say where that turn ran and when.
+        const record = (await state(trigger.id)).turns[KILL_TURN - 1];
+        const when = { sentAt: triggerKillAttempt.sentAt - t0, killAt: killAt! - t0, endedAt: triggerKillAttempt.endedAt - t0 };
+        expect.fail(`${trigger.id}'s kill-turn stream ended with ${triggerKillAttempt.error ?? "success"} after ${triggerKillAttempt.chunks} chunks (ms from the drive's start: ${JSON.stringify(when)}); victim ${victim.name}; its turn record: ${JSON.stringify(record)}`);
+      }
       expect(triggerKillAttempt.chunks).toBeGreaterThanOrEqual(1);
 
       // The pool reports the killed backend down (missed heartbeats), the survivors up.
