@@ -18,7 +18,7 @@ export default defineConfig({
         // Node: protocol, backend, bench and backend-process tests.
         test: {
           name: "node",
-          include: ["protocol/**/*.test.ts", "durable-objects/**/*.test.ts", "gpu-backend/**/*.test.ts", "test/**/*.test.ts", "bench/**/*.test.ts"],
+          include: ["protocol/**/*.test.ts", "src/**/*.test.ts", "durable-objects/**/*.test.ts", "gpu-backend/**/*.test.ts", "test/**/*.test.ts", "bench/**/*.test.ts"],
           exclude: [...configDefaults.exclude, "test/workers/**", "**/*.webgpu.test.ts", "**/*.browser.test.ts"],
           pool: "forks",
           testTimeout: 120_000,

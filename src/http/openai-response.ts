@@ -1,5 +1,6 @@
 import type { FinishReason, TokenLogprob, TopLogprob, Usage } from "../../protocol/messages";
 import type { AssistantReply, TurnEvent } from "../../durable-objects/turn/turn-types";
+import { ReplyTextSplitter } from "./reply-text";
 
 type DoneEvent = Extract<TurnEvent, { type: "done" }>;
 
@@ -67,13 +68,11 @@ export function completionJson(meta: CompletionMeta, done: DoneEvent, logprobs?:
   };
 }
 
-const TOOL_CALL_OPEN = "<tool_call>";
-
 /**
  * Turns the Durable Object's events into OpenAI's SSE `chat.completion.chunk` stream: a role
  * chunk, content deltas as tokens arrive, tool-call deltas once the reply is parsed, a finish
- * chunk, an optional usage chunk, then `data: [DONE]`. With tools in the request, text from a
- * `<tool_call>` marker on is held back (it becomes `tool_calls`, not content).
+ * chunk, an optional usage chunk, then `data: [DONE]`. With tools in the request, text that is a
+ * tool call is held back (`ReplyTextSplitter`: it becomes `tool_calls`, not content).
  *
  * With `logprobs`, each content chunk carries `logprobs: { content, refusal: null }` for the
  * tokens whose text it carries (one chunk per token event, so a token still inside a multi-byte
@@ -99,29 +98,17 @@ export async function* sseChunks(
   const chunk = (delta: object, finishReason: string | null, logprobs: object | null = null) =>
     `data: ${JSON.stringify({ id: meta.id, object: "chat.completion.chunk", created: meta.created, model: meta.model, choices: [{ index: 0, delta, logprobs, finish_reason: finishReason }] })}\n\n`;
   yield chunk({ role: "assistant", content: "" }, null);
-  let text = "";
-  let emitted = 0;
-  let held = false;
+  const split = new ReplyTextSplitter(options.hasTools);
   for await (const event of events) {
     if (event.type === "start") continue;
     if (event.type === "token") {
-      text += event.text;
       if (event.logprobs) pending.push(...event.logprobs);
-      if (!options.hasTools) {
-        yield chunk({ content: event.text }, null, take(true));
-        continue;
-      }
-      if (held) continue;
-      const at = text.indexOf(TOOL_CALL_OPEN);
-      if (at >= 0) held = true;
-      // Emit what cannot be the start of a tool call.
-      const safe = at >= 0 ? at : Math.max(emitted, text.length - (TOOL_CALL_OPEN.length - 1));
-      if (safe > emitted) {
-        yield chunk({ content: text.slice(emitted, safe) }, null, take(true));
-        emitted = safe;
-      }
+      const out = split.push(event.text);
+      // Without tools every token event is a chunk (with its logprobs), even an empty one.
+      if (out || !options.hasTools) yield chunk({ content: out }, null, take(true));
     } else if (event.type === "done") {
-      if (options.hasTools && !held && text.length > emitted) yield chunk({ content: text.slice(emitted) }, null, take(true));
+      const rest = split.finish();
+      if (rest) yield chunk({ content: rest }, null, take(true));
       const calls = event.message.tool_calls ?? [];
       for (const [index, call] of calls.entries()) {
         yield chunk({ tool_calls: [{ index, id: call.id, type: "function", function: { name: call.function.name, arguments: call.function.arguments } }] }, null, take(false));

@@ -5,6 +5,18 @@ import type { TurnEvent } from "../../durable-objects/turn/turn-types";
 import { errorResponse } from "./errors";
 import { completionJson, sseChunks, type CompletionMeta } from "./openai-response";
 
+/** How one API answers a turn: its JSON body and its SSE stream (errors take the route's shape: errors.ts). */
+export interface TurnAnswer {
+  /** The non-streaming body, from the done event (and every token's logprobs, when asked). */
+  json: (done: Extract<TurnEvent, { type: "done" }>, logprobs: TokenLogprob[]) => unknown;
+  /** The SSE stream's lines from every event after the first (the stream's own error event included). */
+  sse: (events: AsyncIterable<TurnEvent>) => AsyncGenerator<string>;
+  /** An SSE line for a failure that escaped `sse`. */
+  sseError: (err: ProtocolError) => string;
+  stream: boolean;
+  headers: Record<string, string>;
+}
+
 /**
  * Answers a turn the OpenAI way from its events. The first event decides the status: an error
  * before any token answers with the error's status and JSON; otherwise a 200 with either the
@@ -14,14 +26,32 @@ import { completionJson, sseChunks, type CompletionMeta } from "./openai-respons
  *
  * @example return respondWithTurn(c, events, { model, stream: true, includeUsage: false, hasTools: false, logprobs: false, headers: {} });
  */
-export async function respondWithTurn(
+export function respondWithTurn(
   c: Context,
   events: AsyncGenerator<TurnEvent>,
   options: { model: string; stream: boolean; includeUsage: boolean; hasTools: boolean; logprobs: boolean; headers: Record<string, string> },
 ): Promise<Response> {
   const meta: CompletionMeta = { id: `chatcmpl-${crypto.randomUUID().replace(/-/g, "")}`, created: Math.floor(Date.now() / 1000), model: options.model };
+  return answerTurn(c, events, {
+    stream: options.stream,
+    headers: options.headers,
+    json: (done, logprobs) => completionJson(meta, done, options.logprobs ? logprobs : undefined),
+    sse: (all) => sseChunks(meta, all, { includeUsage: options.includeUsage, hasTools: options.hasTools, logprobs: options.logprobs }),
+    sseError: (err) => `data: ${JSON.stringify({ error: { message: err.message, type: "server_error", code: err.code } })}\n\n`,
+  });
+}
+
+/**
+ * Answers a turn from its events in one API's shape (`TurnAnswer`). The first event decides the
+ * status: an error before any token answers with the error's status and body; otherwise a 200
+ * with the collected JSON, or an SSE stream relayed as events arrive. `start` events become the
+ * `x-prefix-break` header; the done event adds the turn headers (`x-agent-edge-*`).
+ *
+ * @example return answerTurn(c, events, { stream: false, headers: {}, json: (done) => responseJson(done), sse, sseError });
+ */
+export async function answerTurn(c: Context, events: AsyncGenerator<TurnEvent>, answer: TurnAnswer): Promise<Response> {
   // `start` events carry what is known before the backend answers (the prefix break): headers.
-  const headers: Record<string, string> = { ...options.headers };
+  const headers: Record<string, string> = { ...answer.headers };
   let first: IteratorResult<TurnEvent>;
   try {
     for (;;) {
@@ -35,13 +65,11 @@ export async function respondWithTurn(
   if (first.done) return errorResponse(c, new ProtocolError("internal_error", "the turn ended without a result"));
   if (first.value.type === "error") return errorResponse(c, errorOf(first.value));
 
-  if (!options.stream) {
+  if (!answer.stream) {
     let event: TurnEvent = first.value;
     const logprobs: TokenLogprob[] = [];
     for (;;) {
-      if (event.type === "done") {
-        return c.json(completionJson(meta, event, options.logprobs ? logprobs : undefined), 200, { ...headers, ...turnHeaders(event) });
-      }
+      if (event.type === "done") return c.json(answer.json(event, logprobs) as object, 200, { ...headers, ...turnHeaders(event) });
       if (event.type === "error") return errorResponse(c, errorOf(event));
       if (event.type === "token" && event.logprobs) logprobs.push(...event.logprobs);
       const next = await events.next();
@@ -55,7 +83,7 @@ export async function respondWithTurn(
     yield* events;
   }
   const encoder = new TextEncoder();
-  const chunks = sseChunks(meta, all(), { includeUsage: options.includeUsage, hasTools: options.hasTools, logprobs: options.logprobs });
+  const chunks = answer.sse(all());
   const body = new ReadableStream<Uint8Array>({
     async pull(controller) {
       try {
@@ -63,8 +91,7 @@ export async function respondWithTurn(
         if (next.done) controller.close();
         else controller.enqueue(encoder.encode(next.value));
       } catch (e) {
-        const err = toProtocolError(e);
-        controller.enqueue(encoder.encode(`data: ${JSON.stringify({ error: { message: err.message, type: "server_error", code: err.code } })}\n\n`));
+        controller.enqueue(encoder.encode(answer.sseError(toProtocolError(e))));
         controller.close();
       }
     },
