@@ -12,24 +12,29 @@ const tool = (description: string): ToolDefinition => ({ type: "function", funct
 const SYSTEM = "You are a coding agent. Today is 2026-12-02T10:31:07Z. Be brief.";
 const base: ChatMessage[] = [sys(SYSTEM), user("Find the bug."), call("call_8f3a9c2e1b7d4f60", '{"q":"bug","limit":5}'), result("call_8f3a9c2e1b7d4f60", "3 hits"), user("Fix it.")];
 
-/** One example per cause (docs/prefix-breaks.md shows the same ones). */
-const cases: { cause: PrefixBreakCause; incoming: ChatMessage[]; tools?: ToolDefinition[]; expect: Record<string, unknown> }[] = [
+/** The stored transcript after one more turn: `base` plus the model's reply. */
+const replied: ChatMessage[] = [...base, { role: "assistant", content: "Done." }];
+
+/** One example per cause (docs/prefix-breaks.md shows the same ones); stored is `base` unless given. */
+const cases: { cause: PrefixBreakCause; stored?: ChatMessage[]; incoming: ChatMessage[]; tools?: ToolDefinition[]; expect: Record<string, unknown> }[] = [
   { cause: "none", incoming: [...base, { role: "assistant", content: "Done." }], expect: {} },
   { cause: "timestamp", incoming: [sys(SYSTEM.replace("10:31:07", "10:32:55")), ...base.slice(1)], expect: { message: 0, field: "content", offset: SYSTEM.indexOf("10:31:07") + 4 } },
   { cause: "system-prompt-changed", incoming: [sys(SYSTEM.replace("Be brief.", "Be thorough.")), ...base.slice(1)], expect: { message: 0, field: "content", offset: SYSTEM.indexOf("brief") } },
   { cause: "random-id", incoming: [...base.slice(0, 2), call("call_0b1c2d3e4f5a6b7c", '{"q":"bug","limit":5}'), result("call_0b1c2d3e4f5a6b7c", "3 hits"), base[4]!], expect: { message: 2, field: "tool_calls[0].id" } },
   { cause: "json-serialization", incoming: [...base.slice(0, 2), call("call_8f3a9c2e1b7d4f60", '{"limit": 5, "q": "bug"}'), ...base.slice(3)], expect: { message: 2, field: "tool_calls[0].arguments", offset: 2 } },
   { cause: "inserted-before", incoming: [base[0]!, user("Context: retrieved doc #4"), ...base.slice(1)], expect: { message: 1, field: "messages" } },
+  { cause: "regenerate", stored: replied, incoming: base, expect: { message: 5, field: "messages", offset: 0, before: "Done.", after: "" } },
   { cause: "removed-or-truncated", incoming: [base[0]!, ...base.slice(2)], expect: { message: 1 } },
   { cause: "removed-or-truncated", incoming: [...base.slice(0, 3), result("call_8f3a9c2e1b7d4f60", "3 h")], expect: { message: 3, field: "content", offset: 3 } },
   { cause: "tools-changed", incoming: base, tools: [tool("Search the code base (v2)")], expect: { field: "tools" } },
+  { cause: "assistant-edited", incoming: [...base.slice(0, 2), call("call_8f3a9c2e1b7d4f60", '{"q":"bugs","limit":5}'), ...base.slice(3)], expect: { message: 2, field: "tool_calls[0].arguments", offset: 9 } },
   { cause: "other", incoming: [...base.slice(0, 1), user("Find the other bug."), ...base.slice(2)], expect: { message: 1, field: "content", offset: 9 } },
 ];
 
 describe("prefix-break explainer", () => {
   for (const c of cases) {
     it(`classifies ${c.cause}${c.expect.field ? ` (${c.expect.field})` : ""}`, () => {
-      const b = explainBreak(base, c.incoming, [tool("Search the code base")], c.tools ?? [tool("Search the code base")]);
+      const b = explainBreak(c.stored ?? base, c.incoming, [tool("Search the code base")], c.tools ?? [tool("Search the code base")]);
       expect(b.cause).toBe(c.cause);
       expect(b).toMatchObject(c.expect);
       if (b.cause !== "none") expect(formatBreakHeader(b).startsWith(`${c.cause}`)).toBe(true);
@@ -58,6 +63,40 @@ describe("prefix-break explainer", () => {
   for (const [cause, was, now] of variants) {
     it(`classifies ${JSON.stringify(was)} -> ${JSON.stringify(now)} as ${cause}`, () => {
       expect(explainBreak([user(was)], [user(now)], [], []).cause).toBe(cause);
+    });
+  }
+
+  it("tells a regenerate (the stored transcript minus its last reply) from other shorter transcripts", () => {
+    const reply = (content: string | null, calls?: ChatMessage["tool_calls"]): ChatMessage => ({ role: "assistant", content, ...(calls ? { tool_calls: calls } : {}) });
+    // A reply of tool calls only, resent without it.
+    const withCall = [...base, reply(null, [{ id: "call_1", type: "function", function: { name: "search", arguments: "{}" } }])];
+    expect(explainBreak(withCall, base, [], [])).toMatchObject({ cause: "regenerate", message: 5, before: "" });
+    // Two messages short, or short of a message that is not an assistant reply: removed-or-truncated.
+    expect(explainBreak(replied, base.slice(0, 4), [], []).cause).toBe("removed-or-truncated");
+    expect(explainBreak(base, base.slice(0, 4), [], []).cause).toBe("removed-or-truncated");
+    // One message short, but the last user message was edited: the edit is the break.
+    expect(explainBreak(replied, [...base.slice(0, 4), user("Fix it now.")], [], []).cause).toBe("other");
+    // Canonicalization makes a resend with fresh ids identical first (planTurn compares the canonical form).
+    const resent = canonicalizeTranscript([...base.slice(0, 2), call("toolu_01XyZ", '{ "limit": 5, "q": "bug" }'), result("toolu_01XyZ", "3 hits"), base[4]!]).messages;
+    expect(explainBreak([...canonicalizeTranscript(base).messages, replied[5]!], resent, [], []).cause).toBe("regenerate");
+  });
+
+  const edits: [string, ChatMessage, ChatMessage, Record<string, unknown>][] = [
+    ["reasoning stripped", { role: "assistant", content: "<think>\nRead it first.\n</think>\n\nDone." }, { role: "assistant", content: "Done." }, { cause: "assistant-edited", field: "content", offset: 0 }],
+    ["reply rewritten", { role: "assistant", content: "Use tabs." }, { role: "assistant", content: "Use spaces." }, { cause: "assistant-edited", field: "content", offset: 4 }],
+    ["tool renamed", call("call_1", "{}"), { ...call("call_1", "{}"), tool_calls: [{ id: "call_1", type: "function", function: { name: "grep", arguments: "{}" } }] }, { cause: "assistant-edited", field: "tool_calls[0].name" }],
+    ["tool call added", call("call_1", "{}"), { ...call("call_1", "{}"), tool_calls: [...call("call_1", "{}").tool_calls!, ...call("call_2", "{}").tool_calls!] }, { cause: "assistant-edited", field: "tool_calls[1]" }],
+    // The more specific causes still win on assistant messages.
+    ["reply cut short", { role: "assistant", content: "Done. Anything else?" }, { role: "assistant", content: "Done." }, { cause: "removed-or-truncated", field: "content" }],
+    ["arguments re-serialized", call("call_1", '{"a":1,"b":2}'), call("call_1", '{"b": 2, "a": 1}'), { cause: "json-serialization" }],
+    ["call id changed", call("call_8f3a9c2e1b7d4f60", "{}"), call("call_0b1c2d3e4f5a6b7c", "{}"), { cause: "random-id" }],
+    ["timestamp in the reply", { role: "assistant", content: "It is 10:31 now." }, { role: "assistant", content: "It is 10:45 now." }, { cause: "timestamp" }],
+    // A message whose role changed is no assistant edit.
+    ["role changed", { role: "assistant", content: "Hi." }, user("Hi."), { cause: "other", field: "role" }],
+  ];
+  for (const [what, was, now, expected] of edits) {
+    it(`classifies an assistant message's change (${what}) as ${String(expected.cause)}`, () => {
+      expect(explainBreak([user("q"), was, user("next")], [user("q"), now, user("next")], [], [])).toMatchObject({ message: 1, ...expected });
     });
   }
 

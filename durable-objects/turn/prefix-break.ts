@@ -9,12 +9,14 @@ import { canonicalMessage } from "./transcript-diff";
  * Causes (checked in this order at the first difference):
  *   none                   the transcript only grew (nothing broke)
  *   tools-changed          the tool definitions differ (they render before every message)
+ *   regenerate             the stored transcript minus its final assistant reply (a retry)
  *   removed-or-truncated   older messages were removed, or the transcript / a message was cut
  *   inserted-before        content was inserted before older messages (they reappear later)
  *   random-id              only tool-call ids, UUIDs, nonces or hex tokens differ
  *   json-serialization     the same JSON value serialized differently (key order, whitespace)
  *   timestamp              the differing text is a date or time
  *   system-prompt-changed  the system prompt (message 0) was edited otherwise
+ *   assistant-edited       an assistant message was edited otherwise (content or tool calls)
  *   other                  anything else
  */
 export type PrefixBreakCause =
@@ -25,7 +27,9 @@ export type PrefixBreakCause =
   | "random-id"
   | "json-serialization"
   | "inserted-before"
+  | "regenerate"
   | "removed-or-truncated"
+  | "assistant-edited"
   | "other";
 
 export const PREFIX_BREAK_CAUSES: readonly PrefixBreakCause[] = [
@@ -36,7 +40,9 @@ export const PREFIX_BREAK_CAUSES: readonly PrefixBreakCause[] = [
   "random-id",
   "json-serialization",
   "inserted-before",
+  "regenerate",
   "removed-or-truncated",
+  "assistant-edited",
   "other",
 ];
 
@@ -99,6 +105,10 @@ export function explainBreak(
   while (i < s.length && i < n.length && s[i] === n[i]) i++;
   if (i === s.length) return { cause: "none" };
   if (i === n.length) {
+    // The stored transcript minus its final assistant reply: a retry or regenerate of that turn.
+    if (s.length === n.length + 1 && stored[i]!.role === "assistant") {
+      return { cause: "regenerate", message: i, field: "messages", offset: 0, before: clip(stored[i]!.content ?? "", 0), after: "" };
+    }
     // The transcript ends before the stored one does.
     return { cause: "removed-or-truncated", message: i, field: "messages", offset: 0 };
   }
@@ -114,8 +124,12 @@ export function explainBreak(
   return explainMessage(i, stored[i]!, incoming[i]!);
 }
 
-/** The first differing field of two messages at the same index, and its cause. */
+/**
+ * The first differing field of two messages at the same index, and its cause. Where no more
+ * specific cause applies, an edited assistant message is `assistant-edited`, anything else `other`.
+ */
 function explainMessage(index: number, a: ChatMessage, b: ChatMessage): PrefixBreak {
+  const edited: PrefixBreakCause = a.role === "assistant" && b.role === "assistant" ? "assistant-edited" : "other";
   const at = (field: string, x: string, y: string, cause: PrefixBreakCause): PrefixBreak => {
     const offset = firstDiff(x, y);
     return { cause, message: index, field, offset, ...snippets(x, y, offset) };
@@ -127,7 +141,7 @@ function explainMessage(index: number, a: ChatMessage, b: ChatMessage): PrefixBr
     const offset = firstDiff(ac, bc);
     // A cut message: the new text is a prefix of the old one.
     if (bc.length < ac.length && ac.startsWith(bc)) return { cause: "removed-or-truncated", message: index, field: "content", offset, ...snippets(ac, bc, offset) };
-    const cause = textCause(ac, bc, offset) ?? (index === 0 && a.role === "system" ? "system-prompt-changed" : "other");
+    const cause = textCause(ac, bc, offset) ?? (index === 0 && a.role === "system" ? "system-prompt-changed" : edited);
     return { cause, message: index, field: "content", offset, ...snippets(ac, bc, offset) };
   }
   const ca = a.tool_calls ?? [];
@@ -135,19 +149,19 @@ function explainMessage(index: number, a: ChatMessage, b: ChatMessage): PrefixBr
   for (let k = 0; k < Math.max(ca.length, cb.length); k++) {
     const x = ca[k];
     const y = cb[k];
-    if (!x || !y) return { cause: x ? "removed-or-truncated" : "other", message: index, field: `tool_calls[${k}]`, offset: 0 };
+    if (!x || !y) return { cause: x ? "removed-or-truncated" : edited, message: index, field: `tool_calls[${k}]`, offset: 0 };
     if (x.id !== y.id) return at(`tool_calls[${k}].id`, x.id, y.id, "random-id");
-    if (x.function.name !== y.function.name) return at(`tool_calls[${k}].name`, x.function.name, y.function.name, "other");
+    if (x.function.name !== y.function.name) return at(`tool_calls[${k}].name`, x.function.name, y.function.name, edited);
     if (x.function.arguments !== y.function.arguments) {
       const same = sameJson(x.function.arguments, y.function.arguments);
       const offset = firstDiff(x.function.arguments, y.function.arguments);
-      const cause = same ? "json-serialization" : (textCause(x.function.arguments, y.function.arguments, offset) ?? "other");
+      const cause = same ? "json-serialization" : (textCause(x.function.arguments, y.function.arguments, offset) ?? edited);
       return at(`tool_calls[${k}].arguments`, x.function.arguments, y.function.arguments, cause);
     }
   }
   if ((a.tool_call_id ?? "") !== (b.tool_call_id ?? "")) return at("tool_call_id", a.tool_call_id ?? "", b.tool_call_id ?? "", "random-id");
-  if ((a.name ?? "") !== (b.name ?? "")) return at("name", a.name ?? "", b.name ?? "", "other");
-  return { cause: "other", message: index };
+  if ((a.name ?? "") !== (b.name ?? "")) return at("name", a.name ?? "", b.name ?? "", edited);
+  return { cause: edited, message: index };
 }
 
 /**

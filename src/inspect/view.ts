@@ -105,7 +105,9 @@ const BREAK_CAUSE_LABELS: Record<string, string> = {
   "random-id": "only ids differ (tool-call ids, UUIDs, nonces)",
   "json-serialization": "the same JSON serialized differently (key order or whitespace)",
   "inserted-before": "content was inserted before older messages",
+  regenerate: "the last reply was regenerated (the same transcript resent without it)",
   "removed-or-truncated": "older messages were removed, or a message was cut",
+  "assistant-edited": "an earlier assistant reply was edited",
   other: "an earlier message changed",
 };
 
