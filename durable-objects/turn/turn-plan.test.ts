@@ -61,6 +61,21 @@ describe("planTurn", () => {
     expect(raw.repaired).toBeUndefined();
   });
 
+  it("refuses a tool message that answers no call, in the client's ids and with the index it sent", () => {
+    const call = (id: string): ChatMessage => ({ role: "assistant", content: null, tool_calls: [{ id, type: "function", function: { name: "ls", arguments: "{}" } }] });
+    const answer = (id: string): ChatMessage => ({ role: "tool", content: "a b", tool_call_id: id });
+    const plan = (messages: ChatMessage[], kind: TurnInput["kind"] = "chat", storedMessages = stored) =>
+      planTurn({ meta: meta(), stored: storedMessages, input: input({ kind, messages }), backendUrl: "http://b0", canonical: true });
+    expect(() => plan([...stored, answer("x")])).toThrow(/^messages\[3\]: tool message answers tool_call_id "x", which no earlier assistant message's tool_calls names$/);
+    // Valid in the client's ids, whatever canonicalization renames them to.
+    expect(plan([...stored, user("go"), call("call_1"), answer("call_1"), call("call_1"), answer("call_1")]).fullTranscript).toHaveLength(8);
+    // An append turn: a tool message answers the stored call; its index is the one the client sent.
+    const withCall = [...stored, user("go"), call("call_0")];
+    expect(plan([answer("call_0"), user("next")], "append", withCall).newMessages).toHaveLength(2);
+    expect(() => plan([answer("call_0"), answer("call_7")], "append", withCall)).toThrow(/^messages\[1\]: tool message answers tool_call_id "call_7"/);
+    expect(() => plan([answer("call_0")], "append")).toThrow(/^messages\[0\]: tool message answers tool_call_id "call_0", which no earlier/);
+  });
+
   it("refuses an empty transcript and an append turn without messages", () => {
     expect(() => planTurn({ meta: meta(), stored: [], input: input({ messages: [] }), backendUrl: "http://b0", canonical: true })).toThrow(/must not be empty/);
     expect(() => planTurn({ meta: meta(), stored, input: input({ kind: "append", messages: [] }), backendUrl: "http://b0", canonical: true })).toThrow(/at least one new message/);

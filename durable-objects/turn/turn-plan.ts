@@ -2,6 +2,7 @@ import { ProtocolError } from "../../protocol/errors";
 import type { ChatMessage } from "../../protocol/messages";
 import { canonicalizeTranscript, canonicalToolDefinitions, type Repairs } from "./canonicalize";
 import { explainBreak, type PrefixBreak } from "./prefix-break";
+import { checkToolAnswers } from "./tool-answers";
 import { canonicalTools, diffTranscript, normalizeMessage } from "./transcript-diff";
 import type { FullReason, TrajectoryMeta, TurnInput } from "./turn-types";
 
@@ -27,7 +28,8 @@ export interface TurnPlan {
  * the stored transcript, names the prefix break, and decides delta or full: full on the first
  * turn (or without a state), when the transcript diverged, the tools changed, or the turn goes
  * to another backend than the state's (`backendUrl`). Throws `invalid_request` for an empty
- * transcript or an append turn without messages.
+ * transcript, an append turn without messages, or a tool message that answers no call of the
+ * assistant message it follows (`checkToolAnswers`).
  *
  * @example planTurn({ meta, stored, input, backendUrl: meta.backendUrl, canonical: true }).mode // "delta"
  */
@@ -36,6 +38,10 @@ export function planTurn(p: { meta: TrajectoryMeta; stored: ChatMessage[]; input
   // Safe canonicalization: tool-call ids by position, JSON arguments and tools with sorted keys.
   // On an append turn the stored messages (already canonical) give the new ones their positions.
   const normalized = input.messages.map(normalizeMessage);
+  // Tool answers are checked in the client's own ids, against the whole transcript: an append
+  // turn's tool message may answer a stored call (the edge gave the client its stored id).
+  if (input.kind === "append") checkToolAnswers([...stored, ...normalized], stored.length);
+  else checkToolAnswers(normalized);
   let incoming = normalized;
   let repaired: Repairs | undefined;
   if (canonical) {

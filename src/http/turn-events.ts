@@ -4,6 +4,7 @@ import { poolOf } from "../../durable-objects/pool/pool-do";
 import { routedBackends, statelessTarget } from "../../durable-objects/routing/placement";
 import { edgeSettings } from "../../durable-objects/settings";
 import { relayTurn, turnRecord } from "../../durable-objects/turn/relay";
+import { checkToolAnswers } from "../../durable-objects/turn/tool-answers";
 import { normalizeMessage } from "../../durable-objects/turn/transcript-diff";
 import type { AssistantReply, TurnEvent, TurnInput } from "../../durable-objects/turn/turn-types";
 
@@ -40,13 +41,15 @@ export async function* trajectoryTurn(env: Env, input: TurnInput, signal?: Abort
  * A turn without a trajectory: the full transcript to the least loaded backend (still salted, so
  * it uses the backend's prefix cache for this tenant), nothing stored. The same relay as a
  * trajectory's turn (`relayTurn`: BACKEND_TIMEOUT_MS, failover before the first token); its
- * record is numbered 0.
+ * record is numbered 0. A tool message that answers no call is refused first (`invalid_request`,
+ * `checkToolAnswers`), before any backend is asked.
  */
 export async function* statelessTurn(
   env: Env,
   params: { tenant: string; cacheSalt: string; messages: ChatMessage[]; tools: ToolDefinition[] | undefined; sampling: SamplingParams; constraint: ReplyConstraint | undefined; model: string | undefined },
   signal?: AbortSignal,
 ): AsyncGenerator<TurnEvent> {
+  checkToolAnswers(params.messages);
   const settings = edgeSettings(env);
   // Events flow through an object stream: the relay's emit waits until the consumer took the
   // previous event (as the trajectory object's stream does), and fails once it stopped reading.

@@ -127,6 +127,66 @@ describe("a failed turn leaves the transcript exactly as before", () => {
     expect((await getState("a", t.id)).turns).toHaveLength(2);
   });
 
+  it("a tool message answering no call: 400 invalid_request naming it, on a chat turn and a session-URL append turn, and nothing stored", async () => {
+    const t = await trajectoryWithOneTurn("fail-tool");
+    const orphan: ChatMessage = { role: "tool", tool_call_id: "call_nowhere", content: "42 files" };
+    // The stored transcript is system, user, assistant reply: the tool message is messages[3].
+    for (const stream of [false, true]) {
+      const body = await expectError(await chat({ messages: [...t.before.messages, orphan], ...SMALL, stream }, { headers: t.headers }), 400, "invalid_request");
+      expect(body.error.message).toBe(`messages[3]: tool message answers tool_call_id "call_nowhere", which no earlier assistant message's tool_calls names`);
+    }
+    // An append turn: indices are the ones the client sent.
+    const appended = await expectError(
+      await call(sessionPath("a", t.id, "/turns"), { body: { messages: [{ role: "user", content: "run it" }, orphan], ...SMALL } }),
+      400,
+      "invalid_request",
+    );
+    expect(appended.error.message).toMatch(/^messages\[1\]: tool message answers tool_call_id "call_nowhere", which no earlier/);
+    await expectError(await call(sessionPath("a", t.id, "/turns"), { body: { messages: [orphan], ...SMALL, stream: true } }), 400, "invalid_request");
+    expect(await stored("a", t.id)).toEqual(t.before);
+    // And the trajectory goes on as a delta afterwards.
+    const r = await chat({ messages: t.next, ...SMALL }, { headers: t.headers });
+    expect(r.headers.get("x-agent-edge-mode")).toBe("delta");
+    await completion(r);
+  });
+
+  it("a session-URL append turn answers the call of the stored reply; an answer after another message is refused", async () => {
+    const id = uid("tool-append");
+    await createTrajectory("a", id);
+    const tools = [{ type: "function", function: { name: "ls", description: "List a folder", parameters: { type: "object", properties: { dir: { type: "string" } }, required: ["dir"] } } }];
+    // A reply that must call the tool (constrained decoding): stored with the canonical id call_0.
+    const c1 = await completion(
+      await call(sessionPath("a", id, "/turns"), { body: { messages: [uniqueSystem(), { role: "user", content: "list src" }], tools, tool_choice: "required", max_tokens: 64, temperature: 0 } }),
+    );
+    const callId = (c1.choices[0]!.message.tool_calls as { id: string }[])[0]!.id;
+    expect(callId).toBe("call_0");
+    const before = await stored("a", id);
+    // After a user message, the answer no longer follows its call: refused, nothing stored.
+    const misplaced = await expectError(
+      await call(sessionPath("a", id, "/turns"), { body: { messages: [{ role: "user", content: "wait" }, { role: "tool", tool_call_id: callId, content: "a.ts" }], ...SMALL } }),
+      400,
+      "invalid_request",
+    );
+    expect(misplaced.error.message).toMatch(/^messages\[1\]: tool message answers tool_call_id "call_0" of stored message 2, but messages\[0\] \(role user\) comes between/);
+    expect(await stored("a", id)).toEqual(before);
+    // The answer alone, right after the stored call: a delta turn.
+    const r = await call(sessionPath("a", id, "/turns"), { body: { messages: [{ role: "tool", tool_call_id: callId, content: "a.ts" }], ...SMALL } });
+    expect(r.headers.get("x-agent-edge-mode")).toBe("delta");
+    await completion(r);
+    expect((await stored("a", id)).messages[3]).toEqual({ role: "tool", tool_call_id: "call_0", content: "a.ts" });
+  });
+
+  it("a stateless turn with a tool message answering no call: 400 invalid_request before any backend is asked", async () => {
+    const messages: ChatMessage[] = [{ role: "user", content: "hi" }, { role: "assistant", content: "ok" }, { role: "tool", tool_call_id: "x", content: "1" }];
+    for (const stream of [false, true]) {
+      const body = await expectError(await chat({ messages, ...SMALL, stream }), 400, "invalid_request");
+      expect(body.error.message).toBe(`messages[2]: tool message answers tool_call_id "x", which no earlier assistant message's tool_calls names`);
+    }
+    // Answering the call it follows is fine.
+    const ok: ChatMessage[] = [{ role: "user", content: "hi" }, { role: "assistant", content: null, tool_calls: [{ id: "x", type: "function", function: { name: "ls", arguments: "{}" } }] }, { role: "tool", tool_call_id: "x", content: "1" }];
+    await completion(await chat({ messages: ok, ...SMALL }));
+  });
+
   it("a failed first turn through a session URL leaves the trajectory empty", async () => {
     const id = uid("fail-first");
     await createTrajectory("a", id);
