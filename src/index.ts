@@ -24,12 +24,12 @@ const E = ROUTES.edge;
 const openaiRoutes = new Hono<App>();
 for (const path of [E.openai.models, E.openai.chatCompletions]) openaiRoutes.use(path, auth());
 openaiRoutes
-  .get(E.openai.models, async (c) =>
-    c.json({
-      object: "list",
-      data: (await servedModels(c.env)).map((id) => ({ id, object: "model", created: 0, owned_by: "agent-edge" })),
-    }),
-  )
+  .get(E.openai.models, async (c) => {
+    // Only what a live backend serves: a listed model can take a turn now.
+    const models = await servedModels(c.env);
+    if (models.length === 0) throw new ProtocolError("backend_unavailable", "no backend is up, so no model is served right now; retry shortly");
+    return c.json({ object: "list", data: models.map((id) => ({ id, object: "model", created: 0, owned_by: "agent-edge" })) });
+  })
   .route("/", chatRoutes);
 
 /** Per-tenant session URLs, the inspector and metrics under `/v1/tenants/:tenant`, all behind an API key (or the inspector's session). */

@@ -21,6 +21,18 @@ describe("routes", () => {
     expect(typeof body.data[0]!.id).toBe("string");
   });
 
+  it("GET /v1/models lists exactly what the live backend serves (its own /v1/models)", async () => {
+    const own = await fetch(`${env.BACKEND_URLS}/v1/models`, { headers: { "x-agent-edge-secret": env.AGENT_EDGE_SECRET! } });
+    expect(own.status).toBe(200);
+    const served = ((await own.json()) as { data: { id: string }[] }).data.map((m) => m.id);
+    expect(served.length).toBeGreaterThan(0);
+    const res = await call("/v1/models");
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { data: { id: string; object: string; owned_by: string }[] };
+    expect(body.data.map((m) => m.id)).toEqual(served);
+    expect(body.data.every((m) => m.object === "model" && m.owned_by === "agent-edge")).toBe(true);
+  });
+
   it("an unknown route answers 404 not_found in OpenAI's error shape", async () => {
     for (const [path, tenant] of [["/v1/no-such-route", "a"], ["/nothing-here", null]] as const) {
       const body = await expectError(await call(path, { tenant }), 404, "not_found");

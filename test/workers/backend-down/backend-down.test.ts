@@ -1,6 +1,10 @@
+import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import type { ChatMessage } from "../../../protocol/messages";
+import { SECRET_HEADER, type ChatMessage, type Heartbeat } from "../../../protocol/messages";
+import { poolOf } from "../../../durable-objects/pool/pool-do";
+import { edgeSettings } from "../../../durable-objects/settings";
+import { MODELS_TTL_MS } from "../../../src/http/models";
 import { call, chat, createTrajectory, expectError, getState, sessionPath, SMALL, stored, uid } from "../helpers";
 import { CLOSED_BACKEND_URL } from "../tenants";
 
@@ -47,8 +51,42 @@ describe("backend unavailable", () => {
     expect((await call(sessionPath("a", id), { method: "DELETE" })).status).toBe(200);
   });
 
+  it("GET /v1/models: 503 backend_unavailable, retryable, while no backend serves a model", async () => {
+    const res = await call("/v1/models");
+    expect(res.headers.get("retry-after")).toBe("1");
+    const body = await expectError(res, 503, "backend_unavailable");
+    expect(body.error.type).toBe("server_error");
+    expect(body.error.message).toMatch(/no backend is up/);
+    // Not a cached answer of the first call: the same again.
+    await expectError(await call("/v1/models", { tenant: "b" }), 503, "backend_unavailable");
+    // The key is still checked first.
+    await expectError(await call("/v1/models", { tenant: null }), 401, "unauthorized");
+  });
+
+  it("GET /v1/models lists a registered backend's model while it heartbeats, and answers 503 again within MODELS_TTL_MS of it going down", async () => {
+    const pool = poolOf(env);
+    // Nothing listens there either: only its heartbeat says it is up.
+    const beat: Heartbeat = { id: "models-registered", url: "http://127.0.0.1:2", model: "model-from-heartbeat", kvCapacityBlocks: 64, running: 0, waiting: 0, kvUsage: 0, tokensPerS: 0 };
+    try {
+      const res = await call("/v1/pool/heartbeat", { tenant: null, body: beat, headers: { [SECRET_HEADER]: env.AGENT_EDGE_SECRET! } });
+      expect(res.status).toBe(200);
+      // A list cached before the beat may be answered for up to MODELS_TTL_MS.
+      await new Promise((r) => setTimeout(r, MODELS_TTL_MS + 100));
+      const up = await call("/v1/models");
+      expect(up.status).toBe(200);
+      expect(((await up.json()) as { data: { id: string }[] }).data.map((m) => m.id)).toEqual(["model-from-heartbeat"]);
+      // Silent for longer than POOL_DOWN_AFTER_MS: down, and no longer listed once the cache expires.
+      await runInDurableObject(pool, (_instance, state) => {
+        state.storage.sql.exec(`UPDATE backends SET last_seen_ms = ? WHERE id = ?`, Date.now() - edgeSettings(env).poolDownAfterMs - 1000, beat.id);
+      });
+      await new Promise((r) => setTimeout(r, MODELS_TTL_MS + 100));
+      await expectError(await call("/v1/models"), 503, "backend_unavailable");
+    } finally {
+      await pool.remove(beat.id);
+    }
+  });
+
   it("routes that need no backend still answer", async () => {
     expect((await call("/healthz", { tenant: null })).status).toBe(200);
-    expect((await call("/v1/models")).status).toBe(200);
   });
 });
