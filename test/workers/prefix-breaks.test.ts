@@ -115,3 +115,58 @@ describe("prefix-break explainer (canonicalization off for this tenant)", () => 
     expect((await call(`/v1/tenants/${TENANTS.a.name}/metrics`, { tenant: "raw" })).status).toBe(404);
   });
 });
+
+describe("regenerate and assistant-edited (issue 17)", () => {
+  it("a resend of the transcript without its last reply is a regenerate, also with fresh tool-call ids that canonicalization renames back; the whole prompt is cached", async () => {
+    const id = uid("breaks-regen");
+    const headers = { "x-trajectory-id": id };
+    const first = history(uniqueSystem(40), randomId(), '{"pattern":"parseConfig","path":"src"}');
+    const c1 = await completion(await chat({ messages: first, tools: TOOLS, ...SMALL }, { headers }));
+    // The client retries the same turn, its framework inventing new ids for the old call.
+    const again = history(first[0]!, randomId(), first[2]!.tool_calls![0]!.function.arguments);
+    const r2 = await chat({ messages: again, tools: TOOLS, ...SMALL }, { headers });
+    expect(r2.headers.get("x-prefix-break")).toMatch(/^regenerate; message=4; field=messages; offset=0; uncached_from_token=\d+$/);
+    const c2 = await completion(r2);
+    // The same prompt again: all of it is cached but its partial last KV block.
+    expect(c2.usage.prompt_tokens).toBe(c1.usage.prompt_tokens);
+    expect(c2.usage.prompt_tokens_details.cached_tokens).toBeGreaterThanOrEqual(c1.usage.prompt_tokens - 16);
+    const turn2 = (await getState("a", id)).turns[1]!;
+    expect(turn2).toMatchObject({ mode: "full", full_reason: "diverged" });
+    expect(turn2.prefix_break).toMatchObject({ cause: "regenerate", message: 4, field: "messages", offset: 0, after: "" });
+    expect(turn2.prefix_break!.uncached_from_token).toBe(turn2.cached_tokens);
+    // The new reply replaced the old one.
+    const s = await stored("a", id);
+    expect(s.messages).toHaveLength(5);
+    expect(s.messages[4]).toEqual(replyOf(c2));
+  });
+
+  it("a transcript two messages short is still removed-or-truncated", async () => {
+    const id = uid("breaks-short");
+    const headers = { "x-trajectory-id": id };
+    const first = [uniqueSystem(), { role: "user", content: "One." } as ChatMessage];
+    const c1 = await completion(await chat({ messages: first, ...SMALL }, { headers }));
+    await completion(await chat({ messages: [...first, replyOf(c1), { role: "user", content: "Two." }], ...SMALL }, { headers }));
+    const r3 = await chat({ messages: [...first, replyOf(c1)], ...SMALL }, { headers });
+    expect(r3.headers.get("x-prefix-break")).toMatch(/^removed-or-truncated; message=3; field=messages; offset=0;/);
+    await completion(r3);
+  });
+
+  it("an assistant reply rewritten by the client is assistant-edited, in the header and the turn record", async () => {
+    const id = uid("breaks-edited");
+    const headers = { "x-trajectory-id": id };
+    const first = [uniqueSystem(40), { role: "user", content: "Say something." } as ChatMessage];
+    const c1 = await completion(await chat({ messages: first, ...SMALL }, { headers }));
+    const was = c1.choices[0]!.message.content ?? "";
+    const now = "I rewrote this reply.";
+    const r2 = await chat({ messages: [...first, { role: "assistant", content: now }, { role: "user", content: "Go on." }], ...SMALL }, { headers });
+    let offset = 0;
+    while (offset < Math.min(was.length, now.length) && was[offset] === now[offset]) offset++;
+    expect(r2.headers.get("x-prefix-break")).toMatch(new RegExp(`^assistant-edited; message=2; field=content; offset=${offset}; uncached_from_token=\\d+$`));
+    await completion(r2);
+    const turn2 = (await getState("a", id)).turns[1]!;
+    expect(turn2.full_reason).toBe("diverged");
+    expect(turn2.prefix_break).toMatchObject({ cause: "assistant-edited", message: 2, field: "content", offset });
+    expect(turn2.prefix_break!.after).toContain("rewrote");
+    expect((await stored("a", id)).messages[2]).toEqual({ role: "assistant", content: now });
+  });
+});
