@@ -84,10 +84,12 @@ describe("edge end to end (wrangler dev + backend + openai client)", () => {
       expect(usage!.completion_tokens).toBe(6);
       prompts.push(usage!.prompt_tokens);
       cached.push(usage!.prompt_tokens_details?.cached_tokens ?? -1);
-      // The agent keeps the reply as the server gave it, then answers with a tool result.
+      // The agent keeps the reply as the server gave it, then answers with a tool result. A tool
+      // message must answer a call of the reply (400 otherwise): a reply without one (the untrained
+      // model's usual) gets the output as a user message.
       messages.push(toolCalls.length > 0 ? { role: "assistant", content: content || null, tool_calls: toolCalls } : { role: "assistant", content });
-      const callId = toolCalls[0]?.id ?? `call_${turn}`;
-      messages.push({ role: "tool", tool_call_id: callId, content: `output of step ${turn}: ${"line of output ".repeat(8)}` });
+      const output = `output of step ${turn}: ${"line of output ".repeat(8)}`;
+      messages.push(toolCalls.length > 0 ? { role: "tool", tool_call_id: toolCalls[0]!.id, content: output } : { role: "user", content: output });
     }
     expect(cached[0]).toBe(0);
     for (let i = 1; i < cached.length; i++) {
@@ -111,7 +113,7 @@ describe("edge end to end (wrangler dev + backend + openai client)", () => {
       expect(t.backend).toMatch(/^backend-/);
       expect(t.finish_reason).toBe("length");
     }
-    expect(state.message_count).toBe(2 + 10 * 1 + 9); // system, user, 10 replies, 9 tool results before the last turn
+    expect(state.message_count).toBe(2 + 10 * 1 + 9); // system, user, 10 replies, 9 tool results (or user messages) before the last turn
 
     // A delta turn through the session URL gets the same reuse.
     const res = await fetch(`${stack.edgeUrl}/v1/tenants/local/trajectories/${trajectoryId}/turns`, {
