@@ -87,3 +87,16 @@ export function makeAgentWorkload(o: AgentWorkloadOptions): AgentTrajectory[] {
     return { id: `trajectory-${t}`, tools, turns };
   });
 }
+
+/**
+ * A turn's new messages as a client sends them after the model's `reply`: a tool message answers
+ * the reply's first tool call or, when the reply called no tool (the untrained demo model's usual),
+ * goes as a user message with the same content, since the edge refuses a tool message that answers
+ * no call (400 invalid_request).
+ *
+ * @example answeringReply(turn.newMessages, { role: "assistant", content: "ok" }) // [{ role: "user", content: "..." }]
+ */
+export function answeringReply(newMessages: readonly ChatMessage[], reply: ChatMessage | undefined): ChatMessage[] {
+  const call = reply?.role === "assistant" ? reply.tool_calls?.[0] : undefined;
+  return newMessages.map((m): ChatMessage => (m.role !== "tool" ? m : call ? { ...m, tool_call_id: call.id } : { role: "user", content: m.content }));
+}

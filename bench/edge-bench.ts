@@ -5,7 +5,7 @@ import { encode } from "../protocol/codec";
 import type { ChatMessage, DoneFrame, GenerateRequest } from "../protocol/messages";
 import { generateFrames } from "../durable-objects/backend/backend-client";
 import { freePort, startStack } from "../scripts/stack";
-import { makeAgentWorkload } from "./agent-workload";
+import { answeringReply, makeAgentWorkload } from "./agent-workload";
 import { Progress, note } from "./progress";
 import { loadModel } from "../gpu-backend/engine/load-model";
 import { sseJson } from "./sse";
@@ -59,14 +59,18 @@ export async function runEdgeBench(o: EdgeBenchOptions): Promise<Record<string, 
     const direct: Sample[] = [];
     const bytes: { turn: number; requestBytes: number; transcriptBytes: number }[] = [];
     const transcriptEdge: ChatMessage[] = [];
+    // Each turn's new messages as both paths send them (answeringReply: no tool message without a call).
+    const sent: ChatMessage[][] = [];
     let stateId: string | undefined;
     const progress = new Progress("edge", turns);
 
     for (let k = 0; k < turns; k++) {
       const turn = workload!.turns[k]!;
       const sampling = { maxTokens: turn.maxTokens, temperature: 0, topP: 1, topK: 0, stop: [], stopTokenIds: [], ignoreEos: true };
+      const newMessages = answeringReply(turn.newMessages, transcriptEdge.at(-1));
+      sent.push(newMessages);
       // (a) through the edge: the client sends its whole transcript, as agents do.
-      transcriptEdge.push(...turn.newMessages);
+      transcriptEdge.push(...newMessages);
       const t0 = performance.now();
       const res = await fetch(`${stack.edgeUrl}/v1/chat/completions`, {
         method: "POST",
@@ -93,7 +97,7 @@ export async function runEdgeBench(o: EdgeBenchOptions): Promise<Record<string, 
         trajectoryId: `direct-${trajectoryId}`,
         cacheSalt: "bench-direct",
         mode: stateId ? "delta" : "full",
-        messages: turn.newMessages,
+        messages: newMessages,
         tools: workload!.tools,
         sampling,
         ...(stateId ? { stateId } : {}),
@@ -115,7 +119,7 @@ export async function runEdgeBench(o: EdgeBenchOptions): Promise<Record<string, 
     };
     const transcriptSoFar: ChatMessage[] = [];
     for (const t of state.turns) {
-      transcriptSoFar.push(...workload!.turns[t.turn - 1]!.newMessages);
+      transcriptSoFar.push(...sent[t.turn - 1]!);
       const full = encode({ mode: "full", messages: transcriptSoFar, tools: workload!.tools }).byteLength;
       bytes.push({ turn: t.turn, requestBytes: t.request_bytes, transcriptBytes: full });
       transcriptSoFar.push({ role: "assistant", content: "" });

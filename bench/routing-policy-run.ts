@@ -1,6 +1,7 @@
 import type { ChatMessage } from "../protocol/messages";
 import type { RoutingPolicyName } from "../durable-objects/routing/routing-policy";
 import { startStack, type Stack } from "../scripts/stack";
+import { answeringReply } from "./agent-workload";
 import type { RoutingTrajectory } from "./routing-workload";
 import { Progress, note } from "./progress";
 import { round, type CpuBreakdown, type TurnResult } from "./routing-report";
@@ -74,7 +75,7 @@ export async function runPolicy(params: {
         for (let k = 0; k < traj.turns.length; k++) {
           const turn = traj.turns[k]!;
           await sleep(turn.pauseMs);
-          transcript.push(...turn.newMessages);
+          transcript.push(...answeringReply(turn.newMessages, transcript.at(-1)));
           const body = { model: params.modelId, messages: transcript, tools: traj.tools, max_tokens: turn.maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true } };
           let sent = performance.now();
           let reply: Awaited<ReturnType<typeof streamTurn>>;
