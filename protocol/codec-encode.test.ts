@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { decodeFrame, decodeGenerateRequest, decodeReleaseStateRequest, encode } from "./codec";
-import type { Frame, GenerateRequest, TokenFrame } from "./messages";
+import { decodeFrame, decodeGenerateRequest, decodeReleaseStateRequest, decodeTokenizeRequest, decodeTokenizeResponse, encode } from "./codec";
+import type { Frame, GenerateRequest, TokenFrame, TokenizeRequest } from "./messages";
 import { DELTA_REQUEST, DONE, DONE_TOOL_CALL, ERROR, expectOk, fromHex, GOLDEN_DONE, GOLDEN_ERROR, GOLDEN_REQUEST, GOLDEN_TOKEN, REQUEST, toHex, TOKEN, TOKEN_LOGPROBS } from "./codec-fixtures";
 
 // Golden bytes: any change to the encoding breaks these on purpose (the pinned bytes: codec-fixtures.ts).
@@ -74,6 +74,13 @@ describe("round trips", () => {
     expect(expectOk(decodeReleaseStateRequest(encode({ stateId: "s-1" })))).toEqual({ stateId: "s-1" });
   });
 
+  it("keeps a TokenizeRequest and its answer", () => {
+    const request: TokenizeRequest = { model: "m", messages: DELTA_REQUEST.messages, tools: DELTA_REQUEST.tools! };
+    expect(expectOk(decodeTokenizeRequest(encode(request)))).toEqual(request);
+    expect(expectOk(decodeTokenizeRequest(encode({ messages: [{ role: "user", content: "hi" }] })))).toEqual({ messages: [{ role: "user", content: "hi" }] });
+    expect(expectOk(decodeTokenizeResponse(encode({ promptTokens: 42 })))).toEqual({ promptTokens: 42 });
+  });
+
   it("keeps every frame type, every finish reason and every error code", () => {
     const frames: Frame[] = [
       TOKEN,
@@ -84,6 +91,7 @@ describe("round trips", () => {
       { ...DONE, text: "", message: { role: "assistant", content: "" } },
       { ...DONE, promptBlockHashes: ["0123456789abcdef", "fedcba9876543210"] },
       { ...DONE, promptBlockHashes: [] },
+      { ...DONE, finishReason: "stop_sequence", stopSequence: "\nUser:" },
       ...(
         [
           "malformed_msgpack",

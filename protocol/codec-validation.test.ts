@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { decodeFrame, decodeGenerateRequest, decodeReleaseStateRequest, encode } from "./codec";
+import { decodeFrame, decodeGenerateRequest, decodeReleaseStateRequest, decodeTokenizeRequest, decodeTokenizeResponse, encode, type DecodeResult } from "./codec";
 import type { GenerateRequest } from "./messages";
 import { clone, concatBytes, DONE, DONE_TOOL_CALL, ERROR, expectError, expectOk, fromHex, GOLDEN_REQUEST, REQUEST, TOKEN, TOKEN_LOGPROBS, utf8 } from "./codec-fixtures";
 
@@ -181,6 +181,8 @@ const FRAME_FAILURES: [string, unknown][] = [
   ["usage.cachedTokens must be <= promptTokens", { ...DONE, usage: { ...DONE.usage, cachedTokens: 49 } }],
   ["timings.ttftMs must be a finite number >= 0", { ...DONE, timings: { ...DONE.timings, ttftMs: -1 } }],
   ["backendId must be a string", { ...DONE, backendId: 0 }],
+  ["stopSequence must be a non-empty string", { ...DONE, finishReason: "stop_sequence", stopSequence: "" }],
+  ["stopSequence must be a non-empty string", { ...DONE, finishReason: "stop_sequence", stopSequence: 1 }],
   ["promptBlockHashes[1] must be a 16-character lowercase hex string", { ...DONE, promptBlockHashes: ["0123456789abcdef", "0123456789ABCDEF"] }],
   ["promptBlockHashes[0] must be a 16-character lowercase hex string", { ...DONE, promptBlockHashes: ["0123456789abcdef0123456789abcdef"] }],
   ["promptBlockHashes must hold at most 4096 hashes", { ...DONE, promptBlockHashes: Array.from({ length: 4097 }, () => "0123456789abcdef") }],
@@ -205,6 +207,22 @@ const FRAME_FAILURES: [string, unknown][] = [
 describe("Frame validation", () => {
   it.each(FRAME_FAILURES)("%s", (message, value) => {
     const error = expectError(decodeFrame(encode(value)));
+    expect([error.code, error.message]).toEqual(["invalid_request", message]);
+  });
+});
+
+describe("TokenizeRequest and TokenizeResponse validation", () => {
+  const cases: [string, unknown, (bytes: Uint8Array) => DecodeResult<unknown>][] = [
+    ["messages is required", { model: "m" }, decodeTokenizeRequest],
+    ["messages must be a non-empty array", { messages: [] }, decodeTokenizeRequest],
+    ["messages[0].content must be a string or null", { messages: [{ role: "user", content: 5 }] }, decodeTokenizeRequest],
+    ["tools must be an array", { messages: [{ role: "user", content: "hi" }], tools: {} }, decodeTokenizeRequest],
+    ["model must be a string", { model: 1, messages: [{ role: "user", content: "hi" }] }, decodeTokenizeRequest],
+    ["promptTokens is required", {}, decodeTokenizeResponse],
+    ["promptTokens must be an integer >= 0", { promptTokens: -1 }, decodeTokenizeResponse],
+  ];
+  it.each(cases)("%s", (message, value, decode) => {
+    const error = expectError(decode(encode(value)));
     expect([error.code, error.message]).toEqual(["invalid_request", message]);
   });
 });

@@ -1,8 +1,20 @@
 import { C1, Packr, Unpackr, type Options } from "msgpackr";
 import type { z } from "zod";
 import { ProtocolError } from "./errors";
-import type { Frame, GenerateRequest, Heartbeat, HeartbeatReply, LeaseRequest, LeaseResponse, ReleaseLeaseRequest, ReleaseLeaseResponse, ReleaseStateRequest } from "./messages";
-import { frameSchema, generateRequestSchema, heartbeatReplySchema, heartbeatSchema, leaseRequestSchema, leaseResponseSchema, releaseLeaseRequestSchema, releaseLeaseResponseSchema, releaseStateRequestSchema } from "./schemas";
+import type { Frame, GenerateRequest, Heartbeat, HeartbeatReply, LeaseRequest, LeaseResponse, ReleaseLeaseRequest, ReleaseLeaseResponse, ReleaseStateRequest, TokenizeRequest, TokenizeResponse } from "./messages";
+import {
+  frameSchema,
+  generateRequestSchema,
+  heartbeatReplySchema,
+  heartbeatSchema,
+  leaseRequestSchema,
+  leaseResponseSchema,
+  releaseLeaseRequestSchema,
+  releaseLeaseResponseSchema,
+  releaseStateRequestSchema,
+  tokenizeRequestSchema,
+  tokenizeResponseSchema,
+} from "./schemas";
 
 /**
  * The one module that touches msgpackr: encoding, decoding with validation, and the streaming
@@ -57,6 +69,27 @@ export function decodeGenerateRequest(bytes: Uint8Array): DecodeResult<GenerateR
  */
 export function decodeReleaseStateRequest(bytes: Uint8Array): DecodeResult<ReleaseStateRequest> {
   return decodeOne(bytes, releaseStateRequestSchema, "request");
+}
+
+/**
+ * Decodes and validates a `/v1/tokenize` request body.
+ *
+ * @example
+ * const decoded = decodeTokenizeRequest(body);
+ * if (decoded.ok) answer({ promptTokens: engine.countPromptTokens(decoded.value) });
+ */
+export function decodeTokenizeRequest(bytes: Uint8Array): DecodeResult<TokenizeRequest> {
+  return decodeOne(bytes, tokenizeRequestSchema, "request");
+}
+
+/**
+ * Decodes and validates the answer of `/v1/tokenize` (edge side).
+ *
+ * @example
+ * const r = decodeTokenizeResponse(new Uint8Array(await res.arrayBuffer())); // r.value.promptTokens
+ */
+export function decodeTokenizeResponse(bytes: Uint8Array): DecodeResult<TokenizeResponse> {
+  return decodeOne(bytes, tokenizeResponseSchema, "response");
 }
 
 /**

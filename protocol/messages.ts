@@ -147,6 +147,23 @@ export interface ReleaseStateRequest {
   stateId: string;
 }
 
+/**
+ * Counts the prompt tokens of a conversation without running it (`POST /v1/tokenize`): the chat
+ * template rendered with `tools` and the generation prompt, then tokenized, exactly as a full
+ * turn's prompt is. The answer is a {@link TokenizeResponse}.
+ */
+export interface TokenizeRequest {
+  /** Model id; empty or absent means the backend's default model. */
+  model?: string;
+  messages: ChatMessage[];
+  tools?: ToolDefinition[];
+}
+
+export interface TokenizeResponse {
+  /** What `usage.promptTokens` of a full turn over the same messages and tools reports. */
+  promptTokens: number;
+}
+
 /** Hold the KV blocks of a state (its prompt and generated tokens) while the agent runs a tool. */
 export interface LeaseRequest {
   stateId: string;
@@ -245,6 +262,11 @@ export interface DoneFrame {
   stateId: string;
   /** Full generated text of this turn (after stop-string trimming). */
   text: string;
+  /**
+   * With `finishReason: "stop_sequence"`: the stop string (one of `sampling.stop`) that ended the
+   * reply, the one that occurs first in the generated text. Absent otherwise.
+   */
+  stopSequence?: string;
   /** `text` parsed per the model's tool-call convention: what an OpenAI-style answer returns. */
   message: AssistantMessage;
   usage: Usage;

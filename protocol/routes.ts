@@ -11,6 +11,8 @@ export const ROUTES = {
   backend: {
     generate: "/v1/generate",
     releaseState: "/v1/states/release",
+    /** POST: the prompt tokens of a conversation, rendered and tokenized as a turn's (`TokenizeRequest`). */
+    tokenize: "/v1/tokenize",
     /** POST: lease a state's blocks (`LeaseRequest`); GET: the active leases (JSON, for debugging). */
     leases: "/v1/leases",
     releaseLease: "/v1/leases/release",
@@ -26,6 +28,8 @@ export const ROUTES = {
     pool: { base: "/v1/pool", view: "/", heartbeat: "/heartbeat" },
     /** OpenAI-compatible clients, with an API key. Shares `/v1` with the other groups. */
     openai: { base: "/v1", models: "/models", chatCompletions: "/chat/completions" },
+    /** Anthropic Messages API clients, with an API key (`x-api-key` or bearer). Shares `/v1` with the other groups. */
+    anthropic: { base: "/v1", messages: "/messages", countTokens: "/messages/count_tokens" },
     /** Per-tenant session URLs, with an API key (the inspector's GET routes also take its session cookie). */
     tenant: {
       base: "/v1/tenants/:tenant",

@@ -23,6 +23,8 @@ import type {
   SamplingParams,
   Timings,
   TokenFrame,
+  TokenizeRequest,
+  TokenizeResponse,
   TokenLogprob,
   ToolCall,
   ToolDefinition,
@@ -188,6 +190,16 @@ export const releaseStateRequestSchema = map({
   stateId: nonEmptyString,
 }) satisfies z.ZodType<ReleaseStateRequest>;
 
+export const tokenizeRequestSchema = map({
+  model: string.optional(),
+  messages: array(chatMessageSchema).min(1, "must be a non-empty array"),
+  tools: array(toolDefinitionSchema).optional(),
+}) satisfies z.ZodType<TokenizeRequest>;
+
+export const tokenizeResponseSchema = map({
+  promptTokens: count,
+}) satisfies z.ZodType<TokenizeResponse>;
+
 export const leaseRequestSchema = map({
   stateId: nonEmptyString,
   ttlMs: positiveMilliseconds,
@@ -269,6 +281,7 @@ export const doneFrameSchema = map({
   finishReason: z.enum(FINISH_REASONS, expect(oneOf(FINISH_REASONS))),
   stateId: nonEmptyString,
   text: string,
+  stopSequence: nonEmptyString.optional(),
   message: assistantMessageSchema,
   usage: usageSchema,
   timings: timingsSchema,
@@ -344,6 +357,8 @@ export type SchemaDriftChecks = [
   Assert<Equals<z.output<typeof replyConstraintSchema>, ReplyConstraint>>,
   Assert<Equals<z.output<typeof generateRequestSchema>, GenerateRequest>>,
   Assert<Equals<z.output<typeof releaseStateRequestSchema>, ReleaseStateRequest>>,
+  Assert<Equals<z.output<typeof tokenizeRequestSchema>, TokenizeRequest>>,
+  Assert<Equals<z.output<typeof tokenizeResponseSchema>, TokenizeResponse>>,
   Assert<Equals<z.output<typeof leaseRequestSchema>, LeaseRequest>>,
   Assert<Equals<z.output<typeof releaseLeaseRequestSchema>, ReleaseLeaseRequest>>,
   Assert<Equals<z.output<typeof leaseResponseSchema>, LeaseResponse>>,

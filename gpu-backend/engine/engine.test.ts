@@ -297,9 +297,14 @@ describe("Engine: turns and states", () => {
     const text = free.text;
     const stopAt = text.slice(3, 6);
     expect(stopAt.length).toBe(3);
-    const stopped = (await turn(engine, base({ trajectoryId: undefined, sampling: greedy(12, { stop: [stopAt] }) }))).last as DoneFrame;
+    // The done frame names the stop string that ended the reply, among others that did not occur
+    // (or occur later).
+    const later = text.slice(text.indexOf(stopAt) + 1, text.indexOf(stopAt) + 5);
+    const stopped = (await turn(engine, base({ trajectoryId: undefined, sampling: greedy(12, { stop: ["\u0000never", later, stopAt] }) }))).last as DoneFrame;
     expect(stopped.finishReason).toBe("stop_sequence");
+    expect(stopped.stopSequence).toBe(stopAt);
     expect(stopped.text).toBe(text.slice(0, text.indexOf(stopAt)));
+    expect(free.stopSequence).toBeUndefined();
 
     const ids = engine.states.get(free.stateId)!.generatedTokenIds;
     const byId = (await turn(engine, base({ trajectoryId: undefined, sampling: greedy(12, { stopTokenIds: [ids[4]!] }) }))).last as DoneFrame;
@@ -308,6 +313,22 @@ describe("Engine: turns and states", () => {
 
     const tooLong = (await turn(engine, base({ sampling: greedy(model.spec.maxPositions) }))).last as ErrorFrame;
     expect(tooLong.code).toBe("context_length_exceeded");
+  });
+
+  it("counts a conversation's prompt tokens as a full turn over it reports them", async () => {
+    const { engine } = await makeEngine();
+    const tools: ToolDefinition[] = [{ type: "function", function: { name: "read_file", description: "Reads a file", parameters: { type: "object", properties: { path: { type: "string" } }, required: ["path"] } } }];
+    const messages: GenerateRequest["messages"] = [
+      { role: "system", content: "You are a coding agent." },
+      { role: "user", content: "Open the README." },
+      { role: "assistant", content: null, tool_calls: [{ id: "call_0", type: "function", function: { name: "read_file", arguments: '{"path":"README.md"}' } }] },
+      { role: "tool", tool_call_id: "call_0", content: "# Agent Edge" },
+    ];
+    for (const t of [undefined, tools]) {
+      const done = (await turn(engine, base({ trajectoryId: undefined, messages, ...(t ? { tools: t } : {}), sampling: greedy(1) }))).last as DoneFrame;
+      expect(engine.countPromptTokens({ messages, ...(t ? { tools: t } : {}) })).toBe(done.usage.promptTokens);
+    }
+    expect(() => engine.countPromptTokens({ model: "other", messages })).toThrow(/not served here/);
   });
 
   it("samples reproducibly from a seed", async () => {

@@ -10,6 +10,7 @@ import {
   type GenerateRequest,
   type KvEventBatch,
   type SamplingParams,
+  type TokenizeRequest,
   type TokenLogprob,
 } from "../../protocol/messages";
 import { KVCacheManager } from "../kv/kv-cache-manager";
@@ -20,7 +21,7 @@ import { Scheduler, type SchedulerConfig } from "../scheduler/scheduler";
 import { Sequence } from "../scheduler/sequence";
 import type { ChatCodec } from "./chat-codec";
 import { tokenLogprob } from "./logprobs";
-import { buildPrompt } from "./prompt-builder";
+import { buildPrompt, countPromptTokens } from "./prompt-builder";
 import { argmax as argmaxOf, Sampler } from "./sampler";
 import { ConstrainedReply } from "../constraint/constrained-reply";
 import { GrammarCache } from "../constraint/grammar-cache";
@@ -174,9 +175,7 @@ export class Engine {
    */
   submit(req: GenerateRequest, sink: (frame: Frame) => void, signal?: AbortSignal): void {
     try {
-      if (req.model && req.model !== this.options.modelId) {
-        throw new ProtocolError("unknown_model", `model ${JSON.stringify(req.model)} is not served here (this backend serves ${this.options.modelId})`);
-      }
+      this.checkModel(req.model);
       this.leases.onTurn(req);
       const prompt = buildPrompt(req, this.options.codec, this.states);
       const root = this.rootFor(req.cacheSalt ?? "");
@@ -208,6 +207,16 @@ export class Engine {
       const err = toProtocolError(e);
       sink({ type: "error", code: err.code, message: err.message, retryable: err.retryable });
     }
+  }
+
+  /** Prompt tokens of a full turn over the request's messages and tools (`POST /v1/tokenize`), counted as `submit` builds them. */
+  countPromptTokens(req: TokenizeRequest): number {
+    this.checkModel(req.model);
+    return countPromptTokens(req.messages, req.tools, this.options.codec);
+  }
+
+  private checkModel(model: string | undefined): void {
+    if (model && model !== this.options.modelId) throw new ProtocolError("unknown_model", `model ${JSON.stringify(model)} is not served here (this backend serves ${this.options.modelId})`);
   }
 
   /** Generates from raw token ids (no template, no state). */
@@ -480,6 +489,7 @@ export class Engine {
       finishReason: reason,
       stateId,
       text,
+      ...(reason === "stop_sequence" ? { stopSequence: job.stops.matched } : {}),
       message,
       usage: this.usage(job),
       timings: this.timings(job),

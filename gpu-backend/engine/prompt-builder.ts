@@ -59,6 +59,18 @@ export function buildPrompt(req: GenerateRequest, codec: ChatCodec, states: Stat
 }
 
 /**
+ * The number of prompt tokens a full turn over `messages` and `tools` has: the same rendering
+ * (generation prompt included) and tokenization as `buildPrompt`'s full prompt, so it equals the
+ * `usage.promptTokens` such a turn reports (`POST /v1/tokenize`). A delta turn may count a few
+ * tokens differently, since it keeps the model's own reply tokens instead of re-tokenizing them.
+ *
+ * @example countPromptTokens([{ role: "user", content: "hi" }], undefined, codec) // 9
+ */
+export function countPromptTokens(messages: ChatMessage[], tools: ToolDefinition[] | undefined, codec: ChatCodec): number {
+  return full(messages, tools, codec).tokenIds.length;
+}
+
+/**
  * The prompt text of a conversation. A template that refuses the conversation (Gemma's role
  * alternation, a `raise_exception`) is the client's error: `invalid_request` naming the template.
  */

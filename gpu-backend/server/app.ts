@@ -1,5 +1,5 @@
 import { Hono, type Context } from "hono";
-import { decodeGenerateRequest, decodeLeaseRequest, decodeReleaseLeaseRequest, decodeReleaseStateRequest, encode, type DecodeResult } from "../../protocol/codec";
+import { decodeGenerateRequest, decodeLeaseRequest, decodeReleaseLeaseRequest, decodeReleaseStateRequest, decodeTokenizeRequest, encode, type DecodeResult } from "../../protocol/codec";
 import { ProtocolError, toProtocolError } from "../../protocol/errors";
 import { secretsEqual } from "../../protocol/hex";
 import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type ErrorFrame, type Frame } from "../../protocol/messages";
@@ -21,6 +21,8 @@ export interface BackendAppOptions {
  *
  * - `POST /v1/generate`: msgpack `GenerateRequest` in, a stream of msgpack frames out.
  * - `POST /v1/states/release`: msgpack `ReleaseStateRequest`, answers a msgpack `{ released }`.
+ * - `POST /v1/tokenize`: msgpack `TokenizeRequest`, answers a msgpack `TokenizeResponse` (the
+ *   prompt tokens a full turn over those messages and tools has; nothing runs).
  * - `POST /v1/leases`, `POST /v1/leases/release`: tool-pause leases (msgpack); `GET /v1/leases`
  *   lists the active ones (JSON, for debugging).
  * - `GET /v1/models`: JSON list of served models.
@@ -63,6 +65,7 @@ export function createBackendApp(options: BackendAppOptions): Hono {
       new Response(encode(handle(await decodeBody(c, maxBodyBytes, decode))), { status: 200, headers: { "content-type": MSGPACK_CONTENT_TYPE } });
 
   app.post(ROUTES.backend.releaseState, msgpackRoute(decodeReleaseStateRequest, (r) => ({ released: engine.releaseState(r.stateId) })));
+  app.post(ROUTES.backend.tokenize, msgpackRoute(decodeTokenizeRequest, (r) => ({ promptTokens: engine.countPromptTokens(r) })));
   app.post(ROUTES.backend.leases, msgpackRoute(decodeLeaseRequest, (r) => engine.leases.lease(r.stateId, r.ttlMs, r.expectedReturnMs)));
   app.post(ROUTES.backend.releaseLease, msgpackRoute(decodeReleaseLeaseRequest, (r) => engine.leases.release(r.stateId, r.expired ?? false)));
 
