@@ -6,6 +6,7 @@ import { edgeError, errorResponse } from "./http/errors";
 import { servedModels } from "./http/models";
 import { chatRoutes } from "./routes/chat";
 import { inspectRoutes } from "./routes/inspect";
+import { messagesRoutes } from "./routes/messages";
 import { metricsRoutes } from "./routes/metrics";
 import { poolRoutes } from "./routes/pool";
 import { trajectoryRoutes } from "./routes/trajectories";
@@ -37,14 +38,16 @@ const tenantRoutes = new Hono<App>().use(auth()).route("/", trajectoryRoutes).ro
 
 /**
  * The edge Worker: the HTTP surface clients talk to (OpenAI-compatible chat completions,
- * per-tenant session URLs), in front of one Durable Object per trajectory. Route groups, each
- * behind its own guard (the paths are `ROUTES.edge` in protocol/routes.ts):
+ * Anthropic's Messages API, per-tenant session URLs), in front of one Durable Object per
+ * trajectory. Route groups, each behind its own guard (the paths are `ROUTES.edge` in
+ * protocol/routes.ts):
  *
- * | group  | base                  | guard                                   |
- * |--------|-----------------------|-----------------------------------------|
- * | pool   | /v1/pool              | shared backend secret (backends)        |
- * | openai | /v1                   | API key                                 |
- * | tenant | /v1/tenants/:tenant   | API key, or the inspector's session     |
+ * | group    | base                  | guard                                   |
+ * |----------|-----------------------|-----------------------------------------|
+ * | pool     | /v1/pool              | shared backend secret (backends)        |
+ * | openai   | /v1                   | API key                                 |
+ * | messages | /v1 (/messages...)    | API key (Anthropic's Messages API)      |
+ * | tenant   | /v1/tenants/:tenant   | API key, or the inspector's session     |
  *
  * plus the public `GET /healthz`. Anything else is a 404 `not_found`.
  */
@@ -53,6 +56,7 @@ app.get(E.healthz, (c) => c.json({ ok: true }));
 app.route(E.pool.base, poolRoutes);
 app.route(E.tenant.base, tenantRoutes);
 app.route(E.openai.base, openaiRoutes);
+app.route(E.anthropic.base, messagesRoutes);
 
 app.notFound((c) => errorResponse(c, new ProtocolError("not_found", `no route ${c.req.method} ${c.req.path}`)));
 

@@ -12,9 +12,11 @@ export const LOCAL_DEV_TENANT = "local";
 export type AuthVariables = { tenant: string; cacheSalt: string };
 
 /**
- * Bearer API keys mapped to tenants. Keys are never stored or compared in clear: the presented
- * key's SHA-256 digest is looked up in API_KEYS (`{"<sha256 hex>": "<tenant>"}`). Sets the
- * tenant and its block-hash salt, HMAC-SHA-256(CACHE_SALT_SECRET, tenant), on the context.
+ * API keys mapped to tenants, sent as `Authorization: Bearer <key>` or (Anthropic's way)
+ * `x-api-key: <key>`, on any route; the bearer wins when both come. Keys are never stored or
+ * compared in clear: the presented key's SHA-256 digest is looked up in API_KEYS
+ * (`{"<sha256 hex>": "<tenant>"}`). Sets the tenant and its block-hash salt,
+ * HMAC-SHA-256(CACHE_SALT_SECRET, tenant), on the context.
  *
  * The inspector's GET routes (and only those) also take a browser's session cookie, and
  * `?key=<key>`, which answers a 303 to the same URL without the key and sets that cookie
@@ -24,16 +26,15 @@ export type AuthVariables = { tenant: string; cacheSalt: string };
  */
 export function auth(): MiddlewareHandler<{ Bindings: Env; Variables: AuthVariables }> {
   return async (c, next) => {
-    const header = c.req.header("authorization") ?? "";
-    const m = /^Bearer\s+(\S+)$/i.exec(header);
+    const key = /^Bearer\s+(\S+)$/i.exec(c.req.header("authorization") ?? "")?.[1] ?? c.req.header("x-api-key");
     let tenant: string | undefined;
-    if (m) {
-      tenant = (await keyTable(c.env)).get(await sha256Hex(m[1]!));
+    if (key !== undefined) {
+      tenant = (await keyTable(c.env)).get(await sha256Hex(key));
       if (!tenant) return errorResponse(c, new ProtocolError("unauthorized", "invalid API key"));
     } else if (isInspectorRequest(c.req.method, c.req.path)) {
-      const key = c.req.query("key");
-      if (key !== undefined) {
-        const digest = await sha256Hex(key);
+      const queryKey = c.req.query("key");
+      if (queryKey !== undefined) {
+        const digest = await sha256Hex(queryKey);
         tenant = (await keyTable(c.env)).get(digest);
         if (!tenant) return errorResponse(c, new ProtocolError("unauthorized", "invalid API key"));
         const token = await sessionToken({ secret: edgeSecret(c.env), tenant, keyDigest: digest, nowS: Date.now() / 1000 });
@@ -52,7 +53,7 @@ export function auth(): MiddlewareHandler<{ Bindings: Env; Variables: AuthVariab
       tenant = (await verifySessionToken({ secret: edgeSecret(c.env), token, digestsOf, nowS: Date.now() / 1000 })) ?? undefined;
       if (!tenant) return errorResponse(c, new ProtocolError("unauthorized", "inspector session expired or invalid: open the page again with ?key=<key>"));
     } else {
-      return errorResponse(c, new ProtocolError("unauthorized", "missing API key: send Authorization: Bearer <key>"));
+      return errorResponse(c, new ProtocolError("unauthorized", "missing API key: send Authorization: Bearer <key> or x-api-key: <key>"));
     }
     c.set("tenant", tenant);
     c.set("cacheSalt", await tenantSalt(c.env, tenant));

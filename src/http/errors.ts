@@ -1,17 +1,69 @@
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { ProtocolError, toProtocolError, type ErrorCode } from "../../protocol";
+import { edgePath } from "../../protocol/routes";
 
 /**
- * An OpenAI-shaped error body `{ error: { message, type, code } }` with the code's HTTP status.
- * Internal errors answer a generic message; the details go to the log only.
+ * The one place that decides an error's shape, by the route: on the Messages API's routes
+ * (`/v1/messages` and below) Anthropic's `{ type: "error", error: { type, message, code },
+ * request_id: null }`, elsewhere OpenAI's `{ error: { message, type, code, param: null } }`; both
+ * with the code's HTTP status and the project's stable `code`. Retryable errors carry
+ * `retry-after: 1`. Internal errors answer a generic message; the details go to the log only.
  *
  * @example return errorResponse(c, new ProtocolError("unauthorized", "missing API key"));
  */
 export function errorResponse(c: Context, err: ProtocolError): Response {
-  const message = err.code === "internal_error" ? "internal server error" : err.message;
   const headers: Record<string, string> = err.retryable ? { "retry-after": "1" } : {};
-  return c.json({ error: { message, type: openAiErrorType(err.code), code: err.code, param: null } }, err.httpStatus, headers);
+  if (isMessagesPath(c.req.path)) return c.json(anthropicErrorBody(err), err.httpStatus, headers);
+  return c.json({ error: { message: publicMessage(err), type: openAiErrorType(err.code), code: err.code, param: null } }, err.httpStatus, headers);
+}
+
+/**
+ * Anthropic's error body for `err` (responses and the stream's `error` event): `error.type` is
+ * Anthropic's (`anthropicErrorType`), `error.code` the project's stable code.
+ *
+ * @example anthropicErrorBody(new ProtocolError("overloaded", "busy")) // { type: "error", error: { type: "overloaded_error", message: "busy", code: "overloaded" }, request_id: null }
+ */
+export function anthropicErrorBody(err: ProtocolError) {
+  return { type: "error" as const, error: { type: anthropicErrorType(err.code), message: publicMessage(err), code: err.code }, request_id: null };
+}
+
+const MESSAGES_PATH = edgePath("anthropic", "messages");
+
+/** True for the Messages API's routes, whose errors are Anthropic-shaped (unknown paths below it too). */
+export function isMessagesPath(path: string): boolean {
+  return path === MESSAGES_PATH || path.startsWith(`${MESSAGES_PATH}/`);
+}
+
+function publicMessage(err: ProtocolError): string {
+  return err.code === "internal_error" ? "internal server error" : err.message;
+}
+
+/**
+ * Anthropic's error type for each code (its HTTP status stays the project's: a 503 is
+ * `overloaded_error`, as Anthropic's 529 is).
+ */
+const ANTHROPIC_ERROR_TYPES: Record<ErrorCode, string> = {
+  malformed_msgpack: "invalid_request_error",
+  invalid_request: "invalid_request_error",
+  context_length_exceeded: "invalid_request_error",
+  invalid_schema: "invalid_request_error",
+  unsupported_schema: "invalid_request_error",
+  unknown_tool: "invalid_request_error",
+  max_tokens_too_small: "invalid_request_error",
+  unauthorized: "authentication_error",
+  not_found: "not_found_error",
+  unknown_model: "not_found_error",
+  payload_too_large: "request_too_large",
+  trajectory_busy: "conflict_error",
+  state_unknown: "conflict_error",
+  internal_error: "api_error",
+  backend_unavailable: "overloaded_error",
+  overloaded: "overloaded_error",
+};
+
+export function anthropicErrorType(code: ErrorCode): string {
+  return ANTHROPIC_ERROR_TYPES[code];
 }
 
 /** Any thrown value as the project's error (Hono HTTP exceptions mapped by status). */

@@ -1,0 +1,289 @@
+import { z } from "zod";
+import { ProtocolError } from "../../protocol";
+import type { ChatMessage, ReplyConstraint, SamplingParams, ToolCall, ToolDefinition } from "../../protocol/messages";
+
+/**
+ * Anthropic's Messages API request (`POST /v1/messages`, `.../count_tokens`) as the edge's one
+ * transcript model: chat messages, tool definitions, sampling and a reply constraint, which the
+ * same turn machinery as chat completions runs. docs/messages-api.md lists what is supported.
+ */
+
+/** One `cache_control` mark: which part of the converted request it ends, and for how long. */
+export interface CacheBreakpoint {
+  /** `"tools"`: the tool definitions; a number: the index in `messages` of the chat message that holds the marked block. */
+  at: "tools" | number;
+  ttl: "5m" | "1h";
+}
+
+export interface ParsedMessagesRequest {
+  model: string;
+  /** The transcript as chat messages: the system prompt first, tool results as `tool` messages. */
+  messages: ChatMessage[];
+  tools: ToolDefinition[] | undefined;
+  sampling: SamplingParams;
+  /** From `tool_choice` (absent: unconstrained, no tools). */
+  constraint: ReplyConstraint | undefined;
+  stream: boolean;
+  /** Every `cache_control` of the request, in request order (tools, system, messages). */
+  cacheBreakpoints: CacheBreakpoint[];
+}
+
+/** Anthropic's limit on blocks carrying `cache_control` in one request. */
+export const MAX_CACHE_BREAKPOINTS = 4;
+
+/** How text blocks of one message (or the system prompt) are joined into one chat message's text. */
+const BLOCK_SEPARATOR = "\n\n";
+
+const cacheControl = z
+  .object({
+    type: z.literal("ephemeral", { error: (iss) => `cache_control type ${JSON.stringify(iss.input)} is not supported: only "ephemeral"` }),
+    ttl: z.enum(["5m", "1h"], { error: (iss) => `cache_control ttl ${JSON.stringify(iss.input)} is not supported: "5m" or "1h"` }).optional(),
+  })
+  .loose()
+  .nullable()
+  .optional();
+
+/** The content block types this edge converts; any other (image, document, thinking, ...) is refused, never dropped. */
+const SUPPORTED_BLOCKS = ["text", "tool_use", "tool_result"] as const;
+
+/** The error of a block whose type is not among `supported` (`where`: the place, for the message). */
+const blockTypeError = (supported: readonly string[], where: string) => (iss: { input?: unknown }) => {
+  const type = typeof iss.input === "object" && iss.input !== null && "type" in iss.input ? (iss.input as { type: unknown }).type : undefined;
+  return type === undefined ? "a content block needs a type" : `content block type ${JSON.stringify(type)} is not supported ${where} (supported: ${supported.join(", ")})`;
+};
+
+const textBlock = z
+  .object({
+    type: z.literal("text"),
+    text: z.string(),
+    cache_control: cacheControl,
+    citations: z.array(z.unknown()).max(0, "citations are not supported").nullable().optional(),
+  })
+  .loose();
+
+const toolUseBlock = z
+  .object({ type: z.literal("tool_use"), id: z.string().min(1), name: z.string().min(1), input: z.record(z.string(), z.unknown()), cache_control: cacheControl })
+  .loose();
+
+const toolResultBlock = z
+  .object({
+    type: z.literal("tool_result"),
+    tool_use_id: z.string().min(1),
+    content: z.union([z.string(), z.array(z.discriminatedUnion("type", [textBlock], { error: blockTypeError(["text"], "inside a tool_result") }))]).optional(),
+    is_error: z.boolean().optional(),
+    cache_control: cacheControl,
+  })
+  .loose();
+
+const block = z.discriminatedUnion("type", [textBlock, toolUseBlock, toolResultBlock], { error: blockTypeError(SUPPORTED_BLOCKS, "here") });
+type Block = z.infer<typeof block>;
+
+const message = z
+  .object({
+    role: z.enum(["user", "assistant"], { error: 'must be "user" or "assistant"' }),
+    content: z.union([z.string(), z.array(block)], { error: "must be a string or an array of content blocks" }),
+  })
+  .loose();
+
+const tool = z
+  .object({
+    type: z
+      .literal("custom", { error: (iss) => `tool type ${JSON.stringify(iss.input)} is not supported: only custom tools ({name, description, input_schema})` })
+      .nullable()
+      .optional(),
+    name: z.string().min(1),
+    description: z.string().optional(),
+    input_schema: z.object({ type: z.literal("object") }).loose(),
+    cache_control: cacheControl,
+    strict: z.boolean().optional(),
+  })
+  .loose();
+
+const toolChoice = z.discriminatedUnion(
+  "type",
+  [
+    z.object({ type: z.literal("auto"), disable_parallel_tool_use: z.boolean().optional() }).loose(),
+    z.object({ type: z.literal("any"), disable_parallel_tool_use: z.boolean().optional() }).loose(),
+    z.object({ type: z.literal("tool"), name: z.string().min(1), disable_parallel_tool_use: z.boolean().optional() }).loose(),
+    z.object({ type: z.literal("none") }).loose(),
+  ],
+  { error: 'must be {type: "auto"}, {type: "any"}, {type: "tool", name} or {type: "none"}' },
+);
+
+const countBody = {
+  model: z.string().min(1),
+  messages: z.array(message).min(1),
+  system: z.union([z.string(), z.array(textBlock)], { error: "must be a string or an array of text blocks" }).optional(),
+  tools: z.array(tool).optional(),
+  tool_choice: toolChoice.optional(),
+  cache_control: cacheControl,
+  thinking: z.object({ type: z.literal("disabled", { error: "extended thinking is not supported (only {type: \"disabled\"})" }) }).loose().optional(),
+  output_config: z.object({ format: z.null({ error: "structured output (a response format) is not supported" }).optional() }).loose().optional(),
+};
+
+const createBody = z
+  .object({
+    ...countBody,
+    max_tokens: z.number().int().min(1),
+    stop_sequences: z.array(z.string().min(1)).optional(),
+    temperature: z.number().min(0).max(1).optional(),
+    top_p: z.number().gt(0).max(1).optional(),
+    top_k: z.number().int().min(0).optional(),
+    metadata: z.object({ user_id: z.string().nullable().optional() }).loose().optional(),
+    stream: z.boolean().optional(),
+  })
+  .loose();
+
+const countTokensBody = z.object(countBody).loose();
+
+/**
+ * Validates a Messages API body and converts it to the chat transcript. `kind: "count"` is the
+ * count_tokens body (no `max_tokens`; sampling fields are ignored). A wrong shape, or content this
+ * edge does not support (images, documents, thinking blocks, server tools, a final assistant
+ * message to continue), answers `invalid_request` naming the field.
+ *
+ * The conversion: `system` -> one `system` message; an assistant message's text blocks -> its
+ * content, its tool_use blocks -> `tool_calls` (arguments `JSON.stringify(input)`); a user
+ * message's tool_result blocks -> `tool` messages (`tool_call_id` = `tool_use_id`, the result's
+ * text as is: `is_error` is not shown to the model), then its text blocks -> one `user` message.
+ * Text blocks of one message are joined with a blank line.
+ *
+ * @example
+ * const parsed = parseMessagesBody({ model: "m", max_tokens: 64, system: "Be brief.", messages: [{ role: "user", content: "Hi" }] }, "create");
+ * // parsed.messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "Hi" }]
+ */
+export function parseMessagesBody(json: unknown, kind: "create" | "count"): ParsedMessagesRequest {
+  const result = (kind === "create" ? createBody : countTokensBody).safeParse(json);
+  if (!result.success) {
+    const { path, message } = deepestIssue(result.error.issues[0]!);
+    throw new ProtocolError("invalid_request", `${formatPath(path) || "body"}: ${message}`);
+  }
+  const b = result.data as z.infer<typeof createBody>;
+  const breakpoints: CacheBreakpoint[] = [];
+  const mark = (cc: z.infer<typeof cacheControl>, at: CacheBreakpoint["at"]) => {
+    if (cc) breakpoints.push({ at, ttl: cc.ttl ?? "5m" });
+  };
+
+  const tools = b.tools?.map((t): ToolDefinition => {
+    mark(t.cache_control, "tools");
+    return { type: "function", function: { name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), parameters: t.input_schema, ...(t.strict ? { strict: true } : {}) } };
+  });
+
+  const messages: ChatMessage[] = [];
+  const system = typeof b.system === "string" ? b.system : b.system?.map((s) => s.text).join(BLOCK_SEPARATOR);
+  if (system) {
+    for (const s of typeof b.system === "string" ? [] : (b.system ?? [])) mark(s.cache_control, messages.length);
+    messages.push({ role: "system", content: system });
+  }
+  b.messages.forEach((m, i) => {
+    const blocks: Block[] = typeof m.content === "string" ? [{ type: "text", text: m.content }] : m.content;
+    if (m.role === "assistant") messages.push(assistantMessage(blocks, i, b.messages.length, (cc) => mark(cc, messages.length)));
+    else for (const out of userMessages(blocks, i, b.messages[i - 1], (cc, offset) => mark(cc, messages.length + offset))) messages.push(out);
+  });
+  mark(b.cache_control, messages.length - 1); // top-level: the last block (automatic caching)
+  if (breakpoints.length > MAX_CACHE_BREAKPOINTS) {
+    throw new ProtocolError("invalid_request", `cache_control: at most ${MAX_CACHE_BREAKPOINTS} blocks may carry cache_control, found ${breakpoints.length}`);
+  }
+
+  return {
+    model: b.model,
+    messages,
+    tools,
+    sampling: {
+      maxTokens: b.max_tokens ?? 1,
+      temperature: b.temperature ?? 1,
+      topP: b.top_p ?? 1,
+      topK: b.top_k ?? 0,
+      stop: b.stop_sequences ?? [],
+      stopTokenIds: [],
+    },
+    constraint: replyConstraint(b.tool_choice, (tools?.length ?? 0) > 0),
+    stream: b.stream ?? false,
+    cacheBreakpoints: breakpoints,
+  };
+}
+
+/** An assistant message: its text blocks as content (null with only tool calls), its tool_use blocks as tool calls. */
+function assistantMessage(blocks: Block[], i: number, count: number, mark: (cc: z.infer<typeof cacheControl>) => void): ChatMessage {
+  if (i === count - 1) throw new ProtocolError("invalid_request", `messages[${i}]: a final assistant message (prefill, continued by the model) is not supported`);
+  const texts: string[] = [];
+  const calls: ToolCall[] = [];
+  blocks.forEach((b, j) => {
+    if (b.type === "tool_result") throw new ProtocolError("invalid_request", `messages[${i}].content[${j}]: a tool_result block belongs in a user message`);
+    mark(b.cache_control);
+    if (b.type === "text") texts.push(b.text);
+    else calls.push({ id: b.id, type: "function", function: { name: b.name, arguments: JSON.stringify(b.input) } });
+  });
+  // No text and no call: an empty reply, stored as "" (a reply of only calls has null content).
+  const content = texts.length > 0 ? texts.join(BLOCK_SEPARATOR) : calls.length > 0 ? null : "";
+  return { role: "assistant", content, ...(calls.length > 0 ? { tool_calls: calls } : {}) };
+}
+
+/**
+ * A user message: one `tool` message per tool_result (each must answer a tool_use of the message
+ * before, and come before any text), then its text blocks as one `user` message. `mark` gets each
+ * cache_control with the offset of the chat message holding it among those returned.
+ */
+function userMessages(blocks: Block[], i: number, previous: z.infer<typeof message> | undefined, mark: (cc: z.infer<typeof cacheControl>, offset: number) => void): ChatMessage[] {
+  const out: ChatMessage[] = [];
+  const texts: string[] = [];
+  const textMarks: z.infer<typeof cacheControl>[] = [];
+  const callIds = new Set(previous?.role === "assistant" && typeof previous.content !== "string" ? previous.content.flatMap((b) => (b.type === "tool_use" ? [b.id] : [])) : []);
+  blocks.forEach((b, j) => {
+    const at = `messages[${i}].content[${j}]`;
+    if (b.type === "tool_use") throw new ProtocolError("invalid_request", `${at}: a tool_use block belongs in an assistant message`);
+    if (b.type === "text") {
+      texts.push(b.text);
+      textMarks.push(b.cache_control);
+      return;
+    }
+    if (texts.length > 0) throw new ProtocolError("invalid_request", `${at}: tool_result blocks must come before any text in a user message`);
+    if (!callIds.has(b.tool_use_id)) {
+      throw new ProtocolError("invalid_request", `${at}.tool_use_id: ${JSON.stringify(b.tool_use_id)} answers no tool_use block of the previous message (messages[${i - 1}])`);
+    }
+    const content = b.content === undefined ? "" : typeof b.content === "string" ? b.content : b.content.map((t) => t.text).join(BLOCK_SEPARATOR);
+    mark(b.cache_control, out.length);
+    if (typeof b.content !== "string") for (const t of b.content ?? []) mark(t.cache_control, out.length);
+    out.push({ role: "tool", tool_call_id: b.tool_use_id, content });
+  });
+  if (texts.length > 0) {
+    for (const cc of textMarks) mark(cc, out.length);
+    out.push({ role: "user", content: texts.join(BLOCK_SEPARATOR) });
+  }
+  if (out.length === 0) throw new ProtocolError("invalid_request", `messages[${i}].content: a user message needs at least one text or tool_result block`);
+  return out;
+}
+
+/**
+ * `tool_choice` as the reply constraint, as chat completions map theirs: `auto` (the default with
+ * tools), `any` -> `required`, `tool` -> that tool, `none`; `disable_parallel_tool_use` -> not
+ * `parallel`. Whether the choice fits the tools is the backend's check (`unknown_tool`).
+ */
+function replyConstraint(choice: z.infer<typeof toolChoice> | undefined, hasTools: boolean): ReplyConstraint | undefined {
+  if (!hasTools && (choice === undefined || choice.type === "auto" || choice.type === "none")) return undefined;
+  const parallel = !(choice && "disable_parallel_tool_use" in choice && choice.disable_parallel_tool_use === true);
+  const mapped = choice === undefined || choice.type === "auto" ? "auto" : choice.type === "any" ? "required" : choice.type === "none" ? "none" : { name: choice.name };
+  return { type: "tool_calls", choice: mapped, parallel };
+}
+
+type Issue = z.core.$ZodIssue;
+
+/**
+ * The issue to report: inside a union (a string or blocks, a block's type), the branch that got
+ * furthest into the value, so the message names the field that is wrong rather than the union.
+ */
+function deepestIssue(issue: Issue): { path: PropertyKey[]; message: string } {
+  let best: { path: PropertyKey[]; message: string } | undefined;
+  if (issue.code === "invalid_union") {
+    for (const branch of issue.errors) {
+      if (branch.length === 0) continue;
+      const d = deepestIssue(branch[0]!);
+      if (d.path.length > 0 && (!best || d.path.length > best.path.length)) best = d;
+    }
+  }
+  return best ? { path: [...issue.path, ...best.path], message: best.message } : { path: [...issue.path], message: issue.message };
+}
+
+function formatPath(path: readonly PropertyKey[]): string {
+  return path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("").replace(/^\./, "");
+}

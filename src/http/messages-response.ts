@@ -1,0 +1,178 @@
+import { ProtocolError } from "../../protocol";
+import type { Usage } from "../../protocol/messages";
+import type { AssistantReply, TurnEvent } from "../../durable-objects/turn/turn-types";
+import { anthropicErrorBody } from "./errors";
+import { ReplyTextSplitter } from "./reply-text";
+import type { TurnAnswer } from "./respond";
+
+/**
+ * A turn answered in Anthropic's Messages API shape: the `message` JSON and its SSE stream
+ * (docs/messages-api.md).
+ */
+
+/**
+ * A turn's done event. `stopSequence`, the stop string that ended the reply, is the backend's
+ * (`DoneFrame.stopSequence`) where the event carries it.
+ */
+export type MessagesDone = Extract<TurnEvent, { type: "done" }> & { stopSequence?: string };
+
+export interface MessagesMeta {
+  /** `msg_...`, random per answer. */
+  id: string;
+  model: string;
+  /** The request's `stop_sequences`. */
+  stopSequences: readonly string[];
+  /** The request had tools: streamed text that is a tool call is held back (`ReplyTextSplitter`). */
+  hasTools: boolean;
+}
+
+/** Prompt-cache writes by TTL, in tokens (what `usage.cache_creation` reports). */
+export interface CacheCreation {
+  ephemeral5m: number;
+  ephemeral1h: number;
+}
+
+/** A fresh message id: `msg_` and 24 hex digits. */
+export function messageId(): string {
+  return `msg_${crypto.randomUUID().replace(/-/g, "").slice(0, 24)}`;
+}
+
+/**
+ * Anthropic's usage object from a turn's usage. As Anthropic counts, the three input figures add
+ * up to the prompt: `input_tokens` excludes the tokens read from the cache
+ * (`cache_read_input_tokens` = cached tokens) and those written to it
+ * (`cache_creation_input_tokens`, from `creation`, zeros when not given).
+ *
+ * @example messagesUsage({ promptTokens: 100, cachedTokens: 64, computedTokens: 36, completionTokens: 5 })
+ * // { input_tokens: 36, output_tokens: 5, cache_read_input_tokens: 64, cache_creation_input_tokens: 0, cache_creation: { ephemeral_5m_input_tokens: 0, ephemeral_1h_input_tokens: 0 } }
+ */
+export function messagesUsage(u: Usage, creation: CacheCreation = { ephemeral5m: 0, ephemeral1h: 0 }) {
+  const created = creation.ephemeral5m + creation.ephemeral1h;
+  return {
+    input_tokens: u.promptTokens - u.cachedTokens - created,
+    output_tokens: u.completionTokens,
+    cache_read_input_tokens: u.cachedTokens,
+    cache_creation_input_tokens: created,
+    cache_creation: { ephemeral_5m_input_tokens: creation.ephemeral5m, ephemeral_1h_input_tokens: creation.ephemeral1h },
+  };
+}
+
+export type StopReason = "end_turn" | "max_tokens" | "stop_sequence" | "tool_use";
+
+/**
+ * Why the reply ended, as Anthropic says it: `tool_use` when it calls tools, `max_tokens` at the
+ * budget, `stop_sequence` when a stop sequence ended it, else `end_turn`. `stop_sequence` is the
+ * stop string: the backend's word for it, else the request's only one; with several and no word
+ * from the backend it is null rather than a guess.
+ *
+ * @example messagesStop(done, ["\n\nHuman:"]) // { stop_reason: "stop_sequence", stop_sequence: "\n\nHuman:" }
+ */
+export function messagesStop(done: MessagesDone, stopSequences: readonly string[]): { stop_reason: StopReason; stop_sequence: string | null } {
+  if ((done.message.tool_calls?.length ?? 0) > 0) return { stop_reason: "tool_use", stop_sequence: null };
+  if (done.finishReason === "length") return { stop_reason: "max_tokens", stop_sequence: null };
+  if (done.finishReason === "stop_sequence") return { stop_reason: "stop_sequence", stop_sequence: done.stopSequence ?? (stopSequences.length === 1 ? stopSequences[0]! : null) };
+  return { stop_reason: "end_turn", stop_sequence: null };
+}
+
+/** A reply's tool calls as tool_use blocks (`input`: the arguments parsed; the backend's calls carry JSON object text). */
+function toolUseBlocks(reply: AssistantReply) {
+  return (reply.tool_calls ?? []).map((c) => ({ type: "tool_use" as const, id: c.id, name: c.function.name, input: JSON.parse(c.function.arguments) as unknown }));
+}
+
+/**
+ * The non-streaming `message`: a text block when the reply has text, then one tool_use block per
+ * call.
+ *
+ * @example c.json(messageJson(meta, done))
+ */
+export function messageJson(meta: MessagesMeta, done: MessagesDone) {
+  const text = done.message.content ? [{ type: "text" as const, text: done.message.content }] : [];
+  return {
+    id: meta.id,
+    type: "message",
+    role: "assistant",
+    model: meta.model,
+    content: [...text, ...toolUseBlocks(done.message)],
+    ...messagesStop(done, meta.stopSequences),
+    usage: messagesUsage(done.usage),
+  };
+}
+
+/** One SSE event in Anthropic's framing. */
+function sse(name: string, data: object): string {
+  return `event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
+}
+
+/**
+ * Anthropic's `error` SSE event (a failure after the stream began).
+ *
+ * @example messagesSseError(new ProtocolError("backend_unavailable", "gone")) // "event: error\ndata: {...}\n\n"
+ */
+export function messagesSseError(err: ProtocolError): string {
+  return sse("error", anthropicErrorBody(err));
+}
+
+/**
+ * Turns a turn's events into Anthropic's SSE stream: `message_start` (the message with empty
+ * content; input usage zeros, since it is known only at the end), `ping`, the text block
+ * (`content_block_start` / `text_delta`s as tokens arrive / `content_block_stop`), one block per
+ * tool call (`content_block_start` with `input: {}`, one `input_json_delta` with the arguments,
+ * `content_block_stop`), `message_delta` with the stop reason and the whole usage (the SDK's
+ * `MessageStream` overwrites its snapshot's input and cache figures with it), `message_stop`.
+ * With tools, text that is a tool call is held back (`ReplyTextSplitter`). A failure after the
+ * start is an `error` event, and the stream ends.
+ *
+ * @example for await (const line of messagesSse(meta, events)) write(line);
+ */
+export async function* messagesSse(meta: MessagesMeta, events: AsyncIterable<TurnEvent>): AsyncGenerator<string> {
+  const zero = messagesUsage({ promptTokens: 0, cachedTokens: 0, computedTokens: 0, completionTokens: 0 });
+  yield sse("message_start", {
+    type: "message_start",
+    message: { id: meta.id, type: "message", role: "assistant", model: meta.model, content: [], stop_reason: null, stop_sequence: null, usage: zero },
+  });
+  yield sse("ping", { type: "ping" });
+  const split = new ReplyTextSplitter(meta.hasTools);
+  let index = 0;
+  let textOpen = false;
+  function* text(out: string): Generator<string> {
+    if (!out) return;
+    if (!textOpen) {
+      textOpen = true;
+      yield sse("content_block_start", { type: "content_block_start", index, content_block: { type: "text", text: "" } });
+    }
+    yield sse("content_block_delta", { type: "content_block_delta", index, delta: { type: "text_delta", text: out } });
+  }
+  for await (const event of events) {
+    if (event.type === "start") continue;
+    if (event.type === "token") {
+      yield* text(split.push(event.text));
+    } else if (event.type === "done") {
+      yield* text(split.finish());
+      if (textOpen) yield sse("content_block_stop", { type: "content_block_stop", index: index++ });
+      for (const call of event.message.tool_calls ?? []) {
+        yield sse("content_block_start", { type: "content_block_start", index, content_block: { type: "tool_use", id: call.id, name: call.function.name, input: {} } });
+        yield sse("content_block_delta", { type: "content_block_delta", index, delta: { type: "input_json_delta", partial_json: call.function.arguments } });
+        yield sse("content_block_stop", { type: "content_block_stop", index: index++ });
+      }
+      yield sse("message_delta", { type: "message_delta", delta: messagesStop(event, meta.stopSequences), usage: messagesUsage(event.usage) });
+      yield sse("message_stop", { type: "message_stop" });
+      return;
+    } else {
+      yield sse("error", anthropicErrorBody(errorOf(event)));
+      return;
+    }
+  }
+}
+
+/**
+ * How `answerTurn` answers a Messages API turn.
+ *
+ * @example return answerTurn(c, events, messagesAnswer(meta, parsed.stream, { "x-trajectory-id": id }));
+ */
+export function messagesAnswer(meta: MessagesMeta, stream: boolean, headers: Record<string, string>): TurnAnswer {
+  return { stream, headers, json: (done) => messageJson(meta, done), sse: (events) => messagesSse(meta, events), sseError: messagesSseError };
+}
+
+function errorOf(e: Extract<TurnEvent, { type: "error" }>): ProtocolError {
+  return new ProtocolError(e.code, e.message, { retryable: e.retryable });
+}
