@@ -1,0 +1,145 @@
+import Anthropic, { APIError } from "@anthropic-ai/sdk";
+import type { ContentBlock, Message, MessageCreateParamsNonStreaming, MessageParam, Tool, ToolResultBlockParam, ToolUseBlock } from "@anthropic-ai/sdk/resources/messages";
+import { Ajv } from "ajv";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { Stack } from "../scripts/stack";
+import { AIRLINE_TOOLS } from "./support/airline-tools";
+import { startTestStack, type TestStack } from "./support/stack-fixture";
+
+/**
+ * The Messages API end to end: a real backend process and `wrangler dev`, driven by Anthropic's
+ * official SDK (`@anthropic-ai/sdk`). The tiny random model never calls a tool by itself;
+ * `tool_choice: {type: "any"}` (constrained decoding) makes every turn a valid call, which the
+ * test checks with ajv against the very schemas sent, answers, and sends back.
+ */
+const MODEL = "tiny-llama-random";
+const ajv = new Ajv({ strict: false });
+
+/** Three of the airline tools as Anthropic tools, the last one marked for caching (tools are one prefix). */
+const TOOLS: Tool[] = AIRLINE_TOOLS.filter((t) => ["search_flights", "book_seats", "set_budget"].includes(t.function.name)).map((t, i, all) => ({
+  name: t.function.name,
+  description: t.function.description!,
+  input_schema: t.function.parameters as Tool["input_schema"],
+  ...(i === all.length - 1 ? { cache_control: { type: "ephemeral" as const } } : {}),
+}));
+const schemaOf = (name: string) => TOOLS.find((t) => t.name === name)!.input_schema;
+
+const system = () => [{ type: "text" as const, text: `[${crypto.randomUUID()}] You are a travel agent. Use the tools to search, budget and book flights. Always call a tool.`, cache_control: { type: "ephemeral" as const } }];
+
+function toolUses(content: ContentBlock[]): ToolUseBlock[] {
+  return content.filter((b): b is ToolUseBlock => b.type === "tool_use");
+}
+
+/** The keys of a value, recursively (arrays by their items): its shape, values aside. */
+function shape(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(shape);
+  if (typeof value !== "object" || value === null) return typeof value;
+  return Object.fromEntries(
+    Object.entries(value)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([k, v]) => [k, k === "input" ? "object" : shape(v)]),
+  );
+}
+
+describe("Anthropic Messages API end to end (wrangler dev + backend + @anthropic-ai/sdk)", () => {
+  let fixture: TestStack | undefined;
+  let stack: Stack;
+  let client: Anthropic;
+
+  beforeAll(async () => {
+    fixture = await startTestStack({ name: "anthropic", kvMemory: "64MiB", threads: 1 });
+    ({ stack } = fixture);
+    client = new Anthropic({ apiKey: "sk-local-dev", baseURL: stack.edgeUrl, maxRetries: 0 });
+  });
+
+  afterAll(() => fixture?.stop());
+
+  it("a 10-turn tool_use / tool_result loop with create and stream: valid calls, growing cache reads", async () => {
+    const trajectory = `anthropic-loop-${crypto.randomUUID().slice(0, 8)}`;
+    const headers = { "x-trajectory-id": trajectory };
+    const sys = system();
+    const messages: MessageParam[] = [{ role: "user", content: "Find me a flight from Paris to Lisbon next Friday for two adults, then book it within 800 EUR." }];
+    const reads: number[] = [];
+    for (let turn = 0; turn < 10; turn++) {
+      const params = { model: MODEL, max_tokens: 120, system: sys, tools: TOOLS, tool_choice: { type: "any" as const }, messages };
+      const reply: Message = turn % 2 === 0 ? await client.messages.create(params, { headers }) : await client.messages.stream(params, { headers }).finalMessage();
+      const context = `turn ${turn}: ${JSON.stringify(reply.content)}`;
+      expect(reply.stop_reason, context).toBe("tool_use");
+      const uses = toolUses(reply.content);
+      expect(uses.length, context).toBeGreaterThan(0);
+      for (const u of uses) expect(ajv.validate(schemaOf(u.name), u.input), `${context}: ${ajv.errorsText()}`).toBe(true);
+      expect(reply.usage.output_tokens).toBeLessThanOrEqual(120);
+      expect(reply.usage.input_tokens).toBeGreaterThan(0);
+      reads.push(reply.usage.cache_read_input_tokens ?? -1);
+      const results: ToolResultBlockParam[] = uses.map((u) => ({ type: "tool_result", tool_use_id: u.id, content: `${u.name}: done (${turn})` }));
+      messages.push({ role: "assistant", content: reply.content }, { role: "user", content: results });
+    }
+    // The first turn computes everything; each later turn reads more of the trajectory from the cache.
+    expect(reads[0]).toBe(0);
+    for (let i = 1; i < reads.length; i++) expect(reads[i], `cache reads ${reads.join(", ")}`).toBeGreaterThan(reads[i - 1]!);
+
+    const state = (await (await fetch(`${stack.edgeUrl}/v1/tenants/local/trajectories/${trajectory}`, { headers: { authorization: "Bearer sk-local-dev" } })).json()) as { turns: { mode: string }[] };
+    expect(state.turns.map((t) => t.mode)).toEqual(["full", ...Array<string>(9).fill("delta")]);
+  }, 300_000);
+
+  it("stream's finalMessage() equals the non-streamed reply, usage included", async () => {
+    const params = { model: MODEL, max_tokens: 100, temperature: 0, system: system(), tools: TOOLS, tool_choice: { type: "any" }, messages: [{ role: "user", content: "Search flights Paris to Lisbon." }] } as MessageCreateParamsNonStreaming;
+    const created = await client.messages.create(params);
+    const stream = client.messages.stream(params);
+    const seen: string[] = [];
+    stream.on("streamEvent", (event) => seen.push(event.type));
+    // The stream helper adds `parsed_output` (its structured-output parse, null here) itself.
+    const { parsed_output: parsed, ...final } = await stream.finalMessage();
+    expect(parsed).toBeNull();
+    expect(shape(final)).toEqual(shape(created));
+    // Greedy: the same calls (stateless turns draw fresh call ids), the same stop.
+    const withoutIds = (m: Pick<Message, "content">) => m.content.map((b) => (b.type === "tool_use" ? { ...b, id: "" } : b));
+    expect(withoutIds(final)).toEqual(withoutIds(created));
+    expect(final.stop_reason).toBe(created.stop_reason);
+    // The stream's true input figures arrive in message_delta; the SDK's snapshot takes them.
+    expect(final.usage.input_tokens + (final.usage.cache_read_input_tokens ?? 0)).toBe(created.usage.input_tokens + (created.usage.cache_read_input_tokens ?? 0));
+    expect(final.usage.cache_read_input_tokens).toBeGreaterThan(0); // the same prompt, cached by the first request
+    expect(final.usage.output_tokens).toBe(created.usage.output_tokens);
+    expect(seen[0]).toBe("message_start");
+    expect(seen.slice(-2)).toEqual(["message_delta", "message_stop"]);
+
+    // Plain text, streamed as tokens arrive.
+    const textParams = { model: MODEL, max_tokens: 16, temperature: 0, messages: [{ role: "user", content: "Hello" }] } as MessageCreateParamsNonStreaming;
+    const texts: string[] = [];
+    const textStream = client.messages.stream(textParams).on("text", (delta) => texts.push(delta));
+    const { parsed_output: _parsed, ...finalText } = await textStream.finalMessage();
+    expect(texts.length).toBeGreaterThan(1);
+    expect(finalText.content).toEqual([{ type: "text", text: texts.join("") }]);
+    expect(shape(finalText)).toEqual(shape(await client.messages.create(textParams)));
+  }, 120_000);
+
+  it("countTokens equals the prompt tokens of a turn with the same messages and tools", async () => {
+    const sys = system();
+    const messages: MessageParam[] = [
+      { role: "user", content: "Search flights Paris to Lisbon." },
+      { role: "assistant", content: [{ type: "tool_use", id: "toolu_1", name: "set_budget", input: { amount: 800, currency: "EUR" } }] },
+      { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content: "budget set" }, { type: "text", text: "Now search." }] },
+    ];
+    const counted = await client.messages.countTokens({ model: MODEL, system: sys, tools: TOOLS, messages });
+    const turn = await client.messages.create({ model: MODEL, max_tokens: 1, system: sys, tools: TOOLS, messages });
+    expect(counted.input_tokens).toBe(turn.usage.input_tokens + (turn.usage.cache_read_input_tokens ?? 0) + (turn.usage.cache_creation_input_tokens ?? 0));
+    const fewer = await client.messages.countTokens({ model: MODEL, messages: messages.slice(0, 1) });
+    expect(fewer.input_tokens).toBeLessThan(counted.input_tokens);
+  }, 60_000);
+
+  it("errors reach the SDK as its typed errors with Anthropic's types", async () => {
+    const bad = new Anthropic({ apiKey: "sk-wrong", baseURL: stack.edgeUrl, maxRetries: 0 });
+    const err = await bad.messages.create({ model: MODEL, max_tokens: 1, messages: [{ role: "user", content: "hi" }] }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(Anthropic.AuthenticationError);
+    expect((err as APIError).type).toBe("authentication_error");
+    const image = await client.messages
+      .create({ model: MODEL, max_tokens: 1, messages: [{ role: "user", content: [{ type: "image", source: { type: "base64", media_type: "image/png", data: "iVBORw0KGgo=" } }] }] })
+      .catch((e: unknown) => e);
+    expect(image).toBeInstanceOf(Anthropic.BadRequestError);
+    expect((image as APIError).type).toBe("invalid_request_error");
+    expect((image as APIError).message).toMatch(/content block type "image" is not supported/);
+    const unknownModel = await client.messages.create({ model: "no-such-model", max_tokens: 1, messages: [{ role: "user", content: "hi" }] }).catch((e: unknown) => e);
+    expect(unknownModel).toBeInstanceOf(Anthropic.NotFoundError);
+  }, 60_000);
+});
