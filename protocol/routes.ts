@@ -27,7 +27,7 @@ export const ROUTES = {
     /** Backends, with the shared secret (`x-agent-edge-secret`). */
     pool: { base: "/v1/pool", view: "/", heartbeat: "/heartbeat" },
     /** OpenAI-compatible clients, with an API key. Shares `/v1` with the other groups. */
-    openai: { base: "/v1", models: "/models", chatCompletions: "/chat/completions" },
+    openai: { base: "/v1", models: "/models", chatCompletions: "/chat/completions", responses: "/responses", response: "/responses/:id", responseInputItems: "/responses/:id/input_items" },
     /** Anthropic Messages API clients, with an API key (`x-api-key` or bearer). Shares `/v1` with the other groups. */
     anthropic: { base: "/v1", messages: "/messages", countTokens: "/messages/count_tokens" },
     /** Per-tenant session URLs, with an API key (the inspector's GET routes also take its session cookie). */

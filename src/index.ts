@@ -5,6 +5,7 @@ import { auth, type AuthVariables } from "./http/auth";
 import { edgeError, errorResponse } from "./http/errors";
 import { servedModels } from "./http/models";
 import { chatRoutes } from "./routes/chat";
+import { responsesRoutes } from "./routes/responses";
 import { inspectRoutes } from "./routes/inspect";
 import { messagesRoutes } from "./routes/messages";
 import { metricsRoutes } from "./routes/metrics";
@@ -23,7 +24,7 @@ const E = ROUTES.edge;
  * names its routes instead of `/v1/*`.
  */
 const openaiRoutes = new Hono<App>();
-for (const path of [E.openai.models, E.openai.chatCompletions]) openaiRoutes.use(path, auth());
+for (const path of [E.openai.models, E.openai.chatCompletions, E.openai.responses, E.openai.response, E.openai.responseInputItems]) openaiRoutes.use(path, auth());
 openaiRoutes
   .get(E.openai.models, async (c) => {
     // Only what a live backend serves: a listed model can take a turn now.
@@ -31,14 +32,15 @@ openaiRoutes
     if (models.length === 0) throw new ProtocolError("backend_unavailable", "no backend is up, so no model is served right now; retry shortly");
     return c.json({ object: "list", data: models.map((id) => ({ id, object: "model", created: 0, owned_by: "agent-edge" })) });
   })
-  .route("/", chatRoutes);
+  .route("/", chatRoutes)
+  .route("/", responsesRoutes);
 
 /** Per-tenant session URLs, the inspector and metrics under `/v1/tenants/:tenant`, all behind an API key (or the inspector's session). */
 const tenantRoutes = new Hono<App>().use(auth()).route("/", trajectoryRoutes).route("/", inspectRoutes).route("/", metricsRoutes);
 
 /**
- * The edge Worker: the HTTP surface clients talk to (OpenAI-compatible chat completions,
- * Anthropic's Messages API, per-tenant session URLs), in front of one Durable Object per
+ * The edge Worker: the HTTP surface clients talk to (OpenAI-compatible chat completions and
+ * Responses, Anthropic's Messages API, per-tenant session URLs), in front of one Durable Object per
  * trajectory. Route groups, each behind its own guard (the paths are `ROUTES.edge` in
  * protocol/routes.ts):
  *

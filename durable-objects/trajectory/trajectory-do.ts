@@ -6,8 +6,10 @@ import { poolOf, type PoolBackend } from "../pool/pool-do";
 import { routedBackends, type RoutedBackend } from "../routing/placement";
 import { edgeSettings, routingPolicyOf } from "../settings";
 import { tenantIndexOf } from "../tenant-index/tenant-index-do";
+import { continuedTurn } from "../turn/continuation";
 import { runTurn } from "../turn/turn-runner";
-import type { TrajectoryState, TurnEvent, TurnInput } from "../turn/turn-types";
+import { turnEvents } from "../turn/turn-stream";
+import type { StoredResponse, TrajectoryState, TurnEvent, TurnInput } from "../turn/turn-types";
 import { LeaseKeeper } from "./lease-keeper";
 import { TrajectoryStore } from "./trajectory-store";
 
@@ -71,7 +73,29 @@ export class TrajectoryDO extends DurableObject<Env> {
       messageCount: this.transcript.length,
       backendUrl: meta.backendUrl,
       turns: this.store.turns(),
+      forks: this.store.forks(),
+      parent: this.store.parent(),
     };
+  }
+
+  /** A stored Responses API response and its transcript slice (input and reply), or null. */
+  async response(token: string): Promise<{ response: StoredResponse; messages: ChatMessage[] } | null> {
+    const response = this.store.response(token);
+    if (!response) return null;
+    return { response, messages: response.rewritten ? [] : this.transcript.slice(response.inputFrom, response.messageEnd) };
+  }
+
+  /** Deletes a stored response (the transcript stays: later turns are built on it). */
+  async deleteResponse(token: string): Promise<boolean> {
+    return this.store.deleteResponse(token);
+  }
+
+  /** Creates this trajectory as a fork of another's response (see `TrajectoryStore.createFork`); false when it already exists. */
+  async createFork(p: Parameters<TrajectoryStore["createFork"]>[0]): Promise<boolean> {
+    if (this.store.meta()) return false;
+    this.store.createFork(p);
+    this.transcript = this.store.messages();
+    return true;
   }
 
   /** The stored transcript (for tests and the inspector). */
@@ -131,31 +155,80 @@ export class TrajectoryDO extends DurableObject<Env> {
     }
     this.busy = true;
     let leaseStart: Awaited<ReturnType<LeaseKeeper["beforeTurn"]>> | undefined;
+    let fork: { id: string; input: TurnInput } | undefined;
     try {
-      if (input.kind === "chat") await this.create({ tenant: input.tenant, trajectoryId: input.trajectoryId });
-      leaseStart = await this.leases.beforeTurn();
-      const settings = edgeSettings(this.env);
-      this.transcript = await runTurn(
-        {
-          store: this.store,
-          transcript: this.transcript,
-          backends: await this.backends(),
-          place: (p) => poolOf(this.env).place(p),
-          notePrefix: (key, url, hashes, trajectoryId) => poolOf(this.env).notePrefix(key, url, hashes, trajectoryId),
-          waitUntil: (p) => this.ctx.waitUntil(p),
-          timeoutMs: settings.backendTimeoutMs,
-          policy: routingPolicyOf(settings),
-          canonicalize: !settings.canonicalizeOffTenants.has(input.tenant),
-          emit,
-          signal,
-        },
-        input,
-      );
+      if (input.previous) {
+        const stored = this.store.response(input.previous.token);
+        if (!stored) throw new ProtocolError("not_found", "previous_response_id: no such response");
+        const continued = continuedTurn(input, stored, this.transcript);
+        if (stored.turn === this.store.lastTurn()) input = continued;
+        else fork = await this.fork(continued, stored);
+      }
+      if (!fork) await this.runHere(input, emit, signal, (l) => (leaseStart = l));
     } catch (e) {
       await emit(errorEvent(toProtocolError(e)));
     } finally {
       if (leaseStart) this.leases.afterTurn(leaseStart, this.transcript.at(-1));
       this.busy = false;
+    }
+    // A fork's turn runs in the fork's object; this one is free meanwhile.
+    if (fork) await this.relayFork(fork, emit, signal);
+  }
+
+  /** Runs a turn in this trajectory (busy is held by the caller). */
+  private async runHere(input: TurnInput, emit: (e: TurnEvent) => Promise<boolean>, signal: AbortSignal, onLease: (l: Awaited<ReturnType<LeaseKeeper["beforeTurn"]>>) => void): Promise<void> {
+    if (input.kind === "chat") await this.create({ tenant: input.tenant, trajectoryId: input.trajectoryId });
+    onLease(await this.leases.beforeTurn());
+    const settings = edgeSettings(this.env);
+    this.transcript = await runTurn(
+      {
+        store: this.store,
+        transcript: this.transcript,
+        backends: await this.backends(),
+        place: (p) => poolOf(this.env).place(p),
+        notePrefix: (key, url, hashes, trajectoryId) => poolOf(this.env).notePrefix(key, url, hashes, trajectoryId),
+        waitUntil: (p) => this.ctx.waitUntil(p),
+        timeoutMs: settings.backendTimeoutMs,
+        policy: routingPolicyOf(settings),
+        canonicalize: !settings.canonicalizeOffTenants.has(input.tenant),
+        emit,
+        signal,
+      },
+      input,
+    );
+  }
+
+  /**
+   * Forks this trajectory at a stored response that is not its latest: a new trajectory object
+   * holding the transcript up to that response, pinned to this one's backend (whose blocks it
+   * shares by hash), noted among this one's forks. Answers the fork's id and its turn.
+   */
+  private async fork(input: TurnInput, stored: StoredResponse): Promise<{ id: string; input: TurnInput }> {
+    const meta = this.store.meta()!;
+    const id = `fork_${crypto.randomUUID().replace(/-/g, "")}`;
+    const createdAt = new Date().toISOString();
+    const messages = this.transcript.slice(0, stored.messageEnd);
+    await trajectoryStub(this.env, input.tenant, id).createFork({
+      tenant: input.tenant,
+      trajectoryId: id,
+      createdAt,
+      parent: { trajectoryId: meta.trajectoryId, turn: stored.turn },
+      messages,
+      toolsJson: stored.toolsJson,
+      backendUrl: meta.backendUrl,
+    });
+    this.store.addFork({ trajectoryId: id, turn: stored.turn, createdAt });
+    return { id, input: { ...input, trajectoryId: id } };
+  }
+
+  /** Runs a fork's first turn in its object, passing its events on. */
+  private async relayFork(fork: { id: string; input: TurnInput }, emit: (e: TurnEvent) => Promise<boolean>, signal: AbortSignal): Promise<void> {
+    try {
+      const res = await trajectoryStub(this.env, fork.input.tenant, fork.id).fetch("https://trajectory/turn", { method: "POST", body: JSON.stringify(fork.input), signal });
+      if (!res.ok || !res.body) throw new ProtocolError("internal_error", `fork ${fork.id} answered ${res.status}`);
+      for await (const event of turnEvents(res.body)) if (!(await emit(event))) return;
+    } catch (e) {
+      await emit(errorEvent(toProtocolError(e)));
     }
   }
 
@@ -172,6 +245,11 @@ export class TrajectoryDO extends DurableObject<Env> {
     }
     return routedBackends(this.poolCache.backends, settings.backendSecret);
   }
+}
+
+/** The object of trajectory `<tenant>/<id>`. */
+export function trajectoryStub(env: Env, tenant: string, id: string): DurableObjectStub<TrajectoryDO> {
+  return env.TRAJECTORY.get(env.TRAJECTORY.idFromName(`${tenant}/${id}`));
 }
 
 function errorEvent(err: ProtocolError): TurnEvent {

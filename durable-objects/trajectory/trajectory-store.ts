@@ -1,6 +1,6 @@
 import { SHORT_HASH_HEX } from "../../protocol/block-hash";
 import type { ChatMessage } from "../../protocol/messages";
-import type { CommitTurn, StoredResult, TrajectoryMeta, TurnRecord, TurnStore } from "../turn/turn-types";
+import type { CommitTurn, ForkRecord, StoredResponse, StoredResult, TrajectoryMeta, TurnRecord, TurnStore } from "../turn/turn-types";
 
 
 /** The slice of `DurableObjectStorage` the store needs (real SQLite storage in workerd). */
@@ -37,6 +37,10 @@ export class TrajectoryStore implements TurnStore {
     sql.exec(`CREATE TABLE IF NOT EXISTS messages (idx INTEGER NOT NULL, part INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (idx, part))`);
     sql.exec(`CREATE TABLE IF NOT EXISTS turns (turn INTEGER PRIMARY KEY, record TEXT NOT NULL)`);
     sql.exec(`CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, turn INTEGER NOT NULL, fingerprint TEXT NOT NULL, result TEXT NOT NULL)`);
+    // Responses API: one row per stored response (its JSON in parts, like messages), and forks.
+    sql.exec(`CREATE TABLE IF NOT EXISTS responses (token TEXT PRIMARY KEY, turn INTEGER NOT NULL, message_end INTEGER NOT NULL, rewritten INTEGER NOT NULL DEFAULT 0)`);
+    sql.exec(`CREATE TABLE IF NOT EXISTS response_parts (token TEXT NOT NULL, part INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (token, part))`);
+    sql.exec(`CREATE TABLE IF NOT EXISTS forks (trajectory_id TEXT PRIMARY KEY, turn INTEGER NOT NULL, created_at TEXT NOT NULL)`);
     sql.exec(`INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)`, String(SCHEMA_VERSION));
   }
 
@@ -60,6 +64,64 @@ export class TrajectoryStore implements TurnStore {
       this.setMeta("trajectory_id", params.trajectoryId);
       this.setMeta("created_at", params.createdAt);
     });
+  }
+
+  /**
+   * Creates a fork: a new trajectory holding `messages` (its parent's transcript up to a
+   * response), pinned to the parent's backend without a state (its first turn is full there,
+   * reusing the parent's blocks by hash), with the tools as of that response.
+   */
+  createFork(p: { tenant: string; trajectoryId: string; createdAt: string; parent: { trajectoryId: string; turn: number }; messages: ChatMessage[]; toolsJson: string; backendUrl: string | null }): void {
+    this.host.transactionSync(() => {
+      this.setMeta("tenant", p.tenant);
+      this.setMeta("trajectory_id", p.trajectoryId);
+      this.setMeta("created_at", p.createdAt);
+      this.setMeta("parent", JSON.stringify(p.parent));
+      this.setMeta("tools_json", p.toolsJson);
+      if (p.backendUrl) this.setMeta("backend_url", p.backendUrl);
+      p.messages.forEach((m, i) => this.writeParts("messages", "idx", i, JSON.stringify(m)));
+    });
+  }
+
+  /** The trajectory this one was forked from (null: not a fork). */
+  parent(): { trajectoryId: string; turn: number } | null {
+    const row = this.host.sql.exec<{ value: string }>(`SELECT value FROM meta WHERE key = 'parent'`).toArray()[0];
+    return row ? (JSON.parse(row.value) as { trajectoryId: string; turn: number }) : null;
+  }
+
+  /** Records a fork made from this trajectory's turn `turn`. */
+  addFork(f: ForkRecord): void {
+    this.host.sql.exec(`INSERT OR REPLACE INTO forks (trajectory_id, turn, created_at) VALUES (?, ?, ?)`, f.trajectoryId, f.turn, f.createdAt);
+  }
+
+  forks(): ForkRecord[] {
+    return this.host.sql
+      .exec<{ trajectory_id: string; turn: number; created_at: string }>(`SELECT trajectory_id, turn, created_at FROM forks ORDER BY created_at, trajectory_id`)
+      .toArray()
+      .map((r) => ({ trajectoryId: r.trajectory_id, turn: Number(r.turn), createdAt: r.created_at }));
+  }
+
+  /** A stored response by its token (null: none, or deleted). */
+  response(token: string): StoredResponse | null {
+    const row = this.host.sql.exec<{ rewritten: number }>(`SELECT rewritten FROM responses WHERE token = ?`, token).toArray()[0];
+    if (!row) return null;
+    const parts = this.host.sql.exec<{ data: string }>(`SELECT data FROM response_parts WHERE token = ? ORDER BY part`, token).toArray();
+    return { ...(JSON.parse(parts.map((p) => p.data).join("")) as StoredResponse), rewritten: Number(row.rewritten) === 1 };
+  }
+
+  /** Deletes a stored response; answers whether there was one. */
+  deleteResponse(token: string): boolean {
+    return this.host.transactionSync(() => {
+      const existed = this.host.sql.exec(`SELECT 1 FROM responses WHERE token = ?`, token).toArray().length > 0;
+      this.host.sql.exec(`DELETE FROM responses WHERE token = ?`, token);
+      this.host.sql.exec(`DELETE FROM response_parts WHERE token = ?`, token);
+      return existed;
+    });
+  }
+
+  /** The number of the turn that ran last (0: none). */
+  lastTurn(): number {
+    return Number(this.host.sql.exec<{ n: number | null }>(`SELECT MAX(turn) AS n FROM turns`).one().n ?? 0);
   }
 
   messages(): ChatMessage[] {
@@ -112,16 +174,26 @@ export class TrajectoryStore implements TurnStore {
     const sql = this.host.sql;
     this.host.transactionSync(() => {
       sql.exec(`DELETE FROM messages WHERE idx >= ?`, c.keep);
-      c.messages.forEach((m, i) => {
-        const json = JSON.stringify(m);
-        for (let part = 0, off = 0; off < json.length || part === 0; part++) {
-          let end = Math.min(off + PART_CHARS, json.length);
-          // Never split a surrogate pair: SQLite keeps text as UTF-8, where half a pair is lost.
-          if (end < json.length && isHighSurrogate(json.charCodeAt(end - 1))) end--;
-          sql.exec(`INSERT INTO messages (idx, part, data) VALUES (?, ?, ?)`, c.keep + i, part, json.slice(off, end));
-          off = end;
-        }
-      });
+      c.messages.forEach((m, i) => this.writeParts("messages", "idx", c.keep + i, JSON.stringify(m)));
+      // Responses whose transcript this turn rewrote can be read, not continued.
+      sql.exec(`UPDATE responses SET rewritten = 1 WHERE message_end > ?`, c.keep);
+      if (c.response) {
+        const messageEnd = c.keep + c.messages.length;
+        const stored: Omit<StoredResponse, "rewritten"> = {
+          token: c.response.token,
+          turn: c.record.turn,
+          createdAt: c.response.createdAt,
+          echo: c.response.echo,
+          inputFrom: c.response.inputFrom,
+          messageEnd,
+          instructions: c.response.instructions,
+          toolsJson: c.toolsJson,
+          finishReason: c.result.finishReason,
+          usage: c.result.usage,
+        };
+        sql.exec(`INSERT INTO responses (token, turn, message_end) VALUES (?, ?, ?)`, c.response.token, c.record.turn, messageEnd);
+        this.writeParts("response_parts", "token", c.response.token, JSON.stringify(stored));
+      }
       sql.exec(`INSERT INTO turns (turn, record) VALUES (?, ?)`, c.record.turn, JSON.stringify(c.record));
       this.setMeta("backend_url", c.backendUrl);
       this.setMeta("state_id", c.stateId);
@@ -148,9 +220,20 @@ export class TrajectoryStore implements TurnStore {
   /** Deletes everything this trajectory stored. */
   deleteAll(): void {
     this.host.transactionSync(() => {
-      for (const table of ["messages", "turns", "idempotency", "meta"]) this.host.sql.exec(`DELETE FROM ${table}`);
+      for (const table of ["messages", "turns", "idempotency", "responses", "response_parts", "forks", "meta"]) this.host.sql.exec(`DELETE FROM ${table}`);
       this.host.sql.exec(`INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)`, String(SCHEMA_VERSION));
     });
+  }
+
+  /** Writes one JSON value as rows of at most PART_CHARS characters (`key` = the row's id). */
+  private writeParts(table: "messages" | "response_parts", keyColumn: "idx" | "token", key: number | string, json: string): void {
+    for (let part = 0, off = 0; off < json.length || part === 0; part++) {
+      let end = Math.min(off + PART_CHARS, json.length);
+      // Never split a surrogate pair: SQLite keeps text as UTF-8, where half a pair is lost.
+      if (end < json.length && isHighSurrogate(json.charCodeAt(end - 1))) end--;
+      this.host.sql.exec(`INSERT INTO ${table} (${keyColumn}, part, data) VALUES (?, ?, ?)`, key, part, json.slice(off, end));
+      off = end;
+    }
   }
 
   private setMeta(key: string, value: string): void {

@@ -79,7 +79,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     place: async () => ctx.place({ hashes: store.promptBlockHashes(), key: await keyOf(), trajectoryId: input.trajectoryId, pinned: meta.backendUrl ?? undefined }),
   });
   const plan = planTurn({ meta, stored: ctx.transcript, input, backendUrl: backend.url, canonical: ctx.canonicalize ?? true });
-  if (!(await ctx.emit({ type: "start", prefixBreak: plan.prefixBreak }))) throw new ProtocolError("backend_unavailable", "the client went away");
+  if (!(await ctx.emit({ type: "start", prefixBreak: plan.prefixBreak, trajectoryId: input.trajectoryId }))) throw new ProtocolError("backend_unavailable", "the client went away");
 
   const result = await relayTurn({
     backend,
@@ -126,6 +126,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     fingerprint,
     result: { ...event, text: done.text },
     promptBlockHashes: done.promptBlockHashes ?? [],
+    ...(input.response ? { response: input.response } : {}),
   });
   // Best effort, after the reply: the pool learns where this prefix now lives.
   if (result.mode === "full" || result.backend.url !== meta.backendUrl) {

@@ -29,6 +29,54 @@ export interface TurnInput {
   constraint: ReplyConstraint | undefined;
   model: string | undefined;
   idempotencyKey: string | undefined;
+  /**
+   * A Responses API turn continuing a stored response (`previous_response_id`): `messages` are
+   * the new input only; the object builds the transcript from that response's (a fork when it is
+   * not the latest turn). Absent on every other turn.
+   */
+  previous?: { token: string; instructions: string | null };
+  /** A Responses API turn with `store`: the response to keep with the turn (retrievable by id). */
+  response?: ResponseToStore;
+}
+
+/** What a Responses API turn stores beside the turn, so `GET /v1/responses/{id}` can answer it. */
+export interface ResponseToStore {
+  /** The random part of the response id (32 hex): unguessable, unique in its trajectory. */
+  token: string;
+  /** Unix seconds. */
+  createdAt: number;
+  /** The request's fields a response echoes (model, instructions, tools, ...), as sent. */
+  echo: Record<string, unknown>;
+  /** Index in the turn's transcript of the first message from this request's `input` (before it: the instructions and earlier responses). */
+  inputFrom: number;
+  /** Whether the transcript's first message is this request's `instructions` (a continuation drops it). */
+  instructions: boolean;
+}
+
+/** A stored response: what it echoed, where its messages are in the transcript, and its result. */
+export interface StoredResponse {
+  token: string;
+  turn: number;
+  createdAt: number;
+  echo: Record<string, unknown>;
+  /** Transcript indices: its input is [inputFrom, messageEnd - 1), its reply messageEnd - 1. */
+  inputFrom: number;
+  messageEnd: number;
+  instructions: boolean;
+  /** The tools as of this response (canonical JSON), for a fork's first turn. */
+  toolsJson: string;
+  finishReason: FinishReason;
+  usage: Usage;
+  /** A later turn rewrote the transcript below `messageEnd`: it can be read but not continued. */
+  rewritten: boolean;
+}
+
+/** A trajectory started from one of this one's responses (a fork). */
+export interface ForkRecord {
+  trajectoryId: string;
+  /** The turn it forked from. */
+  turn: number;
+  createdAt: string;
 }
 
 /** Why a turn sent the backend the full transcript instead of a delta. */
@@ -73,8 +121,8 @@ export interface TurnRecord {
 
 /** Events from the Durable Object to the Worker, one JSON object per line (NDJSON). */
 export type TurnEvent =
-  /** Before the backend is asked: the turn's prefix break (for the `x-prefix-break` header). */
-  | { type: "start"; prefixBreak: PrefixBreak }
+  /** Before the backend is asked: the turn's prefix break (for the `x-prefix-break` header) and the trajectory it runs in (a fork's, when the turn forked). */
+  | { type: "start"; prefixBreak: PrefixBreak; trajectoryId?: string }
   /** `logprobs`: the token frames' (only when the request asked); response-only, never stored. */
   | { type: "token"; text: string; logprobs?: TokenLogprob[] }
   | { type: "done"; message: AssistantReply; finishReason: FinishReason; usage: Usage; turn: TurnRecord; replayed: boolean }
@@ -88,6 +136,10 @@ export interface TrajectoryState {
   messageCount: number;
   backendUrl: string | null;
   turns: TurnRecord[];
+  /** Trajectories forked from this one's responses. */
+  forks: ForkRecord[];
+  /** The trajectory and turn this one was forked from (null: not a fork). */
+  parent: { trajectoryId: string; turn: number } | null;
 }
 
 /** A trajectory's metadata as stored with its transcript. */
@@ -117,6 +169,8 @@ export interface CommitTurn {
   result: StoredResult;
   /** Short hashes of this turn's prompt blocks (the done frame's); empty: none known. */
   promptBlockHashes: readonly string[];
+  /** A Responses API turn's response to keep. */
+  response?: ResponseToStore;
 }
 
 /**

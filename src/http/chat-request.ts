@@ -32,6 +32,9 @@ const tool = z
   })
   .loose();
 
+/** A tool as chat completions send it (`{type: "function", function: {...}}`). */
+export type ChatTool = z.infer<typeof tool>;
+
 const TOP_LOGPROBS_RANGE = `must be an integer in [0, ${MAX_TOP_LOGPROBS}]`;
 
 const sampling = {
@@ -144,7 +147,7 @@ export function parseChatBody(json: unknown, kind: "chat" | "turn"): ParsedTurn 
   };
 }
 
-function toToolDefinition(t: z.infer<typeof tool>): ToolDefinition {
+export function toToolDefinition(t: ChatTool): ToolDefinition {
   const { name, description, parameters, strict } = t.function;
   return {
     type: "function",
@@ -161,8 +164,8 @@ function toToolDefinition(t: z.infer<typeof tool>): ToolDefinition {
  * (`unknown_tool`) is the backend's check (`gpu-backend/constraint/reply-grammar.ts`), since a
  * session-URL turn without `tools` (`toolsKept`) keeps the trajectory's, which only the backend sees.
  */
-function replyConstraint(
-  b: { tools?: z.infer<typeof tool>[]; tool_choice?: z.infer<typeof sampling.tool_choice>; parallel_tool_calls?: boolean; response_format?: z.infer<typeof sampling.response_format> },
+export function replyConstraint(
+  b: { tools?: ChatTool[]; tool_choice?: z.infer<typeof sampling.tool_choice>; parallel_tool_calls?: boolean; response_format?: z.infer<typeof sampling.response_format> },
   toolsKept: boolean,
 ): ReplyConstraint | undefined {
   const tools = b.tools ?? [];

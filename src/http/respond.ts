@@ -15,6 +15,8 @@ export interface TurnAnswer {
   sseError: (err: ProtocolError) => string;
   stream: boolean;
   headers: Record<string, string>;
+  /** Sees each start event (which names the trajectory that runs the turn); answers headers to add. */
+  onStart?: (start: Extract<TurnEvent, { type: "start" }>) => Record<string, string>;
 }
 
 /**
@@ -58,6 +60,7 @@ export async function answerTurn(c: Context, events: AsyncGenerator<TurnEvent>, 
       first = await events.next();
       if (first.done || first.value.type !== "start") break;
       headers["x-prefix-break"] = formatBreakHeader(first.value.prefixBreak);
+      Object.assign(headers, answer.onStart?.(first.value));
     }
   } catch (e) {
     return errorResponse(c, toProtocolError(e));

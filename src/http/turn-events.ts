@@ -7,6 +7,7 @@ import { relayTurn, turnRecord } from "../../durable-objects/turn/relay";
 import { checkToolAnswers } from "../../durable-objects/turn/tool-answers";
 import { normalizeMessage } from "../../durable-objects/turn/transcript-diff";
 import type { AssistantReply, TurnEvent, TurnInput } from "../../durable-objects/turn/turn-types";
+import { turnEvents } from "../../durable-objects/turn/turn-stream";
 
 /**
  * Runs a turn in the trajectory's Durable Object (`<tenant>/<id>`) and yields its events as they
@@ -18,23 +19,7 @@ export async function* trajectoryTurn(env: Env, input: TurnInput, signal?: Abort
   const stub = env.TRAJECTORY.get(env.TRAJECTORY.idFromName(`${input.tenant}/${input.trajectoryId}`));
   const res = await stub.fetch("https://trajectory/turn", { method: "POST", body: JSON.stringify(input), ...(signal ? { signal } : {}) });
   if (!res.ok || !res.body) throw new ProtocolError("internal_error", `trajectory object answered ${res.status}`);
-  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
-  let buf = "";
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      buf += value;
-      let nl: number;
-      while ((nl = buf.indexOf("\n")) >= 0) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        if (line.trim()) yield JSON.parse(line) as TurnEvent;
-      }
-    }
-  } finally {
-    reader.releaseLock();
-  }
+  yield* turnEvents(res.body);
 }
 
 /**

@@ -7,12 +7,15 @@ type Edge = { Bindings: Env };
 /**
  * Passes a trajectory turn's events through unchanged and, when its (not replayed) done event
  * goes by, notes the turn in the tenant's index after the answer (`waitUntil`), for the
- * inspector's list page. A failed note is logged, never the client's problem.
+ * inspector's list page (under the trajectory the start event names: a fork's own). A failed
+ * note is logged, never the client's problem.
  *
  * @example const events = noteTurns(c, tenant, trajectoryId, trajectoryTurn(c.env, input));
  */
 export async function* noteTurns<E extends Edge>(c: Context<E>, tenant: string, trajectoryId: string, events: AsyncGenerator<TurnEvent>): AsyncGenerator<TurnEvent> {
   for await (const event of events) {
+    // A turn that forked runs in the fork, which its start event names.
+    if (event.type === "start" && event.trajectoryId !== undefined) trajectoryId = event.trajectoryId;
     if (event.type === "done" && !event.replayed) {
       const t = event.turn;
       later(

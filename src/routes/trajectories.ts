@@ -67,6 +67,8 @@ export const trajectoryRoutes = new Hono<App>()
         repaired: t.repaired ? { tool_call_ids: t.repaired.toolCallIds, json_arguments: t.repaired.jsonArguments } : null,
         route: t.route ?? null,
       })),
+      forks: state.forks.map((f) => ({ id: f.trajectoryId, turn: f.turn, created_at: f.createdAt })),
+      parent: state.parent ? { id: state.parent.trajectoryId, turn: state.parent.turn } : null,
     });
   })
   .post(T.turns, async (c) => {

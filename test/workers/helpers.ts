@@ -148,6 +148,8 @@ export interface StateJson {
   message_count: number;
   backend: string | null;
   turns: TurnJson[];
+  forks: { id: string; turn: number; created_at: string }[];
+  parent: { id: string; turn: number } | null;
 }
 
 /** GET the trajectory's state through its session URL; expects 200. */

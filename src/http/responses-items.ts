@@ -1,0 +1,119 @@
+import { z } from "zod";
+import { ProtocolError } from "../../protocol";
+import type { ChatMessage } from "../../protocol/messages";
+import type { AssistantReply } from "../../durable-objects/turn/turn-types";
+
+/**
+ * Responses API items <-> the chat transcript (the one transcript model underneath). Input items:
+ * messages (`role` user / assistant / system / developer, content a string or text parts),
+ * `function_call` and `function_call_output`. An assistant message and the function calls after
+ * it are one assistant turn of the transcript (as the model wrote them: text, then calls), so a
+ * client that sends back a response's output items sends back exactly the stored reply.
+ */
+
+const textPart = z.union([
+  z.object({ type: z.enum(["input_text", "output_text"]), text: z.string() }).loose(),
+  z.object({ type: z.literal("refusal"), refusal: z.string() }).loose(),
+]);
+
+const messageItem = z
+  .object({
+    type: z.literal("message").optional(),
+    role: z.enum(["user", "assistant", "system", "developer"]),
+    content: z.union([z.string(), z.array(z.looseObject({ type: z.string() }))]),
+  })
+  .loose();
+
+const functionCallItem = z.object({ type: z.literal("function_call"), call_id: z.string().min(1), name: z.string().min(1), arguments: z.string() }).loose();
+
+const functionCallOutputItem = z
+  .object({ type: z.literal("function_call_output"), call_id: z.string().min(1), output: z.union([z.string(), z.array(z.looseObject({ type: z.string() }))]) })
+  .loose();
+
+/** One input item as the request's schema takes it (its type is checked by `inputMessages`). */
+export const inputItem = z.looseObject({ type: z.string().optional(), role: z.string().optional() });
+
+export type InputItem = z.infer<typeof inputItem>;
+
+/**
+ * The chat messages a request's `input` stands for. An unsupported item or content part (images,
+ * files, reasoning, item references, built-in tool calls) is a 400 naming it: never dropped.
+ *
+ * @example inputMessages([{ role: "user", content: "hi" }]) // [{ role: "user", content: "hi" }]
+ */
+export function inputMessages(items: readonly InputItem[]): ChatMessage[] {
+  const out: ChatMessage[] = [];
+  items.forEach((raw, i) => {
+    const where = `input[${i}]`;
+    const type = raw.type ?? "message";
+    if (type === "message") {
+      const m = parseItem(messageItem, raw, where);
+      const content = typeof m.content === "string" ? m.content : textOf(m.content, `${where}.content`);
+      if (m.role === "assistant") {
+        out.push({ role: "assistant", content });
+        return;
+      }
+      out.push({ role: m.role === "developer" ? "system" : m.role, content });
+    } else if (type === "function_call") {
+      const c = parseItem(functionCallItem, raw, where);
+      const call = { id: c.call_id, type: "function" as const, function: { name: c.name, arguments: c.arguments } };
+      const last = out.at(-1);
+      // Calls join the assistant turn they follow (its text, or the calls before them).
+      if (last?.role === "assistant") last.tool_calls = [...(last.tool_calls ?? []), call];
+      else out.push({ role: "assistant", content: null, tool_calls: [call] });
+    } else if (type === "function_call_output") {
+      const o = parseItem(functionCallOutputItem, raw, where);
+      out.push({ role: "tool", tool_call_id: o.call_id, content: typeof o.output === "string" ? o.output : textOf(o.output, `${where}.output`) });
+    } else {
+      throw new ProtocolError("invalid_request", `${where}.type: "${type}" items are not supported (message, function_call and function_call_output are)`);
+    }
+  });
+  return out;
+}
+
+function parseItem<T extends z.ZodType>(schema: T, raw: unknown, where: string): z.infer<T> {
+  const r = schema.safeParse(raw);
+  if (r.success) return r.data;
+  const issue = r.error.issues[0]!;
+  const path = issue.path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("");
+  throw new ProtocolError("invalid_request", `${where}${path}: ${issue.message}`);
+}
+
+function textOf(parts: readonly { type: string }[], where: string): string {
+  return parts
+    .map((p, k) => {
+      const r = textPart.safeParse(p);
+      if (!r.success) throw new ProtocolError("invalid_request", `${where}[${k}].type: "${p.type}" content is not supported (input_text, output_text and refusal are)`);
+      return "text" in r.data ? r.data.text : r.data.refusal;
+    })
+    .join("");
+}
+
+/** A Responses API output (or input) item. */
+export type ResponseItem =
+  | { type: "message"; id: string; status: "completed"; role: "assistant"; content: { type: "output_text"; text: string; annotations: []; logprobs: [] }[] }
+  | { type: "message"; id: string; status: "completed"; role: "user" | "system"; content: { type: "input_text"; text: string }[] }
+  | { type: "function_call"; id: string; call_id: string; name: string; arguments: string; status: "completed" }
+  | { type: "function_call_output"; id: string; call_id: string; output: string; status: "completed" };
+
+/**
+ * A reply's output items: its text as a message (when it has text), then one `function_call` per
+ * tool call. Ids are derived from the response's token, so a retrieved response repeats them.
+ *
+ * @example outputItems(reply, token) // [{ type: "message", id: "msg_<token>_0", ... }, { type: "function_call", ... }]
+ */
+export function outputItems(reply: AssistantReply, token: string): ResponseItem[] {
+  return messageItems(reply, `${token}_0`);
+}
+
+/** One transcript message as items (`key`: makes their ids unique within the response). */
+export function messageItems(m: ChatMessage, key: string): ResponseItem[] {
+  const items: ResponseItem[] = [];
+  if (m.role === "tool") return [{ type: "function_call_output", id: `fco_${key}`, call_id: m.tool_call_id ?? "", output: m.content ?? "", status: "completed" }];
+  if (m.role === "assistant") {
+    if (m.content) items.push({ type: "message", id: `msg_${key}`, status: "completed", role: "assistant", content: [{ type: "output_text", text: m.content, annotations: [], logprobs: [] }] });
+    (m.tool_calls ?? []).forEach((c, k) => items.push({ type: "function_call", id: `fc_${key}_${k}`, call_id: c.id, name: c.function.name, arguments: c.function.arguments, status: "completed" }));
+    return items;
+  }
+  return [{ type: "message", id: `msg_${key}`, status: "completed", role: m.role, content: [{ type: "input_text", text: m.content ?? "" }] }];
+}
