@@ -1,0 +1,145 @@
+import { Agent, MaxTurnsExceededError, OpenAIResponsesModel, run, setTracingDisabled, tool as agentTool } from "@openai/agents";
+import { Ajv } from "ajv";
+import OpenAI, { NotFoundError } from "openai";
+import type { FunctionTool, Response, ResponseInputItem } from "openai/resources/responses/responses";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
+import type { Stack } from "../scripts/stack";
+import { startTestStack, type TestStack } from "./support/stack-fixture";
+
+/**
+ * The Responses API end to end: a backend process and `wrangler dev`, driven by the official
+ * `openai` client (`responses.create`, streaming and not, `retrieve`, `inputItems.list`,
+ * `delete`) and the OpenAI Agents SDK with its default Responses model. The tiny random model
+ * calls tools only because `tool_choice: "required"` constrains it to.
+ */
+const MODEL = "tiny-llama-random";
+const API_KEY = "sk-local-dev";
+const ajv = new Ajv({ strict: false });
+
+const READ_FILE: FunctionTool = {
+  type: "function",
+  name: "read_file",
+  description: "Read a file of the repository",
+  parameters: { type: "object", properties: { path: { type: "string", enum: ["README.md", "src/index.ts", "package.json"] } }, required: ["path"], additionalProperties: false },
+  strict: true,
+};
+const INSTRUCTIONS = "You are a coding agent. Read files with the tools before answering. Always call a tool.";
+
+interface SessionState {
+  turns: { turn: number; mode: string; cached_tokens: number; prompt_tokens: number }[];
+  forks: { id: string; turn: number }[];
+  parent: { id: string; turn: number } | null;
+}
+
+describe("Responses API end to end (wrangler dev + backend + openai client + Agents SDK)", () => {
+  let fixture: TestStack | undefined;
+  let stack: Stack;
+  let client: OpenAI;
+  const session = async (id: string): Promise<SessionState> => {
+    const res = await fetch(`${stack.edgeUrl}/v1/tenants/local/trajectories/${id}`, { headers: { authorization: `Bearer ${API_KEY}` } });
+    expect(res.status).toBe(200);
+    return (await res.json()) as SessionState;
+  };
+
+  beforeAll(async () => {
+    fixture = await startTestStack({ name: "responses", kvMemory: "64MiB", threads: 1 });
+    ({ stack } = fixture);
+    client = new OpenAI({ apiKey: API_KEY, baseURL: `${stack.edgeUrl}/v1`, maxRetries: 0 });
+  });
+
+  afterAll(() => fixture?.stop());
+
+  it("a 10-turn chain of forced calls and their outputs over previous_response_id, streamed and not; a fork from turn 3; retrieve, list and delete", async () => {
+    const chain: Response[] = [];
+    let trajectory = "";
+    let input: ResponseInputItem[] = [{ role: "user", content: "Find out what this repository does." }];
+    for (let k = 1; k <= 10; k++) {
+      const params = { model: MODEL, instructions: INSTRUCTIONS, input, tools: [READ_FILE], tool_choice: "required" as const, max_output_tokens: 40, temperature: 1, ...(k > 1 ? { previous_response_id: chain.at(-1)!.id } : {}) };
+      let r: Response;
+      if (k % 2 === 0) {
+        const stream = client.responses.stream(params);
+        const types: string[] = [];
+        for await (const event of stream) types.push(event.type);
+        r = await stream.finalResponse();
+        expect(types[0]).toBe("response.created");
+        expect(types.at(-1)).toBe("response.completed");
+        expect(types).toEqual(expect.arrayContaining(["response.output_item.added", "response.function_call_arguments.delta", "response.function_call_arguments.done", "response.output_item.done"]));
+      } else {
+        const { data, response } = await client.responses.create(params).withResponse();
+        r = data;
+        trajectory = response.headers.get("x-trajectory-id")!;
+      }
+      expect(r.status, `turn ${k}`).toBe("completed");
+      expect(r.previous_response_id).toBe(k > 1 ? chain.at(-1)!.id : null);
+      const calls = r.output.filter((o) => o.type === "function_call");
+      expect(calls.length, `turn ${k}`).toBeGreaterThan(0);
+      for (const c of calls) expect(ajv.validate(READ_FILE.parameters!, JSON.parse(c.arguments)), c.arguments).toBe(true);
+      chain.push(r);
+      input = calls.map((c) => ({ type: "function_call_output" as const, call_id: c.call_id, output: `contents of ${(JSON.parse(c.arguments) as { path: string }).path}` }));
+    }
+    expect(trajectory).toMatch(/^resp_/);
+    const state = await session(trajectory);
+    expect(state.turns.map((t) => t.mode)).toEqual(["full", ...Array(9).fill("delta")]);
+    const cached = chain.map((r) => r.usage!.input_tokens_details.cached_tokens);
+    for (let k = 1; k < 10; k++) expect(cached[k], JSON.stringify(cached)).toBeGreaterThan(cached[k - 1]!);
+    expect(state.turns.map((t) => t.cached_tokens)).toEqual(cached);
+
+    // A fork from turn 3: a new trajectory on the parent's backend, reusing the prefix it shares by
+    // block hash; the parent is untouched. The fork's first turn renders the stored transcript in
+    // full, and a generated call re-rendered from its canonical JSON need not be the tokens the
+    // model wrote (whitespace), so what is shared for sure is the first prompt, bar its last block.
+    const fork = await client.responses.create({ model: MODEL, instructions: INSTRUCTIONS, previous_response_id: chain[2]!.id, input: [{ role: "user", content: "Start over with package.json." }], tools: [READ_FILE], max_output_tokens: 8, temperature: 0 });
+    expect(fork.usage!.input_tokens_details.cached_tokens).toBeGreaterThanOrEqual(chain[0]!.usage!.input_tokens - 16);
+    const after = await session(trajectory);
+    expect(after.turns).toHaveLength(10);
+    expect(after.forks.map((f) => f.turn)).toEqual([3]);
+    expect((await session(after.forks[0]!.id)).parent).toEqual({ id: trajectory, turn: 3 });
+
+    // Retrieve, list input items, delete.
+    const got = await client.responses.retrieve(chain[4]!.id);
+    expect(got.output).toEqual(chain[4]!.output);
+    expect(got.usage).toEqual(chain[4]!.usage);
+    const items = [];
+    for await (const item of client.responses.inputItems.list(chain[4]!.id, { order: "asc" })) items.push(item);
+    expect(items.map((i) => i.type)).toEqual(chain[3]!.output.filter((o) => o.type === "function_call").map(() => "function_call_output"));
+    await client.responses.delete(chain[0]!.id);
+    await expect(client.responses.retrieve(chain[0]!.id)).rejects.toBeInstanceOf(NotFoundError);
+    expect((await client.responses.retrieve(chain[1]!.id)).id).toBe(chain[1]!.id);
+  }, 300_000);
+
+  it("the Agents SDK's default Responses model runs several tool round trips on one trajectory", async () => {
+    setTracingDisabled(true);
+    const trajectoryId = "agents-responses-1";
+    const sdkClient = new OpenAI({ apiKey: API_KEY, baseURL: `${stack.edgeUrl}/v1`, maxRetries: 0, defaultHeaders: { "x-trajectory-id": trajectoryId } });
+    const executed: string[] = [];
+    const readFile = agentTool({
+      name: "read_file",
+      description: "Read a file of the repository",
+      parameters: z.object({ path: z.enum(["README.md", "src/index.ts", "package.json"]) }),
+      execute: ({ path }) => {
+        executed.push(path);
+        return `contents of ${path}`;
+      },
+    });
+    const agent = new Agent({
+      name: "coder",
+      instructions: INSTRUCTIONS,
+      model: new OpenAIResponsesModel(sdkClient, MODEL),
+      tools: [readFile],
+      modelSettings: { toolChoice: "required", maxTokens: 40, temperature: 1 },
+      resetToolChoice: false,
+    });
+    const MAX_TURNS = 4;
+    const error = await run(agent, "Find out what this repository does.", { maxTurns: MAX_TURNS }).then(
+      (r) => new Error(`the run finished without MaxTurnsExceeded: ${JSON.stringify(r.finalOutput)}`),
+      (e: unknown) => e,
+    );
+    expect(error, String(error)).toBeInstanceOf(MaxTurnsExceededError);
+    expect(executed.length).toBeGreaterThanOrEqual(MAX_TURNS);
+    const state = await session(trajectoryId);
+    // The SDK resends the whole history as items: the edge sees the transcript grow, turn by turn.
+    expect(state.turns.map((t) => t.mode)).toEqual(["full", ...Array(MAX_TURNS - 1).fill("delta")]);
+    for (let k = 1; k < state.turns.length; k++) expect(state.turns[k]!.cached_tokens).toBeGreaterThan(state.turns[k - 1]!.cached_tokens);
+  }, 300_000);
+});
