@@ -113,7 +113,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     prefixBreak: plan.prefixBreak.cause === "none" ? plan.prefixBreak : { ...plan.prefixBreak, uncachedFromToken: done.usage.cachedTokens },
     ...(plan.repaired ? { repaired: plan.repaired } : {}),
   });
-  const event = { type: "done" as const, message: reply, finishReason: done.finishReason, usage: done.usage, turn: record, replayed: false };
+  const event = { type: "done" as const, message: reply, finishReason: done.finishReason, usage: done.usage, turn: record, replayed: false, ...(done.stopSequence !== undefined ? { stopSequence: done.stopSequence } : {}) };
   const transcript = [...plan.fullTranscript, reply as ChatMessage];
   store.commitTurn({
     keep: plan.keep,

@@ -125,7 +125,8 @@ export type TurnEvent =
   | { type: "start"; prefixBreak: PrefixBreak; trajectoryId?: string }
   /** `logprobs`: the token frames' (only when the request asked); response-only, never stored. */
   | { type: "token"; text: string; logprobs?: TokenLogprob[] }
-  | { type: "done"; message: AssistantReply; finishReason: FinishReason; usage: Usage; turn: TurnRecord; replayed: boolean }
+  /** `stopSequence`: the stop string that ended the reply (the backend's, when one did). */
+  | { type: "done"; message: AssistantReply; finishReason: FinishReason; usage: Usage; turn: TurnRecord; replayed: boolean; stopSequence?: string }
   | { type: "error"; code: ErrorCode; message: string; retryable: boolean };
 
 /** The trajectory's state as `GET /v1/tenants/{tenant}/trajectories/{id}` shows it. */

@@ -14,7 +14,7 @@ import type { TurnAnswer } from "./respond";
  * A turn's done event. `stopSequence`, the stop string that ended the reply, is the backend's
  * (`DoneFrame.stopSequence`) where the event carries it.
  */
-export type MessagesDone = Extract<TurnEvent, { type: "done" }> & { stopSequence?: string };
+export type MessagesDone = Extract<TurnEvent, { type: "done" }>;
 
 export interface MessagesMeta {
   /** `msg_...`, random per answer. */

@@ -118,6 +118,7 @@ function turnHeaders(done: Extract<TurnEvent, { type: "done" }>): Record<string,
     "x-agent-edge-mode": done.turn.mode,
     "x-agent-edge-backend": done.turn.backend,
   };
+  if (done.turn.route) h["x-agent-edge-route"] = done.turn.route;
   if (done.replayed) h["x-agent-edge-replayed"] = "true";
   // A replayed turn sends no start event: its record has the break.
   if (done.turn.prefixBreak) h["x-prefix-break"] = formatBreakHeader(done.turn.prefixBreak);

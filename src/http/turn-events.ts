@@ -1,11 +1,11 @@
 import { ProtocolError, toProtocolError } from "../../protocol";
 import type { ChatMessage, ReplyConstraint, SamplingParams, ToolDefinition } from "../../protocol/messages";
 import { poolOf } from "../../durable-objects/pool/pool-do";
-import { routedBackends, statelessTarget } from "../../durable-objects/routing/placement";
-import { edgeSettings } from "../../durable-objects/settings";
+import { chooseBackend, routedBackends } from "../../durable-objects/routing/placement";
+import { edgeSettings, routingPolicyOf } from "../../durable-objects/settings";
 import { relayTurn, turnRecord } from "../../durable-objects/turn/relay";
 import { checkToolAnswers } from "../../durable-objects/turn/tool-answers";
-import { normalizeMessage } from "../../durable-objects/turn/transcript-diff";
+import { normalizeMessage, prefixKey } from "../../durable-objects/turn/transcript-diff";
 import type { AssistantReply, TurnEvent, TurnInput } from "../../durable-objects/turn/turn-types";
 import { turnEvents } from "../../durable-objects/turn/turn-stream";
 
@@ -49,14 +49,20 @@ export async function* statelessTurn(
       () => false,
     );
   const run = (async () => {
-    const backends = routedBackends(await poolOf(env).view(), settings.backendSecret);
+    const pool = poolOf(env);
+    const backends = routedBackends(await pool.view(), settings.backendSecret);
+    // Cache-aware without a session: the prefix key (tenant salt, model, first message, tools)
+    // names what this request shares with others; the pool places it where those blocks are.
+    const id = crypto.randomUUID();
+    const key = await prefixKey({ cacheSalt: params.cacheSalt, model: params.model, first: params.messages[0], tools: params.tools });
+    const { backend, reason } = await chooseBackend({ policy: routingPolicyOf(settings), pinned: null, trajectoryId: id, turnsDone: 0, backends, place: () => pool.place({ hashes: [], key, trajectoryId: id }) });
     const result = await relayTurn({
-      backend: statelessTarget(backends),
+      backend,
       backends,
-      trajectoryId: crypto.randomUUID(),
+      trajectoryId: id,
       mode: "full",
       fullReason: null,
-      route: "least-loaded",
+      route: reason,
       timeoutMs: settings.backendTimeoutMs,
       emit,
       signal: abort.signal,
@@ -72,7 +78,9 @@ export async function* statelessTurn(
       }),
     });
     const { done } = result;
-    await emit({ type: "done", message: normalizeMessage(done.message) as AssistantReply, finishReason: done.finishReason, usage: done.usage, replayed: false, turn: turnRecord(result, { turn: 0 }) });
+    await emit({ type: "done", message: normalizeMessage(done.message) as AssistantReply, finishReason: done.finishReason, usage: done.usage, replayed: false, turn: turnRecord(result, { turn: 0 }), ...(done.stopSequence !== undefined ? { stopSequence: done.stopSequence } : {}) });
+    // After the answer: the pool learns where this prefix's blocks now are (best effort).
+    await pool.notePrefix(key, result.backend.url, done.promptBlockHashes ?? [], id).catch((e: unknown) => console.error("notePrefix for a stateless turn failed:", e));
   })()
     .catch(async (e: unknown) => {
       const err = toProtocolError(e);

@@ -131,3 +131,19 @@ describe("chat completions", () => {
     expect(ids).toContain(env.TRAJECTORY.idFromName(`tenant-a/${id}`).toString());
   });
 });
+
+describe("stateless turns (no session)", () => {
+  it("are placed by their prefix key: a second request sharing the first message goes where the first one's blocks are", async () => {
+    const system = uniqueSystem(40);
+    const first = await chat({ messages: [system, { role: "user", content: "one" }], ...SMALL });
+    await completion(first);
+    expect(first.headers.get("x-trajectory-id")).toBeNull();
+    // The first is placed by load: no backend served its key yet.
+    expect(first.headers.get("x-agent-edge-route")).toBe("least-loaded");
+    const second = await chat({ messages: [system, { role: "user", content: "two" }], ...SMALL });
+    const c = await completion(second);
+    expect(second.headers.get("x-agent-edge-route")).toBe("prefix");
+    expect(second.headers.get("x-agent-edge-backend")).toBe(first.headers.get("x-agent-edge-backend"));
+    expect(c.usage.prompt_tokens_details.cached_tokens).toBeGreaterThan(0);
+  });
+});
