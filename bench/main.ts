@@ -7,6 +7,7 @@ import { runLeaseBench } from "./lease-bench";
 import { BENCH_PRECISIONS, runLlamaCppBench, type BenchPrecision } from "./llamacpp-bench";
 import { runLlamaCppChild, useBenchEntry } from "./llamacpp-child";
 import { runRoutingBench } from "./routing-bench";
+import { runSessionlessBench } from "./sessionless-bench";
 import { runStepCosts } from "./step-costs";
 import { runStructuredBench } from "./structured-bench";
 import { runTraceBench } from "./trace-replay";
@@ -37,6 +38,9 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *            tokens/s, TTFT p50/p99, max/mean backend load; flags: --backends N (4),
  *            --trajectories M (32), --turns T, --observation-tokens LO,HI, --policies a,b, --quick,
  *            --json, --model DIR, --out DIR, --step-trace DIR (backends trace every engine step)
+ *   sessionless  M clients naming no session, sharing a system prompt, over N backends: the edge's
+ *            cache-aware placement of stateless turns vs round-robin: hit rate, tokens computed,
+ *            spread; flags: --backends N (4), --trajectories M (32), --turns T, --quick, --json, --model DIR
  *   step-costs  fit where the engine steps' CPU went from a --step-trace folder: step-costs DIR
  *   executors  prefill/decode tokens/s and bytes per decode step of every executor here (cpu
  *            baseline, webgpu, cuda); flags: --quick, --json, --model DIR
@@ -141,6 +145,17 @@ switch (name) {
       stepTraceDir: values["step-trace"],
     });
     console.log(values.json ? JSON.stringify(summary) : JSON.stringify({ ...summary, details }, null, 2));
+    break;
+  }
+  case "sessionless": {
+    const summary = await runSessionlessBench({
+      quick: values.quick!,
+      backends: values.backends ? Number(values.backends) : undefined,
+      trajectories: values.trajectories ? Number(values.trajectories) : undefined,
+      turns: values.turns ? Number(values.turns) : undefined,
+      model: values.model,
+    });
+    console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
     break;
   }
   case "step-costs": {

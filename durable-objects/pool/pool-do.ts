@@ -208,16 +208,25 @@ export class PoolDO extends DurableObject<Env> {
    * spreads once the holder is overloaded instead of piling onto it (the hotspot failure).
    * Null when no backend is up.
    *
+   * `fallbackKey`: asked when no backend holds anything under `key` (a stateless request's
+   * conversation key, then its first message's: src/http/turn-events.ts).
+   *
    * @example await pool.place({ hashes: [], key, trajectoryId: "t1" }) // { url, reason: "prefix", prefixBlocks }
    */
-  async place(p: { hashes: string[]; key?: string; trajectoryId: string; pinned?: string; policy?: RoutingPolicyName }): Promise<Placement | null> {
-    const prefixBlocks = await this.prefixBlocks(p.hashes, p.key);
+  async place(p: { hashes: string[]; key?: string; fallbackKey?: string; trajectoryId: string; pinned?: string; policy?: RoutingPolicyName }): Promise<Placement | null> {
+    let prefixBlocks = await this.prefixBlocks(p.hashes, p.key);
+    let key = p.key;
+    // A longer key no backend holds yet (a sessionless conversation's first turn): the shorter one.
+    if (p.fallbackKey !== undefined && Object.keys(prefixBlocks).length === 0) {
+      prefixBlocks = await this.prefixBlocks(p.hashes, p.fallbackKey);
+      key = p.fallbackKey;
+    }
     const now = Date.now();
     const view = await this.view();
     const d = placeOver({ ...p, prefixBlocks }, view.map((b) => ({ ...b, pending: this.pendingPlacements(b.url, b.lastSeenMs, now) })));
     if (!d) return null;
     this.placements.delete(p.trajectoryId); // re-inserted last: the Map stays oldest first
-    this.placements.set(p.trajectoryId, { url: d.url, key: p.hashes.length === 0 ? p.key : undefined, at: now });
+    this.placements.set(p.trajectoryId, { url: d.url, key: p.hashes.length === 0 ? key : undefined, at: now });
     for (const [id, open] of this.placements) {
       if (this.placements.size <= MAX_OPEN_PLACEMENTS && now - open.at <= PLACED_PREFIX_MS) break;
       this.placements.delete(id);

@@ -45,11 +45,14 @@ export function canonicalTools(tools: readonly ToolDefinition[] | undefined): st
 /**
  * Names a trajectory's shareable prefix for the pool's approximate prefix index: the tenant salt,
  * the model, the first message (usually the system prompt) and the tools, canonically. Two
- * trajectories with the same key start with the same tokens on any backend.
+ * trajectories with the same key start with the same tokens on any backend. `second`, when
+ * given, is in the key too: a sessionless conversation's key (its system prompt and first user
+ * message stay the same while the client resends its growing history).
  *
  * @example await prefixKey({ cacheSalt, model, first: messages[0], tools })
  */
-export async function prefixKey(p: { cacheSalt: string; model: string | undefined; first: ChatMessage | undefined; tools: readonly ToolDefinition[] | undefined }): Promise<string> {
-  const text = JSON.stringify([p.cacheSalt, p.model ?? "", p.first ? canonicalMessage(p.first) : "", canonicalTools(p.tools)]);
+export async function prefixKey(p: { cacheSalt: string; model: string | undefined; first: ChatMessage | undefined; second?: ChatMessage | undefined; tools: readonly ToolDefinition[] | undefined }): Promise<string> {
+  const leading = [p.first ? canonicalMessage(p.first) : "", ...(p.second ? [canonicalMessage(p.second)] : [])];
+  const text = JSON.stringify([p.cacheSalt, p.model ?? "", ...leading, canonicalTools(p.tools)]);
   return (await sha256Hex(text)).slice(0, 32);
 }

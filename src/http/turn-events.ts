@@ -51,11 +51,16 @@ export async function* statelessTurn(
   const run = (async () => {
     const pool = poolOf(env);
     const backends = routedBackends(await pool.view(), settings.backendSecret);
-    // Cache-aware without a session: the prefix key (tenant salt, model, first message, tools)
-    // names what this request shares with others; the pool places it where those blocks are.
+    // Cache-aware without a session, and without tokenizing: two keys name what the request
+    // shares. The conversation's (first two messages: a client resending its growing history keeps
+    // them) finds the backend that served its earlier turns; else the first message's (the system
+    // prompt and tools) finds one holding the shared prefix. The pool places by them (prefixKey).
     const id = crypto.randomUUID();
-    const key = await prefixKey({ cacheSalt: params.cacheSalt, model: params.model, first: params.messages[0], tools: params.tools });
-    const { backend, reason } = await chooseBackend({ policy: routingPolicyOf(settings), pinned: null, trajectoryId: id, turnsDone: 0, backends, place: () => pool.place({ hashes: [], key, trajectoryId: id }) });
+    const base = { cacheSalt: params.cacheSalt, model: params.model, first: params.messages[0], tools: params.tools };
+    const key = await prefixKey(base);
+    const conversationKey = params.messages.length > 1 ? await prefixKey({ ...base, second: params.messages[1] }) : undefined;
+    const place = () => pool.place({ hashes: [], key: conversationKey ?? key, ...(conversationKey ? { fallbackKey: key } : {}), trajectoryId: id });
+    const { backend, reason } = await chooseBackend({ policy: routingPolicyOf(settings), pinned: null, trajectoryId: id, turnsDone: 0, backends, place });
     const result = await relayTurn({
       backend,
       backends,
@@ -80,7 +85,10 @@ export async function* statelessTurn(
     const { done } = result;
     await emit({ type: "done", message: normalizeMessage(done.message) as AssistantReply, finishReason: done.finishReason, usage: done.usage, replayed: false, turn: turnRecord(result, { turn: 0 }), ...(done.stopSequence !== undefined ? { stopSequence: done.stopSequence } : {}) });
     // After the answer: the pool learns where this prefix's blocks now are (best effort).
-    await pool.notePrefix(key, result.backend.url, done.promptBlockHashes ?? [], id).catch((e: unknown) => console.error("notePrefix for a stateless turn failed:", e));
+    const hashes = done.promptBlockHashes ?? [];
+    await Promise.all([key, ...(conversationKey ? [conversationKey] : [])].map((k) => pool.notePrefix(k, result.backend.url, hashes, id))).catch((e: unknown) =>
+      console.error("notePrefix for a stateless turn failed:", e),
+    );
   })()
     .catch(async (e: unknown) => {
       const err = toProtocolError(e);
