@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { commonPrefixLength } from "../protocol/common-prefix";
 import type { ChatMessage } from "../protocol/messages";
 import type { RoutingPolicyName } from "../durable-objects/routing/routing-policy";
 import { loadModel } from "../gpu-backend/engine/load-model";
@@ -37,9 +38,17 @@ export interface SessionlessPolicyFigures {
   cachedTokens: number;
   computedTokens: number;
   hitRate: number;
+  /**
+   * The most a cache could reuse: per client, the shared prefix of the first prompts (block-rounded)
+   * on its first turn (all but one client), then its previous prompt (block-rounded) on each later
+   * turn. Over the prompt tokens.
+   */
+  idealHitRate: number;
   /** Turns per backend, max over mean (1 = perfectly even). */
   maxOverMeanTurns: number;
   routes: Record<string, number>;
+  /** Turns resent after a 5xx (none expected). */
+  retries: number;
   wallS: number;
 }
 
@@ -56,6 +65,7 @@ export interface SessionlessSummary {
 }
 
 const API_KEY = "sk-local-dev";
+const BLOCK_SIZE = 16; // the backends' default --block-size
 
 export async function runSessionlessBench(o: SessionlessBenchOptions): Promise<SessionlessSummary> {
   const numBackends = o.backends ?? 4;
@@ -84,7 +94,10 @@ export async function runSessionlessBench(o: SessionlessBenchOptions): Promise<S
   note("sessionless", `starting ${numBackends} backends`);
   const backendStack = await startStack({ ...(o.model ? { modelDir: o.model } : {}), backendPorts, edgePort, kvMemory: "1GiB", threads: 1, startEdge: false, onLine: () => {} });
   try {
-    const run = async (policy: RoutingPolicyName) => runPolicy({ policy, backendStack, edgePort, inspectorPort: await freePort(), persistTo: join(dir, policy), workload, modelId: model.spec.modelId, backends: numBackends });
+    const firstIds = workload.map((t) => model.codec.encode(model.codec.render({ messages: t.turns[0]!.newMessages, tools: t.tools, addGenerationPrompt: true })));
+    const sharedFirst = firstIds.slice(1).reduce((n, ids) => Math.min(n, commonPrefixLength(firstIds[0]!, ids)), firstIds[0]!.length);
+    const run = async (policy: RoutingPolicyName) =>
+      runPolicy({ policy, backendStack, edgePort, inspectorPort: await freePort(), persistTo: join(dir, policy), workload, modelId: model.spec.modelId, backends: numBackends, sharedFirst });
     const affinity = await run("affinity");
     const roundRobin = await run("round-robin");
     return {
@@ -102,7 +115,7 @@ export async function runSessionlessBench(o: SessionlessBenchOptions): Promise<S
   }
 }
 
-async function runPolicy(p: { policy: RoutingPolicyName; backendStack: Stack; edgePort: number; inspectorPort: number; persistTo: string; workload: RoutingTrajectory[]; modelId: string; backends: number }): Promise<SessionlessPolicyFigures> {
+async function runPolicy(p: { policy: RoutingPolicyName; backendStack: Stack; edgePort: number; inspectorPort: number; persistTo: string; workload: RoutingTrajectory[]; modelId: string; backends: number; sharedFirst: number }): Promise<SessionlessPolicyFigures> {
   note("sessionless", `${p.policy}: starting wrangler dev`);
   const stack = await startStack({
     backendUrls: p.backendStack.backendUrls,
@@ -120,20 +133,34 @@ async function runPolicy(p: { policy: RoutingPolicyName; backendStack: Stack; ed
     const figures = { turns: 0, promptTokens: 0, cachedTokens: 0, computedTokens: 0 };
     const perBackend = new Map<string, number>();
     const routes: Record<string, number> = {};
+    let idealCached = -blockFloor(p.sharedFirst); // the very first request finds nothing
+    let retries = 0;
     const start = performance.now();
     await Promise.all(
       p.workload.map(async (client) => {
         await sleep(client.startDelayMs);
         const transcript: ChatMessage[] = [];
+        let previousPrompt = 0;
         for (const turn of client.turns) {
           await sleep(turn.pauseMs);
           transcript.push(...answeringReply(turn.newMessages, transcript.at(-1)));
           const body = { model: p.modelId, messages: transcript, tools: client.tools, max_tokens: turn.maxTokens, temperature: 0 };
-          const res = await fetch(`${stack.edgeUrl}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${API_KEY}`, "content-type": "application/json" }, body: JSON.stringify(body) });
-          const text = await res.text();
-          if (!res.ok) throw new Error(`${p.policy}: ${client.id} answered ${res.status}: ${text.slice(0, 300)}`);
+          // A failed turn stores nothing, so a client may resend it (wrangler dev restarts when
+          // watched files change); every resend is counted.
+          let res: Response;
+          let text: string;
+          for (let attempt = 1; ; attempt++) {
+            res = await fetch(`${stack.edgeUrl}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${API_KEY}`, "content-type": "application/json" }, body: JSON.stringify(body) });
+            text = await res.text();
+            if (res.ok) break;
+            if (attempt >= 3 || res.status < 500) throw new Error(`${p.policy}: ${client.id} answered ${res.status}: ${text.slice(0, 300)}`);
+            retries++;
+            await sleep(500);
+          }
           const c = JSON.parse(text) as { choices: { message: ChatMessage }[]; usage: { prompt_tokens: number; prompt_tokens_details: { cached_tokens: number } } };
           transcript.push({ role: "assistant", content: c.choices[0]!.message.content, ...(c.choices[0]!.message.tool_calls ? { tool_calls: c.choices[0]!.message.tool_calls } : {}) });
+          idealCached += blockFloor(previousPrompt === 0 ? p.sharedFirst : previousPrompt);
+          previousPrompt = c.usage.prompt_tokens;
           figures.turns++;
           figures.promptTokens += c.usage.prompt_tokens;
           figures.cachedTokens += c.usage.prompt_tokens_details.cached_tokens;
@@ -153,15 +180,21 @@ async function runPolicy(p: { policy: RoutingPolicyName; backendStack: Stack; ed
       policy: p.policy,
       ...figures,
       hitRate: round(figures.cachedTokens / figures.promptTokens, 3),
+      idealHitRate: round(idealCached / figures.promptTokens, 3),
       maxOverMeanTurns: round(Math.max(...counts) / mean, 2),
       routes,
+      retries,
       wallS: round((performance.now() - start) / 1000, 1),
     };
-    note("sessionless", `${p.policy}: hit rate ${result.hitRate}, computed ${result.computedTokens} tokens, turns per backend max/mean ${result.maxOverMeanTurns}, ${result.wallS} s`);
+    note("sessionless", `${p.policy}: hit rate ${result.hitRate} (ideal ${result.idealHitRate}), computed ${result.computedTokens} tokens, turns per backend max/mean ${result.maxOverMeanTurns}, ${result.wallS} s`);
     return result;
   } finally {
     await stack.stop();
   }
+}
+
+function blockFloor(tokens: number): number {
+  return Math.floor(tokens / BLOCK_SIZE) * BLOCK_SIZE;
 }
 
 function sleep(ms: number): Promise<void> {

@@ -59,6 +59,9 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
       if (stored.fingerprint !== fingerprint) {
         throw new ProtocolError("invalid_request", "this Idempotency-Key was already used for a different request");
       }
+      // A replay's start names the response it stored (a Responses API turn), so its id is the same.
+      const token = stored.result.responseToken;
+      if (token !== undefined) await ctx.emit({ type: "start", prefixBreak: stored.result.turn.prefixBreak ?? { cause: "none" }, trajectoryId: input.trajectoryId, responseToken: token });
       if (stored.result.text) await ctx.emit({ type: "token", text: stored.result.text });
       await ctx.emit({ ...withoutText(stored.result), replayed: true });
       return ctx.transcript;
@@ -79,7 +82,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     place: async () => ctx.place({ hashes: store.promptBlockHashes(), key: await keyOf(), trajectoryId: input.trajectoryId, pinned: meta.backendUrl ?? undefined }),
   });
   const plan = planTurn({ meta, stored: ctx.transcript, input, backendUrl: backend.url, canonical: ctx.canonicalize ?? true });
-  if (!(await ctx.emit({ type: "start", prefixBreak: plan.prefixBreak, trajectoryId: input.trajectoryId }))) throw new ProtocolError("backend_unavailable", "the client went away");
+  if (!(await ctx.emit({ type: "start", prefixBreak: plan.prefixBreak, trajectoryId: input.trajectoryId, ...(input.response ? { responseToken: input.response.token } : {}) }))) throw new ProtocolError("backend_unavailable", "the client went away");
 
   const result = await relayTurn({
     backend,
@@ -113,7 +116,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     prefixBreak: plan.prefixBreak.cause === "none" ? plan.prefixBreak : { ...plan.prefixBreak, uncachedFromToken: done.usage.cachedTokens },
     ...(plan.repaired ? { repaired: plan.repaired } : {}),
   });
-  const event = { type: "done" as const, message: reply, finishReason: done.finishReason, usage: done.usage, turn: record, replayed: false, ...(done.stopSequence !== undefined ? { stopSequence: done.stopSequence } : {}) };
+  const event = { type: "done" as const, message: reply, finishReason: done.finishReason, usage: done.usage, turn: record, replayed: false, ...(done.stopSequence !== undefined ? { stopSequence: done.stopSequence } : {}), ...(input.response ? { responseToken: input.response.token } : {}) };
   const transcript = [...plan.fullTranscript, reply as ChatMessage];
   store.commitTurn({
     keep: plan.keep,

@@ -121,12 +121,16 @@ export interface TurnRecord {
 
 /** Events from the Durable Object to the Worker, one JSON object per line (NDJSON). */
 export type TurnEvent =
-  /** Before the backend is asked: the turn's prefix break (for the `x-prefix-break` header) and the trajectory it runs in (a fork's, when the turn forked). */
-  | { type: "start"; prefixBreak: PrefixBreak; trajectoryId?: string }
+  /**
+   * Before the backend is asked: the turn's prefix break (for the `x-prefix-break` header), the
+   * trajectory it runs in (a fork's, when the turn forked) and the token of the response it stores
+   * (a Responses API turn; a replay's is the stored one's).
+   */
+  | { type: "start"; prefixBreak: PrefixBreak; trajectoryId?: string; responseToken?: string }
   /** `logprobs`: the token frames' (only when the request asked); response-only, never stored. */
   | { type: "token"; text: string; logprobs?: TokenLogprob[] }
   /** `stopSequence`: the stop string that ended the reply (the backend's, when one did). */
-  | { type: "done"; message: AssistantReply; finishReason: FinishReason; usage: Usage; turn: TurnRecord; replayed: boolean; stopSequence?: string }
+  | { type: "done"; message: AssistantReply; finishReason: FinishReason; usage: Usage; turn: TurnRecord; replayed: boolean; stopSequence?: string; responseToken?: string }
   | { type: "error"; code: ErrorCode; message: string; retryable: boolean };
 
 /** The trajectory's state as `GET /v1/tenants/{tenant}/trajectories/{id}` shows it. */

@@ -158,6 +158,7 @@ export function responsesAnswer(meta: ResponseMeta, stream: boolean, headers: Re
     headers,
     onStart: (e): Record<string, string> => {
       if (e.trajectoryId !== undefined && meta.trajectoryId !== undefined) meta.trajectoryId = e.trajectoryId;
+      if (e.responseToken !== undefined) meta.token = e.responseToken;
       return meta.trajectoryId !== undefined ? { "x-trajectory-id": meta.trajectoryId } : {};
     },
     json: (done) => responseJson(meta, { message: done.message, finishReason: done.finishReason, usage: done.usage }),

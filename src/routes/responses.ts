@@ -1,6 +1,7 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { ProtocolError } from "../../protocol";
+import { sha256Hex } from "../../protocol/hex";
 import { ROUTES } from "../../protocol/routes";
 import { trajectoryStub, type TrajectoryDO } from "../../durable-objects/trajectory/trajectory-do";
 import type { TurnInput } from "../../durable-objects/turn/turn-types";
@@ -37,7 +38,9 @@ export const responsesRoutes = new Hono<{ Bindings: Env; Variables: AuthVariable
     const tenant = c.get("tenant");
     const previous = parsed.previousResponseId === undefined ? undefined : parseResponseId(parsed.previousResponseId);
     let trajectoryId = previous?.trajectoryId ?? c.req.header("x-trajectory-id") ?? c.req.header("x-session-affinity") ?? parsed.promptCacheKey;
-    if (trajectoryId === undefined && parsed.store) trajectoryId = `resp_${responseToken()}`;
+    const idempotency = idempotencyKey(c.req.header("idempotency-key"));
+    // A new trajectory; named by the Idempotency-Key when there is one, so a retry finds the first try's.
+    if (trajectoryId === undefined && parsed.store) trajectoryId = `resp_${idempotency === undefined ? responseToken() : (await sha256Hex(`idempotency:${idempotency}`)).slice(0, 32)}`;
     const meta: ResponseMeta = {
       token: responseToken(),
       trajectoryId,
@@ -61,7 +64,7 @@ export const responsesRoutes = new Hono<{ Bindings: Env; Variables: AuthVariable
       kind: "chat",
       messages: previous ? parsed.messages : [...system, ...parsed.messages],
       tools: parsed.tools,
-      idempotencyKey: idempotencyKey(c.req.header("idempotency-key")),
+      idempotencyKey: idempotency,
       ...(previous ? { previous: { token: previous.token, instructions: parsed.instructions } } : {}),
       ...(meta.stored ? { response: { token: meta.token, createdAt: meta.createdAt, echo: { ...parsed.echo, model: meta.model }, inputFrom: system.length, instructions: system.length > 0 } } : {}),
     };

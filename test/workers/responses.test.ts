@@ -203,6 +203,20 @@ describe("Responses API", () => {
     expect(await ok(await call(`/v1/responses/${final.id}`))).toEqual(final);
   });
 
+  it("an Idempotency-Key replay answers the same response (same id, retrievable) and stores nothing more", async () => {
+    const body = { instructions: uniqueSystem().content!, input: "Say hi.", ...SMALL };
+    const key = crypto.randomUUID();
+    const firstRes = await create(body, { headers: { "idempotency-key": key } });
+    const first = await ok(firstRes);
+    const again = await create(body, { headers: { "idempotency-key": key } });
+    expect(again.headers.get("x-agent-edge-replayed")).toBe("true");
+    const replayed = await ok(again);
+    expect(replayed.id).toBe(first.id);
+    expect(replayed.output).toEqual(first.output);
+    expect((await ok(await call(`/v1/responses/${replayed.id}`))).id).toBe(first.id);
+    expect((await stored("a", trajectoryOf(firstRes))).turns).toHaveLength(1);
+  });
+
   it("refuses what it does not serve, naming the field, and stores nothing", async () => {
     await expectError(await create({ input: [{ type: "input_image", image_url: "x" }] }), 400, "invalid_request");
     await expectError(await create({ input: [{ role: "user", content: [{ type: "input_image", image_url: "x" }] }] }), 400, "invalid_request");
