@@ -79,6 +79,9 @@ export interface InspectView {
   createdAt: string;
   messageCount: number;
   backend: string | null;
+  /** Trajectories forked from this one's responses (Responses API), and the one it was forked from. */
+  forks: { id: string; turn: number; createdAt: string }[];
+  parent: { id: string; turn: number } | null;
   turns: InspectTurn[];
   totals: InspectTotals;
   messages: InspectMessage[];
@@ -162,6 +165,8 @@ export function inspectView(state: TrajectoryState, transcript: ChatMessage[] | 
     createdAt: state.createdAt,
     messageCount: state.messageCount,
     backend: state.backendUrl,
+    forks: (state.forks ?? []).map((f) => ({ id: f.trajectoryId, turn: f.turn, createdAt: f.createdAt })),
+    parent: state.parent ? { id: state.parent.trajectoryId, turn: state.parent.turn } : null,
     turns,
     totals: {
       turns: turns.length,
