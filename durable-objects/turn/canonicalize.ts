@@ -42,6 +42,9 @@ export function canonicalizeTranscript(messages: readonly ChatMessage[]): Canoni
         if (call.id !== id) {
           idMap.set(call.id, id);
           repaired.toolCallIds++;
+        } else {
+          // A client id reused by a later call names that call from here on (results follow their call).
+          idMap.delete(call.id);
         }
         const args = canonicalJsonText(call.function.arguments);
         if (args !== call.function.arguments) repaired.jsonArguments++;

@@ -118,6 +118,11 @@ describe("safe canonicalization", () => {
     expect(restoreIds(b.messages[2]!, b.idMap).tool_calls![0]!.id).toBe("toolu_01XyZ");
   });
 
+  it("a client id reused by a later call maps that call's result to that call, not the first", () => {
+    const c = canonicalizeTranscript([base[0]!, base[1]!, call("call_1", "{}"), result("call_1", "first"), call("call_1", "{}"), result("call_1", "second")]);
+    expect(c.messages.map((m) => m.tool_calls?.[0]?.id ?? m.tool_call_id)).toEqual([undefined, undefined, "call_0", "call_0", "call_1", "call_1"]);
+  });
+
   it("leaves canonical transcripts and non-JSON arguments alone", () => {
     const once = canonicalizeTranscript(base).messages;
     expect(canonicalizeTranscript(once).repaired).toEqual({ toolCallIds: 0, jsonArguments: 0 });
