@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { ProtocolError } from "../../protocol";
+import { fieldError } from "./field-error";
 import { MAX_TOP_LOGPROBS, type ChatMessage, type JsonAnswer, type ReplyConstraint, type SamplingParams, type ToolDefinition } from "../../protocol/messages";
 
 const contentPart = z.object({ type: z.literal("text"), text: z.string() }).loose();
@@ -117,11 +118,7 @@ export const DEFAULT_MAX_TOKENS = 256;
  */
 export function parseChatBody(json: unknown, kind: "chat" | "turn"): ParsedTurn {
   const result = (kind === "chat" ? chatBody : turnBody).safeParse(json);
-  if (!result.success) {
-    const issue = result.error.issues[0]!;
-    const path = issue.path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("").replace(/^\./, "");
-    throw new ProtocolError("invalid_request", `${path || "body"}: ${issue.message}`);
-  }
+  if (!result.success) throw fieldError(result.error);
   const b = result.data;
   const topLogprobs = b.top_logprobs ?? undefined;
   if (topLogprobs !== undefined && b.logprobs !== true) throw new ProtocolError("invalid_request", "top_logprobs: requires logprobs: true");

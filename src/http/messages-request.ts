@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { ProtocolError } from "../../protocol";
+import { fieldError } from "./field-error";
 import type { ChatMessage, ReplyConstraint, SamplingParams, ToolCall, ToolDefinition } from "../../protocol/messages";
 
 /**
@@ -154,10 +155,7 @@ const countTokensBody = z.object(countBody).loose();
  */
 export function parseMessagesBody(json: unknown, kind: "create" | "count"): ParsedMessagesRequest {
   const result = (kind === "create" ? createBody : countTokensBody).safeParse(json);
-  if (!result.success) {
-    const { path, message } = deepestIssue(result.error.issues[0]!);
-    throw new ProtocolError("invalid_request", `${formatPath(path) || "body"}: ${message}`);
-  }
+  if (!result.success) throw fieldError(result.error, { deepest: true });
   const b = result.data as z.infer<typeof createBody>;
   const breakpoints: CacheBreakpoint[] = [];
   const mark = (cc: z.infer<typeof cacheControl>, at: CacheBreakpoint["at"]) => {
@@ -264,26 +262,4 @@ function replyConstraint(choice: z.infer<typeof toolChoice> | undefined, hasTool
   const parallel = !(choice && "disable_parallel_tool_use" in choice && choice.disable_parallel_tool_use === true);
   const mapped = choice === undefined || choice.type === "auto" ? "auto" : choice.type === "any" ? "required" : choice.type === "none" ? "none" : { name: choice.name };
   return { type: "tool_calls", choice: mapped, parallel };
-}
-
-type Issue = z.core.$ZodIssue;
-
-/**
- * The issue to report: inside a union (a string or blocks, a block's type), the branch that got
- * furthest into the value, so the message names the field that is wrong rather than the union.
- */
-function deepestIssue(issue: Issue): { path: PropertyKey[]; message: string } {
-  let best: { path: PropertyKey[]; message: string } | undefined;
-  if (issue.code === "invalid_union") {
-    for (const branch of issue.errors) {
-      if (branch.length === 0) continue;
-      const d = deepestIssue(branch[0]!);
-      if (d.path.length > 0 && (!best || d.path.length > best.path.length)) best = d;
-    }
-  }
-  return best ? { path: [...issue.path, ...best.path], message: best.message } : { path: [...issue.path], message: issue.message };
-}
-
-function formatPath(path: readonly PropertyKey[]): string {
-  return path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("").replace(/^\./, "");
 }

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { ProtocolError } from "../../protocol";
 import type { ChatMessage } from "../../protocol/messages";
 import type { AssistantReply } from "../../durable-objects/turn/turn-types";
+import { fieldError } from "./field-error";
 
 /**
  * Responses API items <-> the chat transcript (the one transcript model underneath). Input items:
@@ -74,9 +75,7 @@ export function inputMessages(items: readonly InputItem[]): ChatMessage[] {
 function parseItem<T extends z.ZodType>(schema: T, raw: unknown, where: string): z.infer<T> {
   const r = schema.safeParse(raw);
   if (r.success) return r.data;
-  const issue = r.error.issues[0]!;
-  const path = issue.path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("");
-  throw new ProtocolError("invalid_request", `${where}${path}: ${issue.message}`);
+  throw fieldError(r.error, { prefix: where });
 }
 
 function textOf(parts: readonly { type: string }[], where: string): string {

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { ProtocolError } from "../../protocol";
 import type { ChatMessage, ReplyConstraint, SamplingParams, ToolDefinition } from "../../protocol/messages";
 import { DEFAULT_MAX_TOKENS, replyConstraint, toToolDefinition } from "./chat-request";
+import { fieldError } from "./field-error";
 import { inputItem, inputMessages } from "./responses-items";
 
 const functionTool = z
@@ -88,11 +89,7 @@ export interface ParsedResponsesRequest {
  */
 export function parseResponsesBody(json: unknown): ParsedResponsesRequest {
   const r = body.safeParse(json);
-  if (!r.success) {
-    const issue = r.error.issues[0]!;
-    const path = issue.path.map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("").replace(/^\./, "");
-    throw new ProtocolError("invalid_request", `${path || "body"}: ${issue.message}`);
-  }
+  if (!r.success) throw fieldError(r.error);
   const b = r.data;
   if (b.background) throw new ProtocolError("invalid_request", "background: background responses are not supported");
   if (b.conversation !== undefined && b.conversation !== null) throw new ProtocolError("invalid_request", "conversation: conversations are not supported; chain responses with previous_response_id");
@@ -100,7 +97,7 @@ export function parseResponsesBody(json: unknown): ParsedResponsesRequest {
   const tools = (b.tools ?? []).map((t, i) => {
     if (t.type !== "function") throw new ProtocolError("invalid_request", `tools[${i}].type: "${t.type}" tools are not supported (function tools are)`);
     const f = functionTool.safeParse(t);
-    if (!f.success) throw new ProtocolError("invalid_request", `tools[${i}].${String(f.error.issues[0]!.path[0] ?? "")}: ${f.error.issues[0]!.message}`);
+    if (!f.success) throw fieldError(f.error, { prefix: `tools[${i}]` });
     return f.data;
   });
   const chatTools = tools.map((t) => ({
