@@ -91,6 +91,9 @@ const REQUEST_FAILURES: Mutation[] = [
     (r) => (r.constraint = { type: "tool_calls", choice: "auto", parallel: true, answer: { type: "tool_calls" } }),
   ],
   ["constraint.answer.strict is required", (r) => (r.constraint = { type: "tool_calls", choice: "auto", parallel: true, answer: { type: "json_schema", schema: {} } })],
+  ["cachePoints[0].ttlMs must be a finite number > 0", (r) => (r.cachePoints = [{ messages: 1, ttlMs: 0 }])],
+  ["cachePoints[0].messages must be an integer >= 0", (r) => (r.cachePoints = [{ messages: -1, ttlMs: 300_000 }])],
+  ["cachePoints must hold at most 4 points", (r) => (r.cachePoints = Array.from({ length: 5 }, () => ({ messages: 1, ttlMs: 300_000 })))],
 ];
 
 describe("GenerateRequest validation", () => {
@@ -123,6 +126,11 @@ describe("GenerateRequest validation", () => {
     const many = clone(REQUEST) as unknown as Record<string, any>;
     many.sampling = { maxTokens: 0, temperature: -1, topP: 0, topK: -1, seed: 0.5, stop: [""], stopTokenIds: [-1] };
     expect(expectError(decodeGenerateRequest(encode(many))).message).toMatch(/^sampling\.maxTokens .*; \(and 2 more\)$/);
+  });
+
+  it("carries cache points", () => {
+    const request = { ...clone(REQUEST), cachePoints: [{ messages: 0, ttlMs: 300_000 }, { messages: 2, ttlMs: 3_600_000 }] } as GenerateRequest;
+    expect(expectOk(decodeGenerateRequest(encode(request)))).toEqual(request);
   });
 
   it("carries a tool-calls constraint with a JSON answer", () => {
@@ -185,6 +193,8 @@ const FRAME_FAILURES: [string, unknown][] = [
   ["stopSequence must be a non-empty string", { ...DONE, finishReason: "stop_sequence", stopSequence: 1 }],
   ["promptBlockHashes[1] must be a 16-character lowercase hex string", { ...DONE, promptBlockHashes: ["0123456789abcdef", "0123456789ABCDEF"] }],
   ["promptBlockHashes[0] must be a 16-character lowercase hex string", { ...DONE, promptBlockHashes: ["0123456789abcdef0123456789abcdef"] }],
+  ["cacheWrites[0].tokens must be an integer >= 0", { ...DONE, cacheWrites: [{ ttlMs: 300_000, tokens: -1 }] }],
+  ["cacheWrites[0].ttlMs must be a finite number > 0", { ...DONE, cacheWrites: [{ ttlMs: 0, tokens: 16 }] }],
   ["promptBlockHashes must hold at most 4096 hashes", { ...DONE, promptBlockHashes: Array.from({ length: 4097 }, () => "0123456789abcdef") }],
   ["message is required", { ...DONE, message: undefined }],
   ['message.role must be "assistant"', { ...DONE, message: { ...DONE.message, role: "user" } }],

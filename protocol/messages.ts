@@ -141,6 +141,28 @@ export interface GenerateRequest {
   sampling: SamplingParams;
   /** Structured outputs; absent: the reply is unconstrained. */
   constraint?: ReplyConstraint;
+  /**
+   * Prefixes the client asked to keep cached (Anthropic's `cache_control`): the backend leases
+   * the prompt's blocks up to each point for its TTL after the turn, and reports the tokens it
+   * computed under them (`DoneFrame.cacheWrites`). At most {@link MAX_CACHE_POINTS}.
+   */
+  cachePoints?: CachePoint[];
+}
+
+/** A client-named cache prefix: the transcript's first `messages` messages (with the tools; 0: the tools alone). */
+export interface CachePoint {
+  messages: number;
+  /** How long to keep it, in milliseconds (> 0; the backend may shorten it). */
+  ttlMs: number;
+}
+
+/** Most cache points one request names (Anthropic allows 4 `cache_control` marks). */
+export const MAX_CACHE_POINTS = 4;
+
+/** Prompt tokens a turn computed and now keeps under its cache points, per TTL asked. */
+export interface CacheWrite {
+  ttlMs: number;
+  tokens: number;
 }
 
 export interface ReleaseStateRequest {
@@ -279,6 +301,8 @@ export interface DoneFrame {
    * them to place the trajectory by the pool's block index if it must move.
    */
   promptBlockHashes?: string[];
+  /** With `cachePoints`: the tokens this turn computed under them, per TTL (absent without points). */
+  cacheWrites?: CacheWrite[];
 }
 
 /** Most prompt block hashes one done frame carries (64 KiB of hex; 65,536 tokens at block size 16). */

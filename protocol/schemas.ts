@@ -1,6 +1,8 @@
 import { z } from "zod";
 import { ERROR_CODES } from "./errors";
 import type {
+  CachePoint,
+  CacheWrite,
   AssistantMessage,
   ChatMessage,
   DoneFrame,
@@ -31,7 +33,7 @@ import type {
   TopLogprob,
   Usage,
 } from "./messages";
-import { MAX_KV_EVENTS_PER_BATCH, MAX_PROMPT_BLOCK_HASHES, MAX_TOP_LOGPROBS } from "./messages";
+import { MAX_CACHE_POINTS, MAX_KV_EVENTS_PER_BATCH, MAX_PROMPT_BLOCK_HASHES, MAX_TOP_LOGPROBS } from "./messages";
 
 /**
  * Zod schemas for every message decoded from the wire, typed to match `messages.ts` exactly: each
@@ -181,6 +183,9 @@ export const generateRequestSchema = map({
   tools: array(toolDefinitionSchema).optional(),
   sampling: samplingParamsSchema,
   constraint: replyConstraintSchema.optional(),
+  cachePoints: array(map({ messages: count, ttlMs: positiveMilliseconds }) satisfies z.ZodType<CachePoint>)
+    .max(MAX_CACHE_POINTS, `must hold at most ${MAX_CACHE_POINTS} points`)
+    .optional(),
 }).refine((r) => r.mode !== "delta" || r.stateId !== undefined, {
   path: ["stateId"],
   error: 'is required when mode is "delta"',
@@ -288,6 +293,9 @@ export const doneFrameSchema = map({
   backendId: string,
   promptBlockHashes: array(shortBlockHash)
     .max(MAX_PROMPT_BLOCK_HASHES, `must hold at most ${MAX_PROMPT_BLOCK_HASHES} hashes`)
+    .optional(),
+  cacheWrites: array(map({ ttlMs: positiveMilliseconds, tokens: count }) satisfies z.ZodType<CacheWrite>)
+    .max(MAX_CACHE_POINTS, `must hold at most ${MAX_CACHE_POINTS} entries`)
     .optional(),
 }) satisfies z.ZodType<DoneFrame>;
 

@@ -61,6 +61,7 @@ describe("Anthropic Messages API end to end (wrangler dev + backend + @anthropic
     const sys = system();
     const messages: MessageParam[] = [{ role: "user", content: "Find me a flight from Paris to Lisbon next Friday for two adults, then book it within 800 EUR." }];
     const reads: number[] = [];
+    const creations: number[] = [];
     for (let turn = 0; turn < 10; turn++) {
       const params = { model: MODEL, max_tokens: 120, system: sys, tools: TOOLS, tool_choice: { type: "any" as const }, messages };
       const reply: Message = turn % 2 === 0 ? await client.messages.create(params, { headers }) : await client.messages.stream(params, { headers }).finalMessage();
@@ -72,10 +73,15 @@ describe("Anthropic Messages API end to end (wrangler dev + backend + @anthropic
       expect(reply.usage.output_tokens).toBeLessThanOrEqual(120);
       expect(reply.usage.input_tokens).toBeGreaterThan(0);
       reads.push(reply.usage.cache_read_input_tokens ?? -1);
+      // The SDK's stream snapshot keeps message_start's cache_creation (it merges only reads from message_delta).
+      if (turn % 2 === 0) creations.push(reply.usage.cache_creation_input_tokens ?? -1);
       const results: ToolResultBlockParam[] = uses.map((u) => ({ type: "tool_result", tool_use_id: u.id, content: `${u.name}: done (${turn})` }));
       messages.push({ role: "assistant", content: reply.content }, { role: "user", content: results });
     }
-    // The first turn computes everything; each later turn reads more of the trajectory from the cache.
+    // The first turn computes everything, and writes the marked prefix (tools and system) to the
+    // cache as a lease; later turns read it and write nothing under those marks again.
+    expect(creations[0], `cache writes ${creations.join(", ")}`).toBeGreaterThan(0);
+    expect(creations.slice(1)).toEqual(creations.slice(1).map(() => 0));
     expect(reads[0]).toBe(0);
     for (let i = 1; i < reads.length; i++) expect(reads[i], `cache reads ${reads.join(", ")}`).toBeGreaterThan(reads[i - 1]!);
 
@@ -98,7 +104,10 @@ describe("Anthropic Messages API end to end (wrangler dev + backend + @anthropic
     expect(withoutIds(final)).toEqual(withoutIds(created));
     expect(final.stop_reason).toBe(created.stop_reason);
     // The stream's true input figures arrive in message_delta; the SDK's snapshot takes them.
-    expect(final.usage.input_tokens + (final.usage.cache_read_input_tokens ?? 0)).toBe(created.usage.input_tokens + (created.usage.cache_read_input_tokens ?? 0));
+    // The three input figures add up to the prompt (the first request wrote the marked prefix, the second read it).
+    const promptOf = (u: Message["usage"]) => u.input_tokens + (u.cache_read_input_tokens ?? 0) + (u.cache_creation_input_tokens ?? 0);
+    expect(promptOf(final.usage)).toBe(promptOf(created.usage));
+    expect(created.usage.cache_creation_input_tokens).toBeGreaterThan(0);
     expect(final.usage.cache_read_input_tokens).toBeGreaterThan(0); // the same prompt, cached by the first request
     expect(final.usage.output_tokens).toBe(created.usage.output_tokens);
     expect(seen[0]).toBe("message_start");

@@ -102,6 +102,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
       messages: mode === "delta" ? plan.newMessages : plan.fullTranscript,
       sampling: input.sampling,
       ...(input.constraint ? { constraint: input.constraint } : {}),
+      ...(input.cachePoints && input.cachePoints.length > 0 ? { cachePoints: input.cachePoints } : {}),
       // A delta turn's tools are the state's (unchanged, or the turn would be full).
       ...(mode === "full" && plan.tools.length > 0 ? { tools: plan.tools } : {}),
       ...(input.model ? { model: input.model } : {}),
@@ -116,7 +117,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     prefixBreak: plan.prefixBreak.cause === "none" ? plan.prefixBreak : { ...plan.prefixBreak, uncachedFromToken: done.usage.cachedTokens },
     ...(plan.repaired ? { repaired: plan.repaired } : {}),
   });
-  const event = { type: "done" as const, message: reply, finishReason: done.finishReason, usage: done.usage, turn: record, replayed: false, ...(done.stopSequence !== undefined ? { stopSequence: done.stopSequence } : {}), ...(input.response ? { responseToken: input.response.token } : {}) };
+  const event = { type: "done" as const, message: reply, finishReason: done.finishReason, usage: done.usage, turn: record, replayed: false, ...(done.stopSequence !== undefined ? { stopSequence: done.stopSequence } : {}), ...(input.response ? { responseToken: input.response.token } : {}), ...(done.cacheWrites ? { cacheWrites: done.cacheWrites } : {}) };
   const transcript = [...plan.fullTranscript, reply as ChatMessage];
   store.commitTurn({
     keep: plan.keep,

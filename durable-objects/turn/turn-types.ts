@@ -1,7 +1,7 @@
 import type { Repairs } from "./canonicalize";
 import type { PrefixBreak } from "./prefix-break";
 import type { RouteReason } from "../routing/routing-policy";
-import type { ChatMessage, ErrorCode, FinishReason, ReplyConstraint, SamplingParams, TokenLogprob, ToolCall, ToolDefinition, Usage } from "../../protocol/messages";
+import type { CachePoint, CacheWrite, ChatMessage, ErrorCode, FinishReason, ReplyConstraint, SamplingParams, TokenLogprob, ToolCall, ToolDefinition, Usage } from "../../protocol/messages";
 
 /** The assistant reply of a turn, as stored in the transcript and returned to clients. */
 export interface AssistantReply {
@@ -37,6 +37,8 @@ export interface TurnInput {
   previous?: { token: string; instructions: string | null };
   /** A Responses API turn with `store`: the response to keep with the turn (retrievable by id). */
   response?: ResponseToStore;
+  /** Prefixes the client named to keep cached (Messages API `cache_control`), as leases on the backend. */
+  cachePoints?: CachePoint[];
 }
 
 /** What a Responses API turn stores beside the turn, so `GET /v1/responses/{id}` can answer it. */
@@ -129,8 +131,8 @@ export type TurnEvent =
   | { type: "start"; prefixBreak: PrefixBreak; trajectoryId?: string; responseToken?: string }
   /** `logprobs`: the token frames' (only when the request asked); response-only, never stored. */
   | { type: "token"; text: string; logprobs?: TokenLogprob[] }
-  /** `stopSequence`: the stop string that ended the reply (the backend's, when one did). */
-  | { type: "done"; message: AssistantReply; finishReason: FinishReason; usage: Usage; turn: TurnRecord; replayed: boolean; stopSequence?: string; responseToken?: string }
+  /** `stopSequence`: the stop string that ended the reply (the backend's, when one did); `cacheWrites`: the backend's, with cache points. */
+  | { type: "done"; message: AssistantReply; finishReason: FinishReason; usage: Usage; turn: TurnRecord; replayed: boolean; stopSequence?: string; responseToken?: string; cacheWrites?: CacheWrite[] }
   | { type: "error"; code: ErrorCode; message: string; retryable: boolean };
 
 /** The trajectory's state as `GET /v1/tenants/{tenant}/trajectories/{id}` shows it. */

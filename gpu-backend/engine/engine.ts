@@ -1,18 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { hashRoot, shortBlockHash, type BlockHash } from "../../protocol/block-hash";
 import { ProtocolError, toProtocolError } from "../../protocol/errors";
-import {
-  MAX_PROMPT_BLOCK_HASHES,
-  type AssistantMessage,
-  type DoneFrame,
-  type FinishReason,
-  type Frame,
-  type GenerateRequest,
-  type KvEventBatch,
-  type SamplingParams,
-  type TokenizeRequest,
-  type TokenLogprob,
-} from "../../protocol/messages";
+import { MAX_PROMPT_BLOCK_HASHES, type AssistantMessage, type DoneFrame, type FinishReason, type Frame, type GenerateRequest } from "../../protocol/messages";
+import type { KvEventBatch, SamplingParams, TokenizeRequest, TokenLogprob } from "../../protocol/messages";
 import { KVCacheManager } from "../kv/kv-cache-manager";
 import { KvEventLog } from "../kv/kv-events";
 import type { BlockPool } from "../kv/block-pool";
@@ -144,7 +134,7 @@ export class Engine {
     this.kvEvents = new KvEventLog();
     // With the prefix cache off nothing is ever hashed: the batches stay empty.
     options.pool.setEventSink(this.kvEvents);
-    this.leases = new StateLeases({ kv: this.kv, states: this.states, table: new LeaseTable({ pool: options.pool, ...options.leases }) });
+    this.leases = new StateLeases({ kv: this.kv, states: this.states, table: new LeaseTable({ pool: options.pool, ...options.leases }), codec: options.codec });
   }
 
   /**
@@ -199,7 +189,8 @@ export class Engine {
           generatedTokenIds: reason === "stop_sequence" ? [] : generated,
           generatedText: reason === "stop_sequence" ? "" : this.options.codec.decode(generated),
         });
-        sink(this.doneFrame(job, reason, stateId, text, message));
+        const cacheWrites = req.cachePoints?.length ? this.leases.prefix.afterTurn(req.cachePoints, { ...prompt, tokenIds: job.seq.tokenIds.slice(0, job.seq.numPromptTokens), root, cachedTokens: job.seq.numCachedTokens }) : undefined;
+        sink({ ...this.doneFrame(job, reason, stateId, text, message), ...(cacheWrites ? { cacheWrites } : {}) });
       };
       if (!plan.grammar && plan.bannedTexts.length === 0) return this.enqueue(prompt.tokenIds, req.sampling, root, sink, signal, null, onFinish);
       void this.enqueueConstrained(prompt.tokenIds, req.sampling, plan, root, sink, signal, onFinish);

@@ -1,6 +1,8 @@
 import type { GenerateRequest, LeaseResponse, ReleaseLeaseResponse } from "../../protocol/messages";
 import type { KVCacheManager } from "../kv/kv-cache-manager";
 import type { LeaseTable } from "../kv/lease-table";
+import type { ChatCodec } from "./chat-codec";
+import { PrefixLeases } from "./prefix-leases";
 import type { StateStore } from "./state-store";
 
 /**
@@ -9,18 +11,21 @@ import type { StateStore } from "./state-store";
  * prompt + generated tokens (the longest cached chain, as the next turn's prefix lookup finds it).
  *
  * @example
- * const leases = new StateLeases({ kv, states, table: new LeaseTable({ pool }) });
+ * const leases = new StateLeases({ kv, states, table: new LeaseTable({ pool }), codec });
  * leases.lease("state-1", 20_000); // { leased: true, blocks: 40, expiresAt: 1767225620000 }
  */
 export class StateLeases {
   readonly table: LeaseTable;
+  /** Client-named prefixes (`cachePoints`) leased in the same table. */
+  readonly prefix: PrefixLeases;
   private readonly kv: KVCacheManager;
   private readonly states: StateStore;
 
-  constructor(params: { kv: KVCacheManager; states: StateStore; table: LeaseTable }) {
+  constructor(params: { kv: KVCacheManager; states: StateStore; table: LeaseTable; codec: ChatCodec }) {
     this.kv = params.kv;
     this.states = params.states;
     this.table = params.table;
+    this.prefix = new PrefixLeases({ kv: params.kv, table: params.table, codec: params.codec });
   }
 
   /**

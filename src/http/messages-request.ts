@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { ProtocolError } from "../../protocol";
 import { fieldError } from "./field-error";
-import type { ChatMessage, ReplyConstraint, SamplingParams, ToolCall, ToolDefinition } from "../../protocol/messages";
+import type { CachePoint, ChatMessage, ReplyConstraint, SamplingParams, ToolCall, ToolDefinition } from "../../protocol/messages";
 
 /**
  * Anthropic's Messages API request (`POST /v1/messages`, `.../count_tokens`) as the edge's one
@@ -27,6 +27,20 @@ export interface ParsedMessagesRequest {
   stream: boolean;
   /** Every `cache_control` of the request, in request order (tools, system, messages). */
   cacheBreakpoints: CacheBreakpoint[];
+}
+
+/** Anthropic's cache TTLs, in milliseconds. */
+export const CACHE_TTL_MS = { "5m": 300_000, "1h": 3_600_000 } as const;
+
+/**
+ * The cache points a backend leases (`GenerateRequest.cachePoints`) for the breakpoints: each
+ * covers the chat messages up to and including the one holding the marked block (`tools`: the
+ * tool definitions alone), for the breakpoint's TTL.
+ *
+ * @example cachePointsOf([{ at: 0, ttl: "5m" }]) // [{ messages: 1, ttlMs: 300000 }]
+ */
+export function cachePointsOf(breakpoints: readonly CacheBreakpoint[]): CachePoint[] {
+  return breakpoints.map((b) => ({ messages: b.at === "tools" ? 0 : b.at + 1, ttlMs: CACHE_TTL_MS[b.ttl] }));
 }
 
 /** Anthropic's limit on blocks carrying `cache_control` in one request. */

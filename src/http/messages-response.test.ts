@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { ProtocolError } from "../../protocol";
 import type { TurnEvent, TurnRecord } from "../../durable-objects/turn/turn-types";
 import { anthropicErrorBody, anthropicErrorType, isMessagesPath } from "./errors";
-import { messageId, messageJson, messagesSse, messagesSseError, messagesStop, messagesUsage, type MessagesDone, type MessagesMeta } from "./messages-response";
+import { cacheCreation, messageId, messageJson, messagesSse, messagesSseError, messagesStop, messagesUsage, type MessagesDone, type MessagesMeta } from "./messages-response";
 
 const usage = { promptTokens: 100, cachedTokens: 64, computedTokens: 36, completionTokens: 5 };
 const record = { turn: 1, mode: "full" } as TurnRecord;
@@ -42,6 +42,8 @@ describe("usage and stop reason", () => {
     const u = messagesUsage(usage, { ephemeral5m: 16, ephemeral1h: 4 });
     expect(u).toEqual({ input_tokens: 16, output_tokens: 5, cache_read_input_tokens: 64, cache_creation_input_tokens: 20, cache_creation: { ephemeral_5m_input_tokens: 16, ephemeral_1h_input_tokens: 4 } });
     expect(u.input_tokens + u.cache_read_input_tokens + u.cache_creation_input_tokens).toBe(usage.promptTokens);
+    expect(cacheCreation([{ ttlMs: 300_000, tokens: 16 }, { ttlMs: 3_600_000, tokens: 4 }])).toEqual({ ephemeral5m: 16, ephemeral1h: 4 });
+    expect(cacheCreation(undefined)).toEqual({ ephemeral5m: 0, ephemeral1h: 0 });
   });
 
   it("tool_use, max_tokens, stop_sequence (named only when known), end_turn", () => {

@@ -1,5 +1,6 @@
 import { ProtocolError } from "../../protocol";
-import type { Usage } from "../../protocol/messages";
+import type { CacheWrite, Usage } from "../../protocol/messages";
+import { CACHE_TTL_MS } from "./messages-request";
 import type { AssistantReply, TurnEvent } from "../../durable-objects/turn/turn-types";
 import { anthropicErrorBody } from "./errors";
 import { ReplyTextSplitter } from "./reply-text";
@@ -30,6 +31,21 @@ export interface MessagesMeta {
 export interface CacheCreation {
   ephemeral5m: number;
   ephemeral1h: number;
+}
+
+/**
+ * The backend's cache writes (the tokens a turn computed under its cache points, per TTL asked)
+ * as Anthropic's split: an hour's under `ephemeral_1h`, the rest under `ephemeral_5m`.
+ *
+ * @example cacheCreation([{ ttlMs: 300000, tokens: 1184 }]) // { ephemeral5m: 1184, ephemeral1h: 0 }
+ */
+export function cacheCreation(writes: readonly CacheWrite[] | undefined): CacheCreation {
+  const out = { ephemeral5m: 0, ephemeral1h: 0 };
+  for (const w of writes ?? []) {
+    if (w.ttlMs >= CACHE_TTL_MS["1h"]) out.ephemeral1h += w.tokens;
+    else out.ephemeral5m += w.tokens;
+  }
+  return out;
 }
 
 /** A fresh message id: `msg_` and 24 hex digits. */
@@ -94,7 +110,7 @@ export function messageJson(meta: MessagesMeta, done: MessagesDone) {
     model: meta.model,
     content: [...text, ...toolUseBlocks(done.message)],
     ...messagesStop(done, meta.stopSequences),
-    usage: messagesUsage(done.usage),
+    usage: messagesUsage(done.usage, cacheCreation(done.cacheWrites)),
   };
 }
 
@@ -154,7 +170,7 @@ export async function* messagesSse(meta: MessagesMeta, events: AsyncIterable<Tur
         yield sse("content_block_delta", { type: "content_block_delta", index, delta: { type: "input_json_delta", partial_json: call.function.arguments } });
         yield sse("content_block_stop", { type: "content_block_stop", index: index++ });
       }
-      yield sse("message_delta", { type: "message_delta", delta: messagesStop(event, meta.stopSequences), usage: messagesUsage(event.usage) });
+      yield sse("message_delta", { type: "message_delta", delta: messagesStop(event, meta.stopSequences), usage: messagesUsage(event.usage, cacheCreation(event.cacheWrites)) });
       yield sse("message_stop", { type: "message_stop" });
       return;
     } else {

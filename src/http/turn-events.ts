@@ -1,5 +1,5 @@
 import { ProtocolError, toProtocolError } from "../../protocol";
-import type { ChatMessage, ReplyConstraint, SamplingParams, ToolDefinition } from "../../protocol/messages";
+import type { CachePoint, ChatMessage, ReplyConstraint, SamplingParams, ToolDefinition } from "../../protocol/messages";
 import { poolOf } from "../../durable-objects/pool/pool-do";
 import { chooseBackend, routedBackends } from "../../durable-objects/routing/placement";
 import { edgeSettings, routingPolicyOf } from "../../durable-objects/settings";
@@ -31,7 +31,7 @@ export async function* trajectoryTurn(env: Env, input: TurnInput, signal?: Abort
  */
 export async function* statelessTurn(
   env: Env,
-  params: { tenant: string; cacheSalt: string; messages: ChatMessage[]; tools: ToolDefinition[] | undefined; sampling: SamplingParams; constraint: ReplyConstraint | undefined; model: string | undefined },
+  params: { tenant: string; cacheSalt: string; messages: ChatMessage[]; tools: ToolDefinition[] | undefined; sampling: SamplingParams; constraint: ReplyConstraint | undefined; model: string | undefined; cachePoints?: CachePoint[] },
   signal?: AbortSignal,
 ): AsyncGenerator<TurnEvent> {
   checkToolAnswers(params.messages);
@@ -78,12 +78,13 @@ export async function* statelessTurn(
         messages: params.messages,
         sampling: params.sampling,
         ...(params.constraint ? { constraint: params.constraint } : {}),
+        ...(params.cachePoints && params.cachePoints.length > 0 ? { cachePoints: params.cachePoints } : {}),
         ...(params.tools && params.tools.length > 0 ? { tools: params.tools } : {}),
         ...(params.model ? { model: params.model } : {}),
       }),
     });
     const { done } = result;
-    await emit({ type: "done", message: normalizeMessage(done.message) as AssistantReply, finishReason: done.finishReason, usage: done.usage, replayed: false, turn: turnRecord(result, { turn: 0 }), ...(done.stopSequence !== undefined ? { stopSequence: done.stopSequence } : {}) });
+    await emit({ type: "done", message: normalizeMessage(done.message) as AssistantReply, finishReason: done.finishReason, usage: done.usage, replayed: false, turn: turnRecord(result, { turn: 0 }), ...(done.stopSequence !== undefined ? { stopSequence: done.stopSequence } : {}), ...(done.cacheWrites ? { cacheWrites: done.cacheWrites } : {}) });
     // After the answer: the pool learns where this prefix's blocks now are (best effort).
     const hashes = done.promptBlockHashes ?? [];
     await Promise.all([key, ...(conversationKey ? [conversationKey] : [])].map((k) => pool.notePrefix(k, result.backend.url, hashes, id))).catch((e: unknown) =>

@@ -6,7 +6,7 @@ import { routedBackends, statelessTarget } from "../../durable-objects/routing/p
 import { edgeSettings } from "../../durable-objects/settings";
 import { auth, type AuthVariables } from "../http/auth";
 import { readJson } from "../http/body";
-import { parseMessagesBody } from "../http/messages-request";
+import { cachePointsOf, parseMessagesBody } from "../http/messages-request";
 import { messageId, messagesAnswer, type MessagesMeta } from "../http/messages-response";
 import { answerTurn } from "../http/respond";
 import { checkTrajectoryId } from "../http/trajectory-id";
@@ -36,7 +36,7 @@ export const messagesRoutes = new Hono<{ Bindings: Env; Variables: AuthVariables
     const trajectoryId = c.req.header("x-trajectory-id") ?? c.req.header("x-session-affinity");
     const tenant = c.get("tenant");
     const meta: MessagesMeta = { id: messageId(), model: parsed.model, stopSequences: parsed.sampling.stop, hasTools: (parsed.tools?.length ?? 0) > 0 };
-    const turn = { tenant, cacheSalt: c.get("cacheSalt"), messages: parsed.messages, sampling: parsed.sampling, constraint: parsed.constraint, model: parsed.model };
+    const turn = { tenant, cacheSalt: c.get("cacheSalt"), messages: parsed.messages, sampling: parsed.sampling, constraint: parsed.constraint, model: parsed.model, cachePoints: cachePointsOf(parsed.cacheBreakpoints) };
     if (trajectoryId === undefined) {
       return answerTurn(c, statelessTurn(c.env, { ...turn, tools: parsed.tools }, c.req.raw.signal), messagesAnswer(meta, parsed.stream, {}));
     }

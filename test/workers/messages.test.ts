@@ -285,4 +285,35 @@ describe("POST /v1/messages", () => {
     await anthropicError(await call("/v1/messages/batches", { body: {} }), 404, "not_found_error", "not_found");
     await anthropicError(await call("/v1/messages", { method: "GET" }), 404, "not_found_error", "not_found");
   });
+
+  it("cache_control: the marked prefix is written once (5m / 1h split), then read; the three input figures add up to the prompt", async () => {
+    const sys = system();
+    const body = {
+      model: MODEL,
+      max_tokens: 2,
+      temperature: 0,
+      system: [{ type: "text", text: sys, cache_control: { type: "ephemeral" } }],
+      messages: [{ role: "user", content: [{ type: "text", text: `Task ${"step ".repeat(60)}`, cache_control: { type: "ephemeral", ttl: "1h" } }] }],
+    };
+    const first = await message(await messages(body));
+    const u = first.usage;
+    expect(u.cache_read_input_tokens).toBe(0);
+    expect(u.cache_creation.ephemeral_5m_input_tokens).toBeGreaterThan(100); // the system prompt's full blocks
+    expect(u.cache_creation.ephemeral_1h_input_tokens).toBeGreaterThan(0); // the rest of the user message's
+    expect(u.cache_creation_input_tokens).toBe(u.cache_creation.ephemeral_5m_input_tokens + u.cache_creation.ephemeral_1h_input_tokens);
+    expect(u.input_tokens).toBeGreaterThan(0);
+    expect(u.input_tokens).toBeLessThan(32); // what follows the last breakpoint, and its partial block
+    const prompt = u.input_tokens + u.cache_creation_input_tokens;
+
+    const again = (await message(await messages(body))).usage;
+    expect(again.cache_creation_input_tokens).toBe(0);
+    expect(again.cache_read_input_tokens).toBeGreaterThanOrEqual(u.cache_creation_input_tokens);
+    expect(again.input_tokens + again.cache_read_input_tokens).toBe(prompt);
+
+    // Without cache_control nothing is reported written, though the prefix cache still reads.
+    const { system: _s, ...plain } = body;
+    const unmarked = (await message(await messages({ ...plain, system: sys, messages: [{ role: "user", content: "Another task." }] }))).usage;
+    expect(unmarked.cache_creation_input_tokens).toBe(0);
+    expect(unmarked.cache_read_input_tokens).toBeGreaterThan(0);
+  });
 });
