@@ -163,7 +163,7 @@ export async function* messagesSse(meta: MessagesMeta, events: AsyncIterable<Tur
     if (event.type === "token") {
       yield* text(split.push(event.text));
     } else if (event.type === "done") {
-      yield* text(split.finish());
+      yield* text(split.finish((event.message.tool_calls?.length ?? 0) > 0));
       if (textOpen) yield sse("content_block_stop", { type: "content_block_stop", index: index++ });
       for (const call of event.message.tool_calls ?? []) {
         yield sse("content_block_start", { type: "content_block_start", index, content_block: { type: "tool_use", id: call.id, name: call.function.name, input: {} } });

@@ -107,7 +107,7 @@ export async function* sseChunks(
       // Without tools every token event is a chunk (with its logprobs), even an empty one.
       if (out || !options.hasTools) yield chunk({ content: out }, null, take(true));
     } else if (event.type === "done") {
-      const rest = split.finish();
+      const rest = split.finish((event.message.tool_calls?.length ?? 0) > 0);
       if (rest) yield chunk({ content: rest }, null, take(true));
       const calls = event.message.tool_calls ?? [];
       for (const [index, call] of calls.entries()) {

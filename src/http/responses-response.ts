@@ -120,7 +120,7 @@ export async function* responsesSse(meta: ResponseMeta, events: AsyncIterable<Tu
       yield ev("error", { code: event.code, message: event.message, param: null });
       return;
     }
-    yield* text(split.finish());
+    yield* text(split.finish((event.message.tool_calls?.length ?? 0) > 0));
     const result: ResponseResult = { message: event.message, finishReason: event.finishReason, usage: event.usage };
     const items = outputItems(event.message, meta.token);
     for (const [index, item] of items.entries()) yield* itemEvents(item, index, open && index === 0, ev);
