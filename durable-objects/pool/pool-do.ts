@@ -125,7 +125,7 @@ export class PoolDO extends DurableObject<Env> {
 
   /**
    * Notes that `url` served (and so caches) the trajectory prefix named `key` (see
-   * `prefixKey`), with the short hashes of that turn's prompt blocks (`hashes`, may be empty),
+   * `prefixKey`; several: a stateless turn's conversation and prefix keys, in one call), with the short hashes of that turn's prompt blocks (`hashes`, may be empty),
    * after the turn of `trajectoryId` (when given: its placement stops counting as load there):
    * the block index marks them held by `url` now, without waiting for its next heartbeat, and
    * the key keeps the common prefix of its lists (first PREFIX_LIST_BLOCKS hashes), i.e. the
@@ -133,18 +133,19 @@ export class PoolDO extends DurableObject<Env> {
    * newest MAX_PREFIX_ROWS rows of each table, each dropped after PREFIX_TTL_MS without a new
    * note (about 100 bytes a holder row, at most 4 KiB a list row).
    */
-  async notePrefix(key: string, url: string, hashes: string[] = [], trajectoryId?: string): Promise<void> {
+  async notePrefix(keys: string | readonly string[], url: string, hashes: string[] = [], trajectoryId?: string): Promise<void> {
     const sql = this.ctx.storage.sql;
     const now = Date.now();
     // That trajectory's placed turn is done: it no longer loads the backend.
     if (trajectoryId !== undefined) this.placements.delete(trajectoryId);
-    sql.exec(`INSERT OR REPLACE INTO prefixes (key, url, last_ms) VALUES (?, ?, ?)`, key, url, now);
-    if (hashes.length > 0) {
+    if (hashes.length > 0) this.index.noteHeld(url, hashes.slice(0, MAX_PROMPT_BLOCK_HASHES));
+    for (const key of typeof keys === "string" ? [keys] : keys) {
+      sql.exec(`INSERT OR REPLACE INTO prefixes (key, url, last_ms) VALUES (?, ?, ?)`, key, url, now);
+      if (hashes.length === 0) continue;
       const mine = hashes.slice(0, PREFIX_LIST_BLOCKS);
       const known = this.prefixList(key);
       const list = known ? mine.slice(0, commonPrefixLength(known, mine)) : mine;
       sql.exec(`INSERT OR REPLACE INTO prefix_lists (key, hashes, last_ms) VALUES (?, ?, ?)`, key, list.join(""), now);
-      this.index.noteHeld(url, hashes.slice(0, MAX_PROMPT_BLOCK_HASHES));
       // A turn under the key has ended there: the block index knows what it holds from now on.
       for (const p of this.placements.values()) if (p.key === key && p.url === url) p.key = undefined;
     }

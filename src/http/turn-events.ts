@@ -87,9 +87,7 @@ export async function* statelessTurn(
     await emit({ type: "done", message: normalizeMessage(done.message) as AssistantReply, finishReason: done.finishReason, usage: done.usage, replayed: false, turn: turnRecord(result, { turn: 0 }), ...(done.stopSequence !== undefined ? { stopSequence: done.stopSequence } : {}), ...(done.cacheWrites ? { cacheWrites: done.cacheWrites } : {}) });
     // After the answer: the pool learns where this prefix's blocks now are (best effort).
     const hashes = done.promptBlockHashes ?? [];
-    await Promise.all([key, ...(conversationKey ? [conversationKey] : [])].map((k) => pool.notePrefix(k, result.backend.url, hashes, id))).catch((e: unknown) =>
-      console.error("notePrefix for a stateless turn failed:", e),
-    );
+    await pool.notePrefix(conversationKey ? [key, conversationKey] : key, result.backend.url, hashes, id).catch((e: unknown) => console.error("notePrefix for a stateless turn failed:", e));
   })()
     .catch(async (e: unknown) => {
       const err = toProtocolError(e);

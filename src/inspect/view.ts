@@ -165,7 +165,7 @@ export function inspectView(state: TrajectoryState, transcript: ChatMessage[] | 
     createdAt: state.createdAt,
     messageCount: state.messageCount,
     backend: state.backendUrl,
-    forks: (state.forks ?? []).map((f) => ({ id: f.trajectoryId, turn: f.turn, createdAt: f.createdAt })),
+    forks: state.forks.map((f) => ({ id: f.trajectoryId, turn: f.turn, createdAt: f.createdAt })),
     parent: state.parent ? { id: state.parent.trajectoryId, turn: state.parent.turn } : null,
     turns,
     totals: {
