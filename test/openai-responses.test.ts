@@ -55,7 +55,7 @@ describe("Responses API end to end (wrangler dev + backend + openai client + Age
     let trajectory = "";
     let input: ResponseInputItem[] = [{ role: "user", content: "Find out what this repository does." }];
     for (let k = 1; k <= 10; k++) {
-      const params = { model: MODEL, instructions: INSTRUCTIONS, input, tools: [READ_FILE], tool_choice: "required" as const, max_output_tokens: 40, temperature: 1, ...(k > 1 ? { previous_response_id: chain.at(-1)!.id } : {}) };
+      const params = { model: MODEL, instructions: INSTRUCTIONS, input, tools: [READ_FILE], tool_choice: "required" as const, parallel_tool_calls: false, max_output_tokens: 64, temperature: 1, ...(k > 1 ? { previous_response_id: chain.at(-1)!.id } : {}) };
       let r: Response;
       if (k % 2 === 0) {
         const stream = client.responses.stream(params);
