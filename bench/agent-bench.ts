@@ -202,15 +202,17 @@ async function runWorkload(engine: Engine, workload: AgentTrajectory[], label: s
           ttftMs: done.timings.ttftMs,
         };
         records.push(record);
-        submitted[slot] = { record, prompt: state.promptTokenIds, all: [...state.promptTokenIds, ...state.generatedTokenIds] };
+        // What the turn computed: its prompt and every generated token but the last (sampled, never fed to the model).
+        submitted[slot] = { record, prompt: state.promptTokenIds, all: [...state.promptTokenIds, ...state.generatedTokenIds.slice(0, -1)] };
         stateId = done.stateId;
         progress.tick(label);
       }
     }),
   );
   const wallMs = performance.now() - t0;
-  // Strictly new tokens of a turn: its prompt minus the longest prefix it shares with anything
-  // submitted before it (its own previous turn and reply, or another trajectory's system prompt).
+  // Strictly new tokens of a turn: its prompt minus the longest prefix it shares with what any
+  // turn before it computed (its own previous turn and reply, or another trajectory's system
+  // prompt). The previous reply's last token counts as new: no step ever computed its KV.
   submitted.forEach((cur, i) => {
     const lcp = submitted.slice(0, i).reduce((best, prev) => Math.max(best, commonPrefixLength(prev.all, cur.prompt)), 0);
     cur.record.newTokens = cur.prompt.length - lcp;

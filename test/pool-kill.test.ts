@@ -1,5 +1,5 @@
 import { availableParallelism } from "node:os";
-import OpenAI, { APIError } from "openai";
+import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError } from "openai";
 import type { ChatCompletionMessageParam } from "openai/resources/chat/completions";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Stack, StackPart } from "../scripts/stack";
@@ -38,6 +38,16 @@ const RETRYABLE = new Set(["backend_unavailable", "trajectory_busy"]);
  * retried like a retryable error and recorded as `dev_runtime_restarted`.
  */
 const DEV_RUNTIME_RESTARTED = /^503 Your worker restarted mid-request\. Please try sending the request again\./;
+/**
+ * A request that never got an answer (the client's socket closed or reset: under CI load one run
+ * in about 20 saw a non-streaming session turn fail so, right after the kill, on a trajectory the
+ * kill did not touch; a keep-alive socket the server closed while the client was stalled is the
+ * usual cause). The client cannot know whether the turn ran, so it retries with the same
+ * Idempotency-Key, as the edge asks (docs/edge.md): a turn that finished is replayed, one that did
+ * not runs again. The exact-transcript checks below catch a duplicate. Recorded as
+ * `connection_error`.
+ */
+const isConnectionError = (e: unknown): boolean => e instanceof APIConnectionError && !(e instanceof APIConnectionTimeoutError);
 
 type Kind = "chat" | "session";
 
@@ -199,6 +209,8 @@ describe("pool: 3 registered backends, the busiest SIGKILLed mid-trajectory", ()
         const user: ChatCompletionMessageParam = { role: "user", content: `Trajectory ${t.index}, step ${turn}: carry on.` };
         // chat: the whole transcript each turn; session: only the new messages (the first turn has the system prompt too).
         const messages = t.kind === "chat" ? [...t.expected, user] : turn === 1 ? [...t.expected, user] : [user];
+        // One key per turn, kept across its attempts (what the SDK's own retries do).
+        const options = { idempotencyKey: `${t.id}-turn-${turn}` };
         for (let attempt = 1; ; attempt++) {
           const a: Attempt = { turn, attempt, stream, sentAt: Date.now(), endedAt: 0, chunks: 0 };
           t.attempts.push(a);
@@ -206,7 +218,7 @@ describe("pool: 3 registered backends, the busiest SIGKILLed mid-trajectory", ()
           try {
             let content: string | null;
             if (stream) {
-              const s = await t.client.chat.completions.create({ model: MODEL, messages, max_tokens: maxTokens, temperature: 0, stream: true });
+              const s = await t.client.chat.completions.create({ model: MODEL, messages, max_tokens: maxTokens, temperature: 0, stream: true }, options);
               let text = "";
               let finish: string | null = null;
               for await (const chunk of s) {
@@ -222,7 +234,7 @@ describe("pool: 3 registered backends, the busiest SIGKILLed mid-trajectory", ()
               if (finish === null) throw new Error(`${t.id} turn ${turn}: the stream ended without a finish_reason and without an error (${a.chunks} chunks)`);
               content = text;
             } else {
-              const r = await t.client.chat.completions.create({ model: MODEL, messages, max_tokens: maxTokens, temperature: 0 });
+              const r = await t.client.chat.completions.create({ model: MODEL, messages, max_tokens: maxTokens, temperature: 0 }, options);
               expect(r.choices[0]?.finish_reason, `${t.id} turn ${turn}`).toMatch(/^(stop|length)$/);
               content = r.choices[0]!.message.content;
             }
@@ -233,10 +245,11 @@ describe("pool: 3 registered backends, the busiest SIGKILLed mid-trajectory", ()
           } catch (e) {
             a.endedAt = Date.now();
             const devRestart = e instanceof APIError && e.status === 503 && e.code == null && DEV_RUNTIME_RESTARTED.test(e.message);
-            const code = devRestart ? "dev_runtime_restarted" : e instanceof APIError ? String(e.code ?? "") : "";
+            const connection = isConnectionError(e);
+            const code = devRestart ? "dev_runtime_restarted" : connection ? "connection_error" : e instanceof APIError ? String(e.code ?? "") : "";
             const statusOk = e instanceof APIError && (e.status === undefined || e.status === 503 || e.status === 409);
-            if (!devRestart && !(statusOk && RETRYABLE.has(code))) {
-              throw new Error(`${t.id} turn ${turn} attempt ${attempt}: non-retryable failure: ${e instanceof Error ? e.message : String(e)} (status ${e instanceof APIError ? e.status : "-"}, code ${code || "-"})`, { cause: e });
+            if (!devRestart && !connection && !(statusOk && RETRYABLE.has(code))) {
+              throw new Error(`${t.id} turn ${turn} attempt ${attempt}: non-retryable failure: ${causeChain(e)} (status ${e instanceof APIError ? e.status : "-"}, code ${code || "-"})`, { cause: e });
             }
             a.error = code;
             if (attempt >= MAX_ATTEMPTS) throw new Error(`${t.id} turn ${turn}: still ${code} after ${attempt} attempts`, { cause: e });
@@ -374,6 +387,15 @@ describe("pool: 3 registered backends, the busiest SIGKILLed mid-trajectory", ()
     return lines.filter((l) => l.startsWith(`[${part.name}]`) || l.startsWith("[wrangler]")).slice(-30).join("\n");
   }
 });
+
+/** The error's message and its causes' (a connection error's cause says what the socket did). */
+function causeChain(e: unknown): string {
+  const parts: string[] = [];
+  for (let c: unknown = e; c !== undefined && parts.length < 5; c = c instanceof Error ? c.cause : undefined) {
+    parts.push(c instanceof Error ? `${c.message}${"code" in c && c.code ? ` [${String(c.code)}]` : ""}` : String(c));
+  }
+  return parts.join(" <- ");
+}
 
 function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));

@@ -184,8 +184,12 @@ describe("Engine: turns and states", () => {
     expect(t2.type).toBe("done");
     const s2 = engine.states.get(t2.stateId)!;
     expect(s2.promptTokenIds.slice(0, s1.promptTokenIds.length + 9)).toEqual([...s1.promptTokenIds, ...s1.generatedTokenIds]);
+    // Every token the first turn computed is reused, its partial last block included (the exact
+    // tail): all but the last generated token, which no step fed to the model.
     const before = s1.promptTokenIds.length + 9;
-    expect(t2.usage.cachedTokens).toBe(Math.floor(before / BLOCK) * BLOCK);
+    expect(before % BLOCK).not.toBe(1); // a partial block of at least one computed token
+    expect(t2.usage.cachedTokens).toBe(before - 1);
+    expect(t2.usage.computedTokens).toBe(s2.promptTokenIds.length - (before - 1));
     // The same transcript as a full turn takes the same path (no re-tokenization of the reply).
     const t3 = (await turn(engine, base({ trajectoryId: "traj", messages: [...s2.messages, { role: "user", content: "next" }] }))).last as DoneFrame;
     const s3 = engine.states.get(t3.stateId)!;
@@ -254,7 +258,7 @@ describe("Engine: turns and states", () => {
     expect(s2.promptText.slice(s1.promptText.length)).toBe(`${reply}<|im_end|>\n<|im_start|>user\n<tool_response>\n{"ok": true}\n</tool_response><|im_end|>\n<|im_start|>assistant\n`);
     const tail = model.codec.encode(s2.promptText.slice(s1.promptText.length + s1.generatedText.length));
     expect(s2.promptTokenIds).toEqual([...s1.promptTokenIds, ...s1.generatedTokenIds, ...tail]);
-    expect(t2.usage.cachedTokens).toBe(Math.floor((s1.promptTokenIds.length + s1.generatedTokenIds.length) / BLOCK) * BLOCK);
+    expect(t2.usage.cachedTokens).toBe(s1.promptTokenIds.length + s1.generatedTokenIds.length - 1);
     // On another trajectory, the same transcript sent in full (the client echoing the parsed
     // message back) takes the same path.
     executor.script = [...[...reply].flatMap((c) => model.codec.encode(c)), ...imEnd()];

@@ -20,6 +20,7 @@ import { StateStore } from "./state-store";
 import { LeaseTable, type LeaseTableParams } from "../kv/lease-table";
 import { StateLeases } from "./state-leases";
 import { stepRecord, type StepRecord } from "./step-trace";
+import { timingsOf, usageOf } from "./turn-figures";
 import { StopChecker } from "./stop-checker";
 
 export interface EngineOptions {
@@ -88,6 +89,15 @@ interface Job {
   promptBlockHashes: string[];
   /** Structured outputs (constraint/): masks this job's logits and ends it when the structure is complete. */
   constraint: ConstrainedReply | null;
+  /** The turn state this job's turn becomes (chat turns; raw token requests keep none): its partial last block is kept under it. */
+  stateId: string | undefined;
+}
+
+/** Where a sequence's KV comes from and goes: its hash root, the kept tail it continues, the turn state it becomes. */
+interface SequenceCache {
+  root: BlockHash;
+  resumeTail?: string | undefined;
+  stateId?: string | undefined;
 }
 
 /**
@@ -130,7 +140,7 @@ export class Engine {
   constructor(readonly options: EngineOptions) {
     this.kv = new KVCacheManager({ pool: options.pool, enablePrefixCache: options.enablePrefixCache });
     this.scheduler = new Scheduler(this.kv, options.scheduler);
-    this.states = new StateStore(options.stateCapacity ?? 4096);
+    this.states = new StateStore(options.stateCapacity ?? 4096, (stateId) => this.kv.dropTail(stateId));
     this.kvEvents = new KvEventLog();
     // With the prefix cache off nothing is ever hashed: the batches stay empty.
     options.pool.setEventSink(this.kvEvents);
@@ -170,10 +180,11 @@ export class Engine {
       const prompt = buildPrompt(req, this.options.codec, this.states);
       const root = this.rootFor(req.cacheSalt ?? "");
       const plan = replyPlan(req.constraint, prompt.tools ?? [], this.options.codec.toolCallConvention);
+      const cache: SequenceCache = { root, resumeTail: prompt.base, stateId: randomUUID() };
       const onFinish = (reason: FinishReason, job: Job) => {
         if (reason === "cancelled") return;
         const generated = job.seq.tokenIds.slice(job.seq.numPromptTokens);
-        const stateId = randomUUID();
+        const stateId = cache.stateId!;
         const text = job.stops.fullText;
         // The reply as the template will render it next turn: a well-formed tool call re-renders
         // to the very text generated, so the next turn's prompt keeps the generated ids.
@@ -192,8 +203,8 @@ export class Engine {
         const cacheWrites = req.cachePoints?.length ? this.leases.prefix.afterTurn(req.cachePoints, { ...prompt, tokenIds: job.seq.tokenIds.slice(0, job.seq.numPromptTokens), root, cachedTokens: job.seq.numCachedTokens }) : undefined;
         sink({ ...this.doneFrame(job, reason, stateId, text, message), ...(cacheWrites ? { cacheWrites } : {}) });
       };
-      if (!plan.grammar && plan.bannedTexts.length === 0) return this.enqueue(prompt.tokenIds, req.sampling, root, sink, signal, null, onFinish);
-      void this.enqueueConstrained(prompt.tokenIds, req.sampling, plan, root, sink, signal, onFinish);
+      if (!plan.grammar && plan.bannedTexts.length === 0) return this.enqueue(prompt.tokenIds, req.sampling, cache, sink, signal, null, onFinish);
+      void this.enqueueConstrained(prompt.tokenIds, req.sampling, plan, cache, sink, signal, onFinish);
     } catch (e) {
       const err = toProtocolError(e);
       sink({ type: "error", code: err.code, message: err.message, retryable: err.retryable });
@@ -219,13 +230,13 @@ export class Engine {
         else if (frame.type === "token" && frame.logprobs) logprobs.push(...frame.logprobs);
       };
       try {
-        this.enqueue(req.tokenIds, req.sampling, this.rootFor(req.cacheSalt ?? ""), sink, signal, null, (reason, job) => {
+        this.enqueue(req.tokenIds, req.sampling, { root: this.rootFor(req.cacheSalt ?? "") }, sink, signal, null, (reason, job) => {
           resolve({
             tokenIds: job.seq.tokenIds.slice(job.seq.numPromptTokens),
             ...(req.sampling.logprobs === undefined ? {} : { logprobs }),
             finishReason: reason,
-            usage: this.usage(job),
-            timings: this.timings(job),
+            usage: usageOf(job.seq),
+            timings: timingsOf(job.seq, job.firstTokenMs, job.lastTokenMs),
           });
         });
       } catch (e) {
@@ -245,7 +256,7 @@ export class Engine {
     tokenIds: number[],
     sampling: SamplingParams,
     plan: ReplyPlan,
-    root: BlockHash,
+    cache: SequenceCache,
     sink: (frame: Frame) => void,
     signal: AbortSignal | undefined,
     onFinish: (reason: FinishReason, job: Job) => void,
@@ -253,7 +264,7 @@ export class Engine {
     let constraint: ConstrainedReply | null = null;
     try {
       constraint = await ConstrainedReply.start(await this.grammars(), this.options.codec, plan, sampling.maxTokens);
-      this.enqueue(tokenIds, plan.stopStrings ? sampling : { ...sampling, stop: [] }, root, sink, signal, constraint, onFinish);
+      this.enqueue(tokenIds, plan.stopStrings ? sampling : { ...sampling, stop: [] }, cache, sink, signal, constraint, onFinish);
     } catch (e) {
       constraint?.dispose();
       const err = toProtocolError(e);
@@ -283,7 +294,7 @@ export class Engine {
   private enqueue(
     tokenIds: number[],
     sampling: SamplingParams,
-    root: BlockHash,
+    cache: SequenceCache,
     sink: (frame: Frame) => void,
     signal: AbortSignal | undefined,
     constraint: ConstrainedReply | null,
@@ -297,7 +308,7 @@ export class Engine {
         `prompt (${tokenIds.length} tokens) + max tokens (${sampling.maxTokens}) exceeds the model's context of ${maxPositions} tokens`,
       );
     }
-    const seq = new Sequence(this.nextSeqId++, [...tokenIds], tokenIds.length, sampling.maxTokens, root);
+    const seq = new Sequence(this.nextSeqId++, [...tokenIds], tokenIds.length, sampling.maxTokens, cache.root, cache.resumeTail);
     const job: Job = {
       seq,
       sampler: new Sampler(sampling),
@@ -313,6 +324,7 @@ export class Engine {
       finished: false,
       promptBlockHashes: [],
       constraint,
+      stateId: cache.stateId,
     };
     this.jobs.set(seq.seqId, job);
     this.counters.requests++;
@@ -434,6 +446,8 @@ export class Engine {
       const rest = job.stops.push(job.decoder.flush()).emit + job.stops.flush();
       if (rest) job.sink({ type: "token", tokenIds: [], text: rest });
     }
+    // The turn state keeps the partial last block (a stop sequence's state drops the generated tokens: nothing to keep).
+    if (reason !== "cancelled" && reason !== "stop_sequence") job.seq.keepTailAs = job.stateId;
     this.scheduler.finish(job.seq);
     this.jobs.delete(job.seq.seqId);
     this.counters.promptTokens += job.seq.numPromptTokens;
@@ -451,29 +465,6 @@ export class Engine {
     job.sink({ type: "error", code: err.code, message: err.message, retryable: err.retryable });
   }
 
-  private usage(job: Job): DoneFrame["usage"] {
-    return {
-      promptTokens: job.seq.numPromptTokens,
-      cachedTokens: job.seq.numCachedTokens,
-      computedTokens: job.seq.numPrefilledTokens,
-      completionTokens: job.seq.numGenerated,
-    };
-  }
-
-  private timings(job: Job): DoneFrame["timings"] {
-    const arrival = job.seq.arrivalMs;
-    const scheduled = job.seq.firstScheduledMs ?? arrival;
-    const first = job.firstTokenMs ?? performance.now();
-    const last = job.lastTokenMs ?? first;
-    return {
-      queueMs: scheduled - arrival,
-      prefillMs: first - scheduled,
-      ttftMs: first - arrival,
-      decodeMs: last - first,
-      totalMs: performance.now() - arrival,
-    };
-  }
-
   private doneFrame(job: Job, reason: FinishReason, stateId: string, text: string, message: AssistantMessage): DoneFrame {
     return {
       type: "done",
@@ -482,8 +473,8 @@ export class Engine {
       text,
       ...(reason === "stop_sequence" ? { stopSequence: job.stops.matched } : {}),
       message,
-      usage: this.usage(job),
-      timings: this.timings(job),
+      usage: usageOf(job.seq),
+      timings: timingsOf(job.seq, job.firstTokenMs, job.lastTokenMs),
       backendId: this.options.backendId,
       promptBlockHashes: job.promptBlockHashes,
     };

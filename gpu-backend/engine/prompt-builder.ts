@@ -19,6 +19,8 @@ export interface BuiltPrompt {
   messages: ChatMessage[];
   tools: ToolDefinition[] | undefined;
   source: PromptSource;
+  /** The kept state this prompt extends (delta sources): its turn's partial last block may be reused. */
+  base?: string;
 }
 
 /**
@@ -93,9 +95,9 @@ function extend(state: TurnState, messages: ChatMessage[], tools: ToolDefinition
   const rest = promptText.slice(state.promptText.length);
   if (state.generatedText.length > 0 && rest.startsWith(state.generatedText)) {
     const tail = codec.encode(rest.slice(state.generatedText.length));
-    return { tokenIds: [...state.promptTokenIds, ...state.generatedTokenIds, ...tail], promptText, messages, tools, source: "delta" };
+    return { tokenIds: [...state.promptTokenIds, ...state.generatedTokenIds, ...tail], promptText, messages, tools, source: "delta", base: state.stateId };
   }
-  return { tokenIds: [...state.promptTokenIds, ...codec.encode(rest)], promptText, messages, tools, source: "delta-rerendered" };
+  return { tokenIds: [...state.promptTokenIds, ...codec.encode(rest)], promptText, messages, tools, source: "delta-rerendered", base: state.stateId };
 }
 
 function isPrefix(prefix: ChatMessage[], messages: ChatMessage[]): boolean {

@@ -35,7 +35,11 @@ export class StateStore {
   private readonly states = new Map<string, TurnState>();
   private readonly latestByTrajectory = new Map<string, string>();
 
-  constructor(readonly capacity: number) {}
+  /** `onDrop` hears of every state let go (released, evicted, superseded): its kept tail goes with it. */
+  constructor(
+    readonly capacity: number,
+    private readonly onDrop: (stateId: string) => void = () => {},
+  ) {}
 
   get size(): number {
     return this.states.size;
@@ -58,7 +62,7 @@ export class StateStore {
   put(state: TurnState): void {
     if (state.trajectoryId !== undefined) {
       const previous = this.latestByTrajectory.get(state.trajectoryId);
-      if (previous !== undefined) this.states.delete(previous);
+      if (previous !== undefined && this.states.delete(previous)) this.onDrop(previous);
       this.latestByTrajectory.set(state.trajectoryId, state.stateId);
     }
     this.states.set(state.stateId, state);
@@ -75,6 +79,7 @@ export class StateStore {
     if (s.trajectoryId !== undefined && this.latestByTrajectory.get(s.trajectoryId) === stateId) {
       this.latestByTrajectory.delete(s.trajectoryId);
     }
+    this.onDrop(stateId);
     return true;
   }
 }

@@ -14,6 +14,9 @@ import { checked, randInt, sequence, slotsOf, type TestSequence } from "./test-s
  *     never hands out KV of different tokens, another tenant's root, or an evicted block), and
  *   - no slot of any table is shared by two sequences unless, in both, it is the same position of
  *     a cached, computed full block.
+ * Most finished sequences keep their partial last block as a tail (as the engine's turn states
+ * do) and most continuations resume it, so a tail handed back with the wrong KV, or a kept tail's
+ * block reused by another sequence, reads back wrong fingerprints.
  */
 const configs = [
   { name: "small blocks, tight pool", seed: 1, blockSize: 4, numBlocks: 48, ops: 10000, enablePrefixCache: true },
@@ -32,6 +35,8 @@ describe("KVCacheManager randomized stress", () => {
       expect(counts.preempts).toBeGreaterThan(10);
       expect(counts.allocFailures).toBeGreaterThan(0);
       if (cfg.enablePrefixCache) {
+        expect(counts.tailHits).toBeGreaterThan(3);
+        expect(counts.tailMisses).toBeGreaterThan(0);
         expect(counts.hitTokens).toBeGreaterThan(0);
         expect(counts.evictions).toBeGreaterThan(0);
         expect(counts.sharedSlots).toBeGreaterThan(0);
@@ -63,9 +68,9 @@ function runStress(cfg: StressConfig): Record<string, number> {
   const systemPrompts = Array.from({ length: 3 }, (_, i) => randomTokens(rand, 3 + i * 2 * B + randInt(rand, 0, B)));
   const maxLen = Math.floor((cfg.numBlocks * B) / 3);
   const model = new Map<number, { root: BlockHash; tokens: number[]; seq: TestSequence }>();
-  const finished: { root: BlockHash; tokens: number[] }[] = [];
+  const finished: { root: BlockHash; tokens: number[]; tail?: string }[] = [];
   let nextSeqId = 1;
-  const counts = { ops: 0, starts: 0, preempts: 0, restarts: 0, frees: 0, steps: 0, allocFailures: 0, hitTokens: 0, evictions: 0, sharedSlots: 0 };
+  const counts = { ops: 0, starts: 0, preempts: 0, restarts: 0, frees: 0, steps: 0, allocFailures: 0, hitTokens: 0, evictions: 0, sharedSlots: 0, tailHits: 0, tailMisses: 0, tailDrops: 0 };
 
   const running = (): number[] => [...model.keys()].filter((id) => !raw.isPreempted(id));
   const preempted = (): number[] => [...model.keys()].filter((id) => raw.isPreempted(id));
@@ -78,10 +83,12 @@ function runStress(cfg: StressConfig): Record<string, number> {
       const seqId = nextSeqId++;
       let root = pick(roots)!;
       let tokens: number[];
+      let resumeTail: string | undefined;
       const kind = rand();
       const prev = kind < 0.6 ? pick(finished) : undefined;
       if (prev !== undefined && prev.tokens.length < maxLen - 8) {
         root = prev.root;
+        resumeTail = prev.tail;
         tokens = [...prev.tokens, ...randomTokens(rand, randInt(rand, 1, 8))];
         // An edited early token (a timestamp in the system prompt): later blocks are token-identical
         // to the cached ones but must miss, because their chained hashes differ.
@@ -89,10 +96,19 @@ function runStress(cfg: StressConfig): Record<string, number> {
       } else {
         tokens = [...pick(systemPrompts)!, ...randomTokens(rand, randInt(rand, 1, 2 * B))];
       }
-      const seq = sequence({ seqId, tokenIds: tokens, root });
+      const seq = sequence({ seqId, tokenIds: tokens, root, ...(resumeTail !== undefined ? { resumeTail } : {}) });
+      const tailsBefore = raw.numTails;
       const { numCachedTokens } = kv.startSequence(seq);
-      expect(numCachedTokens % B).toBe(0);
-      expect(numCachedTokens).toBeLessThanOrEqual(Math.floor((tokens.length - 1) / B) * B);
+      expect(numCachedTokens).toBeLessThanOrEqual(tokens.length - 1);
+      if (numCachedTokens % B !== 0) {
+        // Only a resumed tail ends a hit mid-block, and it left the kept set.
+        expect(resumeTail).toBeDefined();
+        expect(raw.numTails).toBe(tailsBefore - 1);
+        counts.tailHits++;
+      } else {
+        if (resumeTail !== undefined && raw.numTails < tailsBefore) counts.tailMisses++;
+        expect(numCachedTokens).toBeLessThanOrEqual(Math.floor((tokens.length - 1) / B) * B);
+      }
       model.set(seqId, { root, tokens, seq });
       counts.starts++;
     } else if (r < 0.75) {
@@ -131,6 +147,10 @@ function runStress(cfg: StressConfig): Record<string, number> {
     } else if (r < 0.85) {
       const seqId = pick([...model.keys()]);
       if (seqId !== undefined) finish(seqId);
+    } else if (r < 0.87) {
+      // The state behind a tail is dropped (the engine's state store let it go).
+      const f = pick(finished);
+      if (f?.tail !== undefined && kv.dropTail(f.tail)) counts.tailDrops++;
     } else if (r < 0.92) {
       const seqId = pick(running());
       if (seqId === undefined) continue;
@@ -151,10 +171,15 @@ function runStress(cfg: StressConfig): Record<string, number> {
 
   function finish(seqId: number): void {
     const m = model.get(seqId)!;
+    const tail = rand() < 0.8 && !raw.isPreempted(seqId) ? `state-${seqId}` : undefined;
+    if (tail !== undefined) m.seq.keepTailAs = tail;
     kv.freeSequence(seqId);
     model.delete(seqId);
-    finished.push({ root: m.root, tokens: m.tokens });
-    if (finished.length > 20) finished.shift();
+    finished.push({ root: m.root, tokens: m.tokens, ...(tail !== undefined ? { tail } : {}) });
+    if (finished.length > 20) {
+      const gone = finished.shift()!;
+      if (gone.tail !== undefined) kv.dropTail(gone.tail);
+    }
     counts.frees++;
   }
 

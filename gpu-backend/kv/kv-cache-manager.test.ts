@@ -264,3 +264,77 @@ describe("KVCacheManager: preemption", () => {
     expect(pool.numFree).toBe(4);
   });
 });
+
+describe("KVCacheManager: kept tails (the exact tail)", () => {
+  /** A finished turn of 10 computed tokens (2 full blocks + 2 in a partial block) kept as "s1". */
+  function keptTurn(kv: KVCacheManager, tokens = range(100, 10)): TestSequence {
+    const seq = sequence({ seqId: 1, tokenIds: tokens, root });
+    kv.startSequence(seq);
+    prefill(kv, 1);
+    seq.keepTailAs = "s1";
+    kv.freeSequence(1);
+    return seq;
+  }
+
+  it("gives the next turn every computed token, the partial block included, in the same block", () => {
+    const { kv, pool } = setup(8);
+    keptTurn(kv);
+    expect(kv.numTails).toBe(1);
+    expect(pool.numFree).toBe(7);
+    const next = sequence({ seqId: 2, tokenIds: [...range(100, 10), 7, 8, 9], root, resumeTail: "s1" });
+    expect(kv.startSequence(next)).toEqual({ numCachedTokens: 10 });
+    expect(kv.numTails).toBe(0);
+    expect(kv.blockTable(2)).toHaveLength(3);
+    prefill(kv, 2);
+    expect(kv.blockHashes(2)).toEqual(hashBlocks(root, [...range(100, 10), 7, 8], B));
+  });
+
+  it("is given back, not used, when the prefix before it is not cached or the tokens differ", () => {
+    const { kv, pool } = setup(8);
+    keptTurn(kv);
+    // Another tenant's chain: the tail's parent hash is not this prefix's.
+    expect(kv.startSequence(sequence({ seqId: 2, tokenIds: range(100, 12), root: otherTenant, resumeTail: "s1" }))).toEqual({ numCachedTokens: 0 });
+    expect(kv.numTails).toBe(0);
+    kv.freeSequence(2);
+    keptTurn(kv);
+    const edited = [...range(100, 9), 55, 1, 2];
+    expect(kv.startSequence(sequence({ seqId: 3, tokenIds: edited, root, resumeTail: "s1" }))).toEqual({ numCachedTokens: 8 });
+    expect(kv.numTails).toBe(0);
+    kv.freeSequence(3);
+    expect(pool.numFree).toBe(8);
+  });
+
+  it("needs a token left to compute: a continuation with nothing new does not take it", () => {
+    const { kv } = setup(8);
+    keptTurn(kv);
+    expect(kv.startSequence(sequence({ seqId: 2, tokenIds: range(100, 10), root, resumeTail: "s1" })).numCachedTokens).toBe(8);
+  });
+
+  it("goes back to its key when the turn that took it is preempted or freed before filling the block", () => {
+    const { kv } = setup(8);
+    keptTurn(kv);
+    const next = sequence({ seqId: 2, tokenIds: [...range(100, 10), 7], root, resumeTail: "s1" });
+    expect(kv.startSequence(next).numCachedTokens).toBe(10);
+    kv.preempt(2);
+    expect(kv.numTails).toBe(1);
+    expect(kv.restartSequence(2)).toEqual({ numCachedTokens: 10 });
+    expect(kv.numTails).toBe(0);
+    kv.freeSequence(2); // failed: no new state
+    expect(kv.numTails).toBe(1);
+    expect(kv.startSequence(sequence({ seqId: 3, tokenIds: [...range(100, 10), 7], root, resumeTail: "s1" })).numCachedTokens).toBe(10);
+  });
+
+  it("is given back to the pool when an allocation would fail without it, and by dropTail", () => {
+    const { kv, pool } = setup(4);
+    keptTurn(kv); // 2 cached full blocks (free) + the tail (held)
+    expect(pool.numFree).toBe(3);
+    kv.startSequence(sequence({ seqId: 2, tokenIds: range(500, 16), root }));
+    expect(kv.allocateSlots(2, 16)).toBe(true);
+    expect(kv.numTails).toBe(0);
+    kv.freeSequence(2);
+    keptTurn(kv);
+    expect(kv.dropTail("s1")).toBe(true);
+    expect(kv.dropTail("s1")).toBe(false);
+    expect(pool.numFree).toBe(4);
+  });
+});

@@ -18,12 +18,23 @@ import type { KVSequence } from "./kv-sequence";
  * block-hash memo and sets its status to "running" (start, restart) or "preempted"; it owns only
  * the block table and the computed-token count. With `enablePrefixCache` off nothing is hashed or
  * cached.
+ *
+ * Kept tails (the exact tail): full blocks are shared by hash, but a turn's last block is partial
+ * and never cached, so the next turn would recompute up to blockSize - 1 tokens. A sequence freed
+ * with `keepTailAs` set keeps that partial block instead, under the key (the engine's turn state
+ * id); a sequence started with `resumeTail` naming it gets the block back, exclusively, when its
+ * cached prefix ends exactly where the tail begins and the tail's tokens are its own. A tail
+ * never shares its block, is never hashed, and is given back to the pool (oldest first) the
+ * moment an allocation would fail without it, or when its key is dropped (`dropTail`). A sequence
+ * that resumed a tail and is freed or preempted before filling the block returns it to its key.
  */
 export class KVCacheManager {
   private readonly pool: BlockPool;
   readonly blockSize: number;
   readonly enablePrefixCache: boolean;
   private readonly sequences = new Map<number, SequenceState>();
+  /** Kept tails by key, oldest first (the order they are given back under pressure). */
+  private readonly tails = new Map<string, KeptTail>();
   private readonly scratch: number[];
   private queriedTokens = 0;
   private hitTokens = 0;
@@ -56,6 +67,11 @@ export class KVCacheManager {
   /** Every hash cached in the pool now (what a KV-event snapshot publishes). */
   cachedBlockHashes(): IterableIterator<BlockHash> {
     return this.pool.cachedHashes();
+  }
+
+  /** Kept tails (one partial block each). */
+  get numTails(): number {
+    return this.tails.size;
   }
 
   /** Fraction of the pool in use. */
@@ -119,6 +135,8 @@ export class KVCacheManager {
     }
     const needed = Math.ceil(total / this.blockSize) - seq.blockTable.length;
     if (needed <= 0) return true;
+    const short = needed - this.pool.numFree;
+    if (short > 0 && short <= this.tails.size) for (const key of [...this.tails.keys()].slice(0, short)) this.dropTail(key);
     const blockIds = this.pool.allocate(needed);
     if (blockIds === null) return false;
     for (const id of blockIds) seq.blockTable.push(id);
@@ -160,8 +178,22 @@ export class KVCacheManager {
    */
   freeSequence(seqId: number): void {
     const seq = this.get(seqId, "freeSequence");
-    this.pool.release(seq.blockTable);
+    this.releaseTable(seq);
     this.sequences.delete(seqId);
+  }
+
+  /**
+   * Gives a kept tail's block back to the pool (its turn state is gone). False when none is kept
+   * under `key`.
+   *
+   * @example kv.dropTail(stateId)
+   */
+  dropTail(key: string): boolean {
+    const tail = this.tails.get(key);
+    if (!tail) return false;
+    this.tails.delete(key);
+    this.pool.release([tail.blockId]);
+    return true;
   }
 
   /**
@@ -173,7 +205,7 @@ export class KVCacheManager {
    */
   preempt(seqId: number): void {
     const seq = this.getRunning(seqId, "preempt");
-    this.pool.release(seq.blockTable);
+    this.releaseTable(seq);
     seq.blockTable = [];
     seq.numComputedTokens = 0;
     seq.sequence.status = "preempted";
@@ -261,9 +293,16 @@ export class KVCacheManager {
         if (hash !== null && hash !== blockHashes[b]) throw new Error(`${where}: block ${id} caches ${hash}, the sequence's chain says ${blockHashes[b]}`);
       }
     }
+    for (const [key, tail] of this.tails) {
+      const where = `KVCacheManager invariant (tail ${key})`;
+      if (holders[tail.blockId]! > 0) throw new Error(`${where}: block ${tail.blockId} is also in a table or another tail`);
+      if (this.pool.blockHash(tail.blockId) !== null) throw new Error(`${where}: block ${tail.blockId} is cached`);
+      if (tail.tokenIds.length < 1 || tail.tokenIds.length >= B) throw new Error(`${where}: ${tail.tokenIds.length} tokens is not a partial block`);
+      holders[tail.blockId]!++;
+    }
     for (let id = 0; id < this.pool.numBlocks; id++) {
       if (this.pool.refCount(id) !== holders[id]) {
-        throw new Error(`KVCacheManager invariant: block ${id} has refCount ${this.pool.refCount(id)} but ${holders[id]} tables hold it`);
+        throw new Error(`KVCacheManager invariant: block ${id} has refCount ${this.pool.refCount(id)} but ${holders[id]} tables and tails hold it`);
       }
     }
   }
@@ -274,9 +313,60 @@ export class KVCacheManager {
     this.pool.acquire(prefix.blockIds);
     seq.blockTable = prefix.blockIds;
     seq.numComputedTokens = prefix.numCachedTokens;
+    this.attachTail(seq, prefix);
     this.queriedTokens += tokenIds.length;
-    this.hitTokens += prefix.numCachedTokens;
-    return prefix.numCachedTokens;
+    this.hitTokens += seq.numComputedTokens;
+    return seq.numComputedTokens;
+  }
+
+  /** Appends the sequence's kept tail to its table when it continues the cached prefix exactly; a tail that cannot be used is given back. */
+  private attachTail(seq: SequenceState, prefix: CachedPrefix): void {
+    const key = seq.sequence.resumeTail;
+    const tail = key === undefined ? undefined : this.tails.get(key);
+    if (key === undefined || tail === undefined) return;
+    this.tails.delete(key);
+    const { tokenIds, hashRoot } = seq.sequence;
+    const start = tail.fullBlocks * this.blockSize;
+    const fits =
+      prefix.blockIds.length === tail.fullBlocks &&
+      (tail.fullBlocks === 0 ? hashRoot : prefix.blockHashes[tail.fullBlocks - 1]) === tail.parent &&
+      tokenIds.length > start + tail.tokenIds.length && // a token is left to compute (the model needs its logits)
+      tail.tokenIds.every((t, i) => tokenIds[start + i] === t);
+    if (!fits) {
+      this.pool.release([tail.blockId]);
+      return;
+    }
+    seq.blockTable.push(tail.blockId);
+    seq.numComputedTokens = start + tail.tokenIds.length;
+    seq.resumed = { key, tail };
+  }
+
+  /**
+   * Releases the table, keeping its partial last block as a tail: under `keepTailAs` when set, or
+   * back under the key it was resumed from while the block holds what it held then (never filled
+   * and cached since).
+   */
+  private releaseTable(seq: SequenceState): void {
+    const B = this.blockSize;
+    const { keepTailAs, tokenIds, hashRoot, blockHashes } = seq.sequence;
+    let kept: [string, KeptTail] | undefined;
+    if (this.enablePrefixCache && keepTailAs !== undefined && seq.numComputedTokens % B !== 0) {
+      const fullBlocks = Math.floor(seq.numComputedTokens / B);
+      const parent = fullBlocks === 0 ? hashRoot : this.blockHashAt(tokenIds, hashRoot, blockHashes, fullBlocks - 1);
+      kept = [keepTailAs, { blockId: seq.blockTable[fullBlocks]!, fullBlocks, parent, tokenIds: tokenIds.slice(fullBlocks * B, seq.numComputedTokens) }];
+    } else if (seq.resumed !== undefined && seq.blockTable[seq.resumed.tail.fullBlocks] === seq.resumed.tail.blockId) {
+      kept = [seq.resumed.key, seq.resumed.tail];
+    }
+    seq.resumed = undefined;
+    if (kept !== undefined && this.pool.blockHash(kept[1].blockId) !== null) kept = undefined;
+    if (kept === undefined) {
+      this.pool.release(seq.blockTable);
+      return;
+    }
+    const [key, tail] = kept;
+    this.dropTail(key);
+    this.tails.set(key, tail);
+    this.pool.release(seq.blockTable.filter((id) => id !== tail.blockId));
   }
 
   /** `hashes` is a memo of the chain for these tokens; it is extended in place as blocks are hashed. */
@@ -343,4 +433,15 @@ interface SequenceState {
   sequence: KVSequence;
   blockTable: number[];
   numComputedTokens: number;
+  /** The kept tail attached at start (returned to its key if the sequence ends before filling it). */
+  resumed?: { key: string; tail: KeptTail };
+}
+
+/** A partial block kept for the next turn: its first `tokenIds.length` slots hold the KV of those tokens after `fullBlocks` full blocks ending in `parent`. */
+interface KeptTail {
+  blockId: number;
+  fullBlocks: number;
+  /** Chained hash of the last full block before it (the root when `fullBlocks` is 0). */
+  parent: BlockHash;
+  tokenIds: number[];
 }

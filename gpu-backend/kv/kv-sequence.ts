@@ -24,4 +24,11 @@ export interface KVSequence {
    */
   readonly blockHashes: BlockHash[];
   status: SequenceStatus;
+  /**
+   * The kept tail this sequence continues (the turn state it extends): `startSequence` attaches
+   * that partial block when the cached prefix ends exactly where it begins (kv-cache-manager.ts).
+   */
+  readonly resumeTail?: string;
+  /** Set before the sequence is freed: keep its partial last block as the tail of this key (its turn state). */
+  keepTailAs?: string;
 }

@@ -70,6 +70,13 @@ export interface TestSequence extends KVSequence {
  *
  * @example kv.startSequence(sequence({ seqId: 1, tokenIds: range(0, 10), root }));
  */
-export function sequence(params: { seqId: number; tokenIds: ArrayLike<number>; root: BlockHash }): TestSequence {
-  return { seqId: params.seqId, tokenIds: Array.from(params.tokenIds), hashRoot: params.root, blockHashes: [], status: "waiting" };
+export function sequence(params: { seqId: number; tokenIds: ArrayLike<number>; root: BlockHash; resumeTail?: string }): TestSequence {
+  return {
+    seqId: params.seqId,
+    tokenIds: Array.from(params.tokenIds),
+    hashRoot: params.root,
+    blockHashes: [],
+    status: "waiting",
+    ...(params.resumeTail !== undefined ? { resumeTail: params.resumeTail } : {}),
+  };
 }

@@ -18,6 +18,8 @@ export class Sequence implements KVSequence {
   /** Tokens computed by prefill, recomputation after preemption included. */
   numPrefilledTokens = 0;
   numPreemptions = 0;
+  /** The turn state to keep the partial last block under when freed (set by the engine as the turn ends). */
+  keepTailAs: string | undefined;
   readonly arrivalMs = performance.now();
   firstScheduledMs: number | undefined;
 
@@ -29,6 +31,8 @@ export class Sequence implements KVSequence {
     readonly maxTokens: number,
     /** Root of this sequence's block-hash chain (model id + tenant salt). */
     readonly hashRoot: BlockHash,
+    /** The turn state this sequence extends: its kept tail is attached at start when it fits. */
+    readonly resumeTail?: string,
   ) {}
 
   get numGenerated(): number {
