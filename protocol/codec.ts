@@ -1,12 +1,14 @@
 import { C1, Packr, Unpackr, type Options } from "msgpackr";
 import type { z } from "zod";
 import { ProtocolError } from "./errors";
-import type { Frame, GenerateRequest, Heartbeat, HeartbeatReply, LeaseRequest, LeaseResponse, ReleaseLeaseRequest, ReleaseLeaseResponse, ReleaseStateRequest, TokenizeRequest, TokenizeResponse } from "./messages";
+import type { Frame, GenerateRequest, Heartbeat, HeartbeatReply, KvPullRequest, KvStreamHeader, LeaseRequest, LeaseResponse, ReleaseLeaseRequest, ReleaseLeaseResponse, ReleaseStateRequest, TokenizeRequest, TokenizeResponse } from "./messages";
 import {
   frameSchema,
   generateRequestSchema,
   heartbeatReplySchema,
   heartbeatSchema,
+  kvPullRequestSchema,
+  kvStreamHeaderSchema,
   leaseRequestSchema,
   leaseResponseSchema,
   releaseLeaseRequestSchema,
@@ -101,6 +103,26 @@ export function decodeTokenizeResponse(bytes: Uint8Array): DecodeResult<Tokenize
  */
 export function decodeLeaseRequest(bytes: Uint8Array): DecodeResult<LeaseRequest> {
   return decodeOne(bytes, leaseRequestSchema, "request");
+}
+
+/**
+ * Decodes and validates a `/v1/kv/pull` request body (backend to backend).
+ *
+ * @example
+ * const decoded = decodeKvPullRequest(body);
+ * if (decoded.ok) serveBlocks(decoded.value);
+ */
+export function decodeKvPullRequest(bytes: Uint8Array): DecodeResult<KvPullRequest> {
+  return decodeOne(bytes, kvPullRequestSchema, "request");
+}
+
+/**
+ * Decodes and validates the header of a `/v1/kv/pull` answer's block stream.
+ *
+ * @example const h = decodeKvStreamHeader(headerBytes); if (h.ok && h.value.format === io.format) readBlocks(h.value.blocks);
+ */
+export function decodeKvStreamHeader(bytes: Uint8Array): DecodeResult<KvStreamHeader> {
+  return decodeOne(bytes, kvStreamHeaderSchema, "response");
 }
 
 /**

@@ -147,6 +147,20 @@ export interface GenerateRequest {
    * computed under them (`DoneFrame.cacheWrites`). At most {@link MAX_CACHE_POINTS}.
    */
   cachePoints?: CachePoint[];
+  /**
+   * Another backend that holds this trajectory's blocks (the one it leaves, or the pool index's
+   * holder of its prefix): before prefilling, the backend pulls the blocks it lacks from there
+   * (`POST /v1/kv/pull`) when its cost model says a copy beats recomputing (kv-transfer.ts).
+   */
+  kvSource?: KvSource;
+}
+
+/** Where to pull a prompt's missing blocks from. */
+export interface KvSource {
+  /** The holder's base URL (same shared secret). */
+  url: string;
+  /** Its backend id (for the turn record). */
+  backendId?: string;
 }
 
 /** A client-named cache prefix: the transcript's first `messages` messages (with the tools; 0: the tools alone). */
@@ -303,6 +317,55 @@ export interface DoneFrame {
   promptBlockHashes?: string[];
   /** With `cachePoints`: the tokens this turn computed under them, per TTL (absent without points). */
   cacheWrites?: CacheWrite[];
+  /** With `kvSource`: what the pull did (absent without a source). */
+  kvPull?: KvPullReport;
+}
+
+/**
+ * How a turn's pull from its `kvSource` went. `pulled`: blocks arrived and were checked (maybe
+ * fewer than asked, if the holder had fewer); every other outcome computed what was missing:
+ * `none-missing` (this backend had them all), `not-held` (the holder has none of them, or not
+ * under this tenant's chain), `compute-cheaper` (the cost model chose to
+ * prefill), `holder-failed` (unreachable, busy, timed out, or the stream broke: the blocks
+ * checked before it are kept), `corrupt` (a checksum mismatch; blocks after it dropped),
+ * `incompatible` (another KV format or model).
+ */
+export interface KvPullReport {
+  outcome: KvPullOutcome;
+  from: string;
+  /** Blocks this backend lacked (of the prompt's full blocks). */
+  missingBlocks: number;
+  /** Blocks received and checked. */
+  blocks: number;
+  bytes: number;
+  ms: number;
+}
+
+export const KV_PULL_OUTCOMES = ["pulled", "none-missing", "not-held", "compute-cheaper", "holder-failed", "corrupt", "incompatible"] as const;
+export type KvPullOutcome = (typeof KV_PULL_OUTCOMES)[number];
+
+/**
+ * `POST /v1/kv/pull` (backend to backend, msgpack): the blocks of a prompt's cached prefix from
+ * block `fromBlock` on. The holder hashes `tokenIds` under its own root for `model` and
+ * `cacheSalt` and serves only blocks of that chain, so a tenant's blocks never reach a request
+ * made with another tenant's salt. The answer is a binary stream (kv-transfer.ts in gpu-backend).
+ */
+export interface KvPullRequest {
+  model?: string;
+  cacheSalt?: string;
+  tokenIds: number[];
+  fromBlock: number;
+  /** The KV format the caller can take (`BlockIO.format`); another format is refused (400). */
+  format: string;
+}
+
+/** The header of a `/v1/kv/pull` answer's binary stream (gpu-backend/transfer/kv-stream.ts). */
+export interface KvStreamHeader {
+  /** `BlockIO.format` of the holder's pool. */
+  format: string;
+  bytesPerBlock: number;
+  /** Blocks that follow, in chain order from the requested block. */
+  blocks: number;
 }
 
 /** Most prompt block hashes one done frame carries (64 KiB of hex; 65,536 tokens at block size 16). */

@@ -16,6 +16,8 @@ export const ROUTES = {
     /** POST: lease a state's blocks (`LeaseRequest`); GET: the active leases (JSON, for debugging). */
     leases: "/v1/leases",
     releaseLease: "/v1/leases/release",
+    /** POST: a prompt's cached blocks, for another backend (`KvPullRequest`; a binary stream of checked blocks). */
+    kvPull: "/v1/kv/pull",
     models: "/v1/models",
     healthz: "/healthz",
     metrics: "/metrics",

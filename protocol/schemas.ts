@@ -14,6 +14,8 @@ import type {
   Heartbeat,
   HeartbeatReply,
   KvEventBatch,
+  KvPullRequest,
+  KvStreamHeader,
   LeaseRequest,
   LeaseResponse,
   ReleaseLeaseRequest,
@@ -33,7 +35,7 @@ import type {
   TopLogprob,
   Usage,
 } from "./messages";
-import { MAX_CACHE_POINTS, MAX_KV_EVENTS_PER_BATCH, MAX_PROMPT_BLOCK_HASHES, MAX_TOP_LOGPROBS } from "./messages";
+import { KV_PULL_OUTCOMES, MAX_CACHE_POINTS, MAX_KV_EVENTS_PER_BATCH, MAX_PROMPT_BLOCK_HASHES, MAX_TOP_LOGPROBS } from "./messages";
 
 /**
  * Zod schemas for every message decoded from the wire, typed to match `messages.ts` exactly: each
@@ -186,6 +188,7 @@ export const generateRequestSchema = map({
   cachePoints: array(map({ messages: count, ttlMs: positiveMilliseconds }) satisfies z.ZodType<CachePoint>)
     .max(MAX_CACHE_POINTS, `must hold at most ${MAX_CACHE_POINTS} points`)
     .optional(),
+  kvSource: map({ url: nonEmptyString, backendId: string.optional() }).optional(),
 }).refine((r) => r.mode !== "delta" || r.stateId !== undefined, {
   path: ["stateId"],
   error: 'is required when mode is "delta"',
@@ -297,7 +300,29 @@ export const doneFrameSchema = map({
   cacheWrites: array(map({ ttlMs: positiveMilliseconds, tokens: count }) satisfies z.ZodType<CacheWrite>)
     .max(MAX_CACHE_POINTS, `must hold at most ${MAX_CACHE_POINTS} entries`)
     .optional(),
+  kvPull: map({
+    outcome: z.enum(KV_PULL_OUTCOMES, expect(oneOf(KV_PULL_OUTCOMES))),
+    from: string,
+    missingBlocks: count,
+    blocks: count,
+    bytes: count,
+    ms: milliseconds,
+  }).optional(),
 }) satisfies z.ZodType<DoneFrame>;
+
+export const kvPullRequestSchema = map({
+  model: string.optional(),
+  cacheSalt: string.optional(),
+  tokenIds: array(tokenId).min(1, "must be a non-empty array"),
+  fromBlock: count,
+  format: nonEmptyString,
+}) satisfies z.ZodType<KvPullRequest>;
+
+export const kvStreamHeaderSchema = map({
+  format: nonEmptyString,
+  bytesPerBlock: integer(1),
+  blocks: count,
+}) satisfies z.ZodType<KvStreamHeader>;
 
 export const errorFrameSchema = map({
   type: z.literal("error"),

@@ -1,15 +1,13 @@
 import { randomUUID } from "node:crypto";
 import { hashRoot, shortBlockHash, type BlockHash } from "../../protocol/block-hash";
 import { ProtocolError, toProtocolError } from "../../protocol/errors";
-import { MAX_PROMPT_BLOCK_HASHES, type AssistantMessage, type DoneFrame, type FinishReason, type Frame, type GenerateRequest } from "../../protocol/messages";
+import { MAX_PROMPT_BLOCK_HASHES, type AssistantMessage, type DoneFrame, type FinishReason, type Frame, type GenerateRequest, type KvPullReport } from "../../protocol/messages";
 import type { KvEventBatch, SamplingParams, TokenizeRequest, TokenLogprob } from "../../protocol/messages";
 import { KVCacheManager } from "../kv/kv-cache-manager";
 import { KvEventLog } from "../kv/kv-events";
-import type { BlockPool } from "../kv/block-pool";
-import type { Executor, StepSequence } from "../model/executors/executor";
-import { Scheduler, type SchedulerConfig } from "../scheduler/scheduler";
+import type { StepSequence } from "../model/executors/executor";
+import { Scheduler } from "../scheduler/scheduler";
 import { Sequence } from "../scheduler/sequence";
-import type { ChatCodec } from "./chat-codec";
 import { tokenLogprob } from "./logprobs";
 import { buildPrompt, countPromptTokens } from "./prompt-builder";
 import { argmax as argmaxOf, Sampler } from "./sampler";
@@ -17,59 +15,16 @@ import { ConstrainedReply } from "../constraint/constrained-reply";
 import { GrammarCache } from "../constraint/grammar-cache";
 import { replyPlan, type ReplyPlan } from "../constraint/reply-grammar";
 import { StateStore } from "./state-store";
-import { LeaseTable, type LeaseTableParams } from "../kv/lease-table";
+import { LeaseTable } from "../kv/lease-table";
 import { StateLeases } from "./state-leases";
-import { stepRecord, type StepRecord } from "./step-trace";
+import { stepRecord } from "./step-trace";
 import { timingsOf, usageOf } from "./turn-figures";
+import { KvPuller } from "../transfer/kv-pull";
+import { KvServer } from "../transfer/kv-serve";
 import { StopChecker } from "./stop-checker";
+import type { EngineCounters, EngineOptions, TokenRequest, TokenResult } from "./engine-options";
 
-export interface EngineOptions {
-  executor: Executor;
-  pool: BlockPool;
-  codec: ChatCodec;
-  modelId: string;
-  scheduler: SchedulerConfig;
-  enablePrefixCache: boolean;
-  /** Turn states kept for delta turns. Default 4096. */
-  stateCapacity?: number;
-  /** Reported in done frames. */
-  backendId: string;
-  /** Tool-pause leases: cap (default 0.75 of the pool), longest TTL, clock, eviction order (lease-table.ts). */
-  leases?: Omit<LeaseTableParams, "pool">;
-  /** Called after every step with what it computed and took (`--step-trace`; step-trace.ts). */
-  onStep?: (record: StepRecord) => void;
-}
-
-/** Raw-token generation, for tests and benchmarks that bypass the chat template. */
-export interface TokenRequest {
-  tokenIds: number[];
-  sampling: SamplingParams;
-  cacheSalt?: string;
-}
-
-export interface TokenResult {
-  tokenIds: number[];
-  /** Per generated token (stop tokens excluded), when `sampling.logprobs` asked. */
-  logprobs?: TokenLogprob[];
-  finishReason: FinishReason;
-  usage: DoneFrame["usage"];
-  timings: DoneFrame["timings"];
-}
-
-/** Engine-wide counters, read by the server's /metrics. */
-export interface EngineCounters {
-  promptTokens: number;
-  cachedTokens: number;
-  computedTokens: number;
-  generatedTokens: number;
-  steps: number;
-  preemptions: number;
-  requests: number;
-  stepTokens: number;
-  stepMs: number;
-  /** Time constrained decoding spent in the grammar (masks, matcher, budget checks, the greedy masked argmax; sampling excluded), ms. */
-  grammarMs: number;
-}
+export type { EngineCounters, EngineOptions, TokenRequest, TokenResult } from "./engine-options";
 
 interface Job {
   seq: Sequence;
@@ -98,6 +53,8 @@ interface SequenceCache {
   root: BlockHash;
   resumeTail?: string | undefined;
   stateId?: string | undefined;
+  /** What pulling the prompt's missing blocks did (with `kvSource`). */
+  kvPull?: KvPullReport;
 }
 
 /**
@@ -118,6 +75,10 @@ export class Engine {
   readonly leases: StateLeases;
   /** Prefix-cache events since the last heartbeat (stored / removed block hashes). */
   readonly kvEvents: KvEventLog;
+  /** Serves this pool's blocks to other backends (`POST /v1/kv/pull`). */
+  readonly kvServer: KvServer;
+  /** Pulls a prompt's missing blocks from another backend; undefined without block I/O, a secret or the prefix cache. */
+  readonly kvPuller: KvPuller | undefined;
   readonly counters: EngineCounters = {
     promptTokens: 0,
     cachedTokens: 0,
@@ -142,6 +103,9 @@ export class Engine {
     this.scheduler = new Scheduler(this.kv, options.scheduler);
     this.states = new StateStore(options.stateCapacity ?? 4096, (stateId) => this.kv.dropTail(stateId));
     this.kvEvents = new KvEventLog();
+    const io = options.executor.blockIO;
+    this.kvServer = new KvServer({ kv: this.kv, io, modelId: options.modelId, rootFor: (salt) => this.rootFor(salt) });
+    this.kvPuller = io && options.transfer && options.enablePrefixCache ? new KvPuller({ kv: this.kv, io, modelId: options.modelId, ...options.transfer }) : undefined;
     // With the prefix cache off nothing is ever hashed: the batches stay empty.
     options.pool.setEventSink(this.kvEvents);
     this.leases = new StateLeases({ kv: this.kv, states: this.states, table: new LeaseTable({ pool: options.pool, ...options.leases }), codec: options.codec });
@@ -201,13 +165,20 @@ export class Engine {
           generatedText: reason === "stop_sequence" ? "" : this.options.codec.decode(generated),
         });
         const cacheWrites = req.cachePoints?.length ? this.leases.prefix.afterTurn(req.cachePoints, { ...prompt, tokenIds: job.seq.tokenIds.slice(0, job.seq.numPromptTokens), root, cachedTokens: job.seq.numCachedTokens }) : undefined;
-        sink({ ...this.doneFrame(job, reason, stateId, text, message), ...(cacheWrites ? { cacheWrites } : {}) });
+        sink({ ...this.doneFrame(job, reason, stateId, text, message), ...(cacheWrites ? { cacheWrites } : {}), ...(cache.kvPull ? { kvPull: cache.kvPull } : {}) });
       };
-      if (!plan.grammar && plan.bannedTexts.length === 0) return this.enqueue(prompt.tokenIds, req.sampling, cache, sink, signal, null, onFinish);
-      void this.enqueueConstrained(prompt.tokenIds, req.sampling, plan, cache, sink, signal, onFinish);
+      const start = () => {
+        if (!plan.grammar && plan.bannedTexts.length === 0) return this.enqueue(prompt.tokenIds, req.sampling, cache, sink, signal, null, onFinish);
+        void this.enqueueConstrained(prompt.tokenIds, req.sampling, plan, cache, sink, signal, onFinish);
+      };
+      if (!req.kvSource || !this.kvPuller) return start();
+      // Blocks another backend holds are pulled first (or not: the report says why), then the turn runs.
+      void this.kvPuller.pull(req.kvSource, { tokenIds: prompt.tokenIds, root, cacheSalt: req.cacheSalt ?? "" }, signal).then((report) => {
+        cache.kvPull = report;
+        if (!signal?.aborted) guarded(sink, start);
+      });
     } catch (e) {
-      const err = toProtocolError(e);
-      sink({ type: "error", code: err.code, message: err.message, retryable: err.retryable });
+      errorFrame(sink, e);
     }
   }
 
@@ -365,6 +336,7 @@ export class Engine {
         this.counters.steps++;
         this.counters.stepTokens += steps.reduce((a, s) => a + s.tokenIds.length, 0);
         this.counters.stepMs += wallMs;
+        this.kvPuller?.cost.notePrefill(steps.reduce((a, s) => a + s.tokenIds.length, 0), wallMs);
         if (cpu0) {
           const cpu = process.cpuUsage(cpu0);
           this.options.onStep!(stepRecord(steps, { at: Date.now(), wallMs, cpuMs: (cpu.user + cpu.system) / 1000 }));
@@ -479,4 +451,18 @@ export class Engine {
       promptBlockHashes: job.promptBlockHashes,
     };
   }
+}
+
+/** Runs `fn`; a throw becomes the turn's error frame. */
+function guarded(sink: (frame: Frame) => void, fn: () => void): void {
+  try {
+    fn();
+  } catch (e) {
+    errorFrame(sink, e);
+  }
+}
+
+function errorFrame(sink: (frame: Frame) => void, e: unknown): void {
+  const err = toProtocolError(e);
+  sink({ type: "error", code: err.code, message: err.message, retryable: err.retryable });
 }

@@ -1,5 +1,6 @@
 import { hashBlock, type BlockHash } from "../../protocol/block-hash";
 import type { BlockPool } from "./block-pool";
+import { KeptTails, type KeptTail } from "./kept-tails";
 import type { KVSequence } from "./kv-sequence";
 
 /**
@@ -34,7 +35,9 @@ export class KVCacheManager {
   readonly enablePrefixCache: boolean;
   private readonly sequences = new Map<number, SequenceState>();
   /** Kept tails by key, oldest first (the order they are given back under pressure). */
-  private readonly tails = new Map<string, KeptTail>();
+  private readonly tails: KeptTails;
+  /** References held outside any table: blocks being read out for another backend (`pinCachedPrefix`). */
+  private readonly pins = new Map<number, number>();
   private readonly scratch: number[];
   private queriedTokens = 0;
   private hitTokens = 0;
@@ -46,6 +49,7 @@ export class KVCacheManager {
     this.pool = params.pool;
     this.blockSize = params.pool.blockSize;
     this.enablePrefixCache = params.enablePrefixCache;
+    this.tails = new KeptTails(params.pool);
     this.scratch = new Array<number>(this.blockSize).fill(0);
   }
 
@@ -136,7 +140,7 @@ export class KVCacheManager {
     const needed = Math.ceil(total / this.blockSize) - seq.blockTable.length;
     if (needed <= 0) return true;
     const short = needed - this.pool.numFree;
-    if (short > 0 && short <= this.tails.size) for (const key of [...this.tails.keys()].slice(0, short)) this.dropTail(key);
+    if (short > 0 && short <= this.tails.size) this.tails.dropOldest(short);
     const blockIds = this.pool.allocate(needed);
     if (blockIds === null) return false;
     for (const id of blockIds) seq.blockTable.push(id);
@@ -183,18 +187,63 @@ export class KVCacheManager {
   }
 
   /**
+   * Takes a reference on the cached prefix of `tokenIds` from block `fromBlock` on, so that its
+   * blocks stay put while they are read out (another backend pulls them); `unpin` gives them back.
+   *
+   * @example const { blockIds } = kv.pinCachedPrefix({ tokenIds, root, fromBlock: 3 }); ...; kv.unpin(blockIds);
+   */
+  pinCachedPrefix(params: { tokenIds: ArrayLike<number>; root: BlockHash; fromBlock: number }): { blockIds: number[]; blockHashes: BlockHash[] } {
+    const prefix = this.longestCachedPrefix(params.tokenIds, params.root, [], Math.floor(params.tokenIds.length / this.blockSize));
+    const blockIds = prefix.blockIds.slice(params.fromBlock);
+    this.pool.acquire(blockIds);
+    for (const id of blockIds) this.pins.set(id, (this.pins.get(id) ?? 0) + 1);
+    return { blockIds, blockHashes: prefix.blockHashes.slice(params.fromBlock) };
+  }
+
+  /** Gives back what `pinCachedPrefix` took. */
+  unpin(blockIds: readonly number[]): void {
+    for (const id of blockIds) {
+      const n = this.pins.get(id);
+      if (n === undefined) throw new Error(`KVCacheManager.unpin: block ${id} is not pinned`);
+      if (n === 1) this.pins.delete(id);
+      else this.pins.set(id, n - 1);
+    }
+    this.pool.release(blockIds);
+  }
+
+  /**
+   * Adds a block computed elsewhere (pulled from another backend, or back from a slower tier) to
+   * the prefix cache under `blockHash`: a free block is filled by `fill(blockId)` and cached, then
+   * released to the most recently used end, where the next prefix lookup finds it. `present`: the
+   * hash was cached already (nothing written); `full`: no block could be freed for it.
+   *
+   * @example kv.importBlock(hash, (id) => io.write(id, bytes));
+   */
+  importBlock(blockHash: BlockHash, fill: (blockId: number) => void): "imported" | "present" | "full" {
+    if (!this.enablePrefixCache) throw new Error("KVCacheManager.importBlock: the prefix cache is off");
+    if (this.pool.lookup(blockHash) !== undefined) return "present";
+    if (this.pool.numFree === 0) this.tails.dropOldest(1);
+    const ids = this.pool.allocate(1);
+    if (ids === null) return "full";
+    try {
+      fill(ids[0]!);
+      this.pool.cache(ids[0]!, blockHash);
+    } finally {
+      this.pool.release(ids);
+    }
+    return "imported";
+  }
+
+  /**
    * Gives a kept tail's block back to the pool (its turn state is gone). False when none is kept
    * under `key`.
    *
    * @example kv.dropTail(stateId)
    */
   dropTail(key: string): boolean {
-    const tail = this.tails.get(key);
-    if (!tail) return false;
-    this.tails.delete(key);
-    this.pool.release([tail.blockId]);
-    return true;
+    return this.tails.drop(key);
   }
+
 
   /**
    * Releases the sequence's blocks but keeps it registered (status "preempted"; its tokens and
@@ -293,7 +342,11 @@ export class KVCacheManager {
         if (hash !== null && hash !== blockHashes[b]) throw new Error(`${where}: block ${id} caches ${hash}, the sequence's chain says ${blockHashes[b]}`);
       }
     }
-    for (const [key, tail] of this.tails) {
+    for (const [id, n] of this.pins) {
+      if (this.pool.blockHash(id) === null) throw new Error(`KVCacheManager invariant: pinned block ${id} is not cached`);
+      holders[id]! += n;
+    }
+    for (const [key, tail] of this.tails.entries()) {
       const where = `KVCacheManager invariant (tail ${key})`;
       if (holders[tail.blockId]! > 0) throw new Error(`${where}: block ${tail.blockId} is also in a table or another tail`);
       if (this.pool.blockHash(tail.blockId) !== null) throw new Error(`${where}: block ${tail.blockId} is cached`);
@@ -322,9 +375,8 @@ export class KVCacheManager {
   /** Appends the sequence's kept tail to its table when it continues the cached prefix exactly; a tail that cannot be used is given back. */
   private attachTail(seq: SequenceState, prefix: CachedPrefix): void {
     const key = seq.sequence.resumeTail;
-    const tail = key === undefined ? undefined : this.tails.get(key);
+    const tail = key === undefined ? undefined : this.tails.take(key);
     if (key === undefined || tail === undefined) return;
-    this.tails.delete(key);
     const { tokenIds, hashRoot } = seq.sequence;
     const start = tail.fullBlocks * this.blockSize;
     const fits =
@@ -364,17 +416,20 @@ export class KVCacheManager {
       return;
     }
     const [key, tail] = kept;
-    this.dropTail(key);
-    this.tails.set(key, tail);
+    this.tails.keep(key, tail);
     this.pool.release(seq.blockTable.filter((id) => id !== tail.blockId));
   }
 
   /** `hashes` is a memo of the chain for these tokens; it is extended in place as blocks are hashed. */
-  private longestCachedPrefix(tokenIds: ArrayLike<number>, root: BlockHash, hashes: BlockHash[]): CachedPrefix {
+  private longestCachedPrefix(
+    tokenIds: ArrayLike<number>,
+    root: BlockHash,
+    hashes: BlockHash[],
+    maxBlocks = Math.max(0, Math.floor((tokenIds.length - 1) / this.blockSize)),
+  ): CachedPrefix {
     const blockIds: number[] = [];
     const blockHashes: BlockHash[] = [];
     if (!this.enablePrefixCache) return { blockIds, blockHashes, numCachedTokens: 0 };
-    const maxBlocks = Math.max(0, Math.floor((tokenIds.length - 1) / this.blockSize));
     for (let b = 0; b < maxBlocks; b++) {
       const hash = this.blockHashAt(tokenIds, root, hashes, b);
       const id = this.pool.lookup(hash);
@@ -435,13 +490,4 @@ interface SequenceState {
   numComputedTokens: number;
   /** The kept tail attached at start (returned to its key if the sequence ends before filling it). */
   resumed?: { key: string; tail: KeptTail };
-}
-
-/** A partial block kept for the next turn: its first `tokenIds.length` slots hold the KV of those tokens after `fullBlocks` full blocks ending in `parent`. */
-interface KeptTail {
-  blockId: number;
-  fullBlocks: number;
-  /** Chained hash of the last full block before it (the root when `fullBlocks` is 0). */
-  parent: BlockHash;
-  tokenIds: number[];
 }

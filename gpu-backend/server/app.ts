@@ -1,5 +1,5 @@
 import { Hono, type Context } from "hono";
-import { decodeGenerateRequest, decodeLeaseRequest, decodeReleaseLeaseRequest, decodeReleaseStateRequest, decodeTokenizeRequest, encode, type DecodeResult } from "../../protocol/codec";
+import { decodeGenerateRequest, decodeKvPullRequest, decodeLeaseRequest, decodeReleaseLeaseRequest, decodeReleaseStateRequest, decodeTokenizeRequest, encode, type DecodeResult } from "../../protocol/codec";
 import { ProtocolError, toProtocolError } from "../../protocol/errors";
 import { secretsEqual } from "../../protocol/hex";
 import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type ErrorFrame, type Frame } from "../../protocol/messages";
@@ -25,6 +25,8 @@ export interface BackendAppOptions {
  *   prompt tokens a full turn over those messages and tools has; nothing runs).
  * - `POST /v1/leases`, `POST /v1/leases/release`: tool-pause leases (msgpack); `GET /v1/leases`
  *   lists the active ones (JSON, for debugging).
+ * - `POST /v1/kv/pull`: msgpack `KvPullRequest` from another backend, answers a binary stream of
+ *   checked KV blocks (gpu-backend/transfer/kv-stream.ts).
  * - `GET /v1/models`: JSON list of served models.
  * - `GET /healthz`: JSON liveness, no secret needed.
  * - `GET /metrics`: Prometheus text.
@@ -68,6 +70,11 @@ export function createBackendApp(options: BackendAppOptions): Hono {
   app.post(ROUTES.backend.tokenize, msgpackRoute(decodeTokenizeRequest, (r) => ({ promptTokens: engine.countPromptTokens(r) })));
   app.post(ROUTES.backend.leases, msgpackRoute(decodeLeaseRequest, (r) => engine.leases.lease(r.stateId, r.ttlMs, r.expectedReturnMs)));
   app.post(ROUTES.backend.releaseLease, msgpackRoute(decodeReleaseLeaseRequest, (r) => engine.leases.release(r.stateId, r.expired ?? false)));
+
+  app.post(ROUTES.backend.kvPull, async (c) => {
+    const body = engine.kvServer.serve(await decodeBody(c, maxBodyBytes, decodeKvPullRequest));
+    return new Response(body, { status: 200, headers: { "content-type": "application/octet-stream", "cache-control": "no-store" } });
+  });
 
   app.get(ROUTES.backend.leases, (c) => c.json({ leases: engine.leases.table.list().map((l) => ({ stateId: l.key, blocks: l.blocks, expiresAt: l.expiresAt, protectedBlocks: l.protectedBlocks })) }));
 

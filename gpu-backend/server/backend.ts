@@ -30,6 +30,8 @@ export interface BackendOptions {
   maxRunningSequences?: number;
   /** Append a record of every engine step to `<stepTraceDir>/<backendId>.jsonl` (step-trace.ts). */
   stepTraceDir?: string | undefined;
+  /** The pool's shared secret: with it, turns with a `kvSource` pull blocks from that backend. */
+  secret?: string | undefined;
   log?: (line: string) => void;
 }
 
@@ -90,6 +92,7 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
     enablePrefixCache: options.enablePrefixCache,
     backendId: options.backendId,
     ...(trace ? { onStep: (r) => trace.add(r) } : {}),
+    ...(options.secret !== undefined ? { transfer: { secret: options.secret } } : {}),
   });
   log(`ready in ${((performance.now() - t0) / 1000).toFixed(1)} s: ${spec.modelId} (${precision}), ${(executor.kvBytes / 2 ** 20).toFixed(0)} MiB KV, prefix cache ${options.enablePrefixCache ? "on" : "off"}`);
   return {

@@ -75,6 +75,7 @@ const backend = await createBackend({
   weights: values.weights ? weightsFlag(values.weights) : undefined,
   backendId,
   stepTraceDir: values["step-trace"],
+  secret,
   log: (line) => console.log(`[backend] ${line}`),
 });
 

@@ -1,6 +1,6 @@
 import * as ort from "onnxruntime-node";
 import type { DecoderSpec, WeightSource } from "../graph/decoder-spec";
-import type { Executor, StepResult, StepSequence, TransferStats } from "./executor";
+import type { BlockIO, Executor, StepResult, StepSequence, TransferStats } from "./executor";
 import { GRAPH_IO, buildLlamaGraph, slidingWindowOf } from "../graph/llama-graph";
 import type { QuantizedWeights } from "../quant/quantized-weights";
 
@@ -59,6 +59,12 @@ export class CpuExecutor implements Executor {
       this.poolFeeds[GRAPH_IO.kvV(l)] = new ort.Tensor("float32", v, [spec.numKvHeads, numSlots, spec.headDim]);
     }
     this.kvBytes = 2 * spec.numLayers * numSlots * this.kvDim * 4;
+    this.blockIO = {
+      format: `f32/kv-layer-head-slot-dim/L${spec.numLayers}/H${spec.numKvHeads}/B${blockSize}/D${spec.headDim}`,
+      bytesPerBlock: 2 * spec.numLayers * blockSize * this.kvDim * 4,
+      read: (blockId, out) => this.copyBlock(blockId, new Float32Array(out.buffer, out.byteOffset, out.byteLength / 4), "read"),
+      write: (blockId, bytes) => this.copyBlock(blockId, asFloat32(bytes), "write"),
+    };
     const kv = Array.from({ length: spec.numLayers }, (_, l) => [GRAPH_IO.newK(l), GRAPH_IO.newV(l)]).flat();
     this.fetchesArgmaxOnly = [...kv, GRAPH_IO.nextToken];
     this.fetchesWithLogits = [...kv, GRAPH_IO.nextToken, GRAPH_IO.logits];
@@ -125,6 +131,26 @@ export class CpuExecutor implements Executor {
 
   async dispose(): Promise<void> {
     await this.session.release();
+  }
+
+  /** A block is, per layer, K then V, each [numKvHeads, blockSize, headDim] fp32: one contiguous run per head in this pool. */
+  readonly blockIO: BlockIO;
+
+  private copyBlock(blockId: number, flat: Float32Array, direction: "read" | "write"): void {
+    const { numKvHeads: nkv, headDim: hd, numLayers } = this.spec;
+    const run = this.blockSize * hd;
+    const headStride = this.numBlocks * this.blockSize * hd;
+    let at = 0;
+    for (let l = 0; l < numLayers; l++) {
+      for (const pool of [this.poolK[l]!, this.poolV[l]!]) {
+        for (let h = 0; h < nkv; h++) {
+          const src = h * headStride + blockId * run;
+          if (direction === "read") flat.set(pool.subarray(src, src + run), at);
+          else pool.set(flat.subarray(at, at + run), src);
+          at += run;
+        }
+      }
+    }
   }
 
   /** Copies of pool rows, for tests: [slots.length, numKvHeads, headDim] of layer `layer`. */
@@ -269,4 +295,10 @@ export class CpuExecutor implements Executor {
       bytes: decSlots.byteLength + decMask.byteLength + preSlots.byteLength + preMask.byteLength,
     };
   }
+}
+
+/** A float32 view of received bytes (copied first when they are not 4-byte aligned). */
+function asFloat32(bytes: Uint8Array): Float32Array {
+  if (bytes.byteOffset % 4 === 0) return new Float32Array(bytes.buffer, bytes.byteOffset, bytes.byteLength / 4);
+  return new Float32Array(bytes.slice().buffer);
 }

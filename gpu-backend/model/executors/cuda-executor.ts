@@ -1,7 +1,7 @@
 import * as ort from "onnxruntime-node";
 import type { DecoderSpec, WeightSource } from "../graph/decoder-spec";
 import { CUDA_INSTALL_HINT, cudaProviderInstalled } from "./device";
-import type { Executor, StepResult, StepSequence, TransferStats } from "./executor";
+import type { BlockIO, Executor, StepResult, StepSequence, TransferStats } from "./executor";
 import { PAGED_IO, buildPagedLlamaGraph } from "../graph/paged-llama-graph";
 import type { QuantizedWeights } from "../quant/quantized-weights";
 import { MAX_QUERY_PIECE, pagedStepInputs, stepInputBytes } from "./paged-step";
@@ -53,6 +53,7 @@ export class CudaExecutor implements Executor {
   readonly device = "cuda" as const;
   readonly transfer: TransferStats = { hostToDeviceBytes: 0, deviceToHostBytes: 0, kvDeviceToHostBytes: 0, steps: 0 };
   readonly kvBytes: number;
+  readonly blockIO: BlockIO;
   private readonly poolK: Uint16Array[] = [];
   private readonly poolV: Uint16Array[] = [];
   private readonly rowDim: number;
@@ -74,6 +75,21 @@ export class CudaExecutor implements Executor {
       this.poolV.push(new Uint16Array(numBlocks * this.blockElems));
     }
     this.kvBytes = 2 * spec.numLayers * numBlocks * this.blockElems * 2;
+    const E = this.blockElems;
+    const each = (blockId: number, bytes: Uint8Array, copy: (pool: Uint16Array, part: Uint16Array) => void) => {
+      const flat = new Uint16Array(bytes.byteOffset % 2 === 0 ? bytes.buffer : bytes.slice().buffer, bytes.byteOffset % 2 === 0 ? bytes.byteOffset : 0, bytes.byteLength / 2);
+      for (let l = 0; l < spec.numLayers; l++) {
+        copy(this.poolK[l]!.subarray(blockId * E, (blockId + 1) * E), flat.subarray(2 * l * E, (2 * l + 1) * E));
+        copy(this.poolV[l]!.subarray(blockId * E, (blockId + 1) * E), flat.subarray((2 * l + 1) * E, (2 * l + 2) * E));
+      }
+    };
+    // The host pool's block is [blockSize, numKvHeads, headDim] fp16 per layer and kind: contiguous.
+    this.blockIO = {
+      format: `f16/kv-layer-slot-head-dim/L${spec.numLayers}/H${spec.numKvHeads}/B${blockSize}/D${spec.headDim}`,
+      bytesPerBlock: 2 * spec.numLayers * E * 2,
+      read: (blockId, out) => each(blockId, out, (pool, part) => part.set(pool)),
+      write: (blockId, bytes) => each(blockId, bytes, (pool, part) => pool.set(part)),
+    };
   }
 
   static async create(options: CudaExecutorOptions): Promise<CudaExecutor> {

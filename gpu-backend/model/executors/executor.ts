@@ -17,7 +17,28 @@ export interface Executor {
   run(sequences: readonly StepSequence[]): Promise<StepResult>;
   /** Byte counters for host <-> device traffic (CPU: bytes handed to / taken from onnxruntime). */
   readonly transfer: TransferStats;
+  /**
+   * Whole KV blocks as bytes, to move them between backends and tiers (kv/block-transfer.ts);
+   * absent where the pool lives on the device (webgpu).
+   */
+  readonly blockIO?: BlockIO;
   dispose(): Promise<void>;
+}
+
+/**
+ * Reads and writes one KV block (every layer's K and V rows of its slots) as bytes. Two pools
+ * exchange blocks only when their `format` strings are equal (same dtype, layout and shape).
+ * Synchronous: callers never overlap a write with a step that reads that block (a block being
+ * written is in no block table yet).
+ */
+export interface BlockIO {
+  /** e.g. "f32/kv-layer-head-slot-dim/L2/H4/B16/D64": equal strings, interchangeable bytes. */
+  readonly format: string;
+  readonly bytesPerBlock: number;
+  /** Copies block `blockId` into `out` (bytesPerBlock bytes). */
+  read(blockId: number, out: Uint8Array): void;
+  /** Overwrites block `blockId` with `bytes` (bytesPerBlock bytes). */
+  write(blockId: number, bytes: Uint8Array): void;
 }
 
 export type ExecutorDevice = "cpu" | "webgpu" | "cuda";
