@@ -6,6 +6,7 @@ import { runExecutorBench } from "./executor-bench";
 import { runLeaseBench } from "./lease-bench";
 import { BENCH_PRECISIONS, runLlamaCppBench, type BenchPrecision } from "./llamacpp-bench";
 import { runLlamaCppChild, useBenchEntry } from "./llamacpp-child";
+import { runMigrationBench } from "./migration-bench";
 import { runRoutingBench } from "./routing-bench";
 import { runSessionlessBench } from "./sessionless-bench";
 import { runStepCosts } from "./step-costs";
@@ -41,6 +42,9 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *   sessionless  M clients naming no session, sharing a system prompt, over N backends: the edge's
  *            cache-aware placement of stateless turns vs round-robin: hit rate, tokens computed,
  *            spread; flags: --backends N (4), --trajectories M (32), --turns T, --quick, --json, --model DIR
+ *   migration  trajectories of ~4k tokens moved from backend A to B: TTFT of the first turn after the
+ *            move with B pulling A's blocks over HTTP vs recomputing them, bytes moved, pull GB/s;
+ *            flags: --quick, --json, --trajectories N (16), --model DIR, --weights P
  *   step-costs  fit where the engine steps' CPU went from a --step-trace folder: step-costs DIR
  *   executors  prefill/decode tokens/s and bytes per decode step of every executor here (cpu
  *            baseline, webgpu, cuda); flags: --quick, --json, --model DIR
@@ -158,6 +162,17 @@ switch (name) {
     console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
     break;
   }
+  case "migration": {
+    const summary = await runMigrationBench({
+      quick: values.quick!,
+      json: values.json!,
+      trajectories: values.trajectories ? Number(values.trajectories) : undefined,
+      model: values.model,
+      weights: values.weights ? parsePrecision(values.weights) : undefined,
+    });
+    console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
+    break;
+  }
   case "step-costs": {
     let result: Record<string, unknown>;
     try {
@@ -196,7 +211,7 @@ switch (name) {
     await runTraceBench(rest);
     break;
   default:
-    console.error(`unknown benchmark ${JSON.stringify(name ?? "")}; available: accuracy, agent, edge, executors, leases, llamacpp, routing, step-costs, structured, trace`);
+    console.error(`unknown benchmark ${JSON.stringify(name ?? "")}; available: accuracy, agent, edge, executors, leases, llamacpp, migration, routing, sessionless, step-costs, structured, trace`);
     process.exit(2);
 }
 

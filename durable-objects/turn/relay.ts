@@ -16,8 +16,8 @@ export interface RelayParams {
   mode: "delta" | "full";
   fullReason: FullReason | null;
   route: RouteReason;
-  /** The request of one attempt: a delta turn can become full (state unknown, failover). */
-  request: (mode: "delta" | "full") => GenerateRequest;
+  /** The request of one attempt to `backend`: a delta turn can become full (state unknown, failover). */
+  request: (mode: "delta" | "full", backend: RoutedBackend) => GenerateRequest;
   timeoutMs: number;
   /** Receives token events; returns false once the client is gone. */
   emit: (event: TurnEvent) => Promise<boolean>;
@@ -65,7 +65,7 @@ export async function relayTurn(p: RelayParams): Promise<RelayResult> {
   for (let attempt = 0; attempt < 3 && !done; attempt++) {
     tried.add(backend.url);
     try {
-      for await (const frame of generateFrames(backend, p.request(mode), { timeoutMs: p.timeoutMs, signal: p.signal, stats })) {
+      for await (const frame of generateFrames(backend, p.request(mode, backend), { timeoutMs: p.timeoutMs, signal: p.signal, stats })) {
         if (frame.type === "token") {
           firstTokenMs ??= performance.now() - t0;
           const logprobs = frame.logprobs !== undefined && frame.logprobs.length > 0 ? frame.logprobs : undefined;
@@ -132,6 +132,7 @@ export function turnRecord(r: RelayResult, extra: Pick<TurnRecord, "turn"> & Par
     ...(extra.prefixBreak ? { prefixBreak: extra.prefixBreak } : {}),
     ...(extra.repaired ? { repaired: extra.repaired } : {}),
     route: r.route,
+    ...(done.kvPull ? { kvPull: { ...done.kvPull, ms: round(done.kvPull.ms) } } : {}),
   };
 }
 

@@ -94,7 +94,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     timeoutMs: ctx.timeoutMs,
     emit: ctx.emit,
     signal: ctx.signal,
-    request: (mode): GenerateRequest => ({
+    request: (mode, target): GenerateRequest => ({
       requestId: crypto.randomUUID(),
       trajectoryId: `${input.tenant}/${input.trajectoryId}`,
       cacheSalt: input.cacheSalt,
@@ -107,6 +107,8 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
       ...(mode === "full" && plan.tools.length > 0 ? { tools: plan.tools } : {}),
       ...(input.model ? { model: input.model } : {}),
       ...(mode === "delta" && meta.stateId ? { stateId: meta.stateId } : {}),
+      // Moving off a live backend: the new one pulls the blocks it lacks from there instead of prefilling them.
+      ...(mode === "full" && meta.backendUrl && meta.backendUrl !== target.url && ctx.backends.some((b) => b.url === meta.backendUrl && b.up) ? { kvSource: { url: meta.backendUrl } } : {}),
     }),
   });
   const { done } = result;

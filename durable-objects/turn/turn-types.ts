@@ -1,7 +1,7 @@
 import type { Repairs } from "./canonicalize";
 import type { PrefixBreak } from "./prefix-break";
 import type { RouteReason } from "../routing/routing-policy";
-import type { CachePoint, CacheWrite, ChatMessage, ErrorCode, FinishReason, ReplyConstraint, SamplingParams, TokenLogprob, ToolCall, ToolDefinition, Usage } from "../../protocol/messages";
+import type { CachePoint, CacheWrite, ChatMessage, ErrorCode, FinishReason, KvPullReport, ReplyConstraint, SamplingParams, TokenLogprob, ToolCall, ToolDefinition, Usage } from "../../protocol/messages";
 
 /** The assistant reply of a turn, as stored in the transcript and returned to clients. */
 export interface AssistantReply {
@@ -119,6 +119,11 @@ export interface TurnRecord {
    * when the planned backend failed and another took the turn. Absent on older records.
    */
   route?: RouteReason | "failover";
+  /**
+   * A moved turn's pull of its blocks from the backend it left (`kvSource`): the outcome, the
+   * blocks and bytes that arrived, and how long it took. Absent when the turn pulled nothing.
+   */
+  kvPull?: KvPullReport;
 }
 
 /** Events from the Durable Object to the Worker, one JSON object per line (NDJSON). */
