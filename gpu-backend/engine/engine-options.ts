@@ -24,7 +24,7 @@ export interface EngineOptions {
   /** Called after every step with what it computed and took (`--step-trace`; step-trace.ts). */
   onStep?: (record: StepRecord) => void;
   /** Pulling blocks from other backends (`GenerateRequest.kvSource`): the pool's shared secret, and a test's fetch. Absent: never pulls. */
-  transfer?: Pick<KvPullerParams, "secret" | "timeoutMs" | "fetch">;
+  transfer?: Pick<KvPullerParams, "secret" | "timeoutMs" | "fetch" | "policy">;
 }
 
 /** Raw-token generation, for tests and benchmarks that bypass the chat template. */

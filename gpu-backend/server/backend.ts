@@ -32,6 +32,8 @@ export interface BackendOptions {
   stepTraceDir?: string | undefined;
   /** The pool's shared secret: with it, turns with a `kvSource` pull blocks from that backend. */
   secret?: string | undefined;
+  /** Whether such turns pull: by the cost model (default), always, or never. */
+  kvPull?: "auto" | "always" | "never";
   log?: (line: string) => void;
 }
 
@@ -92,7 +94,7 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
     enablePrefixCache: options.enablePrefixCache,
     backendId: options.backendId,
     ...(trace ? { onStep: (r) => trace.add(r) } : {}),
-    ...(options.secret !== undefined ? { transfer: { secret: options.secret } } : {}),
+    ...(options.secret !== undefined && options.kvPull !== "never" ? { transfer: { secret: options.secret, policy: options.kvPull ?? "auto" } } : {}),
   });
   log(`ready in ${((performance.now() - t0) / 1000).toFixed(1)} s: ${spec.modelId} (${precision}), ${(executor.kvBytes / 2 ** 20).toFixed(0)} MiB KV, prefix cache ${options.enablePrefixCache ? "on" : "off"}`);
   return {

@@ -29,6 +29,9 @@ const USAGE = `npm run backend -- [flags]: one backend process serving one model
   --id NAME              backend id reported to the edge (default backend-<port>)
   --register URL         heartbeat into the edge's pool at URL (e.g. https://edge.example.com)
   --advertise URL        the URL the edge reaches this backend at (default http://HOST:PORT)
+  --kv-pull P            auto | always | never (default auto): whether a turn moved here from another
+                         backend (kvSource) pulls the blocks it lacks from there; auto asks the cost
+                         model (measured copy bandwidth vs prefill time), always skips it
   --step-trace DIR       append a JSON line per engine step to DIR/<id>.jsonl: what it computed and
                          its wall and CPU time (npm run bench -- step-costs DIR fits the costs)
   --help                 this text
@@ -50,6 +53,7 @@ const { values } = parseArgs({
     register: { type: "string" },
     advertise: { type: "string" },
     "step-trace": { type: "string" },
+    "kv-pull": { type: "string", default: "auto" },
     help: { type: "boolean", default: false },
   },
   strict: true,
@@ -76,6 +80,7 @@ const backend = await createBackend({
   backendId,
   stepTraceDir: values["step-trace"],
   secret,
+  kvPull: kvPullFlag(values["kv-pull"]!),
   log: (line) => console.log(`[backend] ${line}`),
 });
 
@@ -115,5 +120,11 @@ function weightsFlag(v: string): WeightPrecision {
 function deviceFlag(v: string): DeviceRequest {
   if (v === "cpu" || v === "webgpu" || v === "cuda" || v === "auto") return v;
   console.error(`--device must be cpu, webgpu, cuda or auto, got ${JSON.stringify(v)}`);
+  process.exit(2);
+}
+
+function kvPullFlag(v: string): "auto" | "always" | "never" {
+  if (v === "auto" || v === "always" || v === "never") return v;
+  console.error(`--kv-pull must be auto, always or never, not ${JSON.stringify(v)}`);
   process.exit(2);
 }

@@ -17,6 +17,8 @@ export interface KvPullerParams {
   timeoutMs?: number;
   /** The HTTP client (tests wrap it to break or corrupt a stream). Default: global fetch. */
   fetch?: typeof fetch;
+  /** `auto` (default): pull when the cost model says copying beats computing; `always`: whenever blocks are missing. */
+  policy?: "auto" | "always";
 }
 
 /**
@@ -46,7 +48,7 @@ export class KvPuller {
     const missingBlocks = usable - local;
     const report = (outcome: KvPullOutcome, blocks = 0, bytes = 0): KvPullReport => ({ outcome, from: source.url, missingBlocks, blocks, bytes, ms: performance.now() - t0 });
     if (missingBlocks <= 0) return report("none-missing");
-    if (!this.cost.copyBeatsCompute({ blocks: missingBlocks, blockSize: B, bytesPerBlock: io.bytesPerBlock })) return report("compute-cheaper");
+    if (this.params.policy !== "always" && !this.cost.copyBeatsCompute({ blocks: missingBlocks, blockSize: B, bytesPerBlock: io.bytesPerBlock })) return report("compute-cheaper");
 
     this.totals.pulls++;
     const tokenIds = prompt.tokenIds.slice(0, usable * B);

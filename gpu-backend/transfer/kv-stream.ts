@@ -24,12 +24,23 @@ export function encodeStreamHeader(header: KvStreamHeader): Uint8Array {
   return out;
 }
 
-/** One block's frame: its checksum, then the payload (copied). @example controller.enqueue(encodeBlockFrame(bytes)) */
-export function encodeBlockFrame(payload: Uint8Array): Uint8Array {
-  const out = new Uint8Array(4 + payload.length);
-  new DataView(out.buffer).setUint32(0, blockChecksum(payload), true);
-  out.set(payload, 4);
-  return out;
+/**
+ * Frames of consecutive blocks in one chunk: per block its checksum, then its bytes, as `read`
+ * writes them into the chunk (no intermediate copy; the chunk is not zero-filled first).
+ *
+ * @example controller.enqueue(encodeBlockFrames(2, io.bytesPerBlock, (i, out) => io.read(ids[i], out)))
+ */
+export function encodeBlockFrames(count: number, bytesPerBlock: number, read: (index: number, out: Uint8Array) => void): Uint8Array {
+  const chunk = Buffer.allocUnsafe(count * (4 + bytesPerBlock));
+  const view = new DataView(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+  for (let i = 0; i < count; i++) {
+    const at = i * (4 + bytesPerBlock);
+    // A chunk this large is its own ArrayBuffer (offset 0), and bytesPerBlock is a multiple of 4: every payload is 4-byte aligned for typed views.
+    const payload = chunk.subarray(at + 4, at + 4 + bytesPerBlock);
+    read(i, payload);
+    view.setUint32(at, blockChecksum(payload), true);
+  }
+  return chunk;
 }
 
 /** CRC-32 (zlib's) of a block's bytes. */
@@ -49,6 +60,7 @@ export function blockChecksum(payload: Uint8Array): number {
 export class KvStreamReader {
   private chunks: Uint8Array[] = [];
   private buffered = 0;
+  private frame: Uint8Array | undefined;
 
   constructor(private readonly reader: ReadableStreamDefaultReader<Uint8Array>) {}
 
@@ -62,11 +74,13 @@ export class KvStreamReader {
     return h.value;
   }
 
-  /** The next block: its payload and whether its checksum matches. */
+  /** The next block: its payload (valid until the next call: the buffer is reused) and whether its checksum matches. */
   async block(bytesPerBlock: number): Promise<{ payload: Uint8Array; ok: boolean }> {
-    const frame = await this.take(4 + bytesPerBlock);
-    const sum = new DataView(frame.buffer, frame.byteOffset, 4).getUint32(0, true);
-    const payload = frame.subarray(4);
+    this.frame ??= new Uint8Array(8 + bytesPerBlock);
+    // The checksum at offset 4, the payload at 8: an 8-byte-aligned payload for typed-array views.
+    await this.takeInto(this.frame.subarray(4, 8 + bytesPerBlock));
+    const sum = new DataView(this.frame.buffer, 4, 4).getUint32(0, true);
+    const payload = this.frame.subarray(8, 8 + bytesPerBlock);
     return { payload, ok: blockChecksum(payload) === sum };
   }
 
@@ -74,8 +88,16 @@ export class KvStreamReader {
     void this.reader.cancel().catch(() => {});
   }
 
-  /** Exactly `n` bytes, in a fresh 8-byte-aligned buffer. */
+  /** Exactly `n` bytes, in a fresh buffer. */
   private async take(n: number): Promise<Uint8Array> {
+    const out = new Uint8Array(n);
+    await this.takeInto(out);
+    return out;
+  }
+
+  /** Fills `out` with the next `out.length` bytes. */
+  private async takeInto(out: Uint8Array): Promise<void> {
+    const n = out.length;
     while (this.buffered < n) {
       const { value, done } = await this.reader.read();
       if (done) throw new Error(`the KV stream ended ${n - this.buffered} bytes short`);
@@ -84,7 +106,6 @@ export class KvStreamReader {
         this.buffered += value.length;
       }
     }
-    const out = new Uint8Array(n);
     let at = 0;
     while (at < n) {
       const c = this.chunks[0]!;
@@ -95,6 +116,5 @@ export class KvStreamReader {
       else this.chunks[0] = c.subarray(k);
     }
     this.buffered -= n;
-    return out;
   }
 }
