@@ -423,6 +423,11 @@ export interface Heartbeat {
    * LOAD_AVG_TAU_MS on the backend). Absent from older backends.
    */
   loadAvg?: number;
+  /**
+   * Draining (`POST /v1/drain` or SIGTERM): the backend takes no new placements and its
+   * trajectories move on their next turn, pulling their blocks from it; it exits when idle.
+   */
+  draining?: boolean;
   /** KV events since the previous heartbeat (absent: the backend publishes none). */
   kvEvents?: KvEventBatch;
 }

@@ -367,6 +367,7 @@ export const heartbeatSchema = map({
   kvUsage: fraction,
   tokensPerS: nonNegative,
   loadAvg: nonNegative.optional(),
+  draining: boolean.optional(),
   kvEvents: kvEventBatchSchema.optional(),
 }) satisfies z.ZodType<Heartbeat>;
 

@@ -115,14 +115,14 @@ export class ManagedProcess {
   }
 
   /**
-   * Stops the whole group: SIGTERM, then SIGKILL for what is left after `graceMs`. Resolves with
+   * Stops the whole group: `signal` (SIGTERM by default), then SIGKILL for what is left after `graceMs`. Resolves with
    * the leader's exit once no process of the group is left (or, for unreapable zombies'
    * sake, at most 3 s after the SIGKILL). Idempotent.
    */
-  stop(graceMs = 5000): Promise<ProcessExit> {
+  stop(graceMs = 5000, signal: "SIGTERM" | "SIGINT" = "SIGTERM"): Promise<ProcessExit> {
     this.stopping ??= (async () => {
       if (this.pid === undefined) return this.exited;
-      this.signalGroup("SIGTERM");
+      this.signalGroup(signal);
       if (!(await this.waitGroupGone(graceMs))) {
         this.signalGroup("SIGKILL");
         await this.waitGroupGone(3000);

@@ -89,7 +89,7 @@ export interface Stack {
   exited: Promise<{ part: StackPart; exit: ProcessExit }>;
   /** Live pids of every part's process group (wrangler's workerd children included). */
   pids(): number[];
-  /** Stops every part's process group: SIGTERM, SIGKILL after 5 s. Idempotent. */
+  /** Stops every part's process group: SIGINT to backends (SIGTERM would drain them), SIGTERM to the edge, SIGKILL after 5 s. Idempotent. */
   stop(): Promise<void>;
 }
 
@@ -155,7 +155,8 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
   process.on("exit", killAll);
   const stop = () =>
     (stopping ??= (async () => {
-      await Promise.all(parts.map((p) => p.process.stop()));
+      // Backends take SIGINT (stop now); SIGTERM would drain them first.
+      await Promise.all(parts.map((p) => (p.kind === "backend" ? p.process.stop(5000, "SIGINT") : p.process.stop())));
       process.off("exit", killAll);
     })());
 

@@ -85,3 +85,94 @@ describe("a moved trajectory pulls its blocks from the backend it left", () => {
     expect(t3.cached_tokens).toBeGreaterThanOrEqual(Math.floor(t1.prompt_tokens / 16) * 16);
   });
 });
+
+/**
+ * Drain, end to end: a backend asked to drain (`POST /v1/drain`; SIGTERM does the same) while a
+ * turn streams on it finishes that turn, reports `draining` in its heartbeats, and its trajectory
+ * moves on the next turn (`pinned-draining`) to the other backend, which pulls the blocks from the
+ * draining one; then the drained backend exits on its own once idle. Nothing is lost or repeated.
+ */
+describe("draining a backend: its trajectory moves with its blocks, and it exits when idle", () => {
+  let fixture: TestStack | undefined;
+  let stack: Stack;
+  const auth = { authorization: "Bearer sk-local-dev", "content-type": "application/json" };
+
+  beforeAll(async () => {
+    fixture = await startTestStack({ name: "kv-drain", backends: 2, devtools: false, kvMemory: "64MiB", threads: 1, backendArgs: ["--kv-pull", "always", "--drain-grace", "3000"] });
+    ({ stack } = fixture);
+  }, 600_000);
+
+  afterAll(() => fixture?.stop());
+
+  it("finishes the turn in flight, moves the trajectory on its next turn pulling its blocks, and exits", async () => {
+    const id = `kv-drain-${Date.now().toString(36)}`;
+    const messages: { role: string; content: string }[] = [
+      { role: "system", content: `You are an agent on a backend about to drain. ${"Keep to the plan and report progress. ".repeat(16)}` },
+      { role: "user", content: "Start." },
+    ];
+    const chat = (extra: object) =>
+      fetch(`${stack.edgeUrl}/v1/chat/completions`, { method: "POST", headers: { ...auth, "x-trajectory-id": id }, body: JSON.stringify({ model: "tiny-llama-random", messages, temperature: 0, ...extra }) });
+    const state = async () =>
+      (await (await fetch(`${stack.edgeUrl}/v1/tenants/local/trajectories/${id}`, { headers: auth })).json()) as {
+        message_count: number;
+        backend: string;
+        turns: { backend: string; route: string | null; mode: string; cached_tokens: number; kv_pull: { outcome: string; from: string; blocks: number } | null }[];
+      };
+
+    const first = await chat({ max_tokens: 6 });
+    expect(first.status).toBe(200);
+    messages.push({ role: "assistant", content: ((await first.json()) as { choices: { message: { content: string } }[] }).choices[0]!.message.content }, { role: "user", content: "Go on, at length." });
+    const holderUrl = (await state()).backend;
+    const holder = stack.parts.find((p) => p.url === holderUrl)!;
+
+    // A long streamed turn; the drain starts after its first chunk.
+    const streamed = await chat({ max_tokens: 400, stream: true });
+    expect(streamed.status).toBe(200);
+    const reader = streamed.body!.getReader();
+    let sse = "";
+    let drained: Response | undefined;
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      sse += new TextDecoder().decode(value);
+      if (!drained && sse.includes('"content"')) drained = await fetch(`${holderUrl}/v1/drain`, { method: "POST", headers: { "x-agent-edge-secret": stack.secret } });
+    }
+    expect(drained?.status).toBe(200);
+    expect(((await drained!.json()) as { draining: boolean }).draining).toBe(true);
+    expect(sse).toContain('"finish_reason":"length"');
+    expect(sse).toContain("data: [DONE]");
+    const text = sse
+      .split("\n")
+      .filter((l) => l.startsWith("data: {"))
+      .map((l) => (JSON.parse(l.slice(6)) as { choices: { delta: { content?: string } }[] }).choices[0]?.delta.content ?? "")
+      .join("");
+    messages.push({ role: "assistant", content: text }, { role: "user", content: "Now wrap up." });
+
+    // The pool sees the drain in the holder's heartbeats.
+    const deadline = Date.now() + 15_000;
+    for (;;) {
+      const view = (await (await fetch(`${stack.edgeUrl}/v1/pool`, { headers: { "x-agent-edge-secret": stack.secret } })).json()) as { backends: { url: string; up: boolean; draining?: boolean }[] };
+      if (view.backends.some((b) => b.url === holderUrl && b.up && b.draining)) break;
+      if (Date.now() > deadline) throw new Error(`the pool never reported ${holderUrl} draining: ${JSON.stringify(view)}`);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+
+    const third = await chat({ max_tokens: 6 });
+    expect(third.status).toBe(200);
+    await third.json();
+    const s = await state();
+    expect(s.turns).toHaveLength(3);
+    expect(s.message_count).toBe(messages.length + 1);
+    expect(s.turns[1]!.backend).toBe(holder.name);
+    expect(s.turns[2]).toMatchObject({ mode: "full", route: "pinned-draining", kv_pull: { outcome: "pulled", from: holderUrl } });
+    expect(s.turns[2]!.backend).not.toBe(holder.name);
+    expect(s.turns[2]!.kv_pull!.blocks).toBeGreaterThan(0);
+    expect(s.turns[2]!.cached_tokens).toBe(s.turns[2]!.kv_pull!.blocks * 16);
+    expect(s.backend).not.toBe(holderUrl);
+
+    // Idle for its grace (3 s), the drained backend exits by itself, cleanly.
+    const exit = await Promise.race([holder.process.exited, new Promise<undefined>((r) => setTimeout(() => r(undefined), 20_000))]);
+    expect(exit, "the drained backend exited by itself").toBeDefined();
+    expect(exit!.code).toBe(0);
+  });
+});

@@ -33,6 +33,8 @@ import { DEFAULT_TUNABLES, route, routeCounter, type RouteReason, type RoutingPo
 /** A backend as a trajectory object routes over it: where it is, whether it is up, its smoothed load. */
 export interface RoutedBackend extends BackendTarget {
   up: boolean;
+  /** Draining: up (it serves its blocks to the backends its trajectories move to) but taking no placements. */
+  draining?: boolean;
   /** `smoothedLoad` of its last heartbeat (0 when unknown). */
   load: number;
 }
@@ -43,8 +45,8 @@ export interface RoutedBackend extends BackendTarget {
  *
  * @example const backends = routedBackends(await poolOf(env).view(), settings.backendSecret);
  */
-export function routedBackends(view: readonly (LoadReport & { url: string; up: boolean })[], secret: string): RoutedBackend[] {
-  return view.map((b) => ({ url: b.url, secret, up: b.up, load: smoothedLoad(b) }));
+export function routedBackends(view: readonly (LoadReport & { url: string; up: boolean; draining?: boolean })[], secret: string): RoutedBackend[] {
+  return view.map((b) => ({ url: b.url, secret, up: b.up, load: smoothedLoad(b), ...(b.draining ? { draining: true } : {}) }));
 }
 
 /** The load fields of a heartbeat. */
@@ -122,6 +124,7 @@ export function statelessTarget(backends: readonly RoutedBackend[]): RoutedBacke
 export interface PlacementCandidate extends LoadReport {
   url: string;
   up: boolean;
+  draining?: boolean;
   /** Placements made there that its last heartbeat cannot show yet. */
   pending: number;
 }
@@ -137,11 +140,11 @@ export function placeOver(
   candidates: readonly PlacementCandidate[],
   tunables: RoutingTunables = DEFAULT_TUNABLES,
 ): Placed | null {
-  const snapshot = candidates.map((b) => ({ id: b.url, up: b.up, load: placementLoad(b, b.pending) }));
+  const snapshot = candidates.map((b) => ({ id: b.url, up: b.up, load: placementLoad(b, b.pending), ...(b.draining ? { draining: true } : {}) }));
   const d = route(p.policy ?? "affinity", { trajectoryId: p.trajectoryId, pinned: p.pinned, prefixBlocks: new Map(Object.entries(p.prefixBlocks)) }, snapshot, tunables);
   return d ? { url: d.backendId, reason: d.reason } : null;
 }
 
 function snapshotOf(b: RoutedBackend) {
-  return { id: b.url, up: b.up, load: b.load };
+  return { id: b.url, up: b.up, load: b.load, ...(b.draining ? { draining: true } : {}) };
 }

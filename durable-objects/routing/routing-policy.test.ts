@@ -68,6 +68,22 @@ const cases: Case[] = [
   { name: "no backend up", policy: "affinity", req: { trajectoryId: "t" }, backends: [b("b0", 0, false)], want: null },
   { name: "least-loaded ignores pins", policy: "least-loaded", req: { trajectoryId: "t", pinned: "b0" }, backends: [b("b0", 3), b("b1", 2)], want: { backendId: "b1", reason: "least-loaded" } },
   { name: "round-robin follows the counter over sorted ids", policy: "round-robin", req: { trajectoryId: "t", counter: 4 }, backends: [b("b2", 0), b("b0", 9), b("b1", 0)], want: { backendId: "b1" } },
+  {
+    name: "moves off a draining pin, to the least loaded that is not draining",
+    policy: "affinity",
+    req: { trajectoryId: "t", pinned: "b0" },
+    backends: [{ ...b("b0", 0), draining: true }, b("b1", 3), b("b2", 1)],
+    want: { backendId: "b2", reason: "pinned-draining" },
+  },
+  {
+    name: "places nothing new on a draining backend, even one holding the whole prefix",
+    policy: "affinity",
+    req: { trajectoryId: "t", prefixBlocks: prefix([["b0", 40]]) },
+    backends: [{ ...b("b0", 0), draining: true }, b("b1", 2)],
+    want: { backendId: "b1", reason: "least-loaded" },
+  },
+  { name: "keeps a draining pin when every backend drains", policy: "affinity", req: { trajectoryId: "t", pinned: "b1" }, backends: [{ ...b("b0", 0), draining: true }, { ...b("b1", 4), draining: true }], want: { backendId: "b1", reason: "pinned" } },
+  { name: "round-robin skips draining backends", policy: "round-robin", req: { trajectoryId: "t", counter: 1 }, backends: [b("b0", 0), { ...b("b1", 0), draining: true }, b("b2", 0)], want: { backendId: "b2" } },
   { name: "round-robin skips down backends", policy: "round-robin", req: { trajectoryId: "t", counter: 1 }, backends: [b("b0", 0), b("b1", 0, false), b("b2", 0)], want: { backendId: "b2" } },
 ];
 

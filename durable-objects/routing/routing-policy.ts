@@ -36,6 +36,8 @@ export const ROUTING_POLICIES: readonly RoutingPolicyName[] = ["affinity", "roun
 export interface BackendSnapshot {
   id: string;
   up: boolean;
+  /** Draining (`POST /v1/drain`, SIGTERM): up, serving its blocks, but taking no placements while another backend is up. */
+  draining?: boolean;
   /** Sequences running plus waiting on the backend. */
   load: number;
 }
@@ -60,7 +62,7 @@ export interface RoutingTunables {
 
 export const DEFAULT_TUNABLES: RoutingTunables = { absMargin: 2, pinAbsMargin: 8, relMargin: 1.5, minPrefixBlocks: 1 };
 
-export type RouteReason = "pinned" | "prefix" | "least-loaded" | "round-robin" | "hash" | "pinned-down" | "pinned-overloaded";
+export type RouteReason = "pinned" | "prefix" | "least-loaded" | "round-robin" | "hash" | "pinned-down" | "pinned-overloaded" | "pinned-draining";
 
 export interface RouteDecision {
   backendId: string;
@@ -80,7 +82,10 @@ export function route(
   backends: readonly BackendSnapshot[],
   tunables: RoutingTunables = DEFAULT_TUNABLES,
 ): RouteDecision | null {
-  const up = backends.filter((b) => b.up);
+  // Draining backends take nothing while any other is up (and everything when none is).
+  const live = backends.filter((b) => b.up);
+  const taking = live.filter((b) => !b.draining);
+  const up = taking.length > 0 ? taking : live;
   if (up.length === 0) return null;
   switch (policy) {
     case "round-robin": {
@@ -103,8 +108,9 @@ function affinity(req: RouteRequest, all: readonly BackendSnapshot[], up: Backen
   let why: RouteReason | undefined;
   if (req.pinned !== undefined) {
     const pinned = all.find((b) => b.id === req.pinned);
-    if (pinned?.up && !overloaded(pinned, t.pinAbsMargin)) return { backendId: pinned.id, reason: "pinned" };
-    why = pinned?.up ? "pinned-overloaded" : "pinned-down";
+    const takes = pinned !== undefined && up.includes(pinned);
+    if (takes && !overloaded(pinned, t.pinAbsMargin)) return { backendId: pinned.id, reason: "pinned" };
+    why = takes ? "pinned-overloaded" : pinned?.up ? "pinned-draining" : "pinned-down";
   }
 
   let best: BackendSnapshot | undefined;

@@ -115,7 +115,7 @@ export interface TurnRecord {
   repaired?: Repairs;
   /**
    * Why the turn went to its backend: the routing policy's reason (`pinned`, `prefix`,
-   * `least-loaded`, `pinned-overloaded`, `pinned-down`, `round-robin`, `hash`), or `failover`
+   * `least-loaded`, `pinned-overloaded`, `pinned-down`, `pinned-draining`, `round-robin`, `hash`), or `failover`
    * when the planned backend failed and another took the turn. Absent on older records.
    */
   route?: RouteReason | "failover";

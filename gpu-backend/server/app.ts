@@ -5,6 +5,7 @@ import { secretsEqual } from "../../protocol/hex";
 import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type ErrorFrame, type Frame } from "../../protocol/messages";
 import { ROUTES } from "../../protocol/routes";
 import type { Engine } from "../engine/engine";
+import type { Drain } from "./drain";
 import { createMetrics } from "./metrics";
 
 export interface BackendAppOptions {
@@ -14,6 +15,8 @@ export interface BackendAppOptions {
   backendId: string;
   /** Largest accepted request body. Default 32 MiB. */
   maxBodyBytes?: number;
+  /** The backend's drain (`POST /v1/drain`); absent: the route answers 404. */
+  drain?: Drain;
 }
 
 /**
@@ -27,6 +30,7 @@ export interface BackendAppOptions {
  *   lists the active ones (JSON, for debugging).
  * - `POST /v1/kv/pull`: msgpack `KvPullRequest` from another backend, answers a binary stream of
  *   checked KV blocks (gpu-backend/transfer/kv-stream.ts).
+ * - `POST /v1/drain`: start draining (drain.ts); JSON `{ draining, running, waiting }`.
  * - `GET /v1/models`: JSON list of served models.
  * - `GET /healthz`: JSON liveness, no secret needed.
  * - `GET /metrics`: Prometheus text.
@@ -44,7 +48,7 @@ export function createBackendApp(options: BackendAppOptions): Hono {
   const app = new Hono();
 
   app.get(ROUTES.backend.healthz, (c) =>
-    c.json({ ok: true, backendId: options.backendId, model: engine.modelId, running: engine.numRunning, waiting: engine.numWaiting }),
+    c.json({ ok: true, backendId: options.backendId, model: engine.modelId, running: engine.numRunning, waiting: engine.numWaiting, draining: options.drain?.draining ?? false }),
   );
 
   app.use("*", async (c, next) => {
@@ -71,7 +75,16 @@ export function createBackendApp(options: BackendAppOptions): Hono {
   app.post(ROUTES.backend.leases, msgpackRoute(decodeLeaseRequest, (r) => engine.leases.lease(r.stateId, r.ttlMs, r.expectedReturnMs)));
   app.post(ROUTES.backend.releaseLease, msgpackRoute(decodeReleaseLeaseRequest, (r) => engine.leases.release(r.stateId, r.expired ?? false)));
 
+  if (options.drain) {
+    const drain = options.drain;
+    app.post(ROUTES.backend.drain, (c) => {
+      if (drain.start()) console.log(`[backend] ${options.backendId}: draining (POST ${ROUTES.backend.drain})`);
+      return c.json({ draining: true, running: engine.numRunning, waiting: engine.numWaiting });
+    });
+  }
+
   app.post(ROUTES.backend.kvPull, async (c) => {
+    options.drain?.noteActivity();
     const body = engine.kvServer.serve(await decodeBody(c, maxBodyBytes, decodeKvPullRequest));
     return new Response(body, { status: 200, headers: { "content-type": "application/octet-stream", "cache-control": "no-store" } });
   });
@@ -79,6 +92,7 @@ export function createBackendApp(options: BackendAppOptions): Hono {
   app.get(ROUTES.backend.leases, (c) => c.json({ leases: engine.leases.table.list().map((l) => ({ stateId: l.key, blocks: l.blocks, expiresAt: l.expiresAt, protectedBlocks: l.protectedBlocks })) }));
 
   app.post(ROUTES.backend.generate, async (c) => {
+    options.drain?.noteActivity();
     const request = await decodeBody(c, maxBodyBytes, decodeGenerateRequest);
 
     // The first frame decides the status: an immediate error (unknown state, bad model, too long)

@@ -1,4 +1,5 @@
 import { validateHeartbeatReply } from "../../protocol/codec";
+import type { Drain } from "./drain";
 import { SECRET_HEADER, type Heartbeat } from "../../protocol/messages";
 import { edgePath } from "../../protocol/routes";
 import type { Engine } from "../engine/engine";
@@ -13,6 +14,8 @@ export interface HeartbeatOptions {
   /** The URL the edge should reach this backend at. */
   advertiseUrl: string;
   engine: Engine;
+  /** Reported as `draining` while it is. */
+  drain?: Drain;
   intervalMs?: number;
   log?: (line: string) => void;
   /** Resend the last load from a worker thread while the main thread is blocked (default true). */
@@ -70,6 +73,7 @@ export function startHeartbeat(o: HeartbeatOptions): () => void {
         kvUsage: o.engine.kv.usage(),
         tokensPerS,
         loadAvg: Math.round(load.value * 100) / 100,
+        ...(o.drain?.draining ? { draining: true } : {}),
       };
       keepalive?.beat(url, headers, JSON.stringify(status));
       const res = await fetch(url, {

@@ -3,6 +3,7 @@ import { parseArgs } from "node:util";
 import { createBackend } from "./backend";
 import { createBackendApp } from "./app";
 import { parseSize, positiveInt } from "./cli-args";
+import { Drain } from "./drain";
 import { startHeartbeat } from "./heartbeat";
 import type { DeviceRequest } from "../model/executors/device";
 import { parsePrecision, type WeightPrecision } from "../engine/weight-precision";
@@ -32,6 +33,9 @@ const USAGE = `npm run backend -- [flags]: one backend process serving one model
   --kv-pull P            auto | always | never (default auto): whether a turn moved here from another
                          backend (kvSource) pulls the blocks it lacks from there; auto asks the cost
                          model (measured copy bandwidth vs prefill time), always skips it
+  --drain-grace MS       draining (SIGTERM or POST /v1/drain): exit after this long with no turn,
+                         no block stream and no request (default 10000)
+  --drain-timeout MS     draining: exit at the latest this long after it began (default 120000)
   --step-trace DIR       append a JSON line per engine step to DIR/<id>.jsonl: what it computed and
                          its wall and CPU time (npm run bench -- step-costs DIR fits the costs)
   --help                 this text
@@ -54,6 +58,8 @@ const { values } = parseArgs({
     advertise: { type: "string" },
     "step-trace": { type: "string" },
     "kv-pull": { type: "string", default: "auto" },
+    "drain-grace": { type: "string", default: "10000" },
+    "drain-timeout": { type: "string", default: "120000" },
     help: { type: "boolean", default: false },
   },
   strict: true,
@@ -84,7 +90,8 @@ const backend = await createBackend({
   log: (line) => console.log(`[backend] ${line}`),
 });
 
-const app = createBackendApp({ engine: backend.engine, secret, backendId });
+const drain = new Drain();
+const app = createBackendApp({ engine: backend.engine, secret, backendId, drain });
 const server = serve({ fetch: app.fetch, port, hostname: values.host }, (info) => {
   console.log(`[backend] ${backendId} serving ${backend.engine.modelId} on http://${values.host}:${info.port}`);
 });
@@ -96,6 +103,7 @@ const stopHeartbeat = values.register
       backendId,
       advertiseUrl: values.advertise ?? `http://${values.host}:${port}`,
       engine: backend.engine,
+      drain,
       log: (line) => console.log(`[backend] ${line}`),
     })
   : () => {};
@@ -105,8 +113,21 @@ const shutdown = () => {
   server.close();
   void backend.close().then(() => process.exit(0));
 };
+// SIGINT stops at once; SIGTERM drains first (as POST /v1/drain does), then stops.
 process.on("SIGINT", shutdown);
-process.on("SIGTERM", shutdown);
+process.on("SIGTERM", () => {
+  if (drain.start()) console.log(`[backend] ${backendId}: SIGTERM: draining`);
+});
+void drain
+  .finished({
+    graceMs: positiveInt(values["drain-grace"]!, "--drain-grace"),
+    timeoutMs: positiveInt(values["drain-timeout"]!, "--drain-timeout"),
+    busy: () => backend.engine.numRunning + backend.engine.numWaiting + backend.engine.kvServer.activeStreams > 0,
+  })
+  .then((how) => {
+    console.log(`[backend] ${backendId}: drained (${how === "idle" ? "idle" : "timeout reached"}); stopping`);
+    shutdown();
+  });
 
 function weightsFlag(v: string): WeightPrecision {
   try {

@@ -19,6 +19,11 @@ import { encodeBlockFrames, encodeStreamHeader } from "./kv-stream";
 export class KvServer {
   readonly stats = { streams: 0, blocks: 0, bytes: 0, refused: 0 };
   private active = 0;
+
+  /** Block streams open now. */
+  get activeStreams(): number {
+    return this.active;
+  }
   private readonly maxConcurrent: number;
 
   constructor(private readonly params: { kv: KVCacheManager; io: BlockIO | undefined; modelId: string; rootFor: (salt: string) => BlockHash; maxConcurrent?: number }) {
