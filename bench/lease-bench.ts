@@ -63,6 +63,8 @@ export interface LeaseVariant {
    * it, leases break by deadline (the previous default). The default variants use the DO's
    * `predictLeaseReturn`.
    */
+  /** A host KV tier this many times the pool's size (evicted blocks kept and copied back on a hit; kv/host-tier.ts). Default none. */
+  hostTier?: number;
   predictReturn?: (p: { pauses: readonly number[]; fallbackPauses: readonly number[]; settings: LeaseSettings; ttlMs: number; nextPauseMs: number }) => number;
 }
 
@@ -71,6 +73,8 @@ export const DEFAULT_VARIANTS: LeaseVariant[] = [
   // As the Durable Object does: TTL by predictLeaseTtl, expected return by predictLeaseReturn.
   { name: "leases", label: "leases", lease: true, predictReturn: predictLeaseReturn },
   { name: "leasesMispredicted", label: "leases, pauses 3x predicted", lease: true, predictScale: 1 / 3, predictReturn: predictLeaseReturn },
+  // The leases above plus a host tier twice the pool (host memory is the larger one).
+  { name: "hostTier", label: "leases + host tier (2x pool)", lease: true, predictReturn: predictLeaseReturn, hostTier: 2 },
 ];
 
 /** Per variant, what the issue asks for (times on the virtual clock, see lease-workload.ts). */
@@ -88,6 +92,8 @@ export interface VariantResult {
   computedTokens: number;
   promptTokens: number;
   leases?: { created: number; refused: number; skipped: number; hits: number; savedTokens: number; expired: number; broken: number; capped: number };
+  /** With a host tier: blocks copied into it on eviction, and prompt tokens brought back from it. */
+  hostTier?: { storedBlocks: number; hitTokens: number };
 }
 
 export interface TurnRecord {
@@ -153,6 +159,7 @@ export async function runLeaseBench(o: LeaseBenchOptions): Promise<{ summary: Re
     if (runs.leases) {
       summary.reprefillReduction = reductionOf("leases");
       if (runs.leasesMispredicted) summary.reprefillReductionMispredicted = reductionOf("leasesMispredicted");
+      if (runs.hostTier) summary.reprefillReductionHostTier = reductionOf("hostTier");
       summary.targetMet = reductionOf("leases") >= 0.3;
     }
     const details = {
@@ -273,6 +280,7 @@ async function simulate(p: { model: LoadedModel; executor: Executor; workload: r
     scheduler: { maxBatchTokens: 512, maxRunningSequences: 1, blockSize, prefillWastePerToken: prefillWastePerToken(model.spec) },
     enablePrefixCache: true,
     backendId: "bench",
+    ...(v.hostTier ? { hostTierBytes: Math.round(v.hostTier * p.numBlocks) * p.executor.blockIO!.bytesPerBlock } : {}),
     leases: { now: () => clock.now, ...(v.cap !== undefined ? { maxLeasedFraction: v.cap } : {}), ...(v.expiredTo ? { expiredTo: v.expiredTo } : {}), ...(v.droppedTo ? { droppedTo: v.droppedTo } : {}), ...(v.breakOrder ? { breakOrder: v.breakOrder } : {}), ...(v.capOrder ? { capOrder: v.capOrder } : {}) },
   });
   const total = workload.reduce((a, t) => a + t.observations.length + 1, 0);
@@ -389,6 +397,7 @@ async function simulate(p: { model: LoadedModel; executor: Executor; workload: r
     computedTokens: sum((r) => r.computedTokens),
     promptTokens: sum((r) => r.promptTokens),
     ...(v.lease ? { leases: { created: c.created, refused: c.refused, skipped, hits: c.hits, savedTokens: c.savedTokens, expired: c.expired, broken: c.broken, capped: c.capped } } : {}),
+    ...(engine.hostTier ? { hostTier: { storedBlocks: engine.hostTier.stats.puts, hitTokens: engine.hostTier.stats.hitBlocks * blockSize } } : {}),
   };
   return { result, records };
 }

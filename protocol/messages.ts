@@ -319,6 +319,8 @@ export interface DoneFrame {
   cacheWrites?: CacheWrite[];
   /** With `kvSource`: what the pull did (absent without a source). */
   kvPull?: KvPullReport;
+  /** Of `usage.cachedTokens`, those brought back from the backend's host tier (absent: it has none). */
+  hostTierTokens?: number;
 }
 
 /**

@@ -300,6 +300,7 @@ export const doneFrameSchema = map({
   cacheWrites: array(map({ ttlMs: positiveMilliseconds, tokens: count }) satisfies z.ZodType<CacheWrite>)
     .max(MAX_CACHE_POINTS, `must hold at most ${MAX_CACHE_POINTS} entries`)
     .optional(),
+  hostTierTokens: count.optional(),
   kvPull: map({
     outcome: z.enum(KV_PULL_OUTCOMES, expect(oneOf(KV_PULL_OUTCOMES))),
     from: string,

@@ -133,6 +133,7 @@ export function turnRecord(r: RelayResult, extra: Pick<TurnRecord, "turn"> & Par
     ...(extra.repaired ? { repaired: extra.repaired } : {}),
     route: r.route,
     ...(done.kvPull ? { kvPull: { ...done.kvPull, ms: round(done.kvPull.ms) } } : {}),
+    ...(done.hostTierTokens !== undefined ? { hostTierTokens: done.hostTierTokens } : {}),
   };
 }
 

@@ -124,6 +124,8 @@ export interface TurnRecord {
    * blocks and bytes that arrived, and how long it took. Absent when the turn pulled nothing.
    */
   kvPull?: KvPullReport;
+  /** Of `cachedTokens`, those the backend brought back from its host tier (absent: it has none). */
+  hostTierTokens?: number;
 }
 
 /** Events from the Durable Object to the Worker, one JSON object per line (NDJSON). */

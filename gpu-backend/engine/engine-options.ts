@@ -24,6 +24,8 @@ export interface EngineOptions {
   /** Called after every step with what it computed and took (`--step-trace`; step-trace.ts). */
   onStep?: (record: StepRecord) => void;
   /** Pulling blocks from other backends (`GenerateRequest.kvSource`): the pool's shared secret, and a test's fetch. Absent: never pulls. */
+  /** Bytes of host memory for the second KV tier (evicted blocks kept by hash; kv/host-tier.ts). 0 or absent: none. */
+  hostTierBytes?: number;
   transfer?: Pick<KvPullerParams, "secret" | "timeoutMs" | "fetch" | "policy">;
 }
 

@@ -21,6 +21,7 @@ import { stepRecord } from "./step-trace";
 import { timingsOf, usageOf } from "./turn-figures";
 import { KvPuller } from "../transfer/kv-pull";
 import { KvServer } from "../transfer/kv-serve";
+import { HostTier } from "../kv/host-tier";
 import { StopChecker } from "./stop-checker";
 import type { EngineCounters, EngineOptions, TokenRequest, TokenResult } from "./engine-options";
 
@@ -79,6 +80,8 @@ export class Engine {
   readonly kvServer: KvServer;
   /** Pulls a prompt's missing blocks from another backend; undefined without block I/O, a secret or the prefix cache. */
   readonly kvPuller: KvPuller | undefined;
+  /** The second KV tier (`hostTierBytes`); undefined without it, block I/O or the prefix cache. */
+  readonly hostTier: HostTier | undefined;
   readonly counters: EngineCounters = {
     promptTokens: 0,
     cachedTokens: 0,
@@ -105,6 +108,8 @@ export class Engine {
     this.kvEvents = new KvEventLog();
     const io = options.executor.blockIO;
     this.kvServer = new KvServer({ kv: this.kv, io, modelId: options.modelId, rootFor: (salt) => this.rootFor(salt) });
+    this.hostTier = io && options.enablePrefixCache && (options.hostTierBytes ?? 0) > 0 ? new HostTier(options.hostTierBytes!) : undefined;
+    if (this.hostTier && io) this.kv.setHostTier({ tier: this.hostTier, bytesPerBlock: io.bytesPerBlock, read: io.read, write: io.write });
     this.kvPuller = io && options.transfer && options.enablePrefixCache ? new KvPuller({ kv: this.kv, io, modelId: options.modelId, ...options.transfer }) : undefined;
     // With the prefix cache off nothing is ever hashed: the batches stay empty.
     options.pool.setEventSink(this.kvEvents);
@@ -449,6 +454,7 @@ export class Engine {
       timings: timingsOf(job.seq, job.firstTokenMs, job.lastTokenMs),
       backendId: this.options.backendId,
       promptBlockHashes: job.promptBlockHashes,
+      ...(this.hostTier ? { hostTierTokens: job.seq.hostTierTokens ?? 0 } : {}),
     };
   }
 }

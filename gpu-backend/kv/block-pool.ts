@@ -48,6 +48,7 @@ export class BlockPool {
   private readonly releaseStamps: Float64Array;
   private releaseClock = 0;
   private leaseHooks: PoolLeaseHooks | null = null;
+  private evictionSink: ((blockId: number, blockHash: BlockHash) => void) | null = null;
 
   /**
    * Creates a pool of `numBlocks` blocks of `blockSize` tokens, all free.
@@ -86,6 +87,16 @@ export class BlockPool {
    */
   setEventSink(sink: KvEventSink | null): void {
     this.events = sink;
+  }
+
+  /**
+   * Hears of every cached block `allocate` evicts, before its slots are handed out (its bytes are
+   * still intact): the host tier copies it there (null: none).
+   *
+   * @example pool.setEvictionSink((id, hash) => tier.put(hash, read(id)));
+   */
+  setEvictionSink(sink: ((blockId: number, blockHash: BlockHash) => void) | null): void {
+    this.evictionSink = sink;
   }
 
   /** Every hash cached now (in use or free), oldest cached first. Live: do not cache blocks while iterating. */
@@ -133,6 +144,7 @@ export class BlockPool {
       const id = this.freeQueue.popFront()!;
       const hash = this.hashes[id]!;
       if (hash !== null) {
+        this.evictionSink?.(id, hash);
         this.hashToBlock.delete(hash);
         this.hashes[id] = null;
         this.numEvictions++;

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { mulberry32 } from "../../protocol/random";
 import { hashRoot, type BlockHash } from "../../protocol/block-hash";
 import { BlockPool } from "./block-pool";
+import { HostTier } from "./host-tier";
 import { KVCacheManager } from "./kv-cache-manager";
 import { checked, randInt, sequence, slotsOf, type TestSequence } from "./test-support";
 
@@ -23,6 +24,7 @@ const configs = [
   { name: "block 16, roomy pool", seed: 2, blockSize: 16, numBlocks: 40, ops: 8000, enablePrefixCache: true },
   { name: "block 2, very tight pool", seed: 3, blockSize: 2, numBlocks: 40, ops: 10000, enablePrefixCache: true },
   { name: "prefix cache off", seed: 4, blockSize: 4, numBlocks: 48, ops: 6000, enablePrefixCache: false },
+  { name: "host tier of 24 blocks, tight pool", seed: 5, blockSize: 4, numBlocks: 40, ops: 10000, enablePrefixCache: true, hostTierBlocks: 24 },
 ];
 
 describe("KVCacheManager randomized stress", () => {
@@ -34,6 +36,10 @@ describe("KVCacheManager randomized stress", () => {
       expect(counts.starts).toBeGreaterThan(50);
       expect(counts.preempts).toBeGreaterThan(10);
       expect(counts.allocFailures).toBeGreaterThan(0);
+      if ("hostTierBlocks" in cfg) {
+        expect(counts.tierPuts).toBeGreaterThan(100);
+        expect(counts.tierHitTokens).toBeGreaterThan(0);
+      }
       if (cfg.enablePrefixCache) {
         expect(counts.tailHits).toBeGreaterThan(3);
         expect(counts.tailMisses).toBeGreaterThan(0);
@@ -53,6 +59,8 @@ interface StressConfig {
   numBlocks: number;
   ops: number;
   enablePrefixCache: boolean;
+  /** A host tier of this many blocks (absent: none). */
+  hostTierBlocks?: number;
 }
 
 function runStress(cfg: StressConfig): Record<string, number> {
@@ -64,13 +72,19 @@ function runStress(cfg: StressConfig): Record<string, number> {
   const raw = new KVCacheManager({ pool, enablePrefixCache: cfg.enablePrefixCache });
   const kv = checked(raw);
   const kvSlots = new Int32Array(cfg.numBlocks * B);
+  // The host tier moves a block's slots (its fingerprints) out of the pool and back, as bytes.
+  const tier = cfg.hostTierBlocks ? new HostTier(cfg.hostTierBlocks * B * 4) : undefined;
+  if (tier) {
+    const slotsOfBlock = (id: number) => new Uint8Array(kvSlots.buffer, id * B * 4, B * 4);
+    raw.setHostTier({ tier, bytesPerBlock: B * 4, read: (id, out) => out.set(slotsOfBlock(id)), write: (id, bytes) => slotsOfBlock(id).set(bytes) });
+  }
   const roots: BlockHash[] = [hashRoot({ modelId: "m", salt: "" }), hashRoot({ modelId: "m", salt: "t2" })];
   const systemPrompts = Array.from({ length: 3 }, (_, i) => randomTokens(rand, 3 + i * 2 * B + randInt(rand, 0, B)));
   const maxLen = Math.floor((cfg.numBlocks * B) / 3);
   const model = new Map<number, { root: BlockHash; tokens: number[]; seq: TestSequence }>();
   const finished: { root: BlockHash; tokens: number[]; tail?: string }[] = [];
   let nextSeqId = 1;
-  const counts = { ops: 0, starts: 0, preempts: 0, restarts: 0, frees: 0, steps: 0, allocFailures: 0, hitTokens: 0, evictions: 0, sharedSlots: 0, tailHits: 0, tailMisses: 0, tailDrops: 0 };
+  const counts = { ops: 0, starts: 0, preempts: 0, restarts: 0, frees: 0, steps: 0, allocFailures: 0, hitTokens: 0, evictions: 0, sharedSlots: 0, tailHits: 0, tailMisses: 0, tailDrops: 0, tierPuts: 0, tierHitTokens: 0 };
 
   const running = (): number[] => [...model.keys()].filter((id) => !raw.isPreempted(id));
   const preempted = (): number[] => [...model.keys()].filter((id) => raw.isPreempted(id));
@@ -99,6 +113,8 @@ function runStress(cfg: StressConfig): Record<string, number> {
       const seq = sequence({ seqId, tokenIds: tokens, root, ...(resumeTail !== undefined ? { resumeTail } : {}) });
       const tailsBefore = raw.numTails;
       const { numCachedTokens } = kv.startSequence(seq);
+      counts.tierHitTokens += seq.hostTierTokens ?? 0;
+      if (tier) expect(seq.hostTierTokens ?? 0).toBeLessThanOrEqual(numCachedTokens);
       expect(numCachedTokens).toBeLessThanOrEqual(tokens.length - 1);
       if (numCachedTokens % B !== 0) {
         // Only a resumed tail ends a hit mid-block, and it left the kept set.
@@ -163,7 +179,9 @@ function runStress(cfg: StressConfig): Record<string, number> {
       counts.restarts++;
     }
     modelCheck();
+    if (tier) expect(tier.usedBytes).toBeLessThanOrEqual(tier.capacityBytes);
   }
+  counts.tierPuts = tier?.stats.puts ?? 0;
   counts.hitTokens = kv.stats.hitTokens;
   counts.evictions = pool.stats.evictions;
   expect(kv.stats.hitTokens).toBeLessThanOrEqual(kv.stats.queriedTokens);

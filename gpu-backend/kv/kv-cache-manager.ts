@@ -1,6 +1,8 @@
 import { hashBlock, type BlockHash } from "../../protocol/block-hash";
 import type { BlockPool } from "./block-pool";
+import type { HostTier } from "./host-tier";
 import { KeptTails, type KeptTail } from "./kept-tails";
+import { checkManagerInvariants } from "./kv-invariants";
 import type { KVSequence } from "./kv-sequence";
 
 /**
@@ -36,6 +38,7 @@ export class KVCacheManager {
   private readonly sequences = new Map<number, SequenceState>();
   /** Kept tails by key, oldest first (the order they are given back under pressure). */
   private readonly tails: KeptTails;
+  private host: HostTierLink | null = null;
   /** References held outside any table: blocks being read out for another backend (`pinCachedPrefix`). */
   private readonly pins = new Map<number, number>();
   private readonly scratch: number[];
@@ -187,6 +190,23 @@ export class KVCacheManager {
   }
 
   /**
+   * Connects the host tier (null: none): every cached block the pool evicts is copied there
+   * (`io.read`), and a sequence's prefix lookup brings blocks it finds there back into the pool
+   * (`io.write`) before it acquires its prefix.
+   *
+   * @example kv.setHostTier({ tier: new HostTier(2 ** 30), bytesPerBlock, read: (id, out) => io.read(id, out), write: (id, b) => io.write(id, b) });
+   */
+  setHostTier(link: HostTierLink | null): void {
+    this.host = link;
+    if (!link) return this.pool.setEvictionSink(null);
+    const scratch = new Uint8Array(link.bytesPerBlock);
+    this.pool.setEvictionSink((blockId, hash) => {
+      link.read(blockId, scratch);
+      link.tier.put(hash, scratch);
+    });
+  }
+
+  /**
    * Takes a reference on the cached prefix of `tokenIds` from block `fromBlock` on, so that its
    * blocks stay put while they are read out (another backend pulls them); `unpin` gives them back.
    *
@@ -308,61 +328,14 @@ export class KVCacheManager {
    * @example kv.checkInvariants()
    */
   checkInvariants(): void {
-    this.pool.checkInvariants();
-    const B = this.blockSize;
-    const holders = new Int32Array(this.pool.numBlocks);
-    const indexOf = new Int32Array(this.pool.numBlocks).fill(-1);
-    const firstComputed = new Uint8Array(this.pool.numBlocks);
-    for (const [seqId, seq] of this.sequences) {
-      const where = `KVCacheManager invariant (sequence ${seqId})`;
-      const { tokenIds, status, blockHashes } = seq.sequence;
-      if (status !== "running" && status !== "preempted") throw new Error(`${where}: registered but ${status}`);
-      if (seq.numComputedTokens > tokenIds.length) throw new Error(`${where}: ${seq.numComputedTokens} computed of ${tokenIds.length} tokens`);
-      if (seq.numComputedTokens > seq.blockTable.length * B) throw new Error(`${where}: ${seq.numComputedTokens} computed but slots for ${seq.blockTable.length * B}`);
-      if (status === "preempted" && (seq.blockTable.length > 0 || seq.numComputedTokens > 0)) throw new Error(`${where}: preempted but holds blocks or computed tokens`);
-      const fullComputed = Math.floor(seq.numComputedTokens / B);
-      const seen = new Set<number>();
-      for (let b = 0; b < seq.blockTable.length; b++) {
-        const id = seq.blockTable[b]!;
-        if (seen.has(id)) throw new Error(`${where}: block ${id} appears twice in the table`);
-        seen.add(id);
-        holders[id]!++;
-        if (holders[id]! === 1) {
-          indexOf[id] = b;
-          firstComputed[id] = b < fullComputed ? 1 : 0;
-          continue;
-        }
-        if (indexOf[id] !== b) throw new Error(`${where}: shared block ${id} at table index ${b} here, ${indexOf[id]} elsewhere`);
-        if (this.pool.blockHash(id) === null) throw new Error(`${where}: block ${id} is shared but not cached`);
-        if (b >= fullComputed || firstComputed[id] === 0) throw new Error(`${where}: block ${id} is shared but is not a computed full block of every holder`);
-      }
-      for (let b = 0; b < fullComputed && this.enablePrefixCache; b++) {
-        const id = seq.blockTable[b]!;
-        const hash = this.pool.blockHash(id);
-        if (hash !== null && hash !== blockHashes[b]) throw new Error(`${where}: block ${id} caches ${hash}, the sequence's chain says ${blockHashes[b]}`);
-      }
-    }
-    for (const [id, n] of this.pins) {
-      if (this.pool.blockHash(id) === null) throw new Error(`KVCacheManager invariant: pinned block ${id} is not cached`);
-      holders[id]! += n;
-    }
-    for (const [key, tail] of this.tails.entries()) {
-      const where = `KVCacheManager invariant (tail ${key})`;
-      if (holders[tail.blockId]! > 0) throw new Error(`${where}: block ${tail.blockId} is also in a table or another tail`);
-      if (this.pool.blockHash(tail.blockId) !== null) throw new Error(`${where}: block ${tail.blockId} is cached`);
-      if (tail.tokenIds.length < 1 || tail.tokenIds.length >= B) throw new Error(`${where}: ${tail.tokenIds.length} tokens is not a partial block`);
-      holders[tail.blockId]!++;
-    }
-    for (let id = 0; id < this.pool.numBlocks; id++) {
-      if (this.pool.refCount(id) !== holders[id]) {
-        throw new Error(`KVCacheManager invariant: block ${id} has refCount ${this.pool.refCount(id)} but ${holders[id]} tables and tails hold it`);
-      }
-    }
+    checkManagerInvariants({ pool: this.pool, blockSize: this.blockSize, enablePrefixCache: this.enablePrefixCache, sequences: this.sequences, tails: this.tails, pins: this.pins });
   }
 
   private attachCachedPrefix(seq: SequenceState): number {
     const { tokenIds, hashRoot, blockHashes } = seq.sequence;
+    const restored = this.restoreFromHostTier(tokenIds, hashRoot, blockHashes);
     const prefix = this.longestCachedPrefix(tokenIds, hashRoot, blockHashes);
+    if (this.host) seq.sequence.hostTierTokens = restored.filter((b) => b < prefix.blockIds.length).length * this.blockSize;
     this.pool.acquire(prefix.blockIds);
     seq.blockTable = prefix.blockIds;
     seq.numComputedTokens = prefix.numCachedTokens;
@@ -370,6 +343,31 @@ export class KVCacheManager {
     this.queriedTokens += tokenIds.length;
     this.hitTokens += seq.numComputedTokens;
     return seq.numComputedTokens;
+  }
+
+  /**
+   * Brings the blocks of this prompt's chain that the host tier holds back into the pool, walking
+   * from block 0 while each block is in the pool or the tier. Returns the restored block indexes.
+   */
+  private restoreFromHostTier(tokenIds: ArrayLike<number>, root: BlockHash, hashes: BlockHash[]): number[] {
+    const host = this.host;
+    const restored: number[] = [];
+    if (!host || !this.enablePrefixCache || host.tier.numBlocks === 0) return restored;
+    const maxBlocks = Math.max(0, Math.floor((tokenIds.length - 1) / this.blockSize));
+    for (let b = 0; b < maxBlocks; b++) {
+      const hash = this.blockHashAt(tokenIds, root, hashes, b);
+      if (this.pool.lookup(hash) !== undefined) continue;
+      if (!host.tier.has(hash)) break;
+      // Out of the tier first: making room in the pool evicts into the tier, which may drop its oldest.
+      const bytes = host.tier.take(hash)!;
+      if (this.importBlock(hash, (id) => host.write(id, bytes)) !== "imported") {
+        host.tier.put(hash, bytes);
+        break;
+      }
+      host.tier.stats.hitBlocks++;
+      restored.push(b);
+    }
+    return restored;
   }
 
   /** Appends the sequence's kept tail to its table when it continues the cached prefix exactly; a tail that cannot be used is given back. */
@@ -484,10 +482,18 @@ export interface KVCacheStats {
 }
 
 /** What the manager keeps per registered sequence: the sequence itself (tokens, hashes, status) and its blocks. */
-interface SequenceState {
+export interface SequenceState {
   sequence: KVSequence;
   blockTable: number[];
   numComputedTokens: number;
   /** The kept tail attached at start (returned to its key if the sequence ends before filling it). */
   resumed?: { key: string; tail: KeptTail };
+}
+
+/** The host tier and how a block's bytes leave and re-enter the pool (the executor's block I/O). */
+export interface HostTierLink {
+  tier: HostTier;
+  bytesPerBlock: number;
+  read(blockId: number, out: Uint8Array): void;
+  write(blockId: number, bytes: Uint8Array): void;
 }

@@ -31,4 +31,6 @@ export interface KVSequence {
   readonly resumeTail?: string;
   /** Set before the sequence is freed: keep its partial last block as the tail of this key (its turn state). */
   keepTailAs?: string;
+  /** Set by the KV manager at start: tokens of its cached prefix brought back from the host tier. */
+  hostTierTokens?: number;
 }

@@ -20,6 +20,8 @@ export class Sequence implements KVSequence {
   numPreemptions = 0;
   /** The turn state to keep the partial last block under when freed (set by the engine as the turn ends). */
   keepTailAs: string | undefined;
+  /** Tokens of the cached prefix the KV manager brought back from the host tier at start. */
+  hostTierTokens: number | undefined;
   readonly arrivalMs = performance.now();
   firstScheduledMs: number | undefined;
 

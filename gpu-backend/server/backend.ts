@@ -32,6 +32,8 @@ export interface BackendOptions {
   stepTraceDir?: string | undefined;
   /** The pool's shared secret: with it, turns with a `kvSource` pull blocks from that backend. */
   secret?: string | undefined;
+  /** Host-memory KV tier in bytes (`--kv-host-memory`; 0: none). */
+  hostTierBytes?: number;
   /** Whether such turns pull: by the cost model (default), always, or never. */
   kvPull?: "auto" | "always" | "never";
   log?: (line: string) => void;
@@ -93,6 +95,7 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
     },
     enablePrefixCache: options.enablePrefixCache,
     backendId: options.backendId,
+    ...(options.hostTierBytes ? { hostTierBytes: options.hostTierBytes } : {}),
     ...(trace ? { onStep: (r) => trace.add(r) } : {}),
     ...(options.secret !== undefined && options.kvPull !== "never" ? { transfer: { secret: options.secret, policy: options.kvPull ?? "auto" } } : {}),
   });

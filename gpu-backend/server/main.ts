@@ -30,6 +30,8 @@ const USAGE = `npm run backend -- [flags]: one backend process serving one model
   --id NAME              backend id reported to the edge (default backend-<port>)
   --register URL         heartbeat into the edge's pool at URL (e.g. https://edge.example.com)
   --advertise URL        the URL the edge reaches this backend at (default http://HOST:PORT)
+  --kv-host-memory SIZE  a second KV tier in host memory, e.g. 4GiB: blocks evicted from the pool are
+                         kept there by hash and copied back on a prefix hit (default 0: none)
   --kv-pull P            auto | always | never (default auto): whether a turn moved here from another
                          backend (kvSource) pulls the blocks it lacks from there; auto asks the cost
                          model (measured copy bandwidth vs prefill time), always skips it
@@ -58,6 +60,7 @@ const { values } = parseArgs({
     advertise: { type: "string" },
     "step-trace": { type: "string" },
     "kv-pull": { type: "string", default: "auto" },
+    "kv-host-memory": { type: "string", default: "0" },
     "drain-grace": { type: "string", default: "10000" },
     "drain-timeout": { type: "string", default: "120000" },
     help: { type: "boolean", default: false },
@@ -87,6 +90,7 @@ const backend = await createBackend({
   stepTraceDir: values["step-trace"],
   secret,
   kvPull: kvPullFlag(values["kv-pull"]!),
+  hostTierBytes: values["kv-host-memory"] === "0" ? 0 : parseSize(values["kv-host-memory"]!, "--kv-host-memory"),
   log: (line) => console.log(`[backend] ${line}`),
 });
 

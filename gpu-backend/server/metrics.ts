@@ -11,7 +11,7 @@ import type { Engine } from "../engine/engine";
 export function createMetrics(engine: Engine): { registry: Registry } {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: "agent_edge_process_" });
-  const last = { queried: 0, hit: 0, prompt: 0, computed: 0, generated: 0, preemptions: 0, requests: 0, leaseSaved: 0, leaseExpired: 0, leaseBroken: 0, leaseCapped: 0, leaseHits: 0, leases: 0, grammar: 0 };
+  const last = { queried: 0, hit: 0, prompt: 0, computed: 0, generated: 0, preemptions: 0, requests: 0, leaseSaved: 0, leaseExpired: 0, leaseBroken: 0, leaseCapped: 0, leaseHits: 0, leases: 0, grammar: 0, hostPuts: 0, hostHits: 0, pulled: 0, pullBytes: 0, pullFailures: 0, served: 0 };
 
   /** A counter that follows a monotonically growing engine value. */
   const follow = (name: string, help: string, read: () => number, key: keyof typeof last) =>
@@ -34,6 +34,15 @@ export function createMetrics(engine: Engine): { registry: Registry } {
   follow("agent_edge_preemptions_total", "Sequences preempted for lack of KV blocks.", () => engine.counters.preemptions, "preemptions");
   follow("agent_edge_requests_total", "Turns accepted by the engine.", () => engine.counters.requests, "requests");
   follow("agent_edge_grammar_seconds_total", "Seconds constrained decoding spent in the grammar (token masks, matcher, budget checks, greedy masked argmax), outside the executor.", () => engine.counters.grammarMs / 1000, "grammar");
+
+  const B = engine.options.pool.blockSize;
+  follow("agent_edge_host_tier_stored_blocks_total", "Evicted KV blocks copied into the host tier.", () => engine.hostTier?.stats.puts ?? 0, "hostPuts");
+  follow("agent_edge_host_tier_hit_tokens_total", "Prompt tokens brought back from the host tier instead of prefilled.", () => (engine.hostTier?.stats.hitBlocks ?? 0) * B, "hostHits");
+  new Gauge({ name: "agent_edge_host_tier_bytes", help: "Bytes of KV blocks held in the host tier.", registers: [registry], collect() { this.set(engine.hostTier?.usedBytes ?? 0); } });
+  follow("agent_edge_kv_pulled_blocks_total", "KV blocks pulled from other backends (checked and cached).", () => engine.kvPuller?.totals.blocks ?? 0, "pulled");
+  follow("agent_edge_kv_pulled_bytes_total", "Bytes of KV blocks pulled from other backends.", () => engine.kvPuller?.totals.bytes ?? 0, "pullBytes");
+  follow("agent_edge_kv_pull_failures_total", "Pulls that fell back to computing (holder failed, corrupt block, incompatible format).", () => engine.kvPuller?.totals.failures ?? 0, "pullFailures");
+  follow("agent_edge_kv_served_blocks_total", "KV blocks streamed to other backends.", () => engine.kvServer.stats.blocks, "served");
 
   const leases = engine.leases.table;
   follow("agent_edge_leases_total", "Tool-pause leases granted.", () => leases.counters.created, "leases");

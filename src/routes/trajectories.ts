@@ -66,6 +66,7 @@ export const trajectoryRoutes = new Hono<App>()
         prefix_break: t.prefixBreak ? prefixBreakJson(t.prefixBreak) : null,
         repaired: t.repaired ? { tool_call_ids: t.repaired.toolCallIds, json_arguments: t.repaired.jsonArguments } : null,
         route: t.route ?? null,
+        host_tier_tokens: t.hostTierTokens ?? null,
         kv_pull: t.kvPull ? { outcome: t.kvPull.outcome, from: t.kvPull.from, missing_blocks: t.kvPull.missingBlocks, blocks: t.kvPull.blocks, bytes: t.kvPull.bytes, ms: t.kvPull.ms } : null,
       })),
       forks: state.forks.map((f) => ({ id: f.trajectoryId, turn: f.turn, created_at: f.createdAt })),

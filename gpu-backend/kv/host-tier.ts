@@ -1,0 +1,68 @@
+import type { BlockHash } from "../../protocol/block-hash";
+
+/**
+ * The second KV tier: whole blocks evicted from the pool, kept in host memory by hash, up to
+ * `capacityBytes` (least recently used dropped first), and brought back into the pool when a
+ * prefix lookup reaches them (`KVCacheManager`, at copy cost instead of a prefill). For the cpu
+ * executor the pool is host memory too, so this tier is the pool's overflow: the bytes are kept
+ * exactly (fp32), so a restored block gives the same KV as the one evicted. A GPU executor's
+ * evicted blocks land here from device memory the same way.
+ *
+ * @example
+ * const tier = new HostTier(2 ** 30);
+ * tier.put(hash, bytes);          // on eviction
+ * tier.take(hash);                // on a hit: the bytes, now out of the tier
+ */
+export class HostTier {
+  private readonly blocks = new Map<BlockHash, Uint8Array>();
+  private bytes = 0;
+  /** `hitBlocks`: blocks brought back into the pool (counted by the KV manager). */
+  readonly stats = { puts: 0, hitBlocks: 0, dropped: 0 };
+
+  constructor(readonly capacityBytes: number) {}
+
+  get numBlocks(): number {
+    return this.blocks.size;
+  }
+
+  get usedBytes(): number {
+    return this.bytes;
+  }
+
+  has(hash: BlockHash): boolean {
+    return this.blocks.has(hash);
+  }
+
+  /** Keeps a copy of an evicted block (the caller's buffer is not kept). */
+  put(hash: BlockHash, block: Uint8Array): void {
+    if (block.length > this.capacityBytes) return;
+    this.remove(hash);
+    while (this.bytes + block.length > this.capacityBytes) {
+      this.remove(this.blocks.keys().next().value!);
+      this.stats.dropped++;
+    }
+    this.blocks.set(hash, block.slice());
+    this.bytes += block.length;
+    this.stats.puts++;
+  }
+
+  /** The block's bytes, taken out of the tier (it is back in the pool). */
+  take(hash: BlockHash): Uint8Array | undefined {
+    const block = this.blocks.get(hash);
+    if (block === undefined) return undefined;
+    this.remove(hash);
+    return block;
+  }
+
+  /** Every hash held, oldest first (what the pool's index is told the tier holds). */
+  hashes(): IterableIterator<BlockHash> {
+    return this.blocks.keys();
+  }
+
+  private remove(hash: BlockHash): void {
+    const block = this.blocks.get(hash);
+    if (block === undefined) return;
+    this.blocks.delete(hash);
+    this.bytes -= block.length;
+  }
+}
