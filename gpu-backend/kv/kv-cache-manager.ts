@@ -3,6 +3,7 @@ import type { BlockPool } from "./block-pool";
 import type { HostTier } from "./host-tier";
 import { KeptTails, type KeptTail } from "./kept-tails";
 import { checkManagerInvariants } from "./kv-invariants";
+import type { SequenceState } from "./sequence-state";
 import type { KVSequence } from "./kv-sequence";
 
 /**
@@ -481,14 +482,6 @@ export interface KVCacheStats {
   hitTokens: number;
 }
 
-/** What the manager keeps per registered sequence: the sequence itself (tokens, hashes, status) and its blocks. */
-export interface SequenceState {
-  sequence: KVSequence;
-  blockTable: number[];
-  numComputedTokens: number;
-  /** The kept tail attached at start (returned to its key if the sequence ends before filling it). */
-  resumed?: { key: string; tail: KeptTail };
-}
 
 /** The host tier and how a block's bytes leave and re-enter the pool (the executor's block I/O). */
 export interface HostTierLink {

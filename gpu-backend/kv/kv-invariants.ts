@@ -1,6 +1,6 @@
 import type { BlockPool } from "./block-pool";
 import type { KeptTails } from "./kept-tails";
-import type { SequenceState } from "./kv-cache-manager";
+import type { SequenceState } from "./sequence-state";
 
 /** What `KVCacheManager.checkInvariants` checks against: its pool, tables, kept tails and pins. */
 export interface ManagerState {
