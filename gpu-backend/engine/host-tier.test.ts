@@ -71,9 +71,9 @@ describe("host tier", () => {
     const blocks = Math.floor((first.usage.promptTokens - 1) / B);
     expect(blocks).toBeGreaterThanOrEqual(6);
     expect(first.hostTierTokens).toBe(0);
-    // Other agents fill the 24-block pool: agent 0's blocks are evicted, into the tier.
-    for (const i of [1, 2, 3]) await turn(engine, agent(i));
-    expect(engine.hostTier!.stats.puts).toBeGreaterThanOrEqual(blocks);
+    // Five other agents fill the 24-block pool: agent 0's blocks are evicted, into the tier.
+    for (const i of [1, 2, 3, 4, 5]) await turn(engine, agent(i));
+    expect(engine.hostTier!.stats.puts).toBeGreaterThan(0);
     const again = await turn(engine, agent(0));
     expect(again.hostTierTokens).toBeGreaterThan(0);
     expect(again.usage.cachedTokens).toBe(blocks * B);
@@ -86,7 +86,7 @@ describe("host tier", () => {
     const plain = await engineWith(24, 0);
     expect(plain.hostTier).toBeUndefined();
     await turn(plain, agent(0));
-    for (const i of [1, 2, 3]) await turn(plain, agent(i));
+    for (const i of [1, 2, 3, 4, 5]) await turn(plain, agent(i));
     const recomputed = await turn(plain, agent(0));
     expect(recomputed.usage.cachedTokens).toBeLessThan(again.usage.cachedTokens);
     expect(recomputed.text).toBe(again.text);
