@@ -338,10 +338,11 @@ export class Engine {
         const cpu0 = this.options.onStep ? process.cpuUsage() : undefined;
         const { logits, argmax } = await this.options.executor.run(steps);
         const wallMs = performance.now() - t0;
+        const stepTokens = steps.reduce((a, s) => a + s.tokenIds.length, 0);
         this.counters.steps++;
-        this.counters.stepTokens += steps.reduce((a, s) => a + s.tokenIds.length, 0);
+        this.counters.stepTokens += stepTokens;
         this.counters.stepMs += wallMs;
-        this.kvPuller?.cost.notePrefill(steps.reduce((a, s) => a + s.tokenIds.length, 0), wallMs);
+        this.kvPuller?.cost.notePrefill(stepTokens, wallMs);
         if (cpu0) {
           const cpu = process.cpuUsage(cpu0);
           this.options.onStep!(stepRecord(steps, { at: Date.now(), wallMs, cpuMs: (cpu.user + cpu.system) / 1000 }));
