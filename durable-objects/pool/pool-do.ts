@@ -3,7 +3,7 @@ import { SHORT_HASH_HEX } from "../../protocol/block-hash";
 import { commonPrefixLength } from "../../protocol/common-prefix";
 import { MAX_PROMPT_BLOCK_HASHES, type Heartbeat, type HeartbeatReply } from "../../protocol/messages";
 import { BlockIndex } from "../routing/block-index";
-import { placeOver, type Placed } from "../routing/placement";
+import { placeOver, pullSource, type Placed } from "../routing/placement";
 import type { RoutingPolicyName } from "../routing/routing-policy";
 import { edgeSettings } from "../settings";
 
@@ -226,13 +226,22 @@ export class PoolDO extends DurableObject<Env> {
     const view = await this.view();
     const d = placeOver({ ...p, prefixBlocks }, view.map((b) => ({ ...b, pending: this.pendingPlacements(b.url, b.lastSeenMs, now) })));
     if (!d) return null;
+    const source = pullSource(d.url, this.heldBlocks(p.hashes, key), view);
     this.placements.delete(p.trajectoryId); // re-inserted last: the Map stays oldest first
     this.placements.set(p.trajectoryId, { url: d.url, key: p.hashes.length === 0 ? key : undefined, at: now });
     for (const [id, open] of this.placements) {
       if (this.placements.size <= MAX_OPEN_PLACEMENTS && now - open.at <= PLACED_PREFIX_MS) break;
       this.placements.delete(id);
     }
-    return { ...d, prefixBlocks };
+    return { ...d, prefixBlocks, ...(source !== undefined ? { kvSource: source } : {}) };
+  }
+
+  /** Per indexed up backend, the leading blocks of `hashes` (else of `key`'s list) it really holds: what a pull could fetch. */
+  private heldBlocks(hashes: string[], key: string | undefined): Record<string, number> {
+    const list = hashes.length > 0 ? hashes.slice(0, MAX_PROMPT_BLOCK_HASHES) : key !== undefined ? this.prefixList(key) : undefined;
+    const out: Record<string, number> = {};
+    if (list) for (const [url, n] of this.index.leadingBlocks(list, this.dropDownBackends())) if (n > 0) out[url] = n;
+    return out;
   }
 
   /** Placements on `url` not yet reflected in its last heartbeat (made after it, or just before). */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { chooseBackend, failoverTarget, placementLoad, placeOver, smoothedLoad, staysPinned, type RoutedBackend } from "./placement";
+import { chooseBackend, failoverTarget, placementLoad, placeOver, pullSource, smoothedLoad, staysPinned, type RoutedBackend } from "./placement";
 
 const b = (url: string, load: number, up = true): RoutedBackend => ({ url, secret: "s", up, load });
 
@@ -57,5 +57,25 @@ describe("placement", () => {
     expect(placeOver({ trajectoryId: "t", prefixBlocks: { a: 10 } }, [holder, other])).toEqual({ url: "a", reason: "prefix" });
     expect(placeOver({ trajectoryId: "t", prefixBlocks: { a: 10 } }, [{ ...holder, pending: 1 }, other])).toEqual({ url: "b", reason: "least-loaded" });
     expect(placeOver({ trajectoryId: "t", prefixBlocks: {} }, [{ ...holder, up: false }])).toBeNull();
+  });
+
+  it("names as pull source the live backend holding the longest leading run beyond the target's", () => {
+    const up = (url: string, draining = false) => ({ url, up: true, ...(draining ? { draining: true } : {}) });
+    expect(pullSource("b", { a: 12, b: 3 }, [up("a"), up("b")])).toBe("a");
+    // The target already holds as much: nothing to pull.
+    expect(pullSource("b", { a: 12, b: 12 }, [up("a"), up("b")])).toBeUndefined();
+    expect(pullSource("b", {}, [up("a"), up("b")])).toBeUndefined();
+    // A down holder is no source; a draining one is (it serves its blocks until it exits) ...
+    expect(pullSource("b", { a: 12 }, [{ url: "a", up: false }, up("b")])).toBeUndefined();
+    expect(pullSource("b", { a: 12 }, [up("a", true), up("b")])).toBe("a");
+    // ... but on a tie a backend that stays is preferred.
+    expect(pullSource("c", { a: 12, b: 12 }, [up("a", true), up("b"), up("c")])).toBe("b");
+    expect(pullSource("c", { a: 14, b: 12 }, [up("a", true), up("b"), up("c")])).toBe("a");
+  });
+
+  it("hands the placement's pull source to the turn", async () => {
+    const place = async () => ({ url: "b", reason: "least-loaded" as const, kvSource: "a" });
+    const got = await chooseBackend({ policy: "affinity", pinned: null, trajectoryId: "t", turnsDone: 0, backends: [b("a", 9), b("b", 0)], place });
+    expect(got).toMatchObject({ backend: { url: "b" }, kvSource: "a" });
   });
 });

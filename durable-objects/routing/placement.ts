@@ -83,6 +83,13 @@ export function failoverTarget(backends: readonly RoutedBackend[], tried: Readon
 export interface Placed {
   url: string;
   reason: RouteReason;
+  /**
+   * Another live backend (draining ones included) whose indexed blocks hold a longer leading run
+   * of this trajectory's blocks than `url`: the placed backend pulls the difference from it
+   * (`GenerateRequest.kvSource`) instead of prefilling it. A popular prefix is so copied to a
+   * second backend when its holder is overloaded. Absent when `url` holds the longest run.
+   */
+  kvSource?: string;
 }
 
 /**
@@ -100,12 +107,12 @@ export async function chooseBackend(p: {
   turnsDone: number;
   backends: readonly RoutedBackend[];
   place: () => Promise<Placed | null>;
-}): Promise<{ backend: RoutedBackend; reason: RouteReason }> {
+}): Promise<{ backend: RoutedBackend; reason: RouteReason; kvSource?: string }> {
   if (p.backends.length === 0) throw new ProtocolError("backend_unavailable", "no backend is configured or registered");
   if (p.policy === "affinity" && !staysPinned(p.pinned, p.trajectoryId, p.backends)) {
     const placed = await p.place();
     const backend = placed ? p.backends.find((b) => b.url === placed.url && b.up) : undefined;
-    if (backend) return { backend, reason: placed!.reason };
+    if (backend) return { backend, reason: placed!.reason, ...(placed!.kvSource !== undefined ? { kvSource: placed!.kvSource } : {}) };
   }
   const req = { trajectoryId: p.trajectoryId, pinned: p.pinned ?? undefined, counter: routeCounter(p.trajectoryId, p.turnsDone) };
   const d = route(p.policy, req, p.backends.map(snapshotOf));
@@ -143,6 +150,28 @@ export function placeOver(
   const snapshot = candidates.map((b) => ({ id: b.url, up: b.up, load: placementLoad(b, b.pending), ...(b.draining ? { draining: true } : {}) }));
   const d = route(p.policy ?? "affinity", { trajectoryId: p.trajectoryId, pinned: p.pinned, prefixBlocks: new Map(Object.entries(p.prefixBlocks)) }, snapshot, tunables);
   return d ? { url: d.backendId, reason: d.reason } : null;
+}
+
+/**
+ * The pull source for a placement on `target`: the live backend other than `target` whose
+ * INDEXED blocks (`heldBlocks`: the block index's counts, not placement marks) hold the longest
+ * leading run, when that run is longer than `target`'s. Ties go to a backend not draining (it
+ * stays), then by url.
+ *
+ * @example pullSource("b", { a: 12, b: 3 }, [{ url: "a", up: true }, { url: "b", up: true }]) // "a"
+ */
+export function pullSource(target: string, heldBlocks: Record<string, number>, backends: readonly { url: string; up: boolean; draining?: boolean }[]): string | undefined {
+  let best: { url: string; draining: boolean } | undefined;
+  let bestBlocks = heldBlocks[target] ?? 0;
+  for (const b of [...backends].sort((x, y) => (x.url < y.url ? -1 : 1))) {
+    const n = heldBlocks[b.url] ?? 0;
+    if (b.url === target || !b.up || n < bestBlocks || n === 0) continue;
+    if (n > bestBlocks || (best !== undefined && best.draining && !b.draining)) {
+      best = { url: b.url, draining: b.draining === true };
+      bestBlocks = n;
+    }
+  }
+  return best?.url;
 }
 
 function snapshotOf(b: RoutedBackend) {

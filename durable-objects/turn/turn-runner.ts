@@ -73,7 +73,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
   const keyOf = async () =>
     (key ??= await prefixKey({ cacheSalt: input.cacheSalt, model: input.model, first: ctx.transcript[0] ?? input.messages[0], tools: input.tools ?? (JSON.parse(meta.toolsJson) as TurnInput["tools"]) }));
   const turnsDone = store.numTurns();
-  const { backend, reason } = await chooseBackend({
+  const { backend, reason, kvSource } = await chooseBackend({
     policy: ctx.policy ?? "affinity",
     pinned: meta.backendUrl,
     trajectoryId: input.trajectoryId,
@@ -107,8 +107,9 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
       ...(mode === "full" && plan.tools.length > 0 ? { tools: plan.tools } : {}),
       ...(input.model ? { model: input.model } : {}),
       ...(mode === "delta" && meta.stateId ? { stateId: meta.stateId } : {}),
-      // Moving off a live backend: the new one pulls the blocks it lacks from there instead of prefilling them.
-      ...(mode === "full" && meta.backendUrl && meta.backendUrl !== target.url && ctx.backends.some((b) => b.url === meta.backendUrl && b.up) ? { kvSource: { url: meta.backendUrl } } : {}),
+      // The backend pulls the blocks it lacks instead of prefilling them: from the holder the pool
+      // named when placing, else from the live backend this trajectory is moving off.
+      ...(mode === "full" ? kvSourceFor(target.url, kvSource, meta.backendUrl, ctx.backends) : {}),
     }),
   });
   const { done } = result;
@@ -145,6 +146,14 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
   }
   await ctx.emit(event);
   return transcript;
+}
+
+/** `kvSource` of a full turn on `target`: the placement's holder, else the pinned backend left behind, when up. */
+function kvSourceFor(target: string, placed: string | undefined, pinned: string | null, backends: readonly RoutedBackend[]): { kvSource?: { url: string } } {
+  for (const url of [placed, pinned]) {
+    if (url && url !== target && backends.some((b) => b.url === url && b.up)) return { kvSource: { url } };
+  }
+  return {};
 }
 
 /**

@@ -199,6 +199,28 @@ describe("PoolDO block index (KV events)", () => {
     expect(await pool.prefixBlocks([], "key-3")).toEqual({ [B]: PREFIX_LIST_BLOCKS });
   });
 
+  it("names the indexed holder of a longer prefix as the pull source when it places a trajectory elsewhere", async () => {
+    const pool = privatePool();
+    const [H, T] = ["http://10.0.3.1:8080", "http://10.0.3.2:8080"];
+    // H holds the key's blocks (indexed) but runs far more than T: placing goes to T, pulling from H.
+    await pool.heartbeat(withEvents("src-h", snapshot(1, hashes(300, 8)), { url: H, running: 12, waiting: 0 }));
+    await pool.heartbeat(withEvents("src-t", snapshot(1, []), { url: T, running: 0, waiting: 0 }));
+    await pool.notePrefix("hot-key", H, hashes(300, 8));
+    // (T or the static backend of this test environment, both idle.)
+    const placed = await pool.place({ hashes: [], key: "hot-key", trajectoryId: "copy-1", pinned: undefined });
+    expect(placed!.url).not.toBe(H);
+    expect(placed!.kvSource).toBe(H);
+    // A moving trajectory: its own hashes rank the holders.
+    const moved = await pool.place({ hashes: hashes(300, 8), trajectoryId: "copy-2", pinned: H });
+    expect(moved!.url).not.toBe(H);
+    expect(moved!.kvSource).toBe(H);
+    // Once T reports the blocks too, there is nothing to pull.
+    await pool.heartbeat(withEvents("src-t", snapshot(2, hashes(300, 8)), { url: T, running: 0, waiting: 0 }));
+    const again = await pool.place({ hashes: hashes(300, 8), trajectoryId: "copy-3", pinned: H });
+    expect(again!.url).toBe(T);
+    expect(again!.kvSource).toBeUndefined();
+  });
+
   it("keeps at most DEFAULT_MAX_INDEX_ENTRIES hashes, forgetting the oldest first", async () => {
     const pool = privatePool();
     const chunk = 50_000;
