@@ -1,13 +1,15 @@
 import { C1, Packr, Unpackr, type Options } from "msgpackr";
 import type { z } from "zod";
 import { ProtocolError } from "./errors";
-import type { Frame, GenerateRequest, Heartbeat, HeartbeatReply, KvPullRequest, KvStreamHeader, LeaseRequest, LeaseResponse, ReleaseLeaseRequest, ReleaseLeaseResponse, ReleaseStateRequest, TokenizeRequest, TokenizeResponse } from "./messages";
+import type { Frame, GenerateRequest, Heartbeat, HeartbeatReply, KvFetchRequest, KvPullReport, KvPullRequest, KvStreamHeader, LeaseRequest, LeaseResponse, ReleaseLeaseRequest, ReleaseLeaseResponse, ReleaseStateRequest, TokenizeRequest, TokenizeResponse } from "./messages";
 import {
   frameSchema,
   generateRequestSchema,
   heartbeatReplySchema,
   heartbeatSchema,
   kvPullRequestSchema,
+  kvFetchRequestSchema,
+  kvPullReportSchema,
   kvStreamHeaderSchema,
   leaseRequestSchema,
   leaseResponseSchema,
@@ -114,6 +116,22 @@ export function decodeLeaseRequest(bytes: Uint8Array): DecodeResult<LeaseRequest
  */
 export function decodeKvPullRequest(bytes: Uint8Array): DecodeResult<KvPullRequest> {
   return decodeOne(bytes, kvPullRequestSchema, "request");
+}
+
+/**
+ * Decodes and validates a `/v1/kv/fetch` request body (a draining backend to a peer).
+ *
+ * @example
+ * const decoded = decodeKvFetchRequest(body);
+ * if (decoded.ok) await engine.fetchBlocks(decoded.value);
+ */
+export function decodeKvFetchRequest(bytes: Uint8Array): DecodeResult<KvFetchRequest> {
+  return decodeOne(bytes, kvFetchRequestSchema, "request");
+}
+
+/** The answer of `/v1/kv/fetch`. @example decodeKvPullReport(bytes) // { ok: true, value: { outcome: "pulled", ... } } */
+export function decodeKvPullReport(bytes: Uint8Array): DecodeResult<KvPullReport> {
+  return decodeOne(bytes, kvPullReportSchema, "response");
 }
 
 /**

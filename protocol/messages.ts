@@ -361,6 +361,19 @@ export interface KvPullRequest {
   format: string;
 }
 
+/**
+ * `POST /v1/kv/fetch` (backend to backend, msgpack): take these blocks from `source` now. The
+ * receiver pulls the full blocks of `tokenIds` it lacks from `source` (`/v1/kv/pull`, checked
+ * like a turn's pull, whatever the cost model says) into its prefix cache, and answers the pull's
+ * `KvPullReport`. A draining backend so pushes its trajectories' blocks to the backends they move to.
+ */
+export interface KvFetchRequest {
+  source: KvSource;
+  model?: string;
+  cacheSalt?: string;
+  tokenIds: number[];
+}
+
 /** The header of a `/v1/kv/pull` answer's binary stream (gpu-backend/transfer/kv-stream.ts). */
 export interface KvStreamHeader {
   /** `BlockIO.format` of the holder's pool. */
@@ -430,6 +443,11 @@ export interface Heartbeat {
    * trajectories move on their next turn, pulling their blocks from it; it exits when idle.
    */
   draining?: boolean;
+  /**
+   * The backend's last beat: it is exiting (a drain finished, or SIGINT). The pool marks it down
+   * at once and drops its blocks from the index, so no placement names it as a pull source.
+   */
+  leaving?: boolean;
   /** KV events since the previous heartbeat (absent: the backend publishes none). */
   kvEvents?: KvEventBatch;
 }
@@ -440,6 +458,11 @@ export interface HeartbeatReply {
   registered: boolean;
   /** `ok`: the batch was applied; `resync`: send a snapshot next (absent without a batch). */
   kv?: "ok" | "resync";
+  /**
+   * To a draining backend: the urls of the backends up and taking placements (where its
+   * trajectories move), so it can push its blocks there (`/v1/kv/fetch`).
+   */
+  peers?: string[];
 }
 
 /** Most hashes one heartbeat's batch may carry (delta: stored + removed; snapshot: stored). */

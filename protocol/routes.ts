@@ -18,6 +18,8 @@ export const ROUTES = {
     releaseLease: "/v1/leases/release",
     /** POST: a prompt's cached blocks, for another backend (`KvPullRequest`; a binary stream of checked blocks). */
     kvPull: "/v1/kv/pull",
+    /** POST: take a prompt's blocks from another backend now (`KvFetchRequest`; a draining backend pushes this way). */
+    kvFetch: "/v1/kv/fetch",
     /** POST: start draining (no new placements; trajectories move with their blocks; exit when idle). */
     drain: "/v1/drain",
     models: "/v1/models",

@@ -14,6 +14,8 @@ import type {
   Heartbeat,
   HeartbeatReply,
   KvEventBatch,
+  KvFetchRequest,
+  KvPullReport,
   KvPullRequest,
   KvStreamHeader,
   LeaseRequest,
@@ -284,6 +286,15 @@ export const tokenFrameSchema = map({
   error: "must hold one entry per token id",
 }) satisfies z.ZodType<TokenFrame>;
 
+export const kvPullReportSchema = map({
+  outcome: z.enum(KV_PULL_OUTCOMES, expect(oneOf(KV_PULL_OUTCOMES))),
+  from: string,
+  missingBlocks: count,
+  blocks: count,
+  bytes: count,
+  ms: milliseconds,
+}) satisfies z.ZodType<KvPullReport>;
+
 export const doneFrameSchema = map({
   type: z.literal("done"),
   finishReason: z.enum(FINISH_REASONS, expect(oneOf(FINISH_REASONS))),
@@ -301,14 +312,7 @@ export const doneFrameSchema = map({
     .max(MAX_CACHE_POINTS, `must hold at most ${MAX_CACHE_POINTS} entries`)
     .optional(),
   hostTierTokens: count.optional(),
-  kvPull: map({
-    outcome: z.enum(KV_PULL_OUTCOMES, expect(oneOf(KV_PULL_OUTCOMES))),
-    from: string,
-    missingBlocks: count,
-    blocks: count,
-    bytes: count,
-    ms: milliseconds,
-  }).optional(),
+  kvPull: kvPullReportSchema.optional(),
 }) satisfies z.ZodType<DoneFrame>;
 
 export const kvPullRequestSchema = map({
@@ -318,6 +322,13 @@ export const kvPullRequestSchema = map({
   fromBlock: count,
   format: nonEmptyString,
 }) satisfies z.ZodType<KvPullRequest>;
+
+export const kvFetchRequestSchema = map({
+  source: map({ url: nonEmptyString, backendId: string.optional() }),
+  model: string.optional(),
+  cacheSalt: string.optional(),
+  tokenIds: array(tokenId).min(1, "must be a non-empty array"),
+}) satisfies z.ZodType<KvFetchRequest>;
 
 export const kvStreamHeaderSchema = map({
   format: nonEmptyString,
@@ -369,12 +380,14 @@ export const heartbeatSchema = map({
   tokensPerS: nonNegative,
   loadAvg: nonNegative.optional(),
   draining: boolean.optional(),
+  leaving: boolean.optional(),
   kvEvents: kvEventBatchSchema.optional(),
 }) satisfies z.ZodType<Heartbeat>;
 
 export const heartbeatReplySchema = map({
   registered: boolean,
   kv: z.enum(["ok", "resync"], expect(oneOf(["ok", "resync"]))).optional(),
+  peers: array(nonEmptyString).optional(),
 }) satisfies z.ZodType<HeartbeatReply>;
 
 // ---------------------------------------------------------------------------------------------
@@ -410,6 +423,8 @@ export type SchemaDriftChecks = [
   Assert<Equals<z.output<typeof kvEventBatchSchema>, KvEventBatch>>,
   Assert<Equals<z.output<typeof heartbeatSchema>, Heartbeat>>,
   Assert<Equals<z.output<typeof heartbeatReplySchema>, HeartbeatReply>>,
+  Assert<Equals<z.output<typeof kvFetchRequestSchema>, KvFetchRequest>>,
+  Assert<Equals<z.output<typeof kvPullReportSchema>, KvPullReport>>,
   Assert<Equals<(typeof ROLES)[number], Role>>,
   Assert<Equals<(typeof FINISH_REASONS)[number], FinishReason>>,
   Assert<Equals<(typeof GENERATE_MODES)[number], GenerateRequest["mode"]>>,

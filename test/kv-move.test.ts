@@ -88,11 +88,12 @@ describe("a moved trajectory pulls its blocks from the backend it left", () => {
 
 /**
  * Drain, end to end: a backend asked to drain (`POST /v1/drain`; SIGTERM does the same) while a
- * turn streams on it finishes that turn, reports `draining` in its heartbeats, and its trajectory
- * moves on the next turn (`pinned-draining`) to the other backend, which pulls the blocks from the
- * draining one; then the drained backend exits on its own once idle. Nothing is lost or repeated.
+ * turn streams on it finishes that turn, reports `draining` in its heartbeats, learns its peers
+ * from the pool's reply and pushes its trajectories' blocks there (the turn in flight too, once it
+ * ends), then exits on its own once idle. The trajectory's next turn, after the exit, runs on the
+ * other backend and reuses the pushed blocks. Nothing is lost or repeated.
  */
-describe("draining a backend: its trajectory moves with its blocks, and it exits when idle", () => {
+describe("draining a backend: it pushes its trajectories' blocks to a peer and exits when idle; the cache survives it", () => {
   let fixture: TestStack | undefined;
   let stack: Stack;
   const auth = { authorization: "Bearer sk-local-dev", "content-type": "application/json" };
@@ -104,7 +105,7 @@ describe("draining a backend: its trajectory moves with its blocks, and it exits
 
   afterAll(() => fixture?.stop());
 
-  it("finishes the turn in flight, moves the trajectory on its next turn pulling its blocks, and exits", async () => {
+  it("finishes the turn in flight, pushes its blocks, exits, and the next turn elsewhere reuses them", async () => {
     const id = `kv-drain-${Date.now().toString(36)}`;
     const messages: { role: string; content: string }[] = [
       { role: "system", content: `You are an agent on a backend about to drain. ${"Keep to the plan and report progress. ".repeat(16)}` },
@@ -116,7 +117,7 @@ describe("draining a backend: its trajectory moves with its blocks, and it exits
       (await (await fetch(`${stack.edgeUrl}/v1/tenants/local/trajectories/${id}`, { headers: auth })).json()) as {
         message_count: number;
         backend: string;
-        turns: { backend: string; route: string | null; mode: string; cached_tokens: number; kv_pull: { outcome: string; from: string; blocks: number } | null }[];
+        turns: { backend: string; route: string | null; mode: string; prompt_tokens: number; cached_tokens: number; kv_pull: { outcome: string; from: string; blocks: number } | null }[];
       };
 
     const first = await chat({ max_tokens: 6 });
@@ -157,6 +158,14 @@ describe("draining a backend: its trajectory moves with its blocks, and it exits
       await new Promise((r) => setTimeout(r, 200));
     }
 
+    // Idle for its grace (3 s) after pushing, the drained backend exits by itself, cleanly.
+    const exit = await Promise.race([holder.process.exited, new Promise<undefined>((r) => setTimeout(() => r(undefined), 30_000))]);
+    expect(exit, "the drained backend exited by itself").toBeDefined();
+    expect(exit!.code).toBe(0);
+
+    // The next turn, with the holder gone: on the other backend, reusing the pushed blocks,
+    // nothing pulled (there is no one to pull from). A full turn re-tokenizes the replies, and
+    // the random model's do not round-trip, so its reuse ends at the first reply: turn 1's prompt.
     const third = await chat({ max_tokens: 6 });
     expect(third.status).toBe(200);
     await third.json();
@@ -164,15 +173,9 @@ describe("draining a backend: its trajectory moves with its blocks, and it exits
     expect(s.turns).toHaveLength(3);
     expect(s.message_count).toBe(messages.length + 1);
     expect(s.turns[1]!.backend).toBe(holder.name);
-    expect(s.turns[2]).toMatchObject({ mode: "full", route: "pinned-draining", kv_pull: { outcome: "pulled", from: holderUrl } });
+    expect(s.turns[2]).toMatchObject({ mode: "full", kv_pull: null });
     expect(s.turns[2]!.backend).not.toBe(holder.name);
-    expect(s.turns[2]!.kv_pull!.blocks).toBeGreaterThan(0);
-    expect(s.turns[2]!.cached_tokens).toBe(s.turns[2]!.kv_pull!.blocks * 16);
+    expect(s.turns[2]!.cached_tokens).toBeGreaterThanOrEqual(Math.floor(s.turns[0]!.prompt_tokens / 16) * 16);
     expect(s.backend).not.toBe(holderUrl);
-
-    // Idle for its grace (3 s), the drained backend exits by itself, cleanly.
-    const exit = await Promise.race([holder.process.exited, new Promise<undefined>((r) => setTimeout(() => r(undefined), 20_000))]);
-    expect(exit, "the drained backend exited by itself").toBeDefined();
-    expect(exit!.code).toBe(0);
   });
 });

@@ -96,7 +96,9 @@ export class PoolDO extends DurableObject<Env> {
   /**
    * Registers a backend or refreshes it, and applies its KV events to the block index. Answers
    * whether it was new, and `kv: "resync"` when its batch could not be applied (then its next
-   * batch must be a snapshot). A backend that was down is forgotten by the block index first.
+   * batch must be a snapshot). A backend that was down is forgotten by the block index first. A
+   * `leaving` beat (its last, as it exits) marks it down at once and drops its blocks; its row
+   * stays (a static BACKEND_URLS entry it shadows would otherwise count as up) until it beats again.
    */
   async heartbeat(h: Heartbeat): Promise<HeartbeatReply> {
     const { kvEvents, ...load } = h;
@@ -112,7 +114,10 @@ export class PoolDO extends DurableObject<Env> {
     );
     this.dropDownBackends();
     const reply: HeartbeatReply = { registered: previous === undefined };
+    if (h.leaving) return reply;
     if (kvEvents) reply.kv = this.index.apply(h.url, kvEvents);
+    // A draining backend learns where its trajectories move, to push their blocks there.
+    if (h.draining) reply.peers = (await this.view()).filter((b) => b.up && !b.draining && b.url !== h.url).map((b) => b.url);
     return reply;
   }
 
@@ -277,7 +282,7 @@ export class PoolDO extends DurableObject<Env> {
       ...(JSON.parse(r.heartbeat) as BackendHeartbeat),
       source: "registered",
       lastSeenMs: r.last_seen_ms,
-      up: now - r.last_seen_ms <= downAfter,
+      up: now - r.last_seen_ms <= downAfter && !(JSON.parse(r.heartbeat) as BackendHeartbeat).leaving,
     }));
     const known = new Set(registered.map((b) => b.url));
     const statics: PoolBackend[] = edgeSettings(this.env).backends
@@ -294,7 +299,9 @@ export class PoolDO extends DurableObject<Env> {
   private dropDownBackends(): string[] {
     const now = Date.now();
     const downAfter = this.downAfterMs();
-    const rows = this.ctx.storage.sql.exec<{ url: string; last_seen_ms: number }>(`SELECT url, last_seen_ms FROM backends`).toArray();
+    const rows = this.ctx.storage.sql
+      .exec<{ url: string; last_seen_ms: number }>(`SELECT url, last_seen_ms FROM backends WHERE json_extract(heartbeat, '$.leaving') IS NULL`)
+      .toArray();
     const up = new Set(rows.filter((r) => now - r.last_seen_ms <= downAfter).map((r) => r.url));
     for (const url of this.index.backends()) if (!up.has(url)) this.index.drop(url);
     return [...up];

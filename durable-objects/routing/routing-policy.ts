@@ -1,3 +1,5 @@
+import { fnv1a, rendezvous } from "../../protocol/rendezvous";
+
 /**
  * Routing policies: which backend serves a trajectory's next turn. Pure functions over a
  * snapshot of the pool; `placement.ts` applies them (the one placement rule, its load figures).
@@ -148,26 +150,7 @@ function leastLoaded(up: BackendSnapshot[], key: string): BackendSnapshot {
   );
 }
 
-/** Rendezvous (highest random weight) hashing: stable, and moves only 1/n keys when n changes. */
+/** Rendezvous hashing over the backends (protocol/rendezvous.ts). */
 function byHash(candidates: BackendSnapshot[], key: string): BackendSnapshot {
-  let best = candidates[0]!;
-  let bestScore = -1;
-  for (const b of candidates) {
-    const score = fnv1a(`${key}\u0000${b.id}`);
-    if (score > bestScore) {
-      best = b;
-      bestScore = score;
-    }
-  }
-  return best;
-}
-
-function fnv1a(s: string): number {
-  let h = 2166136261;
-  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 16777619) >>> 0;
-  // Final avalanche so nearby keys spread.
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b) >>> 0;
-  h ^= h >>> 13;
-  return h >>> 0;
+  return rendezvous(candidates, key, (b) => b.id);
 }

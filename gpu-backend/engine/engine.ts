@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { hashRoot, shortBlockHash, type BlockHash } from "../../protocol/block-hash";
 import { ProtocolError, toProtocolError } from "../../protocol/errors";
 import { MAX_PROMPT_BLOCK_HASHES, type AssistantMessage, type DoneFrame, type FinishReason, type Frame, type GenerateRequest, type KvPullReport } from "../../protocol/messages";
-import type { KvEventBatch, SamplingParams, TokenizeRequest, TokenLogprob } from "../../protocol/messages";
+import type { KvEventBatch, KvFetchRequest, SamplingParams, TokenizeRequest, TokenLogprob } from "../../protocol/messages";
 import { KVCacheManager } from "../kv/kv-cache-manager";
 import { KvEventLog } from "../kv/kv-events";
 import type { StepSequence } from "../model/executors/executor";
@@ -162,6 +162,7 @@ export class Engine {
           stateId,
           trajectoryId: req.trajectoryId,
           hashRoot: root,
+          cacheSalt: req.cacheSalt ?? "",
           messages: [...prompt.messages, message],
           tools: prompt.tools,
           promptText: prompt.promptText,
@@ -185,6 +186,22 @@ export class Engine {
     } catch (e) {
       errorFrame(sink, e);
     }
+  }
+
+  /**
+   * `POST /v1/kv/fetch`: pulls the full blocks of `req.tokenIds` this backend lacks from
+   * `req.source` now, whatever the cost model says (the alternative is losing them: the source
+   * is draining). Throws when this backend pulls nothing (`--kv-pull never`, no block I/O).
+   */
+  fetchBlocks(req: KvFetchRequest): Promise<KvPullReport> {
+    this.checkModel(req.model);
+    if (!this.kvPuller) throw new ProtocolError("invalid_request", "this backend takes no KV from others (--kv-pull never, no shared secret, or its executor has no block I/O)");
+    return this.kvPuller.pull(req.source, { tokenIds: req.tokenIds, root: this.rootFor(req.cacheSalt ?? ""), cacheSalt: req.cacheSalt ?? "" }, undefined, "always");
+  }
+
+  /** Each kept trajectory's tokens (prompt and reply) and salt, most recently used first: what a drain pushes. */
+  keptTrajectories(): { stateId: string; trajectoryId: string | undefined; cacheSalt: string; tokenIds: number[] }[] {
+    return this.states.list().map((s) => ({ stateId: s.stateId, trajectoryId: s.trajectoryId, cacheSalt: s.cacheSalt, tokenIds: [...s.promptTokenIds, ...s.generatedTokenIds] }));
   }
 
   /** Prompt tokens of a full turn over the request's messages and tools (`POST /v1/tokenize`), counted as `submit` builds them. */

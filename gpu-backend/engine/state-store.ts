@@ -10,6 +10,8 @@ export interface TurnState {
   stateId: string;
   trajectoryId: string | undefined;
   hashRoot: BlockHash;
+  /** The tenant's cache salt `hashRoot` was made from (a drain pushes the blocks under it). */
+  cacheSalt: string;
   /** Transcript including the assistant reply of this turn. */
   messages: ChatMessage[];
   tools: ToolDefinition[] | undefined;
@@ -70,6 +72,11 @@ export class StateStore {
       const oldest = this.states.keys().next().value as string;
       this.release(oldest);
     }
+  }
+
+  /** Every state, most recently used first. */
+  list(): TurnState[] {
+    return [...this.states.values()].reverse();
   }
 
   release(stateId: string): boolean {

@@ -1,11 +1,12 @@
 import { Hono, type Context } from "hono";
-import { decodeGenerateRequest, decodeKvPullRequest, decodeLeaseRequest, decodeReleaseLeaseRequest, decodeReleaseStateRequest, decodeTokenizeRequest, encode, type DecodeResult } from "../../protocol/codec";
+import { decodeGenerateRequest, decodeKvFetchRequest, decodeKvPullRequest, decodeLeaseRequest, decodeReleaseLeaseRequest, decodeReleaseStateRequest, decodeTokenizeRequest, encode, type DecodeResult } from "../../protocol/codec";
 import { ProtocolError, toProtocolError } from "../../protocol/errors";
 import { secretsEqual } from "../../protocol/hex";
 import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type ErrorFrame, type Frame } from "../../protocol/messages";
 import { ROUTES } from "../../protocol/routes";
 import type { Engine } from "../engine/engine";
 import type { Drain } from "./drain";
+import type { DrainPush } from "./drain-push";
 import { createMetrics } from "./metrics";
 
 export interface BackendAppOptions {
@@ -17,6 +18,8 @@ export interface BackendAppOptions {
   maxBodyBytes?: number;
   /** The backend's drain (`POST /v1/drain`); absent: the route answers 404. */
   drain?: Drain;
+  /** Its push of blocks to peers (a drain request may name them). */
+  drainPush?: DrainPush;
 }
 
 /**
@@ -30,7 +33,10 @@ export interface BackendAppOptions {
  *   lists the active ones (JSON, for debugging).
  * - `POST /v1/kv/pull`: msgpack `KvPullRequest` from another backend, answers a binary stream of
  *   checked KV blocks (gpu-backend/transfer/kv-stream.ts).
- * - `POST /v1/drain`: start draining (drain.ts); JSON `{ draining, running, waiting }`.
+ * - `POST /v1/kv/fetch`: msgpack `KvFetchRequest` (a draining peer pushing): pulls those blocks
+ *   from the named source now, answers the pull's msgpack `KvPullReport`.
+ * - `POST /v1/drain`: start draining (drain.ts), optional JSON body `{ peers: [url] }` (where to
+ *   push its blocks, else the pool's heartbeat reply says); JSON `{ draining, running, waiting }`.
  * - `GET /v1/models`: JSON list of served models.
  * - `GET /healthz`: JSON liveness, no secret needed.
  * - `GET /metrics`: Prometheus text.
@@ -77,8 +83,10 @@ export function createBackendApp(options: BackendAppOptions): Hono {
 
   if (options.drain) {
     const drain = options.drain;
-    app.post(ROUTES.backend.drain, (c) => {
+    app.post(ROUTES.backend.drain, async (c) => {
+      const peers = drainPeers(await c.req.text());
       if (drain.start()) console.log(`[backend] ${options.backendId}: draining (POST ${ROUTES.backend.drain})`);
+      if (peers) options.drainPush?.offerPeers(peers);
       return c.json({ draining: true, running: engine.numRunning, waiting: engine.numWaiting });
     });
   }
@@ -87,6 +95,12 @@ export function createBackendApp(options: BackendAppOptions): Hono {
     options.drain?.noteActivity();
     const body = engine.kvServer.serve(await decodeBody(c, maxBodyBytes, decodeKvPullRequest));
     return new Response(body, { status: 200, headers: { "content-type": "application/octet-stream", "cache-control": "no-store" } });
+  });
+
+  app.post(ROUTES.backend.kvFetch, async (c) => {
+    options.drain?.noteActivity();
+    const report = await engine.fetchBlocks(await decodeBody(c, maxBodyBytes, decodeKvFetchRequest));
+    return new Response(encode(report), { status: 200, headers: { "content-type": MSGPACK_CONTENT_TYPE } });
   });
 
   app.get(ROUTES.backend.leases, (c) => c.json({ leases: engine.leases.table.list().map((l) => ({ stateId: l.key, blocks: l.blocks, expiresAt: l.expiresAt, protectedBlocks: l.protectedBlocks })) }));
@@ -160,4 +174,19 @@ async function decodeBody<T>(c: Context, maxBytes: number, decode: (bytes: Uint8
   const decoded = decode(buf);
   if (!decoded.ok) throw decoded.error;
   return decoded.value;
+}
+
+/** The optional `{ peers: [url] }` body of `POST /v1/drain`. */
+function drainPeers(text: string): string[] | undefined {
+  if (text.trim() === "") return undefined;
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    throw new ProtocolError("invalid_request", "the drain request's body must be JSON: { peers?: [url] }");
+  }
+  const peers = (body as { peers?: unknown } | null)?.peers;
+  if (peers === undefined) return undefined;
+  if (!Array.isArray(peers) || !peers.every((p): p is string => typeof p === "string" && URL.canParse(p))) throw new ProtocolError("invalid_request", "peers must be an array of backend urls");
+  return peers;
 }

@@ -76,7 +76,7 @@ describe("startHeartbeat publishes KV events", () => {
     try {
       for (let i = 0; i < 500 && bodies.length < 8; i++) await new Promise((r) => setTimeout(r, 20));
     } finally {
-      stop();
+      stop.stop();
     }
     const batches = bodies.map((b) => b.kvEvents);
     expect(batches.length).toBeGreaterThanOrEqual(8);
@@ -119,7 +119,7 @@ async function heartbeatFixture(backendId: string, answer: (body: Record<string,
   return {
     received,
     close: async () => {
-      stop();
+      stop.stop();
       server.closeAllConnections();
       server.close();
       await b.close();

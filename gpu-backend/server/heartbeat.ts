@@ -14,8 +14,10 @@ export interface HeartbeatOptions {
   /** The URL the edge should reach this backend at. */
   advertiseUrl: string;
   engine: Engine;
-  /** Reported as `draining` while it is. */
+  /** Reported as `draining` while it is; a beat goes out at once when it starts. */
   drain?: Drain;
+  /** Hears the pool's `peers` (answered to a draining backend): where to push its blocks. */
+  onPeers?: (peers: string[]) => void;
   intervalMs?: number;
   log?: (line: string) => void;
   /** Resend the last load from a worker thread while the main thread is blocked (default true). */
@@ -36,9 +38,19 @@ export interface HeartbeatOptions {
  * engine step blocking the main thread, or beats stuck behind steps), a keepalive thread resends
  * the last beat's load (keepalive-thread.ts), so a busy backend is not taken for a dead one.
  *
- * @example const stop = startHeartbeat({ edgeUrl, secret, backendId, advertiseUrl, engine });
+ * @example const heartbeat = startHeartbeat({ edgeUrl, secret, backendId, advertiseUrl, engine }); await heartbeat.leave();
  */
-export function startHeartbeat(o: HeartbeatOptions): () => void {
+export interface HeartbeatHandle {
+  /** Stops beating. */
+  stop(): void;
+  /**
+   * Stops beating and sends one last beat marked `leaving` (at most `timeoutMs`, default 2 s), so
+   * the pool forgets this backend and its blocks now rather than after 3 missed beats. Never throws.
+   */
+  leave(timeoutMs?: number): Promise<void>;
+}
+
+export function startHeartbeat(o: HeartbeatOptions): HeartbeatHandle {
   const log = o.log ?? (() => {});
   let failing = false;
   let lastTokens = o.engine.counters.stepTokens;
@@ -53,6 +65,18 @@ export function startHeartbeat(o: HeartbeatOptions): () => void {
   sampleLoad();
   const sampler = setInterval(sampleLoad, 250);
   sampler.unref();
+  const statusNow = (tokensPerS: number): Heartbeat => ({
+    id: o.backendId,
+    url: o.advertiseUrl,
+    model: o.engine.modelId,
+    kvCapacityBlocks: o.engine.options.pool.numBlocks,
+    running: o.engine.numRunning,
+    waiting: o.engine.numWaiting,
+    kvUsage: o.engine.kv.usage(),
+    tokensPerS,
+    loadAvg: Math.round(load.value * 100) / 100,
+    ...(o.drain?.draining ? { draining: true } : {}),
+  });
   const beat = async () => {
     if (inFlight) return;
     inFlight = true;
@@ -63,18 +87,7 @@ export function startHeartbeat(o: HeartbeatOptions): () => void {
     lastAt = now;
     try {
       sampleLoad();
-      const status: Heartbeat = {
-        id: o.backendId,
-        url: o.advertiseUrl,
-        model: o.engine.modelId,
-        kvCapacityBlocks: o.engine.options.pool.numBlocks,
-        running: o.engine.numRunning,
-        waiting: o.engine.numWaiting,
-        kvUsage: o.engine.kv.usage(),
-        tokensPerS,
-        loadAvg: Math.round(load.value * 100) / 100,
-        ...(o.drain?.draining ? { draining: true } : {}),
-      };
+      const status = statusNow(tokensPerS);
       keepalive?.beat(url, headers, JSON.stringify(status));
       const res = await fetch(url, {
         method: "POST",
@@ -87,6 +100,7 @@ export function startHeartbeat(o: HeartbeatOptions): () => void {
       const reply = validateHeartbeatReply(await res.json());
       if (!reply.ok) throw reply.error;
       if (reply.value.kv === "resync") o.engine.kvEvents.requestResync();
+      if (reply.value.peers) o.onPeers?.(reply.value.peers);
       if (reply.value.registered || failing) log(`registered with the pool at ${o.edgeUrl}`);
       failing = false;
     } catch (e) {
@@ -99,11 +113,24 @@ export function startHeartbeat(o: HeartbeatOptions): () => void {
     }
   };
   void beat();
+  void o.drain?.started().then(() => beat());
   const timer = setInterval(() => void beat(), intervalMs);
   timer.unref();
-  return () => {
+  const stop = () => {
     clearInterval(timer);
     clearInterval(sampler);
     void keepalive?.stop();
+  };
+  return {
+    stop,
+    async leave(timeoutMs = 2000) {
+      stop();
+      try {
+        const res = await fetch(url, { method: "POST", headers, body: JSON.stringify({ ...statusNow(0), leaving: true } satisfies Heartbeat), signal: AbortSignal.timeout(timeoutMs) });
+        await res.body?.cancel();
+      } catch (e) {
+        log(`last heartbeat (leaving) to ${o.edgeUrl} failed (${(e as Error).message}); the pool marks this backend down after 3 missed beats`);
+      }
+    },
   };
 }

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { hashRoot } from "../../protocol/block-hash";
-import { encode } from "../../protocol/codec";
+import { decodeKvPullReport, encode } from "../../protocol/codec";
 import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type DoneFrame, type Frame, type GenerateRequest, type KvPullRequest, type SamplingParams } from "../../protocol/messages";
 import { ROUTES } from "../../protocol/routes";
 import { Engine } from "../engine/engine";
@@ -13,7 +13,9 @@ import { loadModel, type LoadedModel } from "../engine/load-model";
 import { BlockPool } from "../kv/block-pool";
 import { materializeTinyModel } from "../model/checkpoint/demo-model";
 import { CpuExecutor } from "../model/executors/cpu-executor";
-import { createBackendApp } from "./app";
+import { createBackendApp, type BackendAppOptions } from "./app";
+import { Drain } from "./drain";
+import { DrainPush } from "./drain-push";
 import { encodeStreamHeader, KvStreamReader } from "../transfer/kv-stream";
 
 /**
@@ -34,6 +36,8 @@ interface Backend {
   executor: CpuExecutor;
   server: ServerType;
   url: string;
+  drain: Drain;
+  drainPush: DrainPush;
 }
 
 async function startBackend(id: string, fetchFn?: typeof fetch): Promise<Backend> {
@@ -48,11 +52,16 @@ async function startBackend(id: string, fetchFn?: typeof fetch): Promise<Backend
     backendId: id,
     transfer: { secret: SECRET, timeoutMs: 5000, ...(fetchFn ? { fetch: fetchFn } : {}) },
   });
-  const app = createBackendApp({ engine, secret: SECRET, backendId: id });
+  const drain = new Drain();
+  const options: BackendAppOptions = { engine, secret: SECRET, backendId: id, drain };
+  const app = createBackendApp(options);
   const server = await new Promise<ServerType>((resolve) => {
     const s = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s));
   });
-  const b = { engine, executor, server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}` };
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const drainPush = new DrainPush({ engine, selfUrl: url, secret: SECRET });
+  options.drainPush = drainPush;
+  const b = { engine, executor, server, url, drain, drainPush };
   backends.push(b);
   return b;
 }
@@ -242,5 +251,56 @@ describe("KV transfer between backends", () => {
     const moved = await turn(puller.engine, request({ kvSource: { url: holder.url } }));
     expect(moved.kvPull).toMatchObject({ outcome: "compute-cheaper", blocks: 0 });
     expect(holder.engine.kvServer.stats.streams).toBe(0);
+  });
+
+  it("drains by pushing each kept trajectory's blocks to a peer (POST /v1/drain naming them), whose next full turn then reuses them", async () => {
+    const leaving = await startBackend("leaving");
+    const peers = [await startBackend("peer-1"), await startBackend("peer-2")];
+    const tenants = ["tenant-a", "tenant-b", "tenant-c"];
+    const firsts = await Promise.all(tenants.map((salt, i) => turn(leaving.engine, request({ cacheSalt: salt, trajectoryId: `traj-${i}` }))));
+    const kept = leaving.engine.keptTrajectories();
+    expect(kept).toHaveLength(3);
+
+    // A drain request with a malformed body is refused and starts nothing.
+    const bad = await fetch(new URL(ROUTES.backend.drain, leaving.url), { method: "POST", headers: { [SECRET_HEADER]: SECRET }, body: JSON.stringify({ peers: "nope" }) });
+    expect(bad.status).toBe(400);
+    expect(leaving.drain.draining).toBe(false);
+    const res = await fetch(new URL(ROUTES.backend.drain, leaving.url), { method: "POST", headers: { [SECRET_HEADER]: SECRET, "content-type": "application/json" }, body: JSON.stringify({ peers: [...peers.map((p) => p.url), leaving.url] }) });
+    expect(res.status).toBe(200);
+    expect(leaving.drain.draining).toBe(true);
+    const summary = await leaving.drainPush.done;
+    expect(summary).toMatchObject({ trajectories: 3, failures: 0 });
+    expect(leaving.drainPush.busy).toBe(false);
+
+    let pushedBlocks = 0;
+    for (const [i, t] of kept.entries()) {
+      const root = hashRoot({ modelId: model.spec.modelId, salt: t.cacheSalt });
+      const full = Math.floor((t.tokenIds.length - 1) / B);
+      const holders = peers.filter((p) => p.engine.kv.findCachedPrefix({ tokenIds: t.tokenIds, root }).blockIds.length === full);
+      // Exactly one peer took it (rendezvous by trajectory id), under the trajectory's own tenant chain.
+      expect(holders, `trajectory ${i}`).toHaveLength(1);
+      pushedBlocks += full;
+      const holder = holders[0]!;
+      sameBlocks(leaving, holder, t.tokenIds, t.cacheSalt, full);
+      // The trajectory's next turn lands there in full (no state there) and computes only past the pushed blocks.
+      const j = tenants.indexOf(t.cacheSalt);
+      const next = await turn(holder.engine, request({ cacheSalt: t.cacheSalt, trajectoryId: `traj-${j}`, messages: [...request().messages, firsts[j]!.message, { role: "user", content: "Now open the README." }] }));
+      expect(next.usage.cachedTokens).toBeGreaterThanOrEqual(Math.floor(firsts[j]!.usage.promptTokens / B) * B);
+    }
+    expect(summary.blocks).toBe(pushedBlocks);
+    expect(summary.bytes).toBe(pushedBlocks * leaving.executor.blockIO.bytesPerBlock);
+    leaving.engine.kv.checkInvariants();
+    for (const p of peers) p.engine.kv.checkInvariants();
+  });
+
+  it("answers a fetch from an unreachable source with holder-failed, and refuses one without the secret", async () => {
+    const peer = await startBackend("fetch-peer");
+    const body = encode({ source: { url: "http://127.0.0.1:9" }, cacheSalt: "tenant-a", tokenIds: Array.from({ length: 40 }, (_, i) => i + 3) });
+    const res = await fetch(new URL(ROUTES.backend.kvFetch, peer.url), { method: "POST", headers: { "content-type": MSGPACK_CONTENT_TYPE, [SECRET_HEADER]: SECRET }, body });
+    expect(res.status).toBe(200);
+    const report = decodeKvPullReport(new Uint8Array(await res.arrayBuffer()));
+    expect(report.ok && report.value).toMatchObject({ outcome: "holder-failed", blocks: 0 });
+    const refused = await fetch(new URL(ROUTES.backend.kvFetch, peer.url), { method: "POST", headers: { "content-type": MSGPACK_CONTENT_TYPE, [SECRET_HEADER]: "wrong" }, body });
+    expect(refused.status).toBe(401);
   });
 });

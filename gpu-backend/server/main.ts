@@ -4,6 +4,7 @@ import { createBackend } from "./backend";
 import { createBackendApp } from "./app";
 import { parseSize, positiveInt } from "./cli-args";
 import { Drain } from "./drain";
+import { DrainPush } from "./drain-push";
 import { startHeartbeat } from "./heartbeat";
 import type { DeviceRequest } from "../model/executors/device";
 import { parsePrecision, type WeightPrecision } from "../engine/weight-precision";
@@ -95,27 +96,32 @@ const backend = await createBackend({
 });
 
 const drain = new Drain();
-const app = createBackendApp({ engine: backend.engine, secret, backendId, drain });
+const advertiseUrl = values.advertise ?? `http://${values.host}:${port}`;
+const drainPush = new DrainPush({ engine: backend.engine, selfUrl: advertiseUrl, secret, log: (line) => console.log(`[backend] ${backendId}: ${line}`) });
+const app = createBackendApp({ engine: backend.engine, secret, backendId, drain, drainPush });
 const server = serve({ fetch: app.fetch, port, hostname: values.host }, (info) => {
   console.log(`[backend] ${backendId} serving ${backend.engine.modelId} on http://${values.host}:${info.port}`);
 });
 
-const stopHeartbeat = values.register
+const heartbeat = values.register
   ? startHeartbeat({
       edgeUrl: values.register,
       secret,
       backendId,
-      advertiseUrl: values.advertise ?? `http://${values.host}:${port}`,
+      advertiseUrl,
       engine: backend.engine,
       drain,
+      onPeers: (peers) => drainPush.offerPeers(peers),
       log: (line) => console.log(`[backend] ${line}`),
     })
-  : () => {};
+  : undefined;
 
+// The last beat says `leaving`, so the pool stops naming this backend (as a holder to pull from) now.
 const shutdown = () => {
-  stopHeartbeat();
   server.close();
-  void backend.close().then(() => process.exit(0));
+  void (heartbeat?.leave() ?? Promise.resolve())
+    .then(() => backend.close())
+    .then(() => process.exit(0));
 };
 // SIGINT stops at once; SIGTERM drains first (as POST /v1/drain does), then stops.
 process.on("SIGINT", shutdown);
@@ -126,7 +132,7 @@ void drain
   .finished({
     graceMs: positiveInt(values["drain-grace"]!, "--drain-grace"),
     timeoutMs: positiveInt(values["drain-timeout"]!, "--drain-timeout"),
-    busy: () => backend.engine.numRunning + backend.engine.numWaiting + backend.engine.kvServer.activeStreams > 0,
+    busy: () => drainPush.busy || backend.engine.numRunning + backend.engine.numWaiting + backend.engine.kvServer.activeStreams > 0,
   })
   .then((how) => {
     console.log(`[backend] ${backendId}: drained (${how === "idle" ? "idle" : "timeout reached"}); stopping`);

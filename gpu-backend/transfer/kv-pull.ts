@@ -39,7 +39,8 @@ export class KvPuller {
 
   constructor(private readonly params: KvPullerParams) {}
 
-  async pull(source: KvSource, prompt: { tokenIds: readonly number[]; root: BlockHash; cacheSalt: string }, signal?: AbortSignal): Promise<KvPullReport> {
+  /** `policy` overrides the puller's (a drain's push pulls `always`). */
+  async pull(source: KvSource, prompt: { tokenIds: readonly number[]; root: BlockHash; cacheSalt: string }, signal?: AbortSignal, policy = this.params.policy): Promise<KvPullReport> {
     const { kv, io } = this.params;
     const t0 = performance.now();
     const B = kv.blockSize;
@@ -48,7 +49,7 @@ export class KvPuller {
     const missingBlocks = usable - local;
     const report = (outcome: KvPullOutcome, blocks = 0, bytes = 0): KvPullReport => ({ outcome, from: source.url, missingBlocks, blocks, bytes, ms: performance.now() - t0 });
     if (missingBlocks <= 0) return report("none-missing");
-    if (this.params.policy !== "always" && !this.cost.copyBeatsCompute({ blocks: missingBlocks, blockSize: B, bytesPerBlock: io.bytesPerBlock })) return report("compute-cheaper");
+    if (policy !== "always" && !this.cost.copyBeatsCompute({ blocks: missingBlocks, blockSize: B, bytesPerBlock: io.bytesPerBlock })) return report("compute-cheaper");
 
     this.totals.pulls++;
     const tokenIds = prompt.tokenIds.slice(0, usable * B);

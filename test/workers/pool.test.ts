@@ -47,6 +47,19 @@ describe("PoolDO", () => {
     expect(statics.every((b) => b.up)).toBe(true);
   });
 
+  it("answers a draining backend's heartbeat with its peers: the backends up and taking placements", async () => {
+    const pool = privatePool();
+    const [P, Q, R] = ["http://10.0.4.1:8080", "http://10.0.4.2:8080", "http://10.0.4.3:8080"];
+    expect((await pool.heartbeat(beat("dp", { url: P }))).peers).toBeUndefined();
+    await pool.heartbeat(beat("dq", { url: Q }));
+    await pool.heartbeat(beat("dr", { url: R, draining: true }));
+    const reply = await pool.heartbeat(beat("dp", { url: P, draining: true }));
+    // Q, and the static backend of this test environment; not P itself, not R (draining too).
+    expect(reply.peers).toContain(Q);
+    expect(reply.peers).not.toContain(P);
+    expect(reply.peers).not.toContain(R);
+  });
+
   it("marks a backend down when its heartbeats stop, and up again when they resume", async () => {
     const pool = privatePool();
     await pool.heartbeat(beat("gpu-c"));
@@ -102,6 +115,20 @@ const withEvents = (id: string, kvEvents: KvEventBatch, over: Partial<BackendHea
 describe("PoolDO block index (KV events)", () => {
   const A = "http://10.0.1.1:8080";
   const B = "http://10.0.1.2:8080";
+
+  it("marks a backend down and forgets its blocks at its leaving beat (its last, as it exits)", async () => {
+    const pool = privatePool();
+    await pool.heartbeat(withEvents("gpu-a", snapshot(1, hashes(0, 3)), { url: A }));
+    await pool.heartbeat(withEvents("gpu-b", snapshot(1, [hx(0)]), { url: B }));
+    expect(await pool.prefixBlocks(hashes(0, 3))).toEqual({ [A]: 3, [B]: 1 });
+    expect(await pool.heartbeat(beat("gpu-a", { url: A, draining: true, leaving: true }))).toEqual({ registered: false });
+    expect((await pool.view()).find((b) => b.id === "gpu-a")).toMatchObject({ up: false, leaving: true });
+    expect(await pool.prefixBlocks(hashes(0, 3))).toEqual({ [B]: 1 });
+    // Restarted at the same url: up again, with a fresh snapshot.
+    await pool.heartbeat(withEvents("gpu-a", snapshot(1, hashes(0, 2)), { url: A }));
+    expect((await pool.view()).find((b) => b.id === "gpu-a")!.up).toBe(true);
+    expect(await pool.prefixBlocks(hashes(0, 3))).toEqual({ [A]: 2, [B]: 1 });
+  });
 
   it("indexes the blocks each backend reports and counts, per backend, the LEADING hashes it holds", async () => {
     const pool = privatePool();
