@@ -7,6 +7,7 @@ import { runLeaseBench } from "./lease-bench";
 import { BENCH_PRECISIONS, runLlamaCppBench, type BenchPrecision } from "./llamacpp-bench";
 import { runLlamaCppChild, useBenchEntry } from "./llamacpp-child";
 import { runMigrationBench } from "./migration-bench";
+import { runRestartBench } from "./restart-bench";
 import { runRoutingBench } from "./routing-bench";
 import { runSessionlessBench } from "./sessionless-bench";
 import { runStepCosts } from "./step-costs";
@@ -45,6 +46,10 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *   migration  trajectories of ~4k tokens moved from backend A to B: TTFT of the first turn after the
  *            move with B pulling A's blocks over HTTP vs recomputing them, bytes moved, pull GB/s;
  *            flags: --quick, --json, --trajectories N (16), --model DIR, --weights P
+ *   restart  a rolling restart of N backends under M agent trajectories (each backend drained by
+ *            SIGTERM, restarted on its port, one after another): cached / ideal prompt tokens and
+ *            TTFT before, during and after, with drained blocks pushed and pulled vs recomputed;
+ *            flags: --quick, --json, --backends N (4), --trajectories M (32), --turns T, --model DIR
  *   step-costs  fit where the engine steps' CPU went from a --step-trace folder: step-costs DIR
  *   executors  prefill/decode tokens/s and bytes per decode step of every executor here (cpu
  *            baseline, webgpu, cuda); flags: --quick, --json, --model DIR
@@ -169,6 +174,18 @@ switch (name) {
       trajectories: values.trajectories ? Number(values.trajectories) : undefined,
       model: values.model,
       weights: values.weights ? parsePrecision(values.weights) : undefined,
+    });
+    console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
+    break;
+  }
+  case "restart": {
+    const summary = await runRestartBench({
+      quick: values.quick!,
+      backends: values.backends ? Number(values.backends) : undefined,
+      trajectories: values.trajectories ? Number(values.trajectories) : undefined,
+      turns: values.turns ? Number(values.turns) : undefined,
+      model: values.model,
+      outDir: values.out!,
     });
     console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
     break;

@@ -159,7 +159,7 @@ interface Usage {
 }
 
 /** One streaming chat completion; TTFT is the first chunk with content or a tool call. */
-async function streamTurn(edgeUrl: string, headers: Record<string, string>, trajectoryId: string, body: object): Promise<{ message: ChatMessage; usage: Usage; ttftMs: number }> {
+export async function streamTurn(edgeUrl: string, headers: Record<string, string>, trajectoryId: string, body: object): Promise<{ message: ChatMessage; usage: Usage; ttftMs: number }> {
   const t0 = performance.now();
   const res = await fetch(`${edgeUrl}/v1/chat/completions`, { method: "POST", headers: { ...headers, "x-trajectory-id": trajectoryId }, body: JSON.stringify(body) });
   if (!res.ok || !res.body) throw new Error(`edge answered ${res.status}: ${await res.text()}`);
@@ -185,6 +185,6 @@ async function streamTurn(edgeUrl: string, headers: Record<string, string>, traj
   return { message, usage, ttftMs: ttft ?? performance.now() - t0 };
 }
 
-function sleep(ms: number): Promise<void> {
+export function sleep(ms: number): Promise<void> {
   return new Promise((resolve) => setTimeout(resolve, ms));
 }

@@ -321,6 +321,8 @@ export interface DoneFrame {
   kvPull?: KvPullReport;
   /** Of `usage.cachedTokens`, those brought back from the backend's host tier (absent: it has none). */
   hostTierTokens?: number;
+  /** Tokens per KV block on this backend (a full turn reuses whole blocks only). */
+  blockSize?: number;
 }
 
 /**

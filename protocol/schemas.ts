@@ -312,6 +312,7 @@ export const doneFrameSchema = map({
     .max(MAX_CACHE_POINTS, `must hold at most ${MAX_CACHE_POINTS} entries`)
     .optional(),
   hostTierTokens: count.optional(),
+  blockSize: count.optional(),
   kvPull: kvPullReportSchema.optional(),
 }) satisfies z.ZodType<DoneFrame>;
 

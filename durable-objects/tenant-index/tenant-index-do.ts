@@ -1,4 +1,5 @@
 import { DurableObject } from "cloudflare:workers";
+import { MISS_REASONS, type MissReason } from "../turn/cache-miss";
 import { PREFIX_BREAK_CAUSES, type PrefixBreakCause } from "../turn/prefix-break";
 
 /** Trajectories kept per tenant: the most recently active ones; older rows are dropped. */
@@ -35,6 +36,8 @@ export interface IndexedTurn {
   prefixBreak?: PrefixBreakCause;
   /** What safe canonicalization repaired in the turn. */
   repaired?: { toolCallIds: number; jsonArguments: number };
+  /** Its cache miss (cache-miss.ts): why, and the tokens computed for it. */
+  miss?: { reason: MissReason; tokens: number };
 }
 
 /** The tenant's counters since its index object was created (never decrease). */
@@ -42,6 +45,8 @@ export interface TenantCounters {
   turns: number;
   prefixBreaks: Record<PrefixBreakCause, number>;
   repairs: { toolCallIds: number; jsonArguments: number };
+  /** Turns with a cache miss, and the prompt tokens they computed for it, by reason. */
+  misses: Record<MissReason, { turns: number; tokens: number }>;
 }
 
 /** The tenant's index object (one per tenant, named by the tenant). */
@@ -58,7 +63,7 @@ export function tenantIndexOf(env: Env, tenant: string): DurableObjectStub<Tenan
  * rows (about 100 bytes a row). An index, not the source of truth: each trajectory object holds
  * its own records.
  *
- * Also the tenant's counters (turns, prefix breaks by cause, canonicalization repairs), bumped
+ * Also the tenant's counters (turns, prefix breaks by cause, canonicalization repairs, cache misses by reason), bumped
  * once per newly noted turn and never trimmed.
  *
  * And the tenant's MAX_TENANT_PAUSES most recent tool pauses, the fallback sample of lease TTLs.
@@ -111,6 +116,10 @@ export class TenantIndexDO extends DurableObject<Env> {
         if (turn.prefixBreak) bump(`break:${turn.prefixBreak}`);
         bump("repair:toolCallIds", turn.repaired?.toolCallIds ?? 0);
         bump("repair:jsonArguments", turn.repaired?.jsonArguments ?? 0);
+        if (turn.miss) {
+          bump(`miss:${turn.miss.reason}`);
+          bump(`miss_tokens:${turn.miss.reason}`, turn.miss.tokens);
+        }
       }
       sql.exec(`INSERT INTO trajectories (id, created_at, last_active_ms) VALUES (?, ?, ?) ON CONFLICT (id) DO NOTHING`, id, turn.startedAt, end);
       sql.exec(`UPDATE trajectories SET last_active_ms = MAX(last_active_ms, ?) WHERE id = ?`, end, id);
@@ -149,13 +158,14 @@ export class TenantIndexDO extends DurableObject<Env> {
     return this.ctx.storage.sql.exec<{ ms: number }>(`SELECT ms FROM pauses ORDER BY seq`).toArray().map((r) => r.ms);
   }
 
-  /** The tenant's counters: turns, prefix breaks by cause, canonicalization repairs. */
+  /** The tenant's counters: turns, prefix breaks by cause, canonicalization repairs, cache misses. */
   async counters(): Promise<TenantCounters> {
     const rows = new Map(this.ctx.storage.sql.exec<{ name: string; n: number }>(`SELECT name, n FROM counters`).toArray().map((r) => [r.name, r.n]));
     return {
       turns: rows.get("turns") ?? 0,
       prefixBreaks: Object.fromEntries(PREFIX_BREAK_CAUSES.map((c) => [c, rows.get(`break:${c}`) ?? 0])) as Record<PrefixBreakCause, number>,
       repairs: { toolCallIds: rows.get("repair:toolCallIds") ?? 0, jsonArguments: rows.get("repair:jsonArguments") ?? 0 },
+      misses: Object.fromEntries(MISS_REASONS.map((r) => [r, { turns: rows.get(`miss:${r}`) ?? 0, tokens: rows.get(`miss_tokens:${r}`) ?? 0 }])) as TenantCounters["misses"],
     };
   }
 

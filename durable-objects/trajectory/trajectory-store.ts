@@ -148,6 +148,11 @@ export class TrajectoryStore implements TurnStore {
       .map((r) => JSON.parse(r.record) as TurnRecord);
   }
 
+  lastTurnRecord(): TurnRecord | null {
+    const row = this.host.sql.exec<{ record: string }>(`SELECT record FROM turns ORDER BY turn DESC LIMIT 1`).toArray()[0];
+    return row ? (JSON.parse(row.record) as TurnRecord) : null;
+  }
+
   numTurns(): number {
     return Number(this.host.sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM turns`).one().n);
   }

@@ -3,6 +3,7 @@ import { sha256Hex } from "../../protocol/hex";
 import type { ChatMessage, DoneFrame, GenerateRequest } from "../../protocol/messages";
 import { chooseBackend, type Placed, type RoutedBackend } from "../routing/placement";
 import type { RoutingPolicyName } from "../routing/routing-policy";
+import { cacheMissOf } from "./cache-miss";
 import { canonicalJsonText } from "./canonicalize";
 import { relayTurn, turnRecord } from "./relay";
 import { planTurn } from "./turn-plan";
@@ -25,7 +26,7 @@ export interface TurnContext {
    * trajectory goes and counts it there at once, so concurrent placements see each other. Asked
    * only when affinity does not keep the pin (routing/placement.ts).
    */
-  place: (p: { hashes: string[]; key: string; trajectoryId: string; pinned: string | undefined }) => Promise<Placed | null>;
+  place: (p: { hashes: string[]; key: string; trajectoryId: string; pinned: string | undefined }) => Promise<(Placed & { prefixBlocks?: Record<string, number> }) | null>;
   /** Records that a backend now holds this prefix key and these prompt blocks (best effort, after the turn). */
   notePrefix: (key: string, url: string, hashes: string[], trajectoryId: string) => Promise<void>;
   /** Keeps best-effort work alive past the response (`ctx.waitUntil`). */
@@ -73,13 +74,14 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
   const keyOf = async () =>
     (key ??= await prefixKey({ cacheSalt: input.cacheSalt, model: input.model, first: ctx.transcript[0] ?? input.messages[0], tools: input.tools ?? (JSON.parse(meta.toolsJson) as TurnInput["tools"]) }));
   const turnsDone = store.numTurns();
+  let placement: Awaited<ReturnType<TurnContext["place"]>> = null;
   const { backend, reason, kvSource } = await chooseBackend({
     policy: ctx.policy ?? "affinity",
     pinned: meta.backendUrl,
     trajectoryId: input.trajectoryId,
     turnsDone,
     backends: ctx.backends,
-    place: async () => ctx.place({ hashes: store.promptBlockHashes(), key: await keyOf(), trajectoryId: input.trajectoryId, pinned: meta.backendUrl ?? undefined }),
+    place: async () => (placement = await ctx.place({ hashes: store.promptBlockHashes(), key: await keyOf(), trajectoryId: input.trajectoryId, pinned: meta.backendUrl ?? undefined })),
   });
   const plan = planTurn({ meta, stored: ctx.transcript, input, backendUrl: backend.url, canonical: ctx.canonicalize ?? true });
   if (!(await ctx.emit({ type: "start", prefixBreak: plan.prefixBreak, trajectoryId: input.trajectoryId, ...(input.response ? { responseToken: input.response.token } : {}) }))) throw new ProtocolError("backend_unavailable", "the client went away");
@@ -115,11 +117,13 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
   const { done } = result;
 
   const reply = replyOf(done, plan.canonical ? plan.fullTranscript : undefined);
-  const record = turnRecord(result, {
+  const base = turnRecord(result, {
     turn: turnsDone + 1,
     prefixBreak: plan.prefixBreak.cause === "none" ? plan.prefixBreak : { ...plan.prefixBreak, uncachedFromToken: done.usage.cachedTokens },
     ...(plan.repaired ? { repaired: plan.repaired } : {}),
   });
+  const miss = cacheMissOf({ previous: turnsDone > 0 ? (store.lastTurnRecord() ?? undefined) : undefined, turn: base, blockSize: done.blockSize, placement: placementCounts(placement, result.backend.url) });
+  const record = miss ? { ...base, miss } : base;
   const event = { type: "done" as const, message: reply, finishReason: done.finishReason, usage: done.usage, turn: record, replayed: false, ...(done.stopSequence !== undefined ? { stopSequence: done.stopSequence } : {}), ...(input.response ? { responseToken: input.response.token } : {}), ...(done.cacheWrites ? { cacheWrites: done.cacheWrites } : {}) };
   const transcript = [...plan.fullTranscript, reply as ChatMessage];
   store.commitTurn({
@@ -149,6 +153,13 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
 }
 
 /** `kvSource` of a full turn on `target`: the placement's holder, else the pinned backend left behind, when up. */
+/** The most leading blocks any backend held when the pool placed the turn, and the placed one's. */
+function placementCounts(placed: { prefixBlocks?: Record<string, number> } | null, url: string): { bestBlocks: number; placedBlocks: number } | undefined {
+  const counts = placed?.prefixBlocks;
+  if (!counts) return undefined;
+  return { bestBlocks: Math.max(0, ...Object.values(counts)), placedBlocks: counts[url] ?? 0 };
+}
+
 function kvSourceFor(target: string, placed: string | undefined, pinned: string | null, backends: readonly RoutedBackend[]): { kvSource?: { url: string } } {
   for (const url of [placed, pinned]) {
     if (url && url !== target && backends.some((b) => b.url === url && b.up)) return { kvSource: { url } };

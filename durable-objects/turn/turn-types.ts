@@ -1,3 +1,4 @@
+import type { CacheMiss } from "./cache-miss";
 import type { Repairs } from "./canonicalize";
 import type { PrefixBreak } from "./prefix-break";
 import type { RouteReason } from "../routing/routing-policy";
@@ -126,6 +127,11 @@ export interface TurnRecord {
   kvPull?: KvPullReport;
   /** Of `cachedTokens`, those the backend brought back from its host tier (absent: it has none). */
   hostTierTokens?: number;
+  /**
+   * Cached tokens short of what the turn could have reused, and why (cache-miss.ts). Absent when
+   * it reused all it could, and on older records.
+   */
+  miss?: CacheMiss;
 }
 
 /** Events from the Durable Object to the Worker, one JSON object per line (NDJSON). */
@@ -194,6 +200,8 @@ export interface CommitTurn {
 export interface TurnStore {
   meta(): TrajectoryMeta | null;
   numTurns(): number;
+  /** The record of the turn that ran last (null: none). */
+  lastTurnRecord(): TurnRecord | null;
   /** Short hashes of the last turn's prompt blocks. */
   promptBlockHashes(): string[];
   idempotentResult(key: string): { result: StoredResult; fingerprint: string } | null;

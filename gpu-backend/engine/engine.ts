@@ -179,7 +179,7 @@ export class Engine {
       };
       if (!req.kvSource || !this.kvPuller) return start();
       // Blocks another backend holds are pulled first (or not: the report says why), then the turn runs.
-      void this.kvPuller.pull(req.kvSource, { tokenIds: prompt.tokenIds, root, cacheSalt: req.cacheSalt ?? "" }, signal).then((report) => {
+      void this.kvPuller.pull(req.kvSource, { tokenIds: prompt.tokenIds, root, cacheSalt: req.cacheSalt ?? "" }, { signal }).then((report) => {
         cache.kvPull = report;
         if (!signal?.aborted) guarded(sink, start);
       });
@@ -196,7 +196,7 @@ export class Engine {
   fetchBlocks(req: KvFetchRequest): Promise<KvPullReport> {
     this.checkModel(req.model);
     if (!this.kvPuller) throw new ProtocolError("invalid_request", "this backend takes no KV from others (--kv-pull never, no shared secret, or its executor has no block I/O)");
-    return this.kvPuller.pull(req.source, { tokenIds: req.tokenIds, root: this.rootFor(req.cacheSalt ?? ""), cacheSalt: req.cacheSalt ?? "" }, undefined, "always");
+    return this.kvPuller.pull(req.source, { tokenIds: req.tokenIds, root: this.rootFor(req.cacheSalt ?? ""), cacheSalt: req.cacheSalt ?? "" }, { policy: "always", timeoutMs: 60_000 });
   }
 
   /** Each kept trajectory's tokens (prompt and reply) and salt, most recently used first: what a drain pushes. */
@@ -472,6 +472,7 @@ export class Engine {
       timings: timingsOf(job.seq, job.firstTokenMs, job.lastTokenMs),
       backendId: this.options.backendId,
       promptBlockHashes: job.promptBlockHashes,
+      blockSize: this.kv.blockSize,
       ...(this.hostTier ? { hostTierTokens: job.seq.hostTierTokens ?? 0 } : {}),
     };
   }

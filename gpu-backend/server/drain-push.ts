@@ -112,7 +112,7 @@ export class DrainPush {
         method: "POST",
         headers: { "content-type": MSGPACK_CONTENT_TYPE, [SECRET_HEADER]: this.params.secret },
         body: encode(req),
-        signal: AbortSignal.timeout(this.params.timeoutMs ?? 30_000),
+        signal: AbortSignal.timeout(this.params.timeoutMs ?? 90_000),
       });
       const bytes = new Uint8Array(await res.arrayBuffer());
       if (!res.ok) return undefined;

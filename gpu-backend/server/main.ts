@@ -35,7 +35,8 @@ const USAGE = `npm run backend -- [flags]: one backend process serving one model
                          kept there by hash and copied back on a prefix hit (default 0: none)
   --kv-pull P            auto | always | never (default auto): whether a turn moved here from another
                          backend (kvSource) pulls the blocks it lacks from there; auto asks the cost
-                         model (measured copy bandwidth vs prefill time), always skips it
+                         model (measured copy bandwidth vs prefill time), always skips it; never
+                         also skips a drain's push of its trajectories' blocks to its peers
   --drain-grace MS       draining (SIGTERM or POST /v1/drain): exit after this long with no turn,
                          no block stream and no request (default 10000)
   --drain-timeout MS     draining: exit at the latest this long after it began (default 120000)
@@ -97,7 +98,8 @@ const backend = await createBackend({
 
 const drain = new Drain();
 const advertiseUrl = values.advertise ?? `http://${values.host}:${port}`;
-const drainPush = new DrainPush({ engine: backend.engine, selfUrl: advertiseUrl, secret, log: (line) => console.log(`[backend] ${backendId}: ${line}`) });
+// `--kv-pull never`: this backend moves no blocks, pulling or pushing.
+const drainPush = values["kv-pull"] === "never" ? undefined : new DrainPush({ engine: backend.engine, selfUrl: advertiseUrl, secret, log: (line) => console.log(`[backend] ${backendId}: ${line}`) });
 const app = createBackendApp({ engine: backend.engine, secret, backendId, drain, drainPush });
 const server = serve({ fetch: app.fetch, port, hostname: values.host }, (info) => {
   console.log(`[backend] ${backendId} serving ${backend.engine.modelId} on http://${values.host}:${info.port}`);
@@ -111,7 +113,7 @@ const heartbeat = values.register
       advertiseUrl,
       engine: backend.engine,
       drain,
-      onPeers: (peers) => drainPush.offerPeers(peers),
+      onPeers: (peers) => drainPush?.offerPeers(peers),
       log: (line) => console.log(`[backend] ${line}`),
     })
   : undefined;
@@ -132,7 +134,7 @@ void drain
   .finished({
     graceMs: positiveInt(values["drain-grace"]!, "--drain-grace"),
     timeoutMs: positiveInt(values["drain-timeout"]!, "--drain-timeout"),
-    busy: () => drainPush.busy || backend.engine.numRunning + backend.engine.numWaiting + backend.engine.kvServer.activeStreams > 0,
+    busy: () => drainPush?.busy === true || backend.engine.numRunning + backend.engine.numWaiting + backend.engine.kvServer.activeStreams > 0,
   })
   .then((how) => {
     console.log(`[backend] ${backendId}: drained (${how === "idle" ? "idle" : "timeout reached"}); stopping`);

@@ -39,8 +39,9 @@ export class KvPuller {
 
   constructor(private readonly params: KvPullerParams) {}
 
-  /** `policy` overrides the puller's (a drain's push pulls `always`). */
-  async pull(source: KvSource, prompt: { tokenIds: readonly number[]; root: BlockHash; cacheSalt: string }, signal?: AbortSignal, policy = this.params.policy): Promise<KvPullReport> {
+  /** `policy` and `timeoutMs` override the puller's (a drain's push pulls `always`, with longer to finish). */
+  async pull(source: KvSource, prompt: { tokenIds: readonly number[]; root: BlockHash; cacheSalt: string }, o: { signal?: AbortSignal; policy?: "auto" | "always"; timeoutMs?: number } = {}): Promise<KvPullReport> {
+    const { signal, policy = this.params.policy } = o;
     const { kv, io } = this.params;
     const t0 = performance.now();
     const B = kv.blockSize;
@@ -55,7 +56,7 @@ export class KvPuller {
     const tokenIds = prompt.tokenIds.slice(0, usable * B);
     const hashes = hashBlocks(prompt.root, tokenIds, B);
     const body: KvPullRequest = { model: this.params.modelId, cacheSalt: prompt.cacheSalt, tokenIds: [...tokenIds], fromBlock: local, format: io.format };
-    const timeout = AbortSignal.timeout(this.params.timeoutMs ?? 10_000);
+    const timeout = AbortSignal.timeout(o.timeoutMs ?? this.params.timeoutMs ?? 10_000);
     let blocks = 0;
     let reader: KvStreamReader | undefined;
     try {

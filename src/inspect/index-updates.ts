@@ -32,6 +32,7 @@ export async function* noteTurns<E extends Edge>(c: Context<E>, tenant: string, 
             completionTokens: t.completionTokens,
             ...(t.prefixBreak ? { prefixBreak: t.prefixBreak.cause } : {}),
             ...(t.repaired ? { repaired: t.repaired } : {}),
+            ...(t.miss ? { miss: { reason: t.miss.reason, tokens: t.miss.tokens } } : {}),
           },
         }),
       );

@@ -1,3 +1,4 @@
+import type { CacheMiss } from "../../durable-objects/turn/cache-miss";
 import type { ChatMessage } from "../../protocol/messages";
 import type { PrefixBreak, PrefixBreakCause } from "../../durable-objects/turn/prefix-break";
 import type { TrajectoryState, TurnRecord } from "../../durable-objects/turn/turn-types";
@@ -37,6 +38,8 @@ export interface InspectTurn
   pauseBeforeMs: number | null;
   /** Tokens of the previous turn's prompt and reply that this turn computed again. */
   prefixLostTokens: number | null;
+  /** The record's cache miss: what it could have reused and did not, and why (cache-miss.ts). */
+  miss: CacheMiss | null;
   /** Estimated prefill time the cached tokens saved (from the measured prefill rate). */
   estSavedMs: number | null;
   marker: TurnMarker | null;
@@ -148,6 +151,7 @@ export function inspectView(state: TrajectoryState, transcript: ChatMessage[] | 
       finishReason: r.finishReason,
       pauseBeforeMs: pause,
       prefixLostTokens: prev ? Math.max(0, Math.min(prev.promptTokens + prev.completionTokens, r.promptTokens) - r.cachedTokens) : null,
+      miss: r.miss ?? null,
       estSavedMs: rate ? (r.cachedTokens / rate) * 1000 : null,
       marker: markerOf(r),
       lease: readLease(r),

@@ -1,5 +1,6 @@
 import { Hono } from "hono";
 import { ROUTES } from "../../protocol/routes";
+import { MISS_REASONS } from "../../durable-objects/turn/cache-miss";
 import { PREFIX_BREAK_CAUSES } from "../../durable-objects/turn/prefix-break";
 import { tenantIndexOf } from "../../durable-objects/tenant-index/tenant-index-do";
 import type { AuthVariables } from "../http/auth";
@@ -15,6 +16,8 @@ const T = ROUTES.edge.tenant;
  *   agent_edge_turns_total{tenant}
  *   agent_edge_prefix_breaks_total{tenant, cause}       every cause, `none` included
  *   agent_edge_canonical_repairs_total{tenant, kind}    tool_call_ids | json_arguments
+ *   agent_edge_cache_miss_turns_total{tenant, reason}   turns that reused less than they could
+ *   agent_edge_cache_miss_tokens_total{tenant, reason}  prompt tokens computed for it (cache-miss.ts)
  */
 export const metricsRoutes = new Hono<{ Bindings: Env; Variables: AuthVariables }>().get(T.metrics, async (c) => {
   const tenant = ownTenant(c.req.param("tenant"), c.get("tenant"));
@@ -31,6 +34,12 @@ export const metricsRoutes = new Hono<{ Bindings: Env; Variables: AuthVariables 
     "# TYPE agent_edge_canonical_repairs_total counter",
     `agent_edge_canonical_repairs_total{${t},kind="tool_call_ids"} ${counters.repairs.toolCallIds}`,
     `agent_edge_canonical_repairs_total{${t},kind="json_arguments"} ${counters.repairs.jsonArguments}`,
+    "# HELP agent_edge_cache_miss_turns_total Turns whose cached prompt tokens fell short of what they could reuse, by reason.",
+    "# TYPE agent_edge_cache_miss_turns_total counter",
+    ...MISS_REASONS.map((r) => `agent_edge_cache_miss_turns_total{${t},reason="${r}"} ${counters.misses[r].turns}`),
+    "# HELP agent_edge_cache_miss_tokens_total Prompt tokens computed that could have been reused, by reason.",
+    "# TYPE agent_edge_cache_miss_tokens_total counter",
+    ...MISS_REASONS.map((r) => `agent_edge_cache_miss_tokens_total{${t},reason="${r}"} ${counters.misses[r].tokens}`),
   ];
   return c.text(`${lines.join("\n")}\n`, 200, { "content-type": "text/plain; version=0.0.4; charset=utf-8" });
 });

@@ -138,6 +138,7 @@ export interface TurnJson {
   request_bytes: number;
   prefix_break: { cause: string; message?: number; field?: string; offset?: number; before?: string; after?: string; uncached_from_token?: number } | null;
   repaired: { tool_call_ids: number; json_arguments: number } | null;
+  miss: { reason: string; tokens: number; possible_tokens: number; detail: string | null } | null;
 }
 
 export interface StateJson {

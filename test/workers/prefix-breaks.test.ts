@@ -5,10 +5,15 @@ import { TENANTS } from "./tenants";
 
 /** The tenant's counter of turns with this prefix-break cause, from GET /v1/tenants/{tenant}/metrics. */
 async function breakCount(tenant: TenantName, cause: string): Promise<number> {
+  return tenantMetric(tenant, "agent_edge_prefix_breaks_total", `cause="${cause}"`);
+}
+
+/** One of the tenant's counters, e.g. tenantMetric("raw", "agent_edge_cache_miss_turns_total", 'reason="evicted"'). */
+async function tenantMetric(tenant: TenantName, name: string, label: string): Promise<number> {
   const res = await call(`/v1/tenants/${TENANTS[tenant].name}/metrics`, { tenant });
   const text = await res.text();
   expect(res.status, text).toBe(200);
-  const m = text.match(new RegExp(`^agent_edge_prefix_breaks_total\\{tenant="${TENANTS[tenant].name}",cause="${cause}"\\} (\\d+)$`, "m"));
+  const m = text.match(new RegExp(`^${name}\\{tenant="${TENANTS[tenant].name}",${label}\\} (\\d+)$`, "m"));
   expect(m, text).not.toBeNull();
   return Number(m![1]);
 }
@@ -96,9 +101,11 @@ describe("prefix-break explainer (canonicalization off for this tenant)", () => 
     expect(t.state.turns[1]!.prefix_break!.cause).toBe("json-serialization");
   });
 
-  it("reports timestamp when the system prompt's time changes, and counts causes in the tenant's metrics", async () => {
+  it("reports timestamp when the system prompt's time changes, and counts causes in the tenant's metrics, with the cache miss it caused", async () => {
     const stamp = (time: string): ChatMessage => ({ role: "system", content: `You are an agent. The time is 2026-12-02 ${time} UTC. ${"Be precise. ".repeat(20)}` });
     const before = await breakCount("raw", "timestamp");
+    const missesBefore = await tenantMetric("raw", "agent_edge_cache_miss_turns_total", 'reason="prefix-break"');
+    const missTokensBefore = await tenantMetric("raw", "agent_edge_cache_miss_tokens_total", 'reason="prefix-break"');
     const id = uid("breaks-ts");
     const headers = { "x-trajectory-id": id };
     const c1 = await completion(await chat({ messages: [stamp("10:31:07"), { role: "user", content: "Start." }], ...SMALL }, { tenant: "raw", headers }));
@@ -108,6 +115,11 @@ describe("prefix-break explainer (canonicalization off for this tenant)", () => 
     const b = (await getState("raw", id)).turns[1]!.prefix_break!;
     expect(b.before).toContain("10:31:07");
     expect(b.after).toContain("10:35:44");
+    // The miss: what turn 1 left (its prompt and reply) less what turn 2 reused, put on the break.
+    const [t1, t2] = (await getState("raw", id)).turns;
+    const possible = Math.min(t1!.prompt_tokens + t1!.completion_tokens, t2!.prompt_tokens - 1);
+    expect(t2!.miss).toEqual({ reason: "prefix-break", tokens: possible - t2!.cached_tokens, possible_tokens: possible, detail: "timestamp" });
+    expect(t2!.miss!.tokens).toBeGreaterThan(0);
     // The index is noted just after the answer (waitUntil): poll briefly.
     let after = before;
     for (let i = 0; i < 50 && after === before; i++) {
@@ -115,6 +127,8 @@ describe("prefix-break explainer (canonicalization off for this tenant)", () => 
       after = await breakCount("raw", "timestamp");
     }
     expect(after).toBe(before + 1);
+    expect(await tenantMetric("raw", "agent_edge_cache_miss_turns_total", 'reason="prefix-break"')).toBe(missesBefore + 1);
+    expect(await tenantMetric("raw", "agent_edge_cache_miss_tokens_total", 'reason="prefix-break"')).toBe(missTokensBefore + t2!.miss!.tokens);
     // Another tenant's metrics are not this key's to read.
     expect((await call(`/v1/tenants/${TENANTS.a.name}/metrics`, { tenant: "raw" })).status).toBe(404);
   });
