@@ -39,7 +39,8 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *            policy (affinity, round-robin, least-loaded, consistent-hash): hit rate vs ideal,
  *            tokens/s, TTFT p50/p99, max/mean backend load; flags: --backends N (4),
  *            --trajectories M (32), --turns T, --observation-tokens LO,HI, --policies a,b, --quick,
- *            --json, --model DIR, --out DIR, --step-trace DIR (backends trace every engine step)
+ *            --json, --model DIR, --out DIR, --step-trace DIR (backends trace every engine step),
+ *            --kv-pull auto|always|never (the backends'; never: no KV transfer)
  *   sessionless  M clients naming no session, sharing a system prompt, over N backends: the edge's
  *            cache-aware placement of stateless turns vs round-robin: hit rate, tokens computed,
  *            spread; flags: --backends N (4), --trajectories M (32), --turns T, --quick, --json, --model DIR
@@ -88,6 +89,7 @@ const { values } = parseArgs({
     only: { type: "string" },
     families: { type: "string" },
     "cuda-ep": { type: "string" },
+    "kv-pull": { type: "string" },
   },
   strict: true,
 });
@@ -152,6 +154,7 @@ switch (name) {
       model: values.model,
       outDir: values.out!,
       stepTraceDir: values["step-trace"],
+      kvPull: values["kv-pull"] === undefined ? undefined : values["kv-pull"] === "auto" || values["kv-pull"] === "always" || values["kv-pull"] === "never" ? values["kv-pull"] : badFlag("--kv-pull", "auto, always or never", values["kv-pull"]),
     });
     console.log(values.json ? JSON.stringify(summary) : JSON.stringify({ ...summary, details }, null, 2));
     break;

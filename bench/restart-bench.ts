@@ -73,8 +73,8 @@ export interface RestartModeFigures {
   restartS: number;
   /** Turns resent after an error (the client's retries; each stored once). */
   resent: number;
-  /** What the drains pushed, from the backends' `drain push:` lines. */
-  pushed: { trajectories: number; blocks: number; failures: number };
+  /** What the drains pushed, from the backends' `drain push:` lines (`left`: not pushed, out of time). */
+  pushed: { trajectories: number; blocks: number; failures: number; left: number };
   wallS: number;
 }
 
@@ -88,7 +88,7 @@ export interface RestartSummary {
 }
 
 const BLOCK_SIZE = 16;
-const PUSH_LINE = /drain push: (\d+) trajectories, (\d+) blocks .* (\d+) failed/;
+const PUSH_LINE = /drain push: (\d+) trajectories, (\d+) blocks .* (\d+) failed, (\d+) left/;
 
 export async function runRestartBench(o: RestartBenchOptions): Promise<RestartSummary> {
   const numBackends = o.backends ?? 4;
@@ -99,7 +99,7 @@ export async function runRestartBench(o: RestartBenchOptions): Promise<RestartSu
   const { codec } = model;
   // Enough trajectories for the clients never to run out (each client runs them one after another).
   const workload = makeRoutingWorkload({
-    trajectories: numTrajectories * 12,
+    trajectories: numTrajectories * 40,
     turns,
     groupShares: [0.5, 0.2, 0.15, 0.15],
     systemTokens: sizes.systemTokens,
@@ -156,7 +156,7 @@ async function runMode(p: {
   const edgePort = await freePort();
   const ports: number[] = [];
   for (let i = 0; i < p.numBackends; i++) ports.push(await freePort());
-  const pushed = { trajectories: 0, blocks: 0, failures: 0 };
+  const pushed = { trajectories: 0, blocks: 0, failures: 0, left: 0 };
   const onLine = (line: string) => {
     appendFileSync(p.logPath, `${new Date().toISOString()} [${p.mode}] ${line}\n`);
     const m = PUSH_LINE.exec(line);
@@ -164,6 +164,7 @@ async function runMode(p: {
       pushed.trajectories += Number(m[1]);
       pushed.blocks += Number(m[2]);
       pushed.failures += Number(m[3]);
+      pushed.left += Number(m[4]);
     }
   };
   const secret = `restart-bench-${Date.now()}`;

@@ -38,6 +38,8 @@ export interface RoutingBenchOptions {
   outDir: string;
   /** Backends trace every engine step into this folder (`--step-trace`), with `windows.json`: each policy's run. */
   stepTraceDir?: string | undefined;
+  /** The backends' `--kv-pull` (default theirs, auto): `never` turns KV transfer off. */
+  kvPull?: "auto" | "always" | "never";
 }
 
 const BLOCK_SIZE = 16; // the backends' default --block-size
@@ -89,7 +91,7 @@ export async function runRoutingBench(o: RoutingBenchOptions): Promise<{ summary
   const meanFirst = [...firstIds.values()].reduce((s, ids) => s + ids.length, 0) / firstIds.size;
   note(
     "routing",
-    `${modelId}, ${numBackends} backends x ${numTrajectories} trajectories x ${turns} turns; first prompt ~${Math.round(meanFirst)} tokens; groups ${[0, 1, 2, 3].map((g) => workload.filter((t) => t.group === g).length).join("/")}; policies ${policies.join(", ")}`,
+    `${modelId}, ${numBackends} backends x ${numTrajectories} trajectories x ${turns} turns, kv pull ${o.kvPull ?? "auto"}; first prompt ~${Math.round(meanFirst)} tokens; groups ${[0, 1, 2, 3].map((g) => workload.filter((t) => t.group === g).length).join("/")}; policies ${policies.join(", ")}`,
   );
 
   const details: Partial<Record<RoutingPolicyName, PolicyDetails>> = {};
@@ -114,7 +116,7 @@ export async function runRoutingBench(o: RoutingBenchOptions): Promise<{ summary
     mkdirSync(traceDir, { recursive: true });
     if (readdirSync(traceDir).some((f) => f.endsWith(".jsonl"))) throw new Error(`--step-trace ${traceDir} already holds step traces: give an empty folder`);
   }
-  const backendArgs = traceDir ? ["--step-trace", traceDir] : [];
+  const backendArgs = [...(traceDir ? ["--step-trace", traceDir] : []), ...(o.kvPull ? ["--kv-pull", o.kvPull] : [])];
   const backendStack = await startStack({ ...(modelDir ? { modelDir } : {}), backendPorts, edgePort, kvMemory: "1GiB", threads: 1, startEdge: false, backendArgs, onLine });
   const windows: TraceWindow[] = [];
   try {

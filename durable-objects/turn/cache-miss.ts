@@ -1,6 +1,5 @@
 import type { KvPullReport } from "../../protocol/messages";
 import type { PrefixBreakCause } from "./prefix-break";
-import type { TurnRecord } from "./turn-types";
 
 /**
  * Why a turn's cached prompt tokens fell short of what it could have reused, in the order they
@@ -44,7 +43,18 @@ const FAILED_PULLS: ReadonlySet<KvPullReport["outcome"]> = new Set(["holder-fail
  */
 export function cacheMissOf(p: {
   previous: { promptTokens: number; completionTokens: number; backendUrl: string } | undefined;
-  turn: Pick<TurnRecord, "mode" | "fullReason" | "route" | "promptTokens" | "cachedTokens" | "backendUrl" | "kvPull" | "hostTierTokens"> & { prefixBreak?: { cause: PrefixBreakCause } };
+  /** The turn's record (`TurnRecord`) without its miss. */
+  turn: {
+    mode: "delta" | "full";
+    fullReason: string | null;
+    route?: string;
+    promptTokens: number;
+    cachedTokens: number;
+    backendUrl: string;
+    kvPull?: KvPullReport;
+    hostTierTokens?: number;
+    prefixBreak?: { cause: PrefixBreakCause };
+  };
   blockSize: number | undefined;
   placement?: { bestBlocks: number; placedBlocks: number };
 }): CacheMiss | undefined {

@@ -4,12 +4,14 @@ import { rendezvous } from "../../protocol/rendezvous";
 import { ROUTES } from "../../protocol/routes";
 import type { Engine } from "../engine/engine";
 
-/** What a drain's push did: trajectories pushed, blocks and bytes the peers took, failed pushes. */
+/** What a drain's push did: trajectories pushed, blocks and bytes the peers took, failed pushes, those left when its time ran out. */
 export interface PushSummary {
   trajectories: number;
   blocks: number;
   bytes: number;
   failures: number;
+  /** Kept trajectories not pushed: the push's time (`budgetMs`) ran out first. */
+  left: number;
   ms: number;
 }
 
@@ -26,7 +28,7 @@ export interface PushSummary {
  * @example
  * const push = new DrainPush({ engine, selfUrl: "http://b0:8080", secret });
  * push.offerPeers(["http://b1:8080", "http://b2:8080"]); // starts once; later offers are ignored
- * await push.done; // { trajectories: 12, blocks: 3100, bytes: 406323200, failures: 0, ms: 2300 }
+ * await push.done; // { trajectories: 12, blocks: 3100, bytes: 406323200, failures: 0, left: 0, ms: 2300 }
  */
 export class DrainPush {
   private started = false;
@@ -43,6 +45,12 @@ export class DrainPush {
       secret: string;
       concurrency?: number;
       timeoutMs?: number;
+      /**
+       * How long the push may take (default 30 s; `--drain-push-ms`): no push starts after it, so
+       * a drain ends in bounded time. The most recently used trajectories go first, so what is
+       * left is what is least likely to come back.
+       */
+      budgetMs?: number;
       /** How often to look again for turns ending while it pushes (default 100 ms). */
       pollMs?: number;
       fetch?: typeof fetch;
@@ -63,7 +71,7 @@ export class DrainPush {
     this.running = true;
     void this.push(targets).then((s) => {
       this.running = false;
-      this.params.log?.(`drain push: ${s.trajectories} trajectories, ${s.blocks} blocks (${(s.bytes / 2 ** 20).toFixed(1)} MiB) to ${targets.length} peers in ${(s.ms / 1000).toFixed(1)} s, ${s.failures} failed`);
+      this.params.log?.(`drain push: ${s.trajectories} trajectories, ${s.blocks} blocks (${(s.bytes / 2 ** 20).toFixed(1)} MiB) to ${targets.length} peers in ${(s.ms / 1000).toFixed(1)} s, ${s.failures} failed, ${s.left} left (out of time)`);
       this.resolveDone(s);
     });
     return true;
@@ -76,12 +84,17 @@ export class DrainPush {
   private async push(peers: string[]): Promise<PushSummary> {
     const t0 = performance.now();
     const { engine } = this.params;
-    const summary: PushSummary = { trajectories: 0, blocks: 0, bytes: 0, failures: 0, ms: 0 };
+    const summary: PushSummary = { trajectories: 0, blocks: 0, bytes: 0, failures: 0, left: 0, ms: 0 };
+    const deadline = t0 + (this.params.budgetMs ?? 30_000);
     const pushed = new Set<string>();
+    const pending = () => engine.keptTrajectories().filter((t) => !pushed.has(t.stateId) && t.tokenIds.length > engine.kv.blockSize);
     for (;;) {
-      const work = engine.keptTrajectories().filter((t) => !pushed.has(t.stateId) && t.tokenIds.length > engine.kv.blockSize);
-      for (const t of work) pushed.add(t.stateId);
-      if (work.length > 0) await this.pass(peers, work, summary);
+      if (performance.now() >= deadline) {
+        summary.left = pending().length;
+        break;
+      }
+      const work = pending();
+      if (work.length > 0) await this.pass(peers, work, summary, deadline, pushed);
       else if (engine.numRunning + engine.numWaiting === 0) break;
       else await new Promise((r) => setTimeout(r, this.params.pollMs ?? 100));
     }
@@ -89,14 +102,17 @@ export class DrainPush {
     return summary;
   }
 
-  private async pass(peers: string[], work: ReturnType<Engine["keptTrajectories"]>, summary: PushSummary): Promise<void> {
+  private async pass(peers: string[], work: ReturnType<Engine["keptTrajectories"]>, summary: PushSummary, deadline: number, pushed: Set<string>): Promise<void> {
     const { engine } = this.params;
     let next = 0;
     const worker = async () => {
-      while (next < work.length) {
+      while (next < work.length && performance.now() < deadline) {
+        pushed.add(work[next]!.stateId);
         const t = work[next++]!;
         const peer = rendezvous(peers, t.trajectoryId ?? String(next), (u) => u);
-        const report = await this.fetchOne(peer, { source: { url: this.params.selfUrl }, model: engine.modelId, cacheSalt: t.cacheSalt, tokenIds: t.tokenIds });
+        // A push under way when the time runs out gets 10 s more at most.
+        const timeoutMs = Math.min(this.params.timeoutMs ?? 90_000, deadline - performance.now() + 10_000);
+        const report = await this.fetchOne(peer, { source: { url: this.params.selfUrl }, model: engine.modelId, cacheSalt: t.cacheSalt, tokenIds: t.tokenIds }, timeoutMs);
         summary.trajectories++;
         if (!report || report.outcome === "holder-failed" || report.outcome === "corrupt" || report.outcome === "incompatible") summary.failures++;
         summary.blocks += report?.blocks ?? 0;
@@ -106,13 +122,13 @@ export class DrainPush {
     await Promise.all(Array.from({ length: Math.min(this.params.concurrency ?? 2, work.length) }, worker));
   }
 
-  private async fetchOne(peer: string, req: KvFetchRequest): Promise<KvPullReport | undefined> {
+  private async fetchOne(peer: string, req: KvFetchRequest, timeoutMs: number): Promise<KvPullReport | undefined> {
     try {
       const res = await (this.params.fetch ?? fetch)(new URL(ROUTES.backend.kvFetch, peer), {
         method: "POST",
         headers: { "content-type": MSGPACK_CONTENT_TYPE, [SECRET_HEADER]: this.params.secret },
         body: encode(req),
-        signal: AbortSignal.timeout(this.params.timeoutMs ?? 90_000),
+        signal: AbortSignal.timeout(Math.max(1, Math.floor(timeoutMs))),
       });
       const bytes = new Uint8Array(await res.arrayBuffer());
       if (!res.ok) return undefined;

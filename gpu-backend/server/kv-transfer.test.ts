@@ -269,7 +269,7 @@ describe("KV transfer between backends", () => {
     expect(res.status).toBe(200);
     expect(leaving.drain.draining).toBe(true);
     const summary = await leaving.drainPush.done;
-    expect(summary).toMatchObject({ trajectories: 3, failures: 0 });
+    expect(summary).toMatchObject({ trajectories: 3, failures: 0, left: 0 });
     expect(leaving.drainPush.busy).toBe(false);
 
     let pushedBlocks = 0;
@@ -291,6 +291,18 @@ describe("KV transfer between backends", () => {
     expect(summary.bytes).toBe(pushedBlocks * leaving.executor.blockIO.bytesPerBlock);
     leaving.engine.kv.checkInvariants();
     for (const p of peers) p.engine.kv.checkInvariants();
+  });
+
+  it("stops starting pushes when its time runs out: what is left is counted, nothing is half-cached", async () => {
+    const leaving = await startBackend("leaving-budget");
+    const peer = await startBackend("peer-budget");
+    await Promise.all(["tenant-a", "tenant-b"].map((salt, i) => turn(leaving.engine, request({ cacheSalt: salt, trajectoryId: `budget-${i}` }))));
+    const push = new DrainPush({ engine: leaving.engine, selfUrl: leaving.url, secret: SECRET, budgetMs: 0 });
+    push.offerPeers([peer.url]);
+    expect(await push.done).toMatchObject({ trajectories: 0, blocks: 0, failures: 0, left: 2 });
+    for (const t of leaving.engine.keptTrajectories()) {
+      expect(peer.engine.kv.findCachedPrefix({ tokenIds: t.tokenIds, root: hashRoot({ modelId: model.spec.modelId, salt: t.cacheSalt }) }).blockIds).toHaveLength(0);
+    }
   });
 
   it("answers a fetch from an unreachable source with holder-failed, and refuses one without the secret", async () => {

@@ -40,6 +40,8 @@ const USAGE = `npm run backend -- [flags]: one backend process serving one model
   --drain-grace MS       draining (SIGTERM or POST /v1/drain): exit after this long with no turn,
                          no block stream and no request (default 10000)
   --drain-timeout MS     draining: exit at the latest this long after it began (default 120000)
+  --drain-push-ms MS     draining: push its trajectories' blocks to its peers (most recently used
+                         first) for at most this long (default 30000)
   --step-trace DIR       append a JSON line per engine step to DIR/<id>.jsonl: what it computed and
                          its wall and CPU time (npm run bench -- step-costs DIR fits the costs)
   --help                 this text
@@ -65,6 +67,7 @@ const { values } = parseArgs({
     "kv-host-memory": { type: "string", default: "0" },
     "drain-grace": { type: "string", default: "10000" },
     "drain-timeout": { type: "string", default: "120000" },
+    "drain-push-ms": { type: "string", default: "30000" },
     help: { type: "boolean", default: false },
   },
   strict: true,
@@ -99,7 +102,7 @@ const backend = await createBackend({
 const drain = new Drain();
 const advertiseUrl = values.advertise ?? `http://${values.host}:${port}`;
 // `--kv-pull never`: this backend moves no blocks, pulling or pushing.
-const drainPush = values["kv-pull"] === "never" ? undefined : new DrainPush({ engine: backend.engine, selfUrl: advertiseUrl, secret, log: (line) => console.log(`[backend] ${backendId}: ${line}`) });
+const drainPush = values["kv-pull"] === "never" ? undefined : new DrainPush({ engine: backend.engine, selfUrl: advertiseUrl, secret, budgetMs: positiveInt(values["drain-push-ms"]!, "--drain-push-ms"), log: (line) => console.log(`[backend] ${backendId}: ${line}`) });
 const app = createBackendApp({ engine: backend.engine, secret, backendId, drain, drainPush });
 const server = serve({ fetch: app.fetch, port, hostname: values.host }, (info) => {
   console.log(`[backend] ${backendId} serving ${backend.engine.modelId} on http://${values.host}:${info.port}`);
