@@ -6,12 +6,11 @@ import { SECRET_HEADER } from "../protocol/messages";
 import { commonPrefixLength } from "../protocol/common-prefix";
 import { loadModel } from "../gpu-backend/engine/load-model";
 import { freePort, startStack, type Stack } from "../scripts/stack";
-import { answeringReply } from "./agent-workload";
 import { note } from "./progress";
 import { percentile } from "../durable-objects/trajectory/lease-policy";
 import { idealCachedTokens, round } from "./routing-report";
 import { workloadSizes } from "./routing-bench";
-import { sleep, streamTurn } from "./routing-policy-run";
+import { sendAgentTurn, sleep } from "./routing-policy-run";
 import { makeRoutingWorkload, type RoutingTrajectory } from "./routing-workload";
 
 /**
@@ -223,24 +222,10 @@ async function runMode(p: {
         const transcript: ChatMessage[] = [];
         for (let k = 0; k < traj.turns.length && outcomes.length < stopAfter; k++) {
           const turn = traj.turns[k]!;
-          await sleep(turn.pauseMs);
-          transcript.push(...answeringReply(turn.newMessages, transcript.at(-1)));
-          const body = { model: p.modelId, messages: transcript, tools: traj.tools, max_tokens: turn.maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true } };
-          let sent = performance.now();
-          let reply: Awaited<ReturnType<typeof streamTurn>>;
-          for (let attempt = 1; ; attempt++) {
-            try {
-              reply = await streamTurn(edge!.edgeUrl, headers, `${run}-${traj.id}`, body);
-              break;
-            } catch (e) {
-              if (attempt >= 3) throw new Error(`${traj.id} turn ${k + 1} failed 3 times: ${(e as Error).message}`);
-              resent++;
-              onLine(`[restart] resending ${traj.id} turn ${k + 1}: ${(e as Error).message}`);
-              await sleep(500);
-              sent = performance.now();
-            }
-          }
-          transcript.push(reply.message);
+          const { reply, sentAt: sent } = await sendAgentTurn({ edgeUrl: edge!.edgeUrl, headers, trajectoryId: `${run}-${traj.id}`, modelId: p.modelId, tools: traj.tools, turn, transcript }, (e) => {
+            resent++;
+            onLine(`[restart] resending ${traj.id} turn ${k + 1}: ${e.message}`);
+          });
           outcomes.push({
             trajectory: traj.id,
             turn: k + 1,

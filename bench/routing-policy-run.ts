@@ -1,8 +1,8 @@
-import type { ChatMessage } from "../protocol/messages";
+import type { ChatMessage, ToolDefinition } from "../protocol/messages";
 import type { RoutingPolicyName } from "../durable-objects/routing/routing-policy";
 import { startStack, type Stack } from "../scripts/stack";
 import { answeringReply } from "./agent-workload";
-import type { RoutingTrajectory } from "./routing-workload";
+import type { RoutingTrajectory, RoutingTurn } from "./routing-workload";
 import { Progress, note } from "./progress";
 import { round, type CpuBreakdown, type TurnResult } from "./routing-report";
 import { cpuSnapshot, meters, samplePool, waitForPool } from "./routing-stack-meters";
@@ -74,25 +74,10 @@ export async function runPolicy(params: {
         const transcript: ChatMessage[] = [];
         for (let k = 0; k < traj.turns.length; k++) {
           const turn = traj.turns[k]!;
-          await sleep(turn.pauseMs);
-          transcript.push(...answeringReply(turn.newMessages, transcript.at(-1)));
-          const body = { model: params.modelId, messages: transcript, tools: traj.tools, max_tokens: turn.maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true } };
-          let sent = performance.now();
-          let reply: Awaited<ReturnType<typeof streamTurn>>;
-          // A failed turn stores nothing, so a client may resend it; count every resend.
-          for (let attempt = 1; ; attempt++) {
-            try {
-              reply = await streamTurn(stack!.edgeUrl, headers, `${run}-${traj.id}`, body);
-              break;
-            } catch (e) {
-              if (attempt >= 3) throw e;
-              retries.push(`${traj.id} turn ${k + 1}: ${(e as Error).message.slice(0, 160)}`);
-              params.onLine(`[routing] retrying ${traj.id} turn ${k + 1}: ${(e as Error).message}`);
-              await sleep(500);
-              sent = performance.now();
-            }
-          }
-          transcript.push(reply.message);
+          const { reply, sentAt: sent } = await sendAgentTurn({ edgeUrl: stack!.edgeUrl, headers, trajectoryId: `${run}-${traj.id}`, modelId: params.modelId, tools: traj.tools, turn, transcript }, (e) => {
+            retries.push(`${traj.id} turn ${k + 1}: ${e.message.slice(0, 160)}`);
+            params.onLine(`[routing] retrying ${traj.id} turn ${k + 1}: ${e.message}`);
+          });
           client.push({
             trajectory: traj.id,
             group: traj.group,
@@ -156,6 +141,33 @@ interface Usage {
   prompt_tokens: number;
   completion_tokens: number;
   prompt_tokens_details?: { cached_tokens?: number };
+}
+
+/**
+ * One agent turn as the benchmarks' clients send it: after the turn's tool pause, appends its new
+ * messages to `transcript`, streams the whole transcript to the edge (up to 3 tries: a failed turn
+ * stores nothing, so a client may resend it; `onResend` hears each), and appends the reply.
+ * `sentAt`: when the try that succeeded was sent (performance.now()).
+ */
+export async function sendAgentTurn(
+  p: { edgeUrl: string; headers: Record<string, string>; trajectoryId: string; modelId: string; tools: ToolDefinition[]; turn: RoutingTurn; transcript: ChatMessage[] },
+  onResend: (e: Error) => void,
+): Promise<{ reply: Awaited<ReturnType<typeof streamTurn>>; sentAt: number }> {
+  await sleep(p.turn.pauseMs);
+  p.transcript.push(...answeringReply(p.turn.newMessages, p.transcript.at(-1)));
+  const body = { model: p.modelId, messages: p.transcript, tools: p.tools, max_tokens: p.turn.maxTokens, temperature: 0, stream: true, stream_options: { include_usage: true } };
+  for (let attempt = 1; ; attempt++) {
+    const sentAt = performance.now();
+    try {
+      const reply = await streamTurn(p.edgeUrl, p.headers, p.trajectoryId, body);
+      p.transcript.push(reply.message);
+      return { reply, sentAt };
+    } catch (e) {
+      if (attempt >= 3) throw new Error(`${p.trajectoryId}: the turn failed 3 times: ${(e as Error).message}`);
+      onResend(e as Error);
+      await sleep(500);
+    }
+  }
 }
 
 /** One streaming chat completion; TTFT is the first chunk with content or a tool call. */
