@@ -119,7 +119,7 @@ export async function runPolicy(params: {
     const results: TurnResult[] = client.map((c) => {
       const r = records.get(`${c.trajectory}\u0000${c.turn}`);
       if (!r) throw new Error(`no turn record for ${c.trajectory} turn ${c.turn}`);
-      return { ...c, computedTokens: r.computed_tokens, backend: r.backend, mode: r.mode, fullReason: r.full_reason, route: r.route ?? null, doTtftMs: r.ttft_ms };
+      return { ...c, computedTokens: r.computed_tokens, backend: r.backend, mode: r.mode, fullReason: r.full_reason, route: r.route ?? null, doTtftMs: r.ttft_ms, kvPull: r.kv_pull ?? null, miss: r.miss ?? null };
     });
     if (retries.length > 0) note("routing", `${policy}: ${retries.length} turn(s) resent after an error, first: ${retries[0]}`);
     return { results, startedAt, wallMs, backends, sampledLoad: sampledLoad.load, downSamples: sampledLoad.down, usage, retries: retries.length, cpu };
@@ -135,6 +135,8 @@ interface SessionTurn {
   computed_tokens: number;
   ttft_ms: number;
   backend: string;
+  kv_pull?: { outcome: string; blocks: number; ms: number } | null;
+  miss?: { reason: string; tokens: number; detail: string | null } | null;
 }
 
 interface Usage {

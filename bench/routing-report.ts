@@ -40,6 +40,9 @@ export interface TurnResult {
   route?: string | null;
   /** TTFT as the trajectory object saw it (backend request to first token frame). */
   doTtftMs: number;
+  /** The turn record's `kv_pull` (a full turn that pulled, or tried to), and its `miss`. */
+  kvPull?: { outcome: string; blocks: number; ms: number } | null;
+  miss?: { reason: string; tokens: number; detail: string | null } | null;
 }
 
 /** What the JSON line reports per policy. */

@@ -3,7 +3,8 @@ import { cacheMissOf } from "./cache-miss";
 
 const A = "http://a:8080";
 const B = "http://b:8080";
-const previous = { promptTokens: 900, completionTokens: 12, backendUrl: A };
+// 900 + 13 tokens, the reply's last without KV (sampled, never fed through the model): 912 reusable.
+const previous = { promptTokens: 900, completionTokens: 13, backendUrl: A };
 const turn = { mode: "delta" as const, fullReason: null, route: "pinned" as const, promptTokens: 1200, cachedTokens: 912, backendUrl: A };
 
 describe("cacheMissOf", () => {
@@ -29,12 +30,14 @@ describe("cacheMissOf", () => {
     expect(cacheMissOf({ previous, turn: cheaper, blockSize: 16 })!.detail).toBe("pinned-overloaded; kv_pull=compute-cheaper");
     // Pulled: the move was made up for; what is left is the partial last block.
     const pulled = { ...moved, kvPull: { outcome: "pulled" as const, from: A, missingBlocks: 57, blocks: 57, bytes: 1, ms: 3 }, cachedTokens: 912 };
-    expect(cacheMissOf({ previous: { ...previous, completionTokens: 20 }, turn: pulled, blockSize: 16 })).toEqual({ reason: "shorter-than-a-block", tokens: 8, possibleTokens: 920 });
+    expect(cacheMissOf({ previous: { ...previous, completionTokens: 21 }, turn: pulled, blockSize: 16 })).toEqual({ reason: "shorter-than-a-block", tokens: 8, possibleTokens: 920 });
   });
 
   it("names a first turn placed away from the backend holding the most of its prefix", () => {
     const first = { ...turn, mode: "full" as const, fullReason: "first-turn" as const, route: "least-loaded" as const, cachedTokens: 32 };
     expect(cacheMissOf({ previous: undefined, turn: first, blockSize: 16, placement: { bestBlocks: 40, placedBlocks: 2 } })).toEqual({ reason: "placed-away", tokens: 608, possibleTokens: 640, detail: "least-loaded" });
+    // A count of 1 names a backend that served the prefix key, not a block count: no miss from it.
+    expect(cacheMissOf({ previous: undefined, turn: { ...first, cachedTokens: 0 }, blockSize: 16, placement: { bestBlocks: 1, placedBlocks: 0 } })).toBeUndefined();
     // On the best holder, a short first turn is left unexplained (the pool's count is an estimate).
     expect(cacheMissOf({ previous: undefined, turn: first, blockSize: 16, placement: { bestBlocks: 40, placedBlocks: 40 } })).toBeUndefined();
   });

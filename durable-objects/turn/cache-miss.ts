@@ -32,14 +32,15 @@ const FAILED_PULLS: ReadonlySet<KvPullReport["outcome"]> = new Set(["holder-fail
  * The turn's cache miss, if it had one (undefined: it reused all it could).
  *
  * What it could reuse (`possibleTokens`, at most its prompt less one token: one is always
- * computed) is the larger of: the previous turn's prompt and reply tokens (its transcript only
- * grew, or was any other break, which is then the reason), and the most leading blocks any backend
- * held when the pool placed it (`placement`, block counts; `blockSize` tokens each).
+ * computed) is the larger of: the previous turn's prompt and reply tokens but the reply's last
+ * (its transcript only grew, or was any other break, which is then the reason), and the most
+ * leading blocks any backend held when the pool placed it (`placement`, block counts of 2 or
+ * more; `blockSize` tokens each).
  *
  * @example
  * cacheMissOf({ previous: { promptTokens: 900, completionTokens: 12, backendUrl: A },
  *   turn: { mode: "full", fullReason: "backend-changed", route: "pinned-overloaded", promptTokens: 1200, cachedTokens: 0, backendUrl: B }, blockSize: 16 })
- * // { reason: "placed-away", tokens: 912, possibleTokens: 912, detail: "pinned-overloaded" }
+ * // { reason: "placed-away", tokens: 911, possibleTokens: 911, detail: "pinned-overloaded" }
  */
 export function cacheMissOf(p: {
   previous: { promptTokens: number; completionTokens: number; backendUrl: string } | undefined;
@@ -61,8 +62,10 @@ export function cacheMissOf(p: {
   const { turn, previous } = p;
   const B = p.blockSize ?? 16;
   const cap = Math.max(0, turn.promptTokens - 1);
-  const fromPrevious = previous ? previous.promptTokens + previous.completionTokens : 0;
-  const fromPlacement = p.placement ? p.placement.bestBlocks * B : 0;
+  // The reply's last token was sampled, never fed through the model: it has no KV.
+  const fromPrevious = previous ? Math.max(0, previous.promptTokens + previous.completionTokens - 1) : 0;
+  // A count of 1 only says a backend not indexed yet served the prefix key: no block count.
+  const fromPlacement = p.placement && p.placement.bestBlocks > 1 ? p.placement.bestBlocks * B : 0;
   const possibleTokens = Math.min(cap, Math.max(fromPrevious, fromPlacement));
   const tokens = possibleTokens - turn.cachedTokens;
   if (tokens <= 0) return undefined;
