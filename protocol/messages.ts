@@ -416,6 +416,12 @@ export interface KvEventBatch {
   stored: string[];
   /** Blocks evicted (their hash dropped); always empty in a snapshot. */
   removed: string[];
+  /**
+   * Blocks evicted from the pool into the backend's host tier (`--kv-host-memory`): still held,
+   * at copy cost (a snapshot: every hash the tier holds, up to its cap). A hash appears once in a
+   * batch, in `stored`, `removed` or `offloaded`, with its last event. Absent: none.
+   */
+  offloaded?: string[];
 }
 
 /**

@@ -363,8 +363,9 @@ export const kvEventBatchSchema = map({
   kind: z.enum(["delta", "snapshot"], expect(oneOf(["delta", "snapshot"]))),
   stored: array(shortBlockHash),
   removed: array(shortBlockHash),
+  offloaded: array(shortBlockHash).optional(),
 })
-  .refine((b) => b.stored.length + b.removed.length <= MAX_KV_EVENTS_PER_BATCH, { message: `must hold at most ${MAX_KV_EVENTS_PER_BATCH} hashes` })
+  .refine((b) => b.stored.length + b.removed.length + (b.offloaded?.length ?? 0) <= MAX_KV_EVENTS_PER_BATCH, { message: `must hold at most ${MAX_KV_EVENTS_PER_BATCH} hashes` })
   .refine((b) => b.kind === "delta" || b.removed.length === 0, { path: ["removed"], message: "must be empty in a snapshot" }) satisfies z.ZodType<KvEventBatch>;
 
 const fraction = z.number(expect("must be a number in [0, 1]")).min(0, "must be a number in [0, 1]").max(1, "must be a number in [0, 1]");

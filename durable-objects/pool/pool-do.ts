@@ -39,6 +39,12 @@ export const PLACEMENT_OVERLAP_MS = 1000;
  * frame has noted the real blocks (`notePrefix`).
  */
 export const PLACED_PREFIX_MS = 30_000;
+/**
+ * What a block a backend holds in its host tier counts for when placing, against 1 for one in its
+ * pool: it is reused at copy cost instead of a prefill, but not free (as Dynamo credits tiers).
+ */
+export const HOST_TIER_CREDIT = 0.5;
+
 /** Open placements kept in memory at most (the oldest are forgotten first). */
 export const MAX_OPEN_PLACEMENTS = 10_000;
 
@@ -168,6 +174,7 @@ export class PoolDO extends DurableObject<Env> {
    *   one, which uses the list noted under `key` instead.
    * - Backends whose blocks are indexed count their real leading blocks (stopping at the first
    *   one they lack), so a backend whose blocks were evicted counts 0 even if it served the key.
+   *   A block in a backend's host tier continues its run and counts HOST_TIER_CREDIT (0.5).
    * - Backends not indexed (static BACKEND_URLS, a registered one before its first snapshot) count
    *   1 when they recently served `key`; so do all holders when no list is known for the key.
    * - For a new trajectory (no hashes), a backend where `place` put another new trajectory
@@ -187,7 +194,7 @@ export class PoolDO extends DurableObject<Env> {
     if (!list && key !== undefined) list = this.prefixList(key);
     const out: Record<string, number> = {};
     if (list) {
-      for (const [url, n] of this.index.leadingBlocks(list, up)) if (n > 0) out[url] = n;
+      for (const [url, n] of this.index.leadingBlocks(list, up, HOST_TIER_CREDIT)) if (n > 0) out[url] = n;
     }
     if (key !== undefined) {
       for (const url of await this.prefixHolders(key)) {
@@ -265,9 +272,10 @@ export class PoolDO extends DurableObject<Env> {
   }
 
   /** The block index's size and the backends it covers (for tests and the inspector). */
-  async indexStats(): Promise<{ entries: number; maxEntries: number; backends: { url: string; indexed: boolean }[] }> {
+  async indexStats(): Promise<{ entries: number; tierEntries: number; maxEntries: number; backends: { url: string; indexed: boolean }[] }> {
     return {
       entries: this.index.size,
+      tierEntries: this.index.tierSize,
       maxEntries: this.index.maxEntries,
       backends: this.index.backends().map((url) => ({ url, indexed: this.index.isIndexed(url) })),
     };

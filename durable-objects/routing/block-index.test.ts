@@ -16,6 +16,29 @@ describe("BlockIndex", () => {
     expect(index.leadingBlocks([hx(1), hx(3), hx(4)], ["u"])).toEqual(new Map([["u", 3]]));
   });
 
+  it("knows which blocks a backend holds in its host tier and credits them less when asked to", () => {
+    const index = new BlockIndex();
+    // a: blocks 0-1 in its pool, 2-3 in its tier; b: blocks 0-2 in its pool.
+    index.apply("a", { seq: 1, kind: "snapshot", stored: [hx(0), hx(1)], removed: [], offloaded: [hx(2), hx(3)] });
+    index.apply("b", { seq: 1, kind: "snapshot", stored: [hx(0), hx(1), hx(2)], removed: [] });
+    const chain = [hx(0), hx(1), hx(2), hx(3), hx(4)];
+    expect(index.tierSize).toBe(2);
+    // Pool blocks only (what a pull is served from): a's run ends at its first tier block.
+    expect(index.leadingBlocks(chain, ["a", "b"])).toEqual(new Map([["a", 2], ["b", 3]]));
+    // With tier credit: a's run goes on through its tier, at half a block each.
+    expect(index.leadingBlocks(chain, ["a", "b"], 0.5)).toEqual(new Map([["a", 3], ["b", 3]]));
+    // a brings block 2 back into its pool (stored), evicts block 1 into the tier (offloaded), drops block 3.
+    expect(index.apply("a", { seq: 2, kind: "delta", stored: [hx(2)], removed: [hx(3)], offloaded: [hx(1)] })).toBe("ok");
+    expect(index.leadingBlocks(chain, ["a"], 0.5)).toEqual(new Map([["a", 2.5]]));
+    expect(index.leadingBlocks(chain, ["a"])).toEqual(new Map([["a", 1]]));
+    // A turn noted on a holds block 1 in its pool again; dropping a forgets both tiers.
+    index.noteHeld("a", [hx(1)]);
+    expect(index.leadingBlocks(chain, ["a"], 0.5)).toEqual(new Map([["a", 3]]));
+    index.drop("a");
+    expect(index.tierSize).toBe(0);
+    expect(index.leadingBlocks(chain, ["a", "b"], 0.5)).toEqual(new Map([["b", 3]]));
+  });
+
   it("keeps one entry per hash for many backends, and 32 backends at most", () => {
     const index = new BlockIndex();
     for (let i = 0; i < 32; i++) expect(index.apply(`u${i}`, { seq: 1, kind: "snapshot", stored: [hx(7)], removed: [] })).toBe("ok");

@@ -6,6 +6,7 @@ import type { KvEventBatch } from "../../protocol/messages";
  * bounded, in memory only (a restarted pool answers `resync` and rebuilds it from snapshots).
  *
  *   entries: Map<short block hash (16 hex), bitmask of backend slots>
+ *   tierEntries: the same for blocks a backend holds in its host tier (`offloaded` events)
  *   slots:   backend url -> slot 0..31, the batch sequence number it is at, synced or not
  *
  * - Bounded: at most `maxEntries` hashes (default `DEFAULT_MAX_INDEX_ENTRIES` = 131,072); over
@@ -33,6 +34,8 @@ import type { KvEventBatch } from "../../protocol/messages";
 export class BlockIndex {
   readonly maxEntries: number;
   private readonly entries = new Map<string, number>();
+  /** The same for blocks held in a backend's host tier (offloaded: reusable at copy cost). */
+  private readonly tierEntries = new Map<string, number>();
   private readonly slots = new Map<string, SlotState>();
   private readonly freeSlots: number[] = [];
 
@@ -45,6 +48,11 @@ export class BlockIndex {
   /** Hashes indexed now (each counts once, however many backends hold it). */
   get size(): number {
     return this.entries.size;
+  }
+
+  /** Hashes indexed as held in some backend's host tier. */
+  get tierSize(): number {
+    return this.tierEntries.size;
   }
 
   /** Whether `url`'s blocks are indexed: it has a slot and its last snapshot and deltas applied. */
@@ -76,10 +84,21 @@ export class BlockIndex {
     if (batch.kind === "snapshot") {
       this.clearBit(bit);
       for (const h of batch.stored) this.add(h, bit);
+      for (const h of batch.offloaded ?? []) this.add(h, bit, this.tierEntries);
     } else {
       if (!state.synced || batch.seq !== state.seq + 1) return this.unsync(state);
-      for (const h of batch.removed) this.remove(h, bit);
-      for (const h of batch.stored) this.add(h, bit);
+      for (const h of batch.removed) {
+        this.remove(h, bit);
+        this.remove(h, bit, this.tierEntries);
+      }
+      for (const h of batch.stored) {
+        this.add(h, bit);
+        this.remove(h, bit, this.tierEntries);
+      }
+      for (const h of batch.offloaded ?? []) {
+        this.remove(h, bit);
+        this.add(h, bit, this.tierEntries);
+      }
     }
     state.seq = batch.seq;
     state.synced = true;
@@ -96,7 +115,10 @@ export class BlockIndex {
     const state = this.slots.get(url);
     if (!state?.synced) return;
     const bit = 1 << state.slot;
-    for (const h of hashes) this.add(h, bit);
+    for (const h of hashes) {
+      this.add(h, bit);
+      this.remove(h, bit, this.tierEntries);
+    }
   }
 
   /**
@@ -116,9 +138,13 @@ export class BlockIndex {
    * stops at its first miss). Urls not indexed are absent from the answer. Hashes found held move
    * to the back of the eviction order.
    *
+   * `tierCredit` (0..1, default 0): a block a backend holds in its host tier continues its run and
+   * counts that much (it comes back at copy cost, not free); 0 counts the pool's blocks only (what
+   * a pull can be served from).
+   *
    * @example index.leadingBlocks(trajectoryHashes, ["http://b0", "http://b1"]) // Map { "http://b0" => 12, "http://b1" => 0 }
    */
-  leadingBlocks(hashes: readonly string[], urls: readonly string[]): Map<string, number> {
+  leadingBlocks(hashes: readonly string[], urls: readonly string[], tierCredit = 0): Map<string, number> {
     const out = new Map<string, number>();
     const bySlot = new Map<number, string>();
     let alive = 0;
@@ -129,16 +155,16 @@ export class BlockIndex {
       bySlot.set(state.slot, url);
       alive |= 1 << state.slot;
     }
-    let i = 0;
-    for (; i < hashes.length && alive !== 0; i++) {
+    const useTier = tierCredit > 0 && this.tierEntries.size > 0;
+    for (let i = 0; i < hashes.length && alive !== 0; i++) {
       const h = hashes[i]!;
-      const bits = this.entries.get(h) ?? 0;
-      const dead = alive & ~bits;
-      for (const [slot, url] of bySlot) if (dead & (1 << slot)) out.set(url, i);
-      alive &= bits;
-      if (alive !== 0) this.touch(h, bits);
+      const pool = this.entries.get(h) ?? 0;
+      const tier = useTier ? (this.tierEntries.get(h) ?? 0) : 0;
+      alive &= pool | tier;
+      for (const [slot, url] of bySlot) if (alive & (1 << slot)) out.set(url, out.get(url)! + (pool & (1 << slot) ? 1 : tierCredit));
+      if (alive & pool) this.touch(h, pool);
+      if (alive & tier) this.touch(h, tier, this.tierEntries);
     }
-    for (const [slot, url] of bySlot) if (alive & (1 << slot)) out.set(url, i);
     return out;
   }
 
@@ -148,45 +174,47 @@ export class BlockIndex {
     return "resync";
   }
 
-  private add(h: string, bit: number): void {
-    const bits = this.entries.get(h);
-    if (bits !== undefined) this.entries.delete(h);
-    this.entries.set(h, (bits ?? 0) | bit);
-    if (this.entries.size > this.maxEntries) this.evictOldest();
+  private add(h: string, bit: number, map = this.entries): void {
+    const bits = map.get(h);
+    if (bits !== undefined) map.delete(h);
+    map.set(h, (bits ?? 0) | bit);
+    if (map.size > this.maxEntries) this.evictOldest(map);
   }
 
   /**
    * Drops the oldest 1/64 of the cap in one pass. One at a time would be quadratic: V8's Map
    * keeps deleted slots until it rehashes, and every new iterator walks past them from the front.
    */
-  private evictOldest(): void {
-    let n = this.entries.size - this.maxEntries + Math.max(0, evictionBatch(this.maxEntries) - 1);
-    for (const h of this.entries.keys()) {
+  private evictOldest(map: Map<string, number>): void {
+    let n = map.size - this.maxEntries + Math.max(0, evictionBatch(this.maxEntries) - 1);
+    for (const h of map.keys()) {
       if (n-- <= 0) break;
-      this.entries.delete(h);
+      map.delete(h);
     }
   }
 
-  private remove(h: string, bit: number): void {
-    const bits = this.entries.get(h);
+  private remove(h: string, bit: number, map = this.entries): void {
+    const bits = map.get(h);
     if (bits === undefined) return;
     const rest = bits & ~bit;
-    if (rest === 0) this.entries.delete(h);
-    else this.entries.set(h, rest);
+    if (rest === 0) map.delete(h);
+    else map.set(h, rest);
   }
 
-  private touch(h: string, bits: number): void {
-    this.entries.delete(h);
-    this.entries.set(h, bits);
+  private touch(h: string, bits: number, map = this.entries): void {
+    map.delete(h);
+    map.set(h, bits);
   }
 
-  /** O(entries): run on snapshots, drops and resyncs only. */
+  /** O(entries): run on snapshots, drops and resyncs only (both tiers). */
   private clearBit(bit: number): void {
-    for (const [h, bits] of this.entries) {
-      if ((bits & bit) === 0) continue;
-      const rest = bits & ~bit;
-      if (rest === 0) this.entries.delete(h);
-      else this.entries.set(h, rest);
+    for (const map of [this.entries, this.tierEntries]) {
+      for (const [h, bits] of map) {
+        if ((bits & bit) === 0) continue;
+        const rest = bits & ~bit;
+        if (rest === 0) map.delete(h);
+        else map.set(h, rest);
+      }
     }
   }
 }

@@ -65,7 +65,8 @@ export function cacheMissOf(p: {
   // The reply's last token was sampled, never fed through the model: it has no KV.
   const fromPrevious = previous ? Math.max(0, previous.promptTokens + previous.completionTokens - 1) : 0;
   // A count of 1 only says a backend not indexed yet served the prefix key: no block count.
-  const fromPlacement = p.placement && p.placement.bestBlocks > 1 ? p.placement.bestBlocks * B : 0;
+  // (Host-tier blocks count half there: whole blocks only.)
+  const fromPlacement = p.placement && p.placement.bestBlocks > 1 ? Math.floor(p.placement.bestBlocks) * B : 0;
   const possibleTokens = Math.min(cap, Math.max(fromPrevious, fromPlacement));
   const tokens = possibleTokens - turn.cachedTokens;
   if (tokens <= 0) return undefined;

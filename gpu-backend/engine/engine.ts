@@ -108,7 +108,7 @@ export class Engine {
     this.kvEvents = new KvEventLog();
     const io = options.executor.blockIO;
     this.kvServer = new KvServer({ kv: this.kv, io, modelId: options.modelId, rootFor: (salt) => this.rootFor(salt) });
-    this.hostTier = io && options.enablePrefixCache && (options.hostTierBytes ?? 0) > 0 ? new HostTier(options.hostTierBytes!) : undefined;
+    this.hostTier = io && options.enablePrefixCache && (options.hostTierBytes ?? 0) > 0 ? new HostTier(options.hostTierBytes!, this.kvEvents) : undefined;
     if (this.hostTier && io) this.kv.setHostTier({ tier: this.hostTier, bytesPerBlock: io.bytesPerBlock, read: io.read, write: io.write });
     this.kvPuller = io && options.transfer && options.enablePrefixCache ? new KvPuller({ kv: this.kv, io, modelId: options.modelId, ...options.transfer }) : undefined;
     // With the prefix cache off nothing is ever hashed: the batches stay empty.
@@ -123,7 +123,7 @@ export class Engine {
    * @example body.kvEvents = engine.kvEventBatch();
    */
   kvEventBatch(): KvEventBatch {
-    return this.kvEvents.take(() => this.kv.cachedBlockHashes());
+    return this.kvEvents.take(() => this.kv.cachedBlockHashes(), () => this.hostTier?.hashes() ?? []);
   }
 
   get modelId(): string {

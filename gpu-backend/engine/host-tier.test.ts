@@ -67,6 +67,7 @@ afterAll(async () => {
 describe("host tier", () => {
   it("brings a trajectory's evicted blocks back from host memory, with the same reply as computing them", async () => {
     const engine = await engineWith(24, 64);
+    expect(engine.kvEventBatch().kind).toBe("snapshot"); // from here on, deltas
     const first = await turn(engine, agent(0));
     const blocks = Math.floor((first.usage.promptTokens - 1) / B);
     expect(blocks).toBeGreaterThanOrEqual(6);
@@ -74,13 +75,27 @@ describe("host tier", () => {
     // Five other agents fill the 24-block pool: agent 0's blocks are evicted, into the tier.
     for (const i of [1, 2, 3, 4, 5]) await turn(engine, agent(i));
     expect(engine.hostTier!.stats.puts).toBeGreaterThan(0);
+    // Their KV events say so: agent 0's evicted blocks are offloaded, not removed.
+    const delta = engine.kvEventBatch();
+    expect(delta.kind).toBe("delta");
+    expect(delta.offloaded?.length).toBe(engine.hostTier!.numBlocks);
     const again = await turn(engine, agent(0));
+    // Taken back into the pool: stored again, no longer offloaded.
+    const back = engine.kvEventBatch();
+    expect(back.stored.length).toBeGreaterThanOrEqual(again.hostTierTokens! / B);
     expect(again.hostTierTokens).toBeGreaterThan(0);
     expect(again.usage.cachedTokens).toBe(blocks * B);
     expect(again.hostTierTokens).toBeLessThanOrEqual(again.usage.cachedTokens);
     expect(again.text).toBe(first.text);
     engine.kv.checkInvariants();
     expect(engine.hostTier!.usedBytes).toBeLessThanOrEqual(engine.hostTier!.capacityBytes);
+    // The pool's index is told what the tier holds: a snapshot lists the tier's blocks as offloaded,
+    // none of them also cached in the pool.
+    engine.kvEvents.requestResync();
+    const snapshot = engine.kvEventBatch();
+    expect(snapshot.kind).toBe("snapshot");
+    expect(snapshot.offloaded?.length).toBe(engine.hostTier!.numBlocks);
+    expect(snapshot.offloaded!.filter((x) => snapshot.stored.includes(x))).toEqual([]);
 
     // Without a tier, the same sequence recomputes them.
     const plain = await engineWith(24, 0);

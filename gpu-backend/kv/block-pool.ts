@@ -144,11 +144,12 @@ export class BlockPool {
       const id = this.freeQueue.popFront()!;
       const hash = this.hashes[id]!;
       if (hash !== null) {
+        // The event first: the eviction sink (the host tier) may report the block offloaded.
+        this.events?.removed(hash);
         this.evictionSink?.(id, hash);
         this.hashToBlock.delete(hash);
         this.hashes[id] = null;
         this.numEvictions++;
-        this.events?.removed(hash);
         this.leaseHooks?.evicted(this.releaseStamps[id]!);
       }
       this.refCounts[id] = 1;

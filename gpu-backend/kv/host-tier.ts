@@ -1,4 +1,5 @@
 import type { BlockHash } from "../../protocol/block-hash";
+import type { KvEventSink } from "./kv-events";
 
 /**
  * The second KV tier: whole blocks evicted from the pool, kept in host memory by hash, up to
@@ -19,7 +20,15 @@ export class HostTier {
   /** `hitBlocks`: blocks brought back into the pool (counted by the KV manager). */
   readonly stats = { puts: 0, hitBlocks: 0, dropped: 0 };
 
-  constructor(readonly capacityBytes: number) {}
+  /**
+   * `events` (the backend's KV event log) hears a block kept here as `offloaded` and a block
+   * dropped for room as `removed`, so the pool's index knows what this tier holds. A block taken
+   * back into the pool is reported by the pool (`stored`).
+   */
+  constructor(
+    readonly capacityBytes: number,
+    private readonly events?: KvEventSink,
+  ) {}
 
   get numBlocks(): number {
     return this.blocks.size;
@@ -38,12 +47,15 @@ export class HostTier {
     if (block.length > this.capacityBytes) return;
     this.remove(hash);
     while (this.bytes + block.length > this.capacityBytes) {
-      this.remove(this.blocks.keys().next().value!);
+      const oldest = this.blocks.keys().next().value!;
+      this.remove(oldest);
+      this.events?.removed(oldest);
       this.stats.dropped++;
     }
     this.blocks.set(hash, block.slice());
     this.bytes += block.length;
     this.stats.puts++;
+    this.events?.offloaded?.(hash);
   }
 
   /** The block's bytes, taken out of the tier (it is back in the pool). */

@@ -41,6 +41,21 @@ describe("KvEventLog", () => {
     expect(log.take(nothingCached)).toEqual({ seq: 3, kind: "delta", stored: [], removed: [] });
   });
 
+  it("publishes blocks kept in the host tier as offloaded, after their removal from the pool, and in snapshots", () => {
+    const log = synced();
+    log.removed(h(1));
+    log.offloaded(h(1)); // evicted from the pool, kept in the tier
+    log.removed(h(2)); // evicted, not kept
+    log.offloaded(h(3));
+    log.stored(h(3)); // back in the pool from the tier
+    expect(log.take(nothingCached)).toEqual({ seq: 2, kind: "delta", stored: [short(3)], removed: [short(2)], offloaded: [short(1)] });
+    log.requestResync();
+    expect(log.take(() => [h(4)], () => [h(5), h(6)])).toEqual({ seq: 3, kind: "snapshot", stored: [short(4)], removed: [], offloaded: [short(5), short(6)] });
+    // The snapshot's cap counts both.
+    const capped = new KvEventLog({ maxSnapshot: 2 });
+    expect(capped.take(() => [h(4)], () => [h(5), h(6)])).toEqual({ seq: 1, kind: "snapshot", stored: [short(4)], removed: [], offloaded: [short(5)] });
+  });
+
   it("publishes short hashes: the first 16 hex characters", () => {
     const log = synced();
     const full = "0123456789abcdef" + "fedcba9876543210";

@@ -7,7 +7,12 @@ export interface KvEventSink {
   stored(blockHash: BlockHash): void;
   /** The block cached under `blockHash` was evicted (reused for other tokens); the hash is gone. */
   removed(blockHash: BlockHash): void;
+  /** The block evicted from the pool under `blockHash` is kept in the host tier (after its `removed`). */
+  offloaded?(blockHash: BlockHash): void;
 }
+
+/** A hash's last event since the previous batch. */
+type Pending = "stored" | "removed" | "offloaded";
 
 export interface KvEventLogParams {
   /** Distinct hashes held between two batches before the log gives up and asks for a snapshot. Default 16,384. */
@@ -27,7 +32,7 @@ export interface KvEventLogStats {
 /**
  * A small bounded log of a backend's prefix-cache events, drained once per heartbeat.
  *
- * Events are kept as a map short hash -> last event (true: stored, false: removed), so a block
+ * Events are kept as a map short hash -> last event (stored, removed, offloaded), so a block
  * stored and evicted between two heartbeats costs one entry and the pool sees only its final
  * state (events on different hashes commute; only each hash's last one matters). When more than
  * `maxPending` distinct hashes pile up (heartbeats failing, a burst of evictions) the log drops
@@ -46,7 +51,7 @@ export interface KvEventLogStats {
 export class KvEventLog implements KvEventSink {
   readonly maxPending: number;
   readonly maxSnapshot: number;
-  private pending = new Map<ShortBlockHash, boolean>();
+  private pending = new Map<ShortBlockHash, Pending>();
   private resync = true;
   private seq = 0;
   private readonly counters: KvEventLogStats = { batches: 0, snapshots: 0, overflows: 0 };
@@ -60,11 +65,15 @@ export class KvEventLog implements KvEventSink {
   }
 
   stored(blockHash: BlockHash): void {
-    this.note(blockHash, true);
+    this.note(blockHash, "stored");
   }
 
   removed(blockHash: BlockHash): void {
-    this.note(blockHash, false);
+    this.note(blockHash, "removed");
+  }
+
+  offloaded(blockHash: BlockHash): void {
+    this.note(blockHash, "offloaded");
   }
 
   /** The next batch will be a snapshot (the pool lost track, or the last publish failed). */
@@ -88,13 +97,14 @@ export class KvEventLog implements KvEventSink {
   }
 
   /**
-   * Drains the log into the next batch: a snapshot of `cached()` (the first `maxSnapshot`
-   * hashes) after a resync, else the delta since the previous batch. The first batch of a log is
-   * always a snapshot, so a restarted backend replaces whatever the pool knew of its predecessor.
+   * Drains the log into the next batch: a snapshot of `cached()` and, after them, of
+   * `offloaded()` (the host tier's; `maxSnapshot` hashes in all) after a resync, else the delta
+   * since the previous batch. The first batch of a log is always a snapshot, so a restarted
+   * backend replaces whatever the pool knew of its predecessor.
    *
-   * @example const batch = log.take(() => kv.cachedBlockHashes());
+   * @example const batch = log.take(() => kv.cachedBlockHashes(), () => tier.hashes());
    */
-  take(cached: () => Iterable<BlockHash>): KvEventBatch {
+  take(cached: () => Iterable<BlockHash>, offloaded?: () => Iterable<BlockHash>): KvEventBatch {
     this.seq++;
     this.counters.batches++;
     if (this.resync) {
@@ -106,16 +116,20 @@ export class KvEventLog implements KvEventSink {
         if (stored.length >= this.maxSnapshot) break;
         stored.push(shortBlockHash(h));
       }
-      return { seq: this.seq, kind: "snapshot", stored, removed: [] };
+      const tier: ShortBlockHash[] = [];
+      for (const h of offloaded?.() ?? []) {
+        if (stored.length + tier.length >= this.maxSnapshot) break;
+        tier.push(shortBlockHash(h));
+      }
+      return { seq: this.seq, kind: "snapshot", stored, removed: [], ...(tier.length > 0 ? { offloaded: tier } : {}) };
     }
-    const stored: ShortBlockHash[] = [];
-    const removed: ShortBlockHash[] = [];
-    for (const [h, isStored] of this.pending) (isStored ? stored : removed).push(h);
+    const out: Record<Pending, ShortBlockHash[]> = { stored: [], removed: [], offloaded: [] };
+    for (const [h, last] of this.pending) out[last].push(h);
     this.pending = new Map();
-    return { seq: this.seq, kind: "delta", stored, removed };
+    return { seq: this.seq, kind: "delta", stored: out.stored, removed: out.removed, ...(out.offloaded.length > 0 ? { offloaded: out.offloaded } : {}) };
   }
 
-  private note(blockHash: BlockHash, isStored: boolean): void {
+  private note(blockHash: BlockHash, last: Pending): void {
     if (this.resync) return; // the next batch is a snapshot anyway
     const h = shortBlockHash(blockHash);
     if (!this.pending.has(h) && this.pending.size >= this.maxPending) {
@@ -123,6 +137,6 @@ export class KvEventLog implements KvEventSink {
       this.requestResync();
       return;
     }
-    this.pending.set(h, isStored);
+    this.pending.set(h, last);
   }
 }

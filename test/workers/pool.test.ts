@@ -116,6 +116,18 @@ describe("PoolDO block index (KV events)", () => {
   const A = "http://10.0.1.1:8080";
   const B = "http://10.0.1.2:8080";
 
+  it("credits blocks a backend holds in its host tier at half a block when placing, and never as a pull source's", async () => {
+    const pool = privatePool();
+    // a: 2 blocks in its pool, 4 more in its host tier; b: 4 in its pool.
+    await pool.heartbeat({ ...withEvents("gpu-a", snapshot(1, hashes(0, 2)), { url: A }), kvEvents: { seq: 1, kind: "snapshot", stored: hashes(0, 2), removed: [], offloaded: hashes(2, 4) } });
+    await pool.heartbeat(withEvents("gpu-b", snapshot(1, hashes(0, 4)), { url: B }));
+    expect(await pool.prefixBlocks(hashes(0, 6))).toEqual({ [A]: 4, [B]: 4 });
+    expect((await pool.indexStats()).tierEntries).toBe(4);
+    // A later delta: a evicts block 1 into its tier too.
+    expect((await pool.heartbeat({ ...beat("gpu-a", { url: A }), kvEvents: { seq: 2, kind: "delta", stored: [], removed: [], offloaded: [hx(1)] } })).kv).toBe("ok");
+    expect(await pool.prefixBlocks(hashes(0, 6))).toEqual({ [A]: 3.5, [B]: 4 });
+  });
+
   it("marks a backend down and forgets its blocks at its leaving beat (its last, as it exits)", async () => {
     const pool = privatePool();
     await pool.heartbeat(withEvents("gpu-a", snapshot(1, hashes(0, 3)), { url: A }));
@@ -275,6 +287,9 @@ describe("PoolDO block index (KV events)", () => {
     const removedInSnapshot = await call("/v1/pool/heartbeat", { tenant: null, headers, body: withEvents("x", { ...snapshot(1, []), removed: [hx(1)] }) });
     expect(removedInSnapshot.status).toBe(400);
     expect(((await removedInSnapshot.json()) as { error: { message: string } }).error.message).toMatch(/^kvEvents\.removed must be empty in a snapshot/);
+    const badOffloaded = await call("/v1/pool/heartbeat", { tenant: null, headers, body: withEvents("x", { ...delta(1, []), offloaded: ["nothex"] }) });
+    expect(badOffloaded.status).toBe(400);
+    expect(((await badOffloaded.json()) as { error: { message: string } }).error.message).toMatch(/^kvEvents\.offloaded\[0\] must be a 16-character lowercase hex string/);
   });
 });
 
