@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { ERROR_CODES } from "./errors";
 import type {
+  BlockEviction,
   CachePoint,
   CacheWrite,
   AssistantMessage,
@@ -313,6 +314,11 @@ export const doneFrameSchema = map({
     .optional(),
   hostTierTokens: count.optional(),
   blockSize: count.optional(),
+  evicted: map({
+    agoMs: count,
+    by: z.enum(["lru", "lease-broken", "lease-capped", "lease-expired"], expect(oneOf(["lru", "lease-broken", "lease-capped", "lease-expired"]))),
+    from: z.enum(["pool", "host-tier"], expect(oneOf(["pool", "host-tier"]))),
+  }).optional() satisfies z.ZodType<BlockEviction | undefined>,
   kvPull: kvPullReportSchema.optional(),
 }) satisfies z.ZodType<DoneFrame>;
 

@@ -46,5 +46,8 @@ describe("cacheMissOf", () => {
     const lost = { ...turn, mode: "full" as const, fullReason: "state-unknown" as const, cachedTokens: 256, hostTierTokens: 128 };
     expect(cacheMissOf({ previous, turn: lost, blockSize: 16 })).toEqual({ reason: "evicted", tokens: 656, possibleTokens: 912, detail: "state-evicted; host_tier=128" });
     expect(cacheMissOf({ previous, turn: { ...turn, cachedTokens: 512 }, blockSize: 16 })).toEqual({ reason: "evicted", tokens: 400, possibleTokens: 912, detail: "blocks-evicted" });
+    // The backend remembered the first missing block's eviction: when, why, from which tier.
+    const remembered = { ...turn, cachedTokens: 512, evicted: { agoMs: 12_345, by: "lease-broken" as const, from: "pool" as const } };
+    expect(cacheMissOf({ previous, turn: remembered, blockSize: 16 })!.detail).toBe("blocks-evicted; by lease-broken from the pool 12.3 s before");
   });
 });

@@ -1,4 +1,4 @@
-import type { KvPullReport } from "../../protocol/messages";
+import type { BlockEviction, KvPullReport } from "../../protocol/messages";
 import type { PrefixBreakCause } from "./prefix-break";
 
 /**
@@ -12,7 +12,9 @@ import type { PrefixBreakCause } from "./prefix-break";
  * - `shorter-than-a-block`: less than one block short: a full turn reuses whole blocks only.
  * - `evicted`: the blocks were gone from the backend that should hold them (detail:
  *   `state-evicted` when the backend had dropped the trajectory's state too, else
- *   `blocks-evicted`; `; host_tier=N` when its host tier brought N tokens back).
+ *   `blocks-evicted`; then, when the backend remembers the first missing block's eviction, e.g.
+ *   `; by lease-broken from the pool 12.3 s before`; `; host_tier=N` when its host tier brought
+ *   N tokens back).
  */
 export const MISS_REASONS = ["prefix-break", "transfer-failed", "placed-away", "shorter-than-a-block", "evicted"] as const;
 export type MissReason = (typeof MISS_REASONS)[number];
@@ -54,6 +56,7 @@ export function cacheMissOf(p: {
     backendUrl: string;
     kvPull?: KvPullReport;
     hostTierTokens?: number;
+    evicted?: BlockEviction;
     prefixBreak?: { cause: PrefixBreakCause };
   };
   blockSize: number | undefined;
@@ -85,5 +88,7 @@ export function cacheMissOf(p: {
   if (!previous) return undefined;
   if (tokens < B && turn.mode === "full") return miss("shorter-than-a-block");
   const tier = turn.hostTierTokens ? `; host_tier=${turn.hostTierTokens}` : "";
-  return miss("evicted", `${turn.fullReason === "state-unknown" ? "state-evicted" : "blocks-evicted"}${tier}`);
+  const e = turn.evicted;
+  const how = e ? `; by ${e.by} from the ${e.from} ${(e.agoMs / 1000).toFixed(1)} s before` : "";
+  return miss("evicted", `${turn.fullReason === "state-unknown" ? "state-evicted" : "blocks-evicted"}${how}${tier}`);
 }

@@ -134,6 +134,7 @@ export function turnRecord(r: RelayResult, extra: Pick<TurnRecord, "turn"> & Par
     route: r.route,
     ...(done.kvPull ? { kvPull: { ...done.kvPull, ms: round(done.kvPull.ms) } } : {}),
     ...(done.hostTierTokens !== undefined ? { hostTierTokens: done.hostTierTokens } : {}),
+    ...(done.evicted ? { evicted: done.evicted } : {}),
   };
 }
 

@@ -2,7 +2,7 @@ import type { CacheMiss } from "./cache-miss";
 import type { Repairs } from "./canonicalize";
 import type { PrefixBreak } from "./prefix-break";
 import type { RouteReason } from "../routing/routing-policy";
-import type { CachePoint, CacheWrite, ChatMessage, ErrorCode, FinishReason, KvPullReport, ReplyConstraint, SamplingParams, TokenLogprob, ToolCall, ToolDefinition, Usage } from "../../protocol/messages";
+import type { BlockEviction, CachePoint, CacheWrite, ChatMessage, ErrorCode, FinishReason, KvPullReport, ReplyConstraint, SamplingParams, TokenLogprob, ToolCall, ToolDefinition, Usage } from "../../protocol/messages";
 
 /** The assistant reply of a turn, as stored in the transcript and returned to clients. */
 export interface AssistantReply {
@@ -127,6 +127,8 @@ export interface TurnRecord {
   kvPull?: KvPullReport;
   /** Of `cachedTokens`, those the backend brought back from its host tier (absent: it has none). */
   hostTierTokens?: number;
+  /** The backend's record of the first prompt block its cache lacked: evicted how long ago, why, from which tier. */
+  evicted?: BlockEviction;
   /**
    * Cached tokens short of what the turn could have reused, and why (cache-miss.ts). Absent when
    * it reused all it could, and on older records.

@@ -19,6 +19,7 @@ import { LeaseTable } from "../kv/lease-table";
 import { StateLeases } from "./state-leases";
 import { stepRecord } from "./step-trace";
 import { timingsOf, usageOf } from "./turn-figures";
+import { EvictionLog } from "../kv/eviction-log";
 import { KvPuller } from "../transfer/kv-pull";
 import { KvServer } from "../transfer/kv-serve";
 import { HostTier } from "../kv/host-tier";
@@ -76,6 +77,8 @@ export class Engine {
   readonly leases: StateLeases;
   /** Prefix-cache events since the last heartbeat (stored / removed block hashes). */
   readonly kvEvents: KvEventLog;
+  /** Recent evictions by hash: why a turn's first missing block is gone (the done frame's `evicted`). */
+  readonly evictions = new EvictionLog();
   /** Serves this pool's blocks to other backends (`POST /v1/kv/pull`). */
   readonly kvServer: KvServer;
   /** Pulls a prompt's missing blocks from another backend; undefined without block I/O, a secret or the prefix cache. */
@@ -108,7 +111,8 @@ export class Engine {
     this.kvEvents = new KvEventLog();
     const io = options.executor.blockIO;
     this.kvServer = new KvServer({ kv: this.kv, io, modelId: options.modelId, rootFor: (salt) => this.rootFor(salt) });
-    this.hostTier = io && options.enablePrefixCache && (options.hostTierBytes ?? 0) > 0 ? new HostTier(options.hostTierBytes!, this.kvEvents) : undefined;
+    options.pool.setEvictionLog(this.evictions);
+    this.hostTier = io && options.enablePrefixCache && (options.hostTierBytes ?? 0) > 0 ? new HostTier(options.hostTierBytes!, this.kvEvents, this.evictions) : undefined;
     if (this.hostTier && io) this.kv.setHostTier({ tier: this.hostTier, bytesPerBlock: io.bytesPerBlock, read: io.read, write: io.write });
     this.kvPuller = io && options.transfer && options.enablePrefixCache ? new KvPuller({ kv: this.kv, io, modelId: options.modelId, ...options.transfer }) : undefined;
     // With the prefix cache off nothing is ever hashed: the batches stay empty.
@@ -473,6 +477,7 @@ export class Engine {
       backendId: this.options.backendId,
       promptBlockHashes: job.promptBlockHashes,
       blockSize: this.kv.blockSize,
+      ...this.evictions.doneField(job.seq.blockHashes[Math.floor(job.seq.numCachedTokens / this.kv.blockSize)]),
       ...(this.hostTier ? { hostTierTokens: job.seq.hostTierTokens ?? 0 } : {}),
     };
   }

@@ -104,6 +104,11 @@ describe("host tier", () => {
     for (const i of [1, 2, 3, 4, 5]) await turn(plain, agent(i));
     const recomputed = await turn(plain, agent(0));
     expect(recomputed.usage.cachedTokens).toBeLessThan(again.usage.cachedTokens);
+    // It says why: the first block it lacked was evicted from the pool by LRU, moments ago.
+    expect(recomputed.evicted).toMatchObject({ by: "lru", from: "pool" });
+    expect(recomputed.evicted!.agoMs).toBeLessThan(60_000);
+    // With the tier, nothing was missing: no eviction to report.
+    expect(again.evicted).toBeUndefined();
     expect(recomputed.text).toBe(again.text);
     expect(recomputed.hostTierTokens).toBeUndefined();
   });

@@ -1,5 +1,6 @@
 import type { BlockHash } from "../../protocol/block-hash";
 import { FreeBlockQueue } from "./free-block-queue";
+import type { EvictedBy, EvictionLog } from "./eviction-log";
 import type { KvEventSink } from "./kv-events";
 
 /**
@@ -47,6 +48,9 @@ export class BlockPool {
   /** When each block last entered the free queue (a counter of `release` calls), for lease accounting. */
   private readonly releaseStamps: Float64Array;
   private releaseClock = 0;
+  /** How each block's last lease ended when it ended early or ran out (0: none since it was last used). */
+  private readonly leaseEnds: Uint8Array;
+  private evictions: EvictionLog | null = null;
   private leaseHooks: PoolLeaseHooks | null = null;
   private evictionSink: ((blockId: number, blockHash: BlockHash) => void) | null = null;
 
@@ -69,6 +73,7 @@ export class BlockPool {
     this.leaseCounts = new Int32Array(numBlocks);
     this.held = new FreeBlockQueue(numBlocks, false);
     this.releaseStamps = new Float64Array(numBlocks);
+    this.leaseEnds = new Uint8Array(numBlocks);
   }
 
   /**
@@ -146,6 +151,7 @@ export class BlockPool {
       if (hash !== null) {
         // The event first: the eviction sink (the host tier) may report the block offloaded.
         this.events?.removed(hash);
+        this.evictions?.record(hash, { atMs: Date.now(), by: LEASE_ENDS[this.leaseEnds[id]!]!, from: "pool" });
         this.evictionSink?.(id, hash);
         this.hashToBlock.delete(hash);
         this.hashes[id] = null;
@@ -153,6 +159,7 @@ export class BlockPool {
         this.leaseHooks?.evicted(this.releaseStamps[id]!);
       }
       this.refCounts[id] = 1;
+      this.leaseEnds[id] = 0;
       out[i] = id;
     }
     return out;
@@ -180,6 +187,7 @@ export class BlockPool {
     for (const id of blockIds) {
       if (this.refCounts[id] === 0) (this.held.has(id) ? this.held : this.freeQueue).remove(id);
       this.refCounts[id]!++;
+      this.leaseEnds[id] = 0; // used again: an eviction from now on is plain LRU
     }
   }
 
@@ -212,6 +220,11 @@ export class BlockPool {
     }
   }
 
+  /** Records each eviction of a cached block, with why (`EvictionLog`; null: none). */
+  setEvictionLog(log: EvictionLog | null): void {
+    this.evictions = log;
+  }
+
   /**
    * Sets the lease table's hooks (null: none). `reclaim` is called by `allocate` when only leased
    * blocks are left; `evicted` after each eviction of a cached block, with its release stamp.
@@ -235,6 +248,7 @@ export class BlockPool {
       if (this.hashes[id] === null) throw new Error(`BlockPool.lease: block ${id} is not cached; only cached blocks can be leased`);
     }
     for (const id of blockIds) {
+      this.leaseEnds[id] = 0;
       if (this.leaseCounts[id]!++ > 0) continue;
       this.numLeasedBlocks++;
       if (this.refCounts[id] === 0) {
@@ -251,12 +265,15 @@ export class BlockPool {
    *
    * @example pool.unlease(lease.blockIds)
    */
-  unlease(blockIds: readonly number[], toFront = false): void {
+  unlease(blockIds: readonly number[], toFront = false, ended?: "broken" | "capped" | "expired"): void {
     for (const id of blockIds) {
       this.assertId(id, "unlease");
       if (this.leaseCounts[id]! <= 0) throw new Error(`BlockPool.unlease: block ${id} is not leased`);
     }
-    for (const id of blockIds) if (--this.leaseCounts[id]! === 0) this.numLeasedBlocks--;
+    for (const id of blockIds) {
+      if (--this.leaseCounts[id]! === 0) this.numLeasedBlocks--;
+      if (ended) this.leaseEnds[id] = LEASE_ENDS.indexOf(`lease-${ended}`);
+    }
     for (let k = 0; k < blockIds.length; k++) {
       const id = blockIds[toFront ? k : blockIds.length - 1 - k]!;
       if (this.leaseCounts[id] === 0 && this.held.has(id)) {
@@ -433,3 +450,6 @@ export function blocksForBudget(params: KvBudgetParams): number {
 export function bytesPerBlock(params: Omit<KvBudgetParams, "budgetBytes">): number {
   return 2 * params.numLayers * params.blockSize * params.numKvHeads * params.headDim * params.bytesPerElement;
 }
+
+/** `leaseEnds` codes: index 0 is a block whose lease did not end early or run out. */
+const LEASE_ENDS: readonly EvictedBy[] = ["lru", "lease-broken", "lease-capped", "lease-expired"];

@@ -1,4 +1,5 @@
 import type { BlockHash } from "../../protocol/block-hash";
+import type { EvictionLog } from "./eviction-log";
 import type { KvEventSink } from "./kv-events";
 
 /**
@@ -28,6 +29,8 @@ export class HostTier {
   constructor(
     readonly capacityBytes: number,
     private readonly events?: KvEventSink,
+    /** Hears a block dropped for room (`from: "host-tier"`, why it left the pool kept). */
+    private readonly evictions?: EvictionLog,
   ) {}
 
   get numBlocks(): number {
@@ -50,6 +53,8 @@ export class HostTier {
       const oldest = this.blocks.keys().next().value!;
       this.remove(oldest);
       this.events?.removed(oldest);
+      // Why it left the pool (its lease broken, or plain LRU) still says why it is gone.
+      this.evictions?.record(oldest, { atMs: Date.now(), by: this.evictions.get(oldest)?.by ?? "lru", from: "host-tier" });
       this.stats.dropped++;
     }
     this.blocks.set(hash, block.slice());

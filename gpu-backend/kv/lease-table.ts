@@ -198,7 +198,7 @@ export class LeaseTable implements PoolLeaseHooks {
   private endLease(key: string, how: LeaseEnd): number {
     const l = this.leases.get(key)!;
     this.leases.delete(key);
-    this.pool.unlease(l.blockIds, how === "expired" ? this.expiredToFront : (how === "capped" || how === "broken") && this.droppedToFront);
+    this.pool.unlease(l.blockIds, how === "expired" ? this.expiredToFront : (how === "capped" || how === "broken") && this.droppedToFront, how === "expired" || how === "capped" || how === "broken" ? how : undefined);
     if (l.expiresAt <= this.nextDeadline) {
       this.nextDeadline = Infinity;
       for (const other of this.leases.values()) this.nextDeadline = Math.min(this.nextDeadline, other.expiresAt);
