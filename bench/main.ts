@@ -3,6 +3,7 @@ import { runAccuracyBench } from "./accuracy-bench";
 import { runAgentBench } from "./agent-bench";
 import { runEdgeBench } from "./edge-bench";
 import { runExecutorBench } from "./executor-bench";
+import { runFuzzBench } from "./fuzz-bench";
 import { runLeaseBench } from "./lease-bench";
 import { BENCH_PRECISIONS, runLlamaCppBench, type BenchPrecision } from "./llamacpp-bench";
 import { runLlamaCppChild, useBenchEntry } from "./llamacpp-child";
@@ -51,6 +52,9 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *            SIGTERM, restarted on its port, one after another): cached / ideal prompt tokens and
  *            TTFT before, during and after, with drained blocks pushed and pulled vs recomputed;
  *            flags: --quick, --json, --backends N (4), --trajectories M (32), --turns T, --model DIR
+ *   fuzz     seeded mutated and random msgpack requests against every backend route (real app and
+ *            engine, tiny model, in process): 5xx, uncoded errors, answers without the secret;
+ *            flags: --cases N (10000), --seed S (1), --json
  *   step-costs  fit where the engine steps' CPU went from a --step-trace folder: step-costs DIR
  *   executors  prefill/decode tokens/s and bytes per decode step of every executor here (cpu
  *            baseline, webgpu, cuda); flags: --quick, --json, --model DIR
@@ -90,6 +94,8 @@ const { values } = parseArgs({
     families: { type: "string" },
     "cuda-ep": { type: "string" },
     "kv-pull": { type: "string" },
+    cases: { type: "string" },
+    seed: { type: "string" },
   },
   strict: true,
 });
@@ -190,6 +196,11 @@ switch (name) {
       model: values.model,
       outDir: values.out!,
     });
+    console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
+    break;
+  }
+  case "fuzz": {
+    const summary = await runFuzzBench({ cases: values.cases ? Number(values.cases) : undefined, seed: values.seed ? Number(values.seed) : undefined });
     console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
     break;
   }

@@ -1,0 +1,207 @@
+import { decodeFrame, encode } from "../protocol/codec";
+import { ERROR_CODES } from "../protocol/errors";
+import { MSGPACK_CONTENT_TYPE, SECRET_HEADER } from "../protocol/messages";
+import { mulberry32 } from "../protocol/random";
+import { ROUTES } from "../protocol/routes";
+
+/**
+ * Seeded fuzzing of a backend's routes (issue 19): each case is a request built from seed and
+ * case number alone, so any failure replays with `fuzzCase(seed, i)`. A case is one of:
+ * - a valid request for a msgpack route, with its decoded value mutated (a field replaced by a
+ *   random value of another type or size, removed, or an unknown one added), re-encoded;
+ * - a valid request's bytes mutated (bytes flipped, cut short, bytes inserted);
+ * - random bytes, or a random msgpack value;
+ * - any of these without the secret, or with a wrong one (then it must be 401).
+ *
+ * What counts (`FuzzFindings`): an answer of 500 or more (`serverErrors`), an error answer whose
+ * body is not an error with a stable code (`uncoded`), a 2xx to a request without the secret
+ * (`unauthorized2xx`), a request that threw in the server's fetch (`crashes`). A 200 stream (a
+ * mutated request that was still valid) is read to its first chunk and cancelled.
+ *
+ * @example const f = await fuzzBackend({ fetch: (r) => app.fetch(r), secret: "s", seed: 1, cases: 1000 });
+ */
+export interface FuzzFindings {
+  cases: number;
+  byStatus: Record<string, number>;
+  crashes: number;
+  serverErrors: number;
+  uncoded: number;
+  unauthorized2xx: number;
+  /** The first few failing cases, replayable with `fuzzCase(seed, index)`. */
+  failures: { index: number; route: string; status: number; detail: string }[];
+}
+
+export interface FuzzCase {
+  method: "GET" | "POST";
+  path: string;
+  headers: Record<string, string>;
+  body?: Uint8Array;
+  /** Sent without the secret or with a wrong one: anything but 401 is a finding. */
+  unauthenticated: boolean;
+}
+
+/** Valid requests per msgpack route (the seeds the mutations start from). */
+function templates(): Record<string, () => unknown> {
+  const sampling = { maxTokens: 2, temperature: 0, topP: 1, topK: 0, stop: [], stopTokenIds: [], ignoreEos: true };
+  const messages = [{ role: "user", content: "List the files." }];
+  const tokens = Array.from({ length: 40 }, (_, i) => 100 + i);
+  return {
+    [ROUTES.backend.generate]: () => ({ requestId: "fuzz", mode: "full", messages, sampling }),
+    [ROUTES.backend.releaseState]: () => ({ stateId: "st_fuzz" }),
+    [ROUTES.backend.tokenize]: () => ({ messages }),
+    [ROUTES.backend.leases]: () => ({ stateId: "st_fuzz", ttlMs: 1000 }),
+    [ROUTES.backend.releaseLease]: () => ({ stateId: "st_fuzz" }),
+    [ROUTES.backend.kvPull]: () => ({ tokenIds: tokens, fromBlock: 0, format: "fuzz" }),
+    // Only an unreachable source: a fuzzed url must not send the backend anywhere real.
+    [ROUTES.backend.kvFetch]: () => ({ source: { url: "http://127.0.0.1:9" }, tokenIds: tokens }),
+  };
+}
+
+const GETS = [ROUTES.backend.healthz, ROUTES.backend.models, ROUTES.backend.metrics, ROUTES.backend.leases, "/v1/nope"];
+
+/** The request of case `index` under `seed` (deterministic). */
+export function fuzzCase(seed: number, index: number, secret: string): FuzzCase {
+  const rand = mulberry32((Math.imul(seed, 0x9e3779b1) ^ Math.imul(index + 1, 0x85ebca6b)) >>> 0);
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
+  const auth = rand();
+  const unauthenticated = auth < 0.05;
+  const headers: Record<string, string> = { "content-type": MSGPACK_CONTENT_TYPE };
+  if (!unauthenticated) headers[SECRET_HEADER] = secret;
+  else if (auth < 0.025) headers[SECRET_HEADER] = `${secret}x`;
+  if (rand() < 0.05) {
+    const path = pick(GETS);
+    return { method: "GET", path, headers, unauthenticated: unauthenticated && path !== ROUTES.backend.healthz };
+  }
+  // Not `POST /v1/drain`: it would start draining the backend under test.
+  const t = templates();
+  const path = pick(Object.keys(t));
+  const kind = rand();
+  let body: Uint8Array;
+  if (kind < 0.5) body = encode(mutateValue(t[path]!(), rand));
+  else if (kind < 0.8) body = mutateBytes(encode(t[path]!()), rand);
+  else if (kind < 0.9) body = encode(randomValue(rand, 3));
+  else body = Uint8Array.from({ length: Math.floor(rand() * 300) }, () => Math.floor(rand() * 256));
+  return { method: "POST", path, headers, body, unauthenticated };
+}
+
+/** Runs `cases` cases against `fetch` (an app's `fetch`, or a real server's). */
+export async function fuzzBackend(p: { fetch: (req: Request) => Promise<Response>; secret: string; seed: number; cases: number; base?: string; onProgress?: (done: number) => void }): Promise<FuzzFindings> {
+  const f: FuzzFindings = { cases: 0, byStatus: {}, crashes: 0, serverErrors: 0, uncoded: 0, unauthorized2xx: 0, failures: [] };
+  const note = (index: number, route: string, status: number, detail: string) => {
+    if (f.failures.length < 20) f.failures.push({ index, route, status, detail });
+  };
+  for (let i = 0; i < p.cases; i++) {
+    const c = fuzzCase(p.seed, i, p.secret);
+    const req = new Request(`${p.base ?? "http://backend.fuzz"}${c.path}`, { method: c.method, headers: c.headers, ...(c.body ? { body: c.body } : {}) });
+    let res: Response;
+    try {
+      res = await p.fetch(req);
+    } catch (e) {
+      f.crashes++;
+      note(i, c.path, 0, `threw: ${(e as Error).message}`);
+      continue;
+    }
+    f.cases++;
+    f.byStatus[res.status] = (f.byStatus[res.status] ?? 0) + 1;
+    if (res.status >= 500 && res.status !== 503) {
+      f.serverErrors++;
+      note(i, c.path, res.status, await errorText(res));
+      continue;
+    }
+    if (c.unauthenticated && c.path !== ROUTES.backend.healthz && res.status < 300) {
+      f.unauthorized2xx++;
+      note(i, c.path, res.status, "answered without the secret");
+    }
+    if (res.status >= 400) {
+      const code = await errorCode(res);
+      if (code === undefined) {
+        f.uncoded++;
+        note(i, c.path, res.status, "no error code in the body");
+      }
+    } else if (res.body) {
+      // A still-valid request: a stream (generate) is read to its first chunk and cancelled.
+      const reader = res.body.getReader();
+      await reader.read();
+      await reader.cancel();
+    }
+    if ((i + 1) % 1000 === 0) p.onProgress?.(i + 1);
+  }
+  return f;
+}
+
+/** The stable code of an error answer: a msgpack error frame, or JSON `{ error: { code } }`. */
+async function errorCode(res: Response): Promise<string | undefined> {
+  const bytes = new Uint8Array(await res.arrayBuffer());
+  let code: unknown;
+  if (res.headers.get("content-type")?.includes("json")) {
+    try {
+      code = (JSON.parse(new TextDecoder().decode(bytes)) as { error?: { code?: unknown } }).error?.code;
+    } catch {
+      return undefined;
+    }
+  } else {
+    const frame = decodeFrame(bytes);
+    code = frame.ok && frame.value.type === "error" ? frame.value.code : undefined;
+  }
+  return typeof code === "string" && (ERROR_CODES as readonly string[]).includes(code) ? code : undefined;
+}
+
+async function errorText(res: Response): Promise<string> {
+  const bytes = new Uint8Array(await res.arrayBuffer());
+  const frame = decodeFrame(bytes);
+  return frame.ok ? JSON.stringify(frame.value).slice(0, 200) : new TextDecoder().decode(bytes).slice(0, 200);
+}
+
+/** A random msgpack-able value: numbers of every kind, strings, binary, arrays and maps, nested. */
+function randomValue(rand: () => number, depth: number): unknown {
+  const r = rand();
+  if (depth <= 0 || r < 0.5) {
+    const scalars: (() => unknown)[] = [
+      () => null,
+      () => rand() < 0.5,
+      () => Math.floor(rand() * 2 ** 31) * (rand() < 0.5 ? -1 : 1),
+      () => rand() * 1e308 * (rand() < 0.5 ? -1 : 1),
+      () => [0, -1, 1, 2 ** 53, -(2 ** 53), 2 ** 32, Number.NaN, Number.POSITIVE_INFINITY, 0.5][Math.floor(rand() * 9)],
+      () => "x".repeat(Math.floor(rand() * 40)),
+      () => String.fromCharCode(...Array.from({ length: Math.floor(rand() * 20) }, () => Math.floor(rand() * 0xd7ff))),
+      () => Uint8Array.from({ length: Math.floor(rand() * 16) }, () => Math.floor(rand() * 256)),
+    ];
+    return scalars[Math.floor(rand() * scalars.length)]!();
+  }
+  if (r < 0.75) return Array.from({ length: Math.floor(rand() * 5) }, () => randomValue(rand, depth - 1));
+  const keys = ["messages", "sampling", "stateId", "mode", "tokenIds", "source", "url", "maxTokens", "role", "content", "x", ""];
+  return Object.fromEntries(Array.from({ length: Math.floor(rand() * 5) }, () => [keys[Math.floor(rand() * keys.length)]!, randomValue(rand, depth - 1)]));
+}
+
+/** A field somewhere in `v` replaced by a random value, removed, or an unknown one added. */
+function mutateValue(v: unknown, rand: () => number): unknown {
+  if (v === null || typeof v !== "object" || v instanceof Uint8Array) return rand() < 0.7 ? randomValue(rand, 2) : v;
+  const copy: Record<string, unknown> | unknown[] = Array.isArray(v) ? [...v] : { ...(v as Record<string, unknown>) };
+  const keys = Object.keys(copy);
+  const op = rand();
+  if (keys.length === 0 || op < 0.1) {
+    // An own `__proto__` key (as a decoder makes it), not the object's prototype.
+    Object.defineProperty(copy, rand() < 0.5 ? "unknownField" : "__proto__", { value: randomValue(rand, 2), enumerable: true, writable: true, configurable: true });
+    return copy;
+  }
+  const k = keys[Math.floor(rand() * keys.length)]!;
+  const rec = copy as Record<string, unknown>;
+  if (op < 0.25) delete rec[k];
+  else if (op < 0.6) rec[k] = randomValue(rand, 2);
+  else rec[k] = mutateValue(rec[k], rand);
+  return copy;
+}
+
+/** The bytes with a few flipped, cut short, or with random bytes inserted. */
+function mutateBytes(b: Uint8Array, rand: () => number): Uint8Array {
+  const out = Array.from(b);
+  const op = rand();
+  if (op < 0.4) {
+    for (let n = 1 + Math.floor(rand() * 4); n > 0 && out.length > 0; n--) out[Math.floor(rand() * out.length)] = Math.floor(rand() * 256);
+  } else if (op < 0.7) {
+    out.length = Math.floor(rand() * out.length);
+  } else {
+    out.splice(Math.floor(rand() * (out.length + 1)), 0, ...Array.from({ length: 1 + Math.floor(rand() * 8) }, () => Math.floor(rand() * 256)));
+  }
+  return Uint8Array.from(out);
+}
