@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -8,41 +9,101 @@ import { materializeTinyModel } from "../gpu-backend/model/checkpoint/demo-model
 import { CpuExecutor } from "../gpu-backend/model/executors/cpu-executor";
 import { createBackendApp } from "../gpu-backend/server/app";
 import { Drain } from "../gpu-backend/server/drain";
+import { freePort, startStack } from "../scripts/stack";
 import { fuzzBackend, type FuzzFindings } from "./fuzz-backend";
+import { fuzzEdge, type EdgeFuzzContext, type EdgeFuzzFindings } from "./fuzz-edge";
 import { note } from "./progress";
 
 /**
  * `npm run bench -- fuzz [--cases N] [--seed S] [--json]`: N (10,000) seeded cases against every
- * backend route of a real backend app and engine (tiny model, in process), as bench/fuzz-backend.ts
- * builds them; a failing case replays with `fuzzCase(S, index)`. The edge's JSON routes are not
- * fuzzed yet (issue 19).
+ * backend route of a real backend app and engine (tiny model, in process; bench/fuzz-backend.ts),
+ * then N against every edge JSON route through `wrangler dev` and a backend process
+ * (bench/fuzz-edge.ts). A failing case replays with `fuzzCase(S, index)` / `edgeFuzzCase(S, index, ctx)`.
+ * The last line's `cases`, `crashes`, `serverErrors` and `trajectoriesChangedByRefusals` add up both.
  */
-export async function runFuzzBench(o: { cases?: number; seed?: number }): Promise<FuzzFindings & { seed: number; wallS: number }> {
+export interface FuzzSummary {
+  seed: number;
+  cases: number;
+  crashes: number;
+  serverErrors: number;
+  trajectoriesChangedByRefusals: number;
+  backend: FuzzFindings & { wallS: number };
+  edge: EdgeFuzzFindings & { wallS: number };
+}
+
+export async function runFuzzBench(o: { cases?: number; seed?: number }): Promise<FuzzSummary> {
   const cases = o.cases ?? 10_000;
   const seed = o.seed ?? 1;
   const dir = mkdtempSync(join(tmpdir(), "agent-edge-fuzz-bench-"));
-  const secret = "fuzz-bench-secret";
   try {
-    const model = await loadModel({ dir: await materializeTinyModel(join(dir, "tiny")) });
-    const executor = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks: 64, blockSize: 16, threads: 1 });
-    const engine = new Engine({
-      executor,
-      pool: new BlockPool({ numBlocks: 64, blockSize: 16 }),
-      codec: model.codec,
-      modelId: model.spec.modelId,
-      scheduler: { maxBatchTokens: 256, maxRunningSequences: 8, blockSize: 16 },
-      enablePrefixCache: true,
-      backendId: "fuzz",
-      transfer: { secret, timeoutMs: 2000 },
-    });
-    const app = createBackendApp({ engine, secret, backendId: "fuzz", drain: new Drain() });
-    const t0 = performance.now();
-    note("fuzz", `${cases} cases, seed ${seed}, against the backend's routes (${model.spec.modelId}, in process)`);
-    const findings = await fuzzBackend({ fetch: async (req) => app.fetch(req), secret, seed, cases, onProgress: (n) => note("fuzz", `${n}/${cases} cases`) });
-    engine.kv.checkInvariants();
-    await executor.dispose();
-    return { ...findings, seed, wallS: Math.round((performance.now() - t0) / 100) / 10 };
+    const modelDir = await materializeTinyModel(join(dir, "tiny"));
+    const backend = await fuzzBackendInProcess(modelDir, cases, seed);
+    const edge = await fuzzEdgeStack(modelDir, dir, cases, seed);
+    return {
+      seed,
+      cases: backend.cases + edge.cases,
+      crashes: backend.crashes + edge.crashes,
+      serverErrors: backend.serverErrors + edge.serverErrors,
+      trajectoriesChangedByRefusals: edge.trajectoriesChangedByRefusals,
+      backend,
+      edge,
+    };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+async function fuzzBackendInProcess(modelDir: string, cases: number, seed: number): Promise<FuzzFindings & { wallS: number }> {
+  const secret = "fuzz-bench-secret";
+  const model = await loadModel({ dir: modelDir });
+  const executor = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks: 64, blockSize: 16, threads: 1 });
+  const engine = new Engine({
+    executor,
+    pool: new BlockPool({ numBlocks: 64, blockSize: 16 }),
+    codec: model.codec,
+    modelId: model.spec.modelId,
+    scheduler: { maxBatchTokens: 256, maxRunningSequences: 8, blockSize: 16 },
+    enablePrefixCache: true,
+    backendId: "fuzz",
+    transfer: { secret, timeoutMs: 2000 },
+  });
+  const app = createBackendApp({ engine, secret, backendId: "fuzz", drain: new Drain() });
+  const t0 = performance.now();
+  note("fuzz", `backend: ${cases} cases, seed ${seed}, against every backend route (${model.spec.modelId}, in process)`);
+  const findings = await fuzzBackend({ fetch: async (req) => app.fetch(req), secret, seed, cases, onProgress: (n) => note("fuzz", `backend: ${n}/${cases} cases`) });
+  engine.kv.checkInvariants();
+  await executor.dispose();
+  return { ...findings, wallS: secondsSince(t0) };
+}
+
+async function fuzzEdgeStack(modelDir: string, dir: string, cases: number, seed: number): Promise<EdgeFuzzFindings & { wallS: number }> {
+  const [edgePort, backendPort] = [await freePort(), await freePort()];
+  note("fuzz", "edge: starting a backend and wrangler dev");
+  // Two tenants, so a key is also tried on the other tenant's routes.
+  const tenants = { "fuzz-a": "sk-fuzz-tenant-a-0123456789", "fuzz-b": "sk-fuzz-tenant-b-9876543210" };
+  const apiKeys = JSON.stringify(Object.fromEntries(Object.entries(tenants).map(([name, key]) => [createHash("sha256").update(key).digest("hex"), name])));
+  const stack = await startStack({ modelDir, backendPorts: [backendPort], edgePort, kvMemory: "64MiB", threads: 1, devtools: false, persistTo: join(dir, "edge"), vars: { API_KEYS: apiKeys }, onLine: () => {} });
+  try {
+    const headers = { authorization: `Bearer ${tenants["fuzz-a"]}`, "content-type": "application/json" };
+    const probe = `fuzz-probe-${seed}`;
+    const model = ((await (await fetch(`${stack.edgeUrl}/v1/models`, { headers })).json()) as { data: { id: string }[] }).data[0]!.id;
+    const first = await fetch(`${stack.edgeUrl}/v1/chat/completions`, { method: "POST", headers: { ...headers, "x-trajectory-id": probe }, body: JSON.stringify({ model, messages: [{ role: "user", content: "Start." }], max_tokens: 2, temperature: 0 }) });
+    if (!first.ok) throw new Error(`the probe trajectory's first turn answered ${first.status}: ${await first.text()}`);
+    await first.arrayBuffer();
+    const ctx: EdgeFuzzContext = { tenant: "fuzz-a", key: tenants["fuzz-a"], otherTenant: "fuzz-b", otherKey: tenants["fuzz-b"], model, probeTrajectory: probe };
+    const state = async () => {
+      const s = (await (await fetch(`${stack.edgeUrl}/v1/tenants/fuzz-a/trajectories/${probe}`, { headers })).json()) as { message_count: number; turns: unknown[] };
+      return `${s.message_count}/${s.turns.length}`;
+    };
+    const t0 = performance.now();
+    note("fuzz", `edge: ${cases} cases, seed ${seed}, against every edge route (${model})`);
+    const findings = await fuzzEdge({ fetch: (req) => fetch(req), base: stack.edgeUrl, ctx, seed, cases, state, onProgress: (n) => note("fuzz", `edge: ${n}/${cases} cases`) });
+    return { ...findings, wallS: secondsSince(t0) };
+  } finally {
+    await stack.stop();
+  }
+}
+
+function secondsSince(t0: number): number {
+  return Math.round((performance.now() - t0) / 100) / 10;
 }

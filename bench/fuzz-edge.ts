@@ -1,0 +1,215 @@
+import { ERROR_CODES } from "../protocol/errors";
+import { mulberry32 } from "../protocol/random";
+
+/**
+ * Seeded fuzzing of the edge's JSON routes (issue 19), the edge's counterpart of
+ * fuzz-backend.ts: each case is built from seed and case number alone (`edgeFuzzCase`).
+ * - A valid body for a route (chat completions, Responses, Messages and count_tokens, a session
+ *   URL's create and turns), with a field replaced by a random JSON value, removed, or added (an
+ *   own `__proto__` key included); or its text cut short, or with characters inserted; or random
+ *   JSON; or random text.
+ * - Headers: the tenant's key, no key, a wrong key, or another tenant's key on the tenant's
+ *   session URL; a random or mutated `x-trajectory-id`.
+ * - Some GETs and DELETEs of the tenant's and another tenant's trajectory routes.
+ *
+ * Findings: a 5xx (`serverErrors`; a 503 is counted apart, as `unavailable`), an error answer
+ * whose JSON has no stable `error.code` (`uncoded`), a 2xx without a valid key or to another
+ * tenant (`unauthorized2xx`), a request that threw (`crashes`), and a refused request after which
+ * the probe trajectory (`probeTrajectory`) changed (`trajectoriesChangedByRefusals`: its message
+ * count or its turns).
+ */
+export interface EdgeFuzzFindings {
+  cases: number;
+  byStatus: Record<string, number>;
+  crashes: number;
+  serverErrors: number;
+  unavailable: number;
+  uncoded: number;
+  unauthorized2xx: number;
+  trajectoriesChangedByRefusals: number;
+  failures: { index: number; path: string; status: number; detail: string }[];
+}
+
+export interface EdgeFuzzContext {
+  /** The tenant the fuzzing runs as, its key, and another tenant's name and key. */
+  tenant: string;
+  key: string;
+  otherTenant: string;
+  otherKey: string;
+  model: string;
+  /** A trajectory of `tenant` with turns already: the cases aim at it too. */
+  probeTrajectory: string;
+}
+
+export interface EdgeFuzzCase {
+  method: "GET" | "POST" | "DELETE";
+  path: string;
+  headers: Record<string, string>;
+  body?: string;
+  /** Sent with no valid key for the path's tenant: anything but 401/404 is a finding. */
+  unauthorized: boolean;
+  /** The case may change the probe trajectory if it is accepted. */
+  touchesProbe: boolean;
+}
+
+/** The request of case `index` under `seed` (deterministic). */
+export function edgeFuzzCase(seed: number, index: number, ctx: EdgeFuzzContext): EdgeFuzzCase {
+  const rand = mulberry32((Math.imul(seed, 0x27d4eb2f) ^ Math.imul(index + 1, 0x165667b1)) >>> 0);
+  const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rand() * xs.length)]!;
+  const messages = [{ role: "user", content: "List the files." }];
+  const session = `/v1/tenants/${ctx.tenant}/trajectories`;
+  const probe = `${session}/${ctx.probeTrajectory}`;
+  const routes: { path: string; body: () => unknown; probe?: boolean }[] = [
+    { path: "/v1/chat/completions", body: () => ({ model: ctx.model, messages, max_tokens: 2, temperature: 0 }), probe: true },
+    { path: "/v1/responses", body: () => ({ model: ctx.model, input: "List the files.", max_output_tokens: 16, temperature: 0 }) },
+    { path: "/v1/messages", body: () => ({ model: ctx.model, max_tokens: 2, temperature: 0, messages }) },
+    { path: "/v1/messages/count_tokens", body: () => ({ model: ctx.model, messages }) },
+    { path: session, body: () => ({ id: `fuzz-${index}` }) },
+    { path: `${probe}/turns`, body: () => ({ messages, max_tokens: 2, temperature: 0 }), probe: true },
+  ];
+  const auth = rand();
+  const as: "own" | "none" | "wrong" | "other" = auth < 0.03 ? "none" : auth < 0.06 ? "wrong" : auth < 0.09 ? "other" : "own";
+  const key = { own: ctx.key, none: undefined, wrong: `${ctx.key}x`, other: ctx.otherKey }[as];
+  const headers: Record<string, string> = { "content-type": "application/json" };
+  if (key !== undefined) headers.authorization = `Bearer ${key}`;
+  // No valid key, or another tenant's key on a tenant path: must be refused.
+  const refused = (path: string) => as === "none" || as === "wrong" || (path.startsWith("/v1/tenants/") && (as === "other") !== path.startsWith(`/v1/tenants/${ctx.otherTenant}/`));
+
+  if (rand() < 0.08) {
+    const gets = [probe, `${probe}/inspect.json`, `/v1/tenants/${ctx.tenant}/metrics`, `/v1/tenants/${ctx.otherTenant}/trajectories/${ctx.probeTrajectory}`, "/v1/models", `${session}/fuzz-${Math.floor(rand() * 50)}`];
+    const path = pick(gets);
+    const method = rand() < 0.15 && path.startsWith(session) && path !== probe ? "DELETE" : "GET";
+    return { method, path, headers, unauthorized: refused(path), touchesProbe: false };
+  }
+  const route = pick(routes);
+  const kind = rand();
+  let body: string;
+  if (kind < 0.55) body = JSON.stringify(mutateValue(route.body(), rand));
+  else if (kind < 0.8) body = mutateText(JSON.stringify(route.body()), rand);
+  else if (kind < 0.9) body = JSON.stringify(randomJson(rand, 3));
+  else body = Array.from({ length: Math.floor(rand() * 200) }, () => String.fromCharCode(32 + Math.floor(rand() * 95))).join("");
+  if (route.path === "/v1/chat/completions" && rand() < 0.6) headers["x-trajectory-id"] = rand() < 0.7 ? ctx.probeTrajectory : mutateText(ctx.probeTrajectory, rand, true);
+  return {
+    method: "POST",
+    path: route.path,
+    headers,
+    body,
+    unauthorized: refused(route.path),
+    touchesProbe: as === "own" && route.probe === true && (route.path !== "/v1/chat/completions" || headers["x-trajectory-id"] === ctx.probeTrajectory),
+  };
+}
+
+/** Runs `cases` cases against `fetch` (the Worker's `fetch`, or a real edge). `state` reads the probe trajectory (null: gone). */
+export async function fuzzEdge(p: {
+  fetch: (req: Request) => Promise<Response>;
+  base: string;
+  ctx: EdgeFuzzContext;
+  seed: number;
+  cases: number;
+  state: () => Promise<string>;
+  onProgress?: (done: number) => void;
+}): Promise<EdgeFuzzFindings> {
+  const f: EdgeFuzzFindings = { cases: 0, byStatus: {}, crashes: 0, serverErrors: 0, unavailable: 0, uncoded: 0, unauthorized2xx: 0, trajectoriesChangedByRefusals: 0, failures: [] };
+  const note = (index: number, path: string, status: number, detail: string) => {
+    if (f.failures.length < 20) f.failures.push({ index, path, status, detail });
+  };
+  let probeState = await p.state();
+  for (let i = 0; i < p.cases; i++) {
+    const c = edgeFuzzCase(p.seed, i, p.ctx);
+    let res: Response;
+    try {
+      res = await p.fetch(new Request(`${p.base}${c.path}`, { method: c.method, headers: c.headers, ...(c.body !== undefined ? { body: c.body } : {}) }));
+    } catch (e) {
+      f.crashes++;
+      note(i, c.path, 0, `threw: ${(e as Error).message}`);
+      continue;
+    }
+    f.cases++;
+    f.byStatus[res.status] = (f.byStatus[res.status] ?? 0) + 1;
+    if (res.status === 503) f.unavailable++;
+    else if (res.status >= 500) {
+      f.serverErrors++;
+      note(i, c.path, res.status, (await res.text()).slice(0, 200));
+      continue;
+    }
+    if (c.unauthorized && res.status < 300) {
+      f.unauthorized2xx++;
+      note(i, c.path, res.status, "answered without a valid key for it");
+    }
+    if (res.status >= 400) {
+      const text = await res.text();
+      let code: unknown;
+      try {
+        code = (JSON.parse(text) as { error?: { code?: unknown } }).error?.code;
+      } catch {
+        code = undefined;
+      }
+      if (typeof code !== "string" || !(ERROR_CODES as readonly string[]).includes(code)) {
+        f.uncoded++;
+        note(i, c.path, res.status, `no stable error code: ${text.slice(0, 120)}`);
+      }
+      if (c.touchesProbe) {
+        const now = await p.state();
+        if (now !== probeState) {
+          f.trajectoriesChangedByRefusals++;
+          note(i, c.path, res.status, `the probe trajectory changed: ${probeState} -> ${now}`);
+          probeState = now;
+        }
+      }
+    } else {
+      // Accepted: read it (a stream to its end: a turn is stored only when it ends), then re-read the probe.
+      await res.arrayBuffer();
+      if (c.touchesProbe) probeState = await p.state();
+    }
+    if ((i + 1) % 500 === 0) p.onProgress?.(i + 1);
+  }
+  return f;
+}
+
+function randomJson(rand: () => number, depth: number): unknown {
+  const r = rand();
+  if (depth <= 0 || r < 0.5) {
+    const scalars: (() => unknown)[] = [
+      () => null,
+      () => rand() < 0.5,
+      () => Math.floor(rand() * 2 ** 31) * (rand() < 0.5 ? -1 : 1),
+      () => rand() * 1e308,
+      () => [0, -1, 1, 2 ** 53, 1e21, 0.5, -0][Math.floor(rand() * 7)],
+      () => "x".repeat(Math.floor(rand() * 40)),
+      () => String.fromCharCode(...Array.from({ length: Math.floor(rand() * 20) }, () => Math.floor(rand() * 0xd7ff))),
+      () => ["user", "assistant", "system", "tool", "developer", "function", "text", "image_url", "auto", "required", "none"][Math.floor(rand() * 11)],
+    ];
+    return scalars[Math.floor(rand() * scalars.length)]!();
+  }
+  if (r < 0.75) return Array.from({ length: Math.floor(rand() * 5) }, () => randomJson(rand, depth - 1));
+  const keys = ["messages", "role", "content", "model", "max_tokens", "tools", "tool_choice", "stream", "input", "type", "text", "response_format", "n", "x"];
+  return Object.fromEntries(Array.from({ length: Math.floor(rand() * 5) }, () => [keys[Math.floor(rand() * keys.length)]!, randomJson(rand, depth - 1)]));
+}
+
+function mutateValue(v: unknown, rand: () => number): unknown {
+  if (v === null || typeof v !== "object") return rand() < 0.7 ? randomJson(rand, 2) : v;
+  const copy: Record<string, unknown> | unknown[] = Array.isArray(v) ? [...v] : { ...(v as Record<string, unknown>) };
+  const keys = Object.keys(copy);
+  const op = rand();
+  if (keys.length === 0 || op < 0.1) {
+    const extra = ["stream", "tools", "tool_choice", "n", "logprobs", "response_format", "__proto__", "unknown_field"][Math.floor(rand() * 8)]!;
+    Object.defineProperty(copy, extra, { value: randomJson(rand, 2), enumerable: true, writable: true, configurable: true });
+    return copy;
+  }
+  const k = keys[Math.floor(rand() * keys.length)]!;
+  const rec = copy as Record<string, unknown>;
+  if (op < 0.25) delete rec[k];
+  else if (op < 0.6) rec[k] = randomJson(rand, 2);
+  else rec[k] = mutateValue(rec[k], rand);
+  return copy;
+}
+
+/** `t` cut short, or with junk inserted (`headerSafe`: printable ASCII only, as an HTTP client can send). */
+function mutateText(t: string, rand: () => number, headerSafe = false): string {
+  const op = rand();
+  if (op < 0.5) return t.slice(0, Math.floor(rand() * t.length));
+  const at = Math.floor(rand() * (t.length + 1));
+  const chars = headerSafe ? "{}[]\",:/\\.%x ?#" : "{}[]\",:\\0x\u0000\u2028é";
+  const junk = Array.from({ length: 1 + Math.floor(rand() * 6) }, () => chars[Math.floor(rand() * chars.length)]).join("");
+  return t.slice(0, at) + junk + t.slice(at);
+}
