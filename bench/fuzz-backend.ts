@@ -3,6 +3,7 @@ import { ERROR_CODES } from "../protocol/errors";
 import { MSGPACK_CONTENT_TYPE, SECRET_HEADER } from "../protocol/messages";
 import { mulberry32 } from "../protocol/random";
 import { ROUTES } from "../protocol/routes";
+import { mutateValue, randomTree, type ValueKind } from "./fuzz-mutate";
 
 /**
  * Seeded fuzzing of a backend's routes (issue 19): each case is a request built from seed and
@@ -77,9 +78,9 @@ export function fuzzCase(seed: number, index: number, secret: string): FuzzCase 
   const path = pick(Object.keys(t));
   const kind = rand();
   let body: Uint8Array;
-  if (kind < 0.5) body = encode(mutateValue(t[path]!(), rand));
+  if (kind < 0.5) body = encode(mutateValue(MSGPACK, t[path]!(), rand));
   else if (kind < 0.8) body = mutateBytes(encode(t[path]!()), rand);
-  else if (kind < 0.9) body = encode(randomValue(rand, 3));
+  else if (kind < 0.9) body = encode(randomTree(MSGPACK, rand, 3));
   else body = Uint8Array.from({ length: Math.floor(rand() * 300) }, () => Math.floor(rand() * 256));
   return { method: "POST", path, headers, body, unauthenticated };
 }
@@ -152,45 +153,22 @@ async function errorText(res: Response): Promise<string> {
   return frame.ok ? JSON.stringify(frame.value).slice(0, 200) : new TextDecoder().decode(bytes).slice(0, 200);
 }
 
-/** A random msgpack-able value: numbers of every kind, strings, binary, arrays and maps, nested. */
-function randomValue(rand: () => number, depth: number): unknown {
-  const r = rand();
-  if (depth <= 0 || r < 0.5) {
-    const scalars: (() => unknown)[] = [
-      () => null,
-      () => rand() < 0.5,
-      () => Math.floor(rand() * 2 ** 31) * (rand() < 0.5 ? -1 : 1),
-      () => rand() * 1e308 * (rand() < 0.5 ? -1 : 1),
-      () => [0, -1, 1, 2 ** 53, -(2 ** 53), 2 ** 32, Number.NaN, Number.POSITIVE_INFINITY, 0.5][Math.floor(rand() * 9)],
-      () => "x".repeat(Math.floor(rand() * 40)),
-      () => String.fromCharCode(...Array.from({ length: Math.floor(rand() * 20) }, () => Math.floor(rand() * 0xd7ff))),
-      () => Uint8Array.from({ length: Math.floor(rand() * 16) }, () => Math.floor(rand() * 256)),
-    ];
-    return scalars[Math.floor(rand() * scalars.length)]!();
-  }
-  if (r < 0.75) return Array.from({ length: Math.floor(rand() * 5) }, () => randomValue(rand, depth - 1));
-  const keys = ["messages", "sampling", "stateId", "mode", "tokenIds", "source", "url", "maxTokens", "role", "content", "x", ""];
-  return Object.fromEntries(Array.from({ length: Math.floor(rand() * 5) }, () => [keys[Math.floor(rand() * keys.length)]!, randomValue(rand, depth - 1)]));
-}
-
-/** A field somewhere in `v` replaced by a random value, removed, or an unknown one added. */
-function mutateValue(v: unknown, rand: () => number): unknown {
-  if (v === null || typeof v !== "object" || v instanceof Uint8Array) return rand() < 0.7 ? randomValue(rand, 2) : v;
-  const copy: Record<string, unknown> | unknown[] = Array.isArray(v) ? [...v] : { ...(v as Record<string, unknown>) };
-  const keys = Object.keys(copy);
-  const op = rand();
-  if (keys.length === 0 || op < 0.1) {
-    // An own `__proto__` key (as a decoder makes it), not the object's prototype.
-    Object.defineProperty(copy, rand() < 0.5 ? "unknownField" : "__proto__", { value: randomValue(rand, 2), enumerable: true, writable: true, configurable: true });
-    return copy;
-  }
-  const k = keys[Math.floor(rand() * keys.length)]!;
-  const rec = copy as Record<string, unknown>;
-  if (op < 0.25) delete rec[k];
-  else if (op < 0.6) rec[k] = randomValue(rand, 2);
-  else rec[k] = mutateValue(rec[k], rand);
-  return copy;
-}
+/** Msgpack values: numbers of every kind, strings, binary, arrays and maps. */
+const MSGPACK: ValueKind = {
+  scalars: [
+    () => null,
+    (rand) => rand() < 0.5,
+    (rand) => Math.floor(rand() * 2 ** 31) * (rand() < 0.5 ? -1 : 1),
+    (rand) => rand() * 1e308 * (rand() < 0.5 ? -1 : 1),
+    (rand) => [0, -1, 1, 2 ** 53, -(2 ** 53), 2 ** 32, Number.NaN, Number.POSITIVE_INFINITY, 0.5][Math.floor(rand() * 9)],
+    (rand) => "x".repeat(Math.floor(rand() * 40)),
+    (rand) => String.fromCharCode(...Array.from({ length: Math.floor(rand() * 20) }, () => Math.floor(rand() * 0xd7ff))),
+    (rand) => Uint8Array.from({ length: Math.floor(rand() * 16) }, () => Math.floor(rand() * 256)),
+  ],
+  keys: ["messages", "sampling", "stateId", "mode", "tokenIds", "source", "url", "maxTokens", "role", "content", "x", ""],
+  extraKeys: ["unknownField", "__proto__"],
+  isLeaf: (v) => v instanceof Uint8Array,
+};
 
 /** The bytes with a few flipped, cut short, or with random bytes inserted. */
 function mutateBytes(b: Uint8Array, rand: () => number): Uint8Array {

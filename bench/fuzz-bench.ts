@@ -53,8 +53,8 @@ export async function runFuzzBench(o: { cases?: number; seed?: number }): Promis
   }
 }
 
-async function fuzzBackendInProcess(modelDir: string, cases: number, seed: number): Promise<FuzzFindings & { wallS: number }> {
-  const secret = "fuzz-bench-secret";
+/** A real backend app and engine on the model in `modelDir` (cpu, 64 blocks), in process: what the backend fuzzing runs against. */
+export async function startFuzzBackend(modelDir: string, secret: string): Promise<{ app: ReturnType<typeof createBackendApp>; engine: Engine; dispose: () => Promise<void> }> {
   const model = await loadModel({ dir: modelDir });
   const executor = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks: 64, blockSize: 16, threads: 1 });
   const engine = new Engine({
@@ -67,12 +67,17 @@ async function fuzzBackendInProcess(modelDir: string, cases: number, seed: numbe
     backendId: "fuzz",
     transfer: { secret, timeoutMs: 2000 },
   });
-  const app = createBackendApp({ engine, secret, backendId: "fuzz", drain: new Drain() });
+  return { app: createBackendApp({ engine, secret, backendId: "fuzz", drain: new Drain() }), engine, dispose: () => executor.dispose() };
+}
+
+async function fuzzBackendInProcess(modelDir: string, cases: number, seed: number): Promise<FuzzFindings & { wallS: number }> {
+  const secret = "fuzz-bench-secret";
+  const { app, engine, dispose } = await startFuzzBackend(modelDir, secret);
   const t0 = performance.now();
-  note("fuzz", `backend: ${cases} cases, seed ${seed}, against every backend route (${model.spec.modelId}, in process)`);
+  note("fuzz", `backend: ${cases} cases, seed ${seed}, against every backend route (${engine.modelId}, in process)`);
   const findings = await fuzzBackend({ fetch: async (req) => app.fetch(req), secret, seed, cases, onProgress: (n) => note("fuzz", `backend: ${n}/${cases} cases`) });
   engine.kv.checkInvariants();
-  await executor.dispose();
+  await dispose();
   return { ...findings, wallS: secondsSince(t0) };
 }
 

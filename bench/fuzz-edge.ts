@@ -1,5 +1,6 @@
 import { ERROR_CODES } from "../protocol/errors";
 import { mulberry32 } from "../protocol/random";
+import { mutateValue, randomTree, type ValueKind } from "./fuzz-mutate";
 
 /**
  * Seeded fuzzing of the edge's JSON routes (issue 19), the edge's counterpart of
@@ -84,9 +85,9 @@ export function edgeFuzzCase(seed: number, index: number, ctx: EdgeFuzzContext):
   const route = pick(routes);
   const kind = rand();
   let body: string;
-  if (kind < 0.55) body = JSON.stringify(mutateValue(route.body(), rand));
+  if (kind < 0.55) body = JSON.stringify(mutateValue(JSON_VALUES, route.body(), rand));
   else if (kind < 0.8) body = mutateText(JSON.stringify(route.body()), rand);
-  else if (kind < 0.9) body = JSON.stringify(randomJson(rand, 3));
+  else if (kind < 0.9) body = JSON.stringify(randomTree(JSON_VALUES, rand, 3));
   else body = Array.from({ length: Math.floor(rand() * 200) }, () => String.fromCharCode(32 + Math.floor(rand() * 95))).join("");
   if (route.path === "/v1/chat/completions" && rand() < 0.6) headers["x-trajectory-id"] = rand() < 0.7 ? ctx.probeTrajectory : mutateText(ctx.probeTrajectory, rand, true);
   return {
@@ -166,43 +167,21 @@ export async function fuzzEdge(p: {
   return f;
 }
 
-function randomJson(rand: () => number, depth: number): unknown {
-  const r = rand();
-  if (depth <= 0 || r < 0.5) {
-    const scalars: (() => unknown)[] = [
-      () => null,
-      () => rand() < 0.5,
-      () => Math.floor(rand() * 2 ** 31) * (rand() < 0.5 ? -1 : 1),
-      () => rand() * 1e308,
-      () => [0, -1, 1, 2 ** 53, 1e21, 0.5, -0][Math.floor(rand() * 7)],
-      () => "x".repeat(Math.floor(rand() * 40)),
-      () => String.fromCharCode(...Array.from({ length: Math.floor(rand() * 20) }, () => Math.floor(rand() * 0xd7ff))),
-      () => ["user", "assistant", "system", "tool", "developer", "function", "text", "image_url", "auto", "required", "none"][Math.floor(rand() * 11)],
-    ];
-    return scalars[Math.floor(rand() * scalars.length)]!();
-  }
-  if (r < 0.75) return Array.from({ length: Math.floor(rand() * 5) }, () => randomJson(rand, depth - 1));
-  const keys = ["messages", "role", "content", "model", "max_tokens", "tools", "tool_choice", "stream", "input", "type", "text", "response_format", "n", "x"];
-  return Object.fromEntries(Array.from({ length: Math.floor(rand() * 5) }, () => [keys[Math.floor(rand() * keys.length)]!, randomJson(rand, depth - 1)]));
-}
-
-function mutateValue(v: unknown, rand: () => number): unknown {
-  if (v === null || typeof v !== "object") return rand() < 0.7 ? randomJson(rand, 2) : v;
-  const copy: Record<string, unknown> | unknown[] = Array.isArray(v) ? [...v] : { ...(v as Record<string, unknown>) };
-  const keys = Object.keys(copy);
-  const op = rand();
-  if (keys.length === 0 || op < 0.1) {
-    const extra = ["stream", "tools", "tool_choice", "n", "logprobs", "response_format", "__proto__", "unknown_field"][Math.floor(rand() * 8)]!;
-    Object.defineProperty(copy, extra, { value: randomJson(rand, 2), enumerable: true, writable: true, configurable: true });
-    return copy;
-  }
-  const k = keys[Math.floor(rand() * keys.length)]!;
-  const rec = copy as Record<string, unknown>;
-  if (op < 0.25) delete rec[k];
-  else if (op < 0.6) rec[k] = randomJson(rand, 2);
-  else rec[k] = mutateValue(rec[k], rand);
-  return copy;
-}
+/** JSON values: numbers, strings, the words the APIs know, arrays and objects. */
+const JSON_VALUES: ValueKind = {
+  scalars: [
+    () => null,
+    (rand) => rand() < 0.5,
+    (rand) => Math.floor(rand() * 2 ** 31) * (rand() < 0.5 ? -1 : 1),
+    (rand) => rand() * 1e308,
+    (rand) => [0, -1, 1, 2 ** 53, 1e21, 0.5, -0][Math.floor(rand() * 7)],
+    (rand) => "x".repeat(Math.floor(rand() * 40)),
+    (rand) => String.fromCharCode(...Array.from({ length: Math.floor(rand() * 20) }, () => Math.floor(rand() * 0xd7ff))),
+    (rand) => ["user", "assistant", "system", "tool", "developer", "function", "text", "image_url", "auto", "required", "none"][Math.floor(rand() * 11)],
+  ],
+  keys: ["messages", "role", "content", "model", "max_tokens", "tools", "tool_choice", "stream", "input", "type", "text", "response_format", "n", "x"],
+  extraKeys: ["stream", "tools", "tool_choice", "n", "logprobs", "response_format", "__proto__", "unknown_field"],
+};
 
 /** `t` cut short, or with junk inserted (`headerSafe`: printable ASCII only, as an HTTP client can send). */
 function mutateText(t: string, rand: () => number, headerSafe = false): string {

@@ -2,17 +2,11 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { fuzzBackend, fuzzCase } from "../../bench/fuzz-backend";
-import { ROUTES } from "../../protocol/routes";
-import { SECRET_HEADER } from "../../protocol/messages";
-import { Engine } from "../engine/engine";
-import { loadModel } from "../engine/load-model";
-import { BlockPool } from "../kv/block-pool";
-import { materializeTinyModel } from "../model/checkpoint/demo-model";
-import { CpuExecutor } from "../model/executors/cpu-executor";
-import { createBackendApp } from "./app";
-import { Drain } from "./drain";
-
+import { materializeTinyModel } from "../gpu-backend/model/checkpoint/demo-model";
+import { SECRET_HEADER } from "../protocol/messages";
+import { ROUTES } from "../protocol/routes";
+import { fuzzBackend, fuzzCase } from "./fuzz-backend";
+import { startFuzzBackend } from "./fuzz-bench";
 /**
  * Seeded fuzzing of every backend route (issue 19; bench/fuzz-backend.ts): mutated and random
  * msgpack bodies, with and without the secret, against the real app and engine (tiny model). No
@@ -21,34 +15,21 @@ import { Drain } from "./drain";
  */
 const SECRET = "fuzz-secret";
 let dir: string;
-let engine: Engine;
-let executor: CpuExecutor;
-let app: ReturnType<typeof createBackendApp>;
+let backend: Awaited<ReturnType<typeof startFuzzBackend>>;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "agent-edge-fuzz-"));
-  const model = await loadModel({ dir: await materializeTinyModel(join(dir, "tiny")) });
-  executor = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks: 64, blockSize: 16, threads: 1 });
-  engine = new Engine({
-    executor,
-    pool: new BlockPool({ numBlocks: 64, blockSize: 16 }),
-    codec: model.codec,
-    modelId: model.spec.modelId,
-    scheduler: { maxBatchTokens: 256, maxRunningSequences: 8, blockSize: 16 },
-    enablePrefixCache: true,
-    backendId: "fuzz",
-    transfer: { secret: SECRET, timeoutMs: 2000 },
-  });
-  app = createBackendApp({ engine, secret: SECRET, backendId: "fuzz", drain: new Drain() });
+  backend = await startFuzzBackend(await materializeTinyModel(join(dir, "tiny")), SECRET);
 }, 120_000);
 
 afterAll(async () => {
-  await executor?.dispose();
+  await backend?.dispose();
   rmSync(dir, { recursive: true, force: true });
 });
 
 describe("backend fuzzing", () => {
   it("answers 1,500 seeded mutated and random requests with clean coded errors or valid answers, and serves on", async () => {
+    const { app, engine } = backend;
     const findings = await fuzzBackend({ fetch: async (req) => app.fetch(req), secret: SECRET, seed: 19, cases: 1500 });
     expect(findings.failures, JSON.stringify(findings.failures.slice(0, 5))).toEqual([]);
     expect(findings).toMatchObject({ cases: 1500, crashes: 0, serverErrors: 0, uncoded: 0, unauthorized2xx: 0 });
