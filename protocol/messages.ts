@@ -331,11 +331,16 @@ export interface DoneFrame {
   evicted?: BlockEviction;
 }
 
+/** Why a cached block was evicted: plain LRU, or LRU after its lease ended early (broken, capped) or ran out. */
+export const EVICTED_BY = ["lru", "lease-broken", "lease-capped", "lease-expired"] as const;
+/** Which tier a block left the backend from. */
+export const EVICTED_FROM = ["pool", "host-tier"] as const;
+
 /** See `DoneFrame.evicted`. */
 export interface BlockEviction {
   agoMs: number;
-  by: "lru" | "lease-broken" | "lease-capped" | "lease-expired";
-  from: "pool" | "host-tier";
+  by: (typeof EVICTED_BY)[number];
+  from: (typeof EVICTED_FROM)[number];
 }
 
 /**
@@ -360,6 +365,8 @@ export interface KvPullReport {
 
 export const KV_PULL_OUTCOMES = ["pulled", "none-missing", "not-held", "compute-cheaper", "holder-failed", "corrupt", "incompatible"] as const;
 export type KvPullOutcome = (typeof KV_PULL_OUTCOMES)[number];
+/** The outcomes of a pull that failed (the holder, the bytes or the formats): the blocks were computed instead. */
+export const FAILED_KV_PULL_OUTCOMES: ReadonlySet<KvPullOutcome> = new Set(["holder-failed", "corrupt", "incompatible"]);
 
 /**
  * `POST /v1/kv/pull` (backend to backend, msgpack): the blocks of a prompt's cached prefix from

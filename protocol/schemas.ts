@@ -38,7 +38,7 @@ import type {
   TopLogprob,
   Usage,
 } from "./messages";
-import { KV_PULL_OUTCOMES, MAX_CACHE_POINTS, MAX_KV_EVENTS_PER_BATCH, MAX_PROMPT_BLOCK_HASHES, MAX_TOP_LOGPROBS } from "./messages";
+import { EVICTED_BY, EVICTED_FROM, KV_PULL_OUTCOMES, MAX_CACHE_POINTS, MAX_KV_EVENTS_PER_BATCH, MAX_PROMPT_BLOCK_HASHES, MAX_TOP_LOGPROBS } from "./messages";
 
 /**
  * Zod schemas for every message decoded from the wire, typed to match `messages.ts` exactly: each
@@ -316,8 +316,8 @@ export const doneFrameSchema = map({
   blockSize: count.optional(),
   evicted: map({
     agoMs: count,
-    by: z.enum(["lru", "lease-broken", "lease-capped", "lease-expired"], expect(oneOf(["lru", "lease-broken", "lease-capped", "lease-expired"]))),
-    from: z.enum(["pool", "host-tier"], expect(oneOf(["pool", "host-tier"]))),
+    by: z.enum(EVICTED_BY, expect(oneOf(EVICTED_BY))),
+    from: z.enum(EVICTED_FROM, expect(oneOf(EVICTED_FROM))),
   }).optional() satisfies z.ZodType<BlockEviction | undefined>,
   kvPull: kvPullReportSchema.optional(),
 }) satisfies z.ZodType<DoneFrame>;

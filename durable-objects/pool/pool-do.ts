@@ -45,6 +45,12 @@ export const PLACED_PREFIX_MS = 30_000;
  */
 export const HOST_TIER_CREDIT = 0.5;
 
+/**
+ * The one rule for a registered backend being up, as SQL over its `backends` row (one parameter:
+ * the oldest heartbeat time that still counts): it beat recently and its last beat was not `leaving`.
+ */
+const UP_SQL = `(last_seen_ms >= ? AND COALESCE(json_extract(heartbeat, '$.leaving'), 0) = 0)`;
+
 /** Open placements kept in memory at most (the oldest are forgotten first). */
 export const MAX_OPEN_PLACEMENTS = 10_000;
 
@@ -285,13 +291,8 @@ export class PoolDO extends DurableObject<Env> {
   async view(): Promise<PoolBackend[]> {
     const now = Date.now();
     const downAfter = this.downAfterMs();
-    const rows = this.ctx.storage.sql.exec<{ heartbeat: string; last_seen_ms: number }>(`SELECT heartbeat, last_seen_ms FROM backends ORDER BY id`).toArray();
-    const registered: PoolBackend[] = rows.map((r) => ({
-      ...(JSON.parse(r.heartbeat) as BackendHeartbeat),
-      source: "registered",
-      lastSeenMs: r.last_seen_ms,
-      up: now - r.last_seen_ms <= downAfter && !(JSON.parse(r.heartbeat) as BackendHeartbeat).leaving,
-    }));
+    const rows = this.ctx.storage.sql.exec<{ heartbeat: string; last_seen_ms: number; up: number }>(`SELECT heartbeat, last_seen_ms, ${UP_SQL} AS up FROM backends ORDER BY id`, now - downAfter).toArray();
+    const registered: PoolBackend[] = rows.map((r) => ({ ...(JSON.parse(r.heartbeat) as BackendHeartbeat), source: "registered", lastSeenMs: r.last_seen_ms, up: r.up === 1 }));
     const known = new Set(registered.map((b) => b.url));
     const statics: PoolBackend[] = edgeSettings(this.env).backends
       .filter((t) => !known.has(t.url))
@@ -305,14 +306,10 @@ export class PoolDO extends DurableObject<Env> {
 
   /** Drops from the block index every backend that is down or gone; returns the urls of those up. */
   private dropDownBackends(): string[] {
-    const now = Date.now();
-    const downAfter = this.downAfterMs();
-    const rows = this.ctx.storage.sql
-      .exec<{ url: string; last_seen_ms: number }>(`SELECT url, last_seen_ms FROM backends WHERE json_extract(heartbeat, '$.leaving') IS NULL`)
-      .toArray();
-    const up = new Set(rows.filter((r) => now - r.last_seen_ms <= downAfter).map((r) => r.url));
-    for (const url of this.index.backends()) if (!up.has(url)) this.index.drop(url);
-    return [...up];
+    const up = this.ctx.storage.sql.exec<{ url: string }>(`SELECT url FROM backends WHERE ${UP_SQL}`, Date.now() - this.downAfterMs()).toArray().map((r) => r.url);
+    const upSet = new Set(up);
+    for (const url of this.index.backends()) if (!upSet.has(url)) this.index.drop(url);
+    return up;
   }
 
   /** The leading hashes shared by the trajectories noted under `key`, if noted recently. */

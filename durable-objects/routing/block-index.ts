@@ -156,15 +156,25 @@ export class BlockIndex {
       alive |= 1 << state.slot;
     }
     const useTier = tierCredit > 0 && this.tierEntries.size > 0;
-    for (let i = 0; i < hashes.length && alive !== 0; i++) {
+    // A slot's count: the index of its first miss, less (1 - credit) per tier block before it.
+    // Per slot work happens only where a slot's run ends or goes through a tier block.
+    const tierBlocks = new Map<number, number>();
+    const close = (i: number, slots: number) => {
+      for (const [slot, url] of bySlot) if (slots & (1 << slot)) out.set(url, i - (1 - tierCredit) * (tierBlocks.get(slot) ?? 0));
+    };
+    let i = 0;
+    for (; i < hashes.length && alive !== 0; i++) {
       const h = hashes[i]!;
       const pool = this.entries.get(h) ?? 0;
       const tier = useTier ? (this.tierEntries.get(h) ?? 0) : 0;
+      close(i, alive & ~(pool | tier));
       alive &= pool | tier;
-      for (const [slot, url] of bySlot) if (alive & (1 << slot)) out.set(url, out.get(url)! + (pool & (1 << slot) ? 1 : tierCredit));
+      const tierOnly = alive & tier & ~pool;
+      if (tierOnly !== 0) for (const slot of bySlot.keys()) if (tierOnly & (1 << slot)) tierBlocks.set(slot, (tierBlocks.get(slot) ?? 0) + 1);
       if (alive & pool) this.touch(h, pool);
       if (alive & tier) this.touch(h, tier, this.tierEntries);
     }
+    close(i, alive);
     return out;
   }
 

@@ -76,6 +76,6 @@ describe("placement", () => {
   it("hands the placement's pull source to the turn", async () => {
     const place = async () => ({ url: "b", reason: "least-loaded" as const, kvSource: "a" });
     const got = await chooseBackend({ policy: "affinity", pinned: null, trajectoryId: "t", turnsDone: 0, backends: [b("a", 9), b("b", 0)], place });
-    expect(got).toMatchObject({ backend: { url: "b" }, kvSource: "a" });
+    expect(got).toMatchObject({ backend: { url: "b" }, placed: { kvSource: "a" } });
   });
 });

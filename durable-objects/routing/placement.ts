@@ -99,20 +99,21 @@ export interface Placed {
  *
  * @example const { backend, reason } = await chooseBackend({ policy: "affinity", pinned, trajectoryId, turnsDone, backends, place });
  */
-export async function chooseBackend(p: {
+export async function chooseBackend<P extends Placed>(p: {
   policy: RoutingPolicyName;
   pinned: string | null;
   trajectoryId: string;
   /** Turns already done (round-robin walks one backend per turn). */
   turnsDone: number;
   backends: readonly RoutedBackend[];
-  place: () => Promise<Placed | null>;
-}): Promise<{ backend: RoutedBackend; reason: RouteReason; kvSource?: string }> {
+  place: () => Promise<P | null>;
+}): Promise<{ backend: RoutedBackend; reason: RouteReason; placed?: P }> {
   if (p.backends.length === 0) throw new ProtocolError("backend_unavailable", "no backend is configured or registered");
   if (p.policy === "affinity" && !staysPinned(p.pinned, p.trajectoryId, p.backends)) {
     const placed = await p.place();
     const backend = placed ? p.backends.find((b) => b.url === placed.url && b.up) : undefined;
-    if (backend) return { backend, reason: placed!.reason, ...(placed!.kvSource !== undefined ? { kvSource: placed!.kvSource } : {}) };
+    // `placed`: the pool's answer the turn follows (its pull source, the prefix counts it ranked by).
+    if (backend) return { backend, reason: placed!.reason, placed: placed! };
   }
   const req = { trajectoryId: p.trajectoryId, pinned: p.pinned ?? undefined, counter: routeCounter(p.trajectoryId, p.turnsDone) };
   const d = route(p.policy, req, p.backends.map(snapshotOf));

@@ -1,4 +1,4 @@
-import type { BlockEviction, KvPullReport } from "../../protocol/messages";
+import { FAILED_KV_PULL_OUTCOMES, type BlockEviction, type KvPullReport } from "../../protocol/messages";
 import type { PrefixBreakCause } from "./prefix-break";
 
 /**
@@ -27,8 +27,6 @@ export interface CacheMiss {
   possibleTokens: number;
   detail?: string;
 }
-
-const FAILED_PULLS: ReadonlySet<KvPullReport["outcome"]> = new Set(["holder-failed", "corrupt", "incompatible"]);
 
 /**
  * The turn's cache miss, if it had one (undefined: it reused all it could).
@@ -77,7 +75,7 @@ export function cacheMissOf(p: {
 
   const cause = turn.prefixBreak?.cause ?? "none";
   if (cause !== "none" && cause !== "regenerate") return miss("prefix-break", cause);
-  if (turn.kvPull && FAILED_PULLS.has(turn.kvPull.outcome)) return miss("transfer-failed", turn.kvPull.outcome);
+  if (turn.kvPull && FAILED_KV_PULL_OUTCOMES.has(turn.kvPull.outcome)) return miss("transfer-failed", turn.kvPull.outcome);
   const moved = previous ? turn.backendUrl !== previous.backendUrl : p.placement !== undefined && p.placement.placedBlocks < p.placement.bestBlocks;
   const madeUp = turn.kvPull?.outcome === "pulled" || turn.kvPull?.outcome === "none-missing";
   if (moved && !madeUp && tokens >= B) {

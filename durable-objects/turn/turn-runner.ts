@@ -74,14 +74,13 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
   const keyOf = async () =>
     (key ??= await prefixKey({ cacheSalt: input.cacheSalt, model: input.model, first: ctx.transcript[0] ?? input.messages[0], tools: input.tools ?? (JSON.parse(meta.toolsJson) as TurnInput["tools"]) }));
   const turnsDone = store.numTurns();
-  let placement: Awaited<ReturnType<TurnContext["place"]>> = null;
-  const { backend, reason, kvSource } = await chooseBackend({
+  const { backend, reason, placed } = await chooseBackend({
     policy: ctx.policy ?? "affinity",
     pinned: meta.backendUrl,
     trajectoryId: input.trajectoryId,
     turnsDone,
     backends: ctx.backends,
-    place: async () => (placement = await ctx.place({ hashes: store.promptBlockHashes(), key: await keyOf(), trajectoryId: input.trajectoryId, pinned: meta.backendUrl ?? undefined })),
+    place: async () => ctx.place({ hashes: store.promptBlockHashes(), key: await keyOf(), trajectoryId: input.trajectoryId, pinned: meta.backendUrl ?? undefined }),
   });
   const plan = planTurn({ meta, stored: ctx.transcript, input, backendUrl: backend.url, canonical: ctx.canonicalize ?? true });
   if (!(await ctx.emit({ type: "start", prefixBreak: plan.prefixBreak, trajectoryId: input.trajectoryId, ...(input.response ? { responseToken: input.response.token } : {}) }))) throw new ProtocolError("backend_unavailable", "the client went away");
@@ -111,7 +110,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
       ...(mode === "delta" && meta.stateId ? { stateId: meta.stateId } : {}),
       // The backend pulls the blocks it lacks instead of prefilling them: from the holder the pool
       // named when placing, else from the live backend this trajectory is moving off.
-      ...(mode === "full" ? kvSourceFor(target.url, kvSource, meta.backendUrl, ctx.backends) : {}),
+      ...(mode === "full" ? kvSourceFor(target.url, placed?.kvSource, meta.backendUrl, ctx.backends) : {}),
     }),
   });
   const { done } = result;
@@ -122,7 +121,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     prefixBreak: plan.prefixBreak.cause === "none" ? plan.prefixBreak : { ...plan.prefixBreak, uncachedFromToken: done.usage.cachedTokens },
     ...(plan.repaired ? { repaired: plan.repaired } : {}),
   });
-  const miss = cacheMissOf({ previous: turnsDone > 0 ? (store.lastTurnRecord() ?? undefined) : undefined, turn: base, blockSize: done.blockSize, placement: placementCounts(placement, result.backend.url) });
+  const miss = cacheMissOf({ previous: turnsDone > 0 ? (store.lastTurnRecord() ?? undefined) : undefined, turn: base, blockSize: done.blockSize, placement: placementCounts(placed, result.backend.url) });
   const record = miss ? { ...base, miss } : base;
   const event = { type: "done" as const, message: reply, finishReason: done.finishReason, usage: done.usage, turn: record, replayed: false, ...(done.stopSequence !== undefined ? { stopSequence: done.stopSequence } : {}), ...(input.response ? { responseToken: input.response.token } : {}), ...(done.cacheWrites ? { cacheWrites: done.cacheWrites } : {}) };
   const transcript = [...plan.fullTranscript, reply as ChatMessage];
@@ -152,14 +151,14 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
   return transcript;
 }
 
-/** `kvSource` of a full turn on `target`: the placement's holder, else the pinned backend left behind, when up. */
 /** The most leading blocks any backend held when the pool placed the turn, and the placed one's. */
-function placementCounts(placed: { prefixBlocks?: Record<string, number> } | null, url: string): { bestBlocks: number; placedBlocks: number } | undefined {
+function placementCounts(placed: { prefixBlocks?: Record<string, number> } | undefined, url: string): { bestBlocks: number; placedBlocks: number } | undefined {
   const counts = placed?.prefixBlocks;
   if (!counts) return undefined;
   return { bestBlocks: Math.max(0, ...Object.values(counts)), placedBlocks: counts[url] ?? 0 };
 }
 
+/** `kvSource` of a full turn on `target`: the placement's holder, else the pinned backend left behind, when up. */
 function kvSourceFor(target: string, placed: string | undefined, pinned: string | null, backends: readonly RoutedBackend[]): { kvSource?: { url: string } } {
   for (const url of [placed, pinned]) {
     if (url && url !== target && backends.some((b) => b.url === url && b.up)) return { kvSource: { url } };

@@ -203,9 +203,10 @@ export class Engine {
     return this.kvPuller.pull(req.source, { tokenIds: req.tokenIds, root: this.rootFor(req.cacheSalt ?? ""), cacheSalt: req.cacheSalt ?? "" }, { policy: "always", timeoutMs: 60_000 });
   }
 
-  /** Each kept trajectory's tokens (prompt and reply) and salt, most recently used first: what a drain pushes. */
-  keptTrajectories(): { stateId: string; trajectoryId: string | undefined; cacheSalt: string; tokenIds: number[] }[] {
-    return this.states.list().map((s) => ({ stateId: s.stateId, trajectoryId: s.trajectoryId, cacheSalt: s.cacheSalt, tokenIds: [...s.promptTokenIds, ...s.generatedTokenIds] }));
+  /** Each kept trajectory's tokens (prompt and reply) and salt, most recently used first, but those in `skip`: what a drain pushes. */
+  keptTrajectories(skip?: ReadonlySet<string>): { stateId: string; trajectoryId: string | undefined; cacheSalt: string; tokenIds: number[] }[] {
+    const kept = skip ? this.states.list().filter((s) => !skip.has(s.stateId)) : this.states.list();
+    return kept.map((s) => ({ stateId: s.stateId, trajectoryId: s.trajectoryId, cacheSalt: s.cacheSalt, tokenIds: [...s.promptTokenIds, ...s.generatedTokenIds] }));
   }
 
   /** Prompt tokens of a full turn over the request's messages and tools (`POST /v1/tokenize`), counted as `submit` builds them. */

@@ -1,5 +1,6 @@
 import type { BlockHash } from "../../protocol/block-hash";
 import { FreeBlockQueue } from "./free-block-queue";
+import { EVICTED_BY } from "../../protocol/messages";
 import type { EvictedBy, EvictionLog } from "./eviction-log";
 import type { KvEventSink } from "./kv-events";
 
@@ -270,9 +271,10 @@ export class BlockPool {
       this.assertId(id, "unlease");
       if (this.leaseCounts[id]! <= 0) throw new Error(`BlockPool.unlease: block ${id} is not leased`);
     }
+    const code = ended ? LEASE_ENDS.indexOf(`lease-${ended}`) : 0;
     for (const id of blockIds) {
       if (--this.leaseCounts[id]! === 0) this.numLeasedBlocks--;
-      if (ended) this.leaseEnds[id] = LEASE_ENDS.indexOf(`lease-${ended}`);
+      if (code > 0) this.leaseEnds[id] = code;
     }
     for (let k = 0; k < blockIds.length; k++) {
       const id = blockIds[toFront ? k : blockIds.length - 1 - k]!;
@@ -451,5 +453,5 @@ export function bytesPerBlock(params: Omit<KvBudgetParams, "budgetBytes">): numb
   return 2 * params.numLayers * params.blockSize * params.numKvHeads * params.headDim * params.bytesPerElement;
 }
 
-/** `leaseEnds` codes: index 0 is a block whose lease did not end early or run out. */
-const LEASE_ENDS: readonly EvictedBy[] = ["lru", "lease-broken", "lease-capped", "lease-expired"];
+/** `leaseEnds` codes are indexes into EVICTED_BY: 0 (`lru`) is a block whose lease did not end early or run out. */
+const LEASE_ENDS: readonly EvictedBy[] = EVICTED_BY;

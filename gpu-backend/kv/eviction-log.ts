@@ -10,7 +10,7 @@ export interface EvictionRecord {
   atMs: number;
   by: EvictedBy;
   /** `pool`: evicted with no host tier to keep it (or too big for it); `host-tier`: dropped from the tier for room. */
-  from: "pool" | "host-tier";
+  from: BlockEviction["from"];
 }
 
 /**

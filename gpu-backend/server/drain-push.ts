@@ -1,5 +1,5 @@
 import { decodeKvPullReport, encode } from "../../protocol/codec";
-import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type KvFetchRequest, type KvPullReport } from "../../protocol/messages";
+import { FAILED_KV_PULL_OUTCOMES, MSGPACK_CONTENT_TYPE, SECRET_HEADER, type KvFetchRequest, type KvPullReport } from "../../protocol/messages";
 import { rendezvous } from "../../protocol/rendezvous";
 import { ROUTES } from "../../protocol/routes";
 import type { Engine } from "../engine/engine";
@@ -87,7 +87,7 @@ export class DrainPush {
     const summary: PushSummary = { trajectories: 0, blocks: 0, bytes: 0, failures: 0, left: 0, ms: 0 };
     const deadline = t0 + (this.params.budgetMs ?? 30_000);
     const pushed = new Set<string>();
-    const pending = () => engine.keptTrajectories().filter((t) => !pushed.has(t.stateId) && t.tokenIds.length > engine.kv.blockSize);
+    const pending = () => engine.keptTrajectories(pushed).filter((t) => t.tokenIds.length > engine.kv.blockSize);
     for (;;) {
       if (performance.now() >= deadline) {
         summary.left = pending().length;
@@ -114,7 +114,7 @@ export class DrainPush {
         const timeoutMs = Math.min(this.params.timeoutMs ?? 90_000, deadline - performance.now() + 10_000);
         const report = await this.fetchOne(peer, { source: { url: this.params.selfUrl }, model: engine.modelId, cacheSalt: t.cacheSalt, tokenIds: t.tokenIds }, timeoutMs);
         summary.trajectories++;
-        if (!report || report.outcome === "holder-failed" || report.outcome === "corrupt" || report.outcome === "incompatible") summary.failures++;
+        if (!report || FAILED_KV_PULL_OUTCOMES.has(report.outcome)) summary.failures++;
         summary.blocks += report?.blocks ?? 0;
         summary.bytes += report?.bytes ?? 0;
       }

@@ -60,7 +60,7 @@ export async function* statelessTurn(
     const key = await prefixKey(base);
     const conversationKey = params.messages.length > 1 ? await prefixKey({ ...base, second: params.messages[1] }) : undefined;
     const place = () => pool.place({ hashes: [], key: conversationKey ?? key, ...(conversationKey ? { fallbackKey: key } : {}), trajectoryId: id });
-    const { backend, reason, kvSource } = await chooseBackend({ policy: routingPolicyOf(settings), pinned: null, trajectoryId: id, turnsDone: 0, backends, place });
+    const { backend, reason, placed } = await chooseBackend({ policy: routingPolicyOf(settings), pinned: null, trajectoryId: id, turnsDone: 0, backends, place });
     const result = await relayTurn({
       backend,
       backends,
@@ -76,7 +76,7 @@ export async function* statelessTurn(
         cacheSalt: params.cacheSalt,
         mode: "full",
         // The pool named another backend holding more of this prefix: pull it from there.
-        ...(kvSource !== undefined && kvSource !== target.url ? { kvSource: { url: kvSource } } : {}),
+        ...(placed?.kvSource !== undefined && placed.kvSource !== target.url ? { kvSource: { url: placed.kvSource } } : {}),
         messages: params.messages,
         sampling: params.sampling,
         ...(params.constraint ? { constraint: params.constraint } : {}),
