@@ -1,9 +1,10 @@
-import { decodeFrame, encode } from "../protocol/codec";
-import { ERROR_CODES } from "../protocol/errors";
+import { encode } from "../protocol/codec";
 import { MSGPACK_CONTENT_TYPE, SECRET_HEADER } from "../protocol/messages";
 import { mulberry32 } from "../protocol/random";
 import { ROUTES } from "../protocol/routes";
-import { mutateValue, randomTree, type ValueKind } from "./fuzz-mutate";
+import { mutateValue, randomTree, runFuzz, type FuzzFindings, type ValueKind } from "./fuzz-common";
+
+export type { FuzzFindings };
 
 /**
  * Seeded fuzzing of a backend's routes (issue 19): each case is a request built from seed and
@@ -14,24 +15,12 @@ import { mutateValue, randomTree, type ValueKind } from "./fuzz-mutate";
  * - random bytes, or a random msgpack value;
  * - any of these without the secret, or with a wrong one (then it must be 401).
  *
- * What counts (`FuzzFindings`): an answer of 500 or more (`serverErrors`), an error answer whose
- * body is not an error with a stable code (`uncoded`), a 2xx to a request without the secret
- * (`unauthorized2xx`), a request that threw in the server's fetch (`crashes`). A 200 stream (a
- * mutated request that was still valid) is read to its first chunk and cancelled.
+ * What counts is `FuzzFindings` (fuzz-common.ts: 5xx but 503, 503s apart, error answers without a
+ * stable code, 2xx without the secret, a fetch that threw). A 200 stream (a mutated request that
+ * was still valid) is read to its first chunk and cancelled.
  *
  * @example const f = await fuzzBackend({ fetch: (r) => app.fetch(r), secret: "s", seed: 1, cases: 1000 });
  */
-export interface FuzzFindings {
-  cases: number;
-  byStatus: Record<string, number>;
-  crashes: number;
-  serverErrors: number;
-  uncoded: number;
-  unauthorized2xx: number;
-  /** The first few failing cases, replayable with `fuzzCase(seed, index)`. */
-  failures: { index: number; route: string; status: number; detail: string }[];
-}
-
 export interface FuzzCase {
   method: "GET" | "POST";
   path: string;
@@ -87,70 +76,23 @@ export function fuzzCase(seed: number, index: number, secret: string): FuzzCase 
 
 /** Runs `cases` cases against `fetch` (an app's `fetch`, or a real server's). */
 export async function fuzzBackend(p: { fetch: (req: Request) => Promise<Response>; secret: string; seed: number; cases: number; base?: string; onProgress?: (done: number) => void }): Promise<FuzzFindings> {
-  const f: FuzzFindings = { cases: 0, byStatus: {}, crashes: 0, serverErrors: 0, uncoded: 0, unauthorized2xx: 0, failures: [] };
-  const note = (index: number, route: string, status: number, detail: string) => {
-    if (f.failures.length < 20) f.failures.push({ index, route, status, detail });
-  };
-  for (let i = 0; i < p.cases; i++) {
-    const c = fuzzCase(p.seed, i, p.secret);
-    const req = new Request(`${p.base ?? "http://backend.fuzz"}${c.path}`, { method: c.method, headers: c.headers, ...(c.body ? { body: c.body } : {}) });
-    let res: Response;
-    try {
-      res = await p.fetch(req);
-    } catch (e) {
-      f.crashes++;
-      note(i, c.path, 0, `threw: ${(e as Error).message}`);
-      continue;
-    }
-    f.cases++;
-    f.byStatus[res.status] = (f.byStatus[res.status] ?? 0) + 1;
-    if (res.status >= 500 && res.status !== 503) {
-      f.serverErrors++;
-      note(i, c.path, res.status, await errorText(res));
-      continue;
-    }
-    if (c.unauthenticated && c.path !== ROUTES.backend.healthz && res.status < 300) {
-      f.unauthorized2xx++;
-      note(i, c.path, res.status, "answered without the secret");
-    }
-    if (res.status >= 400) {
-      const code = await errorCode(res);
-      if (code === undefined) {
-        f.uncoded++;
-        note(i, c.path, res.status, "no error code in the body");
-      }
-    } else if (res.body) {
-      // A still-valid request: a stream (generate) is read to its first chunk and cancelled.
-      const reader = res.body.getReader();
-      await reader.read();
-      await reader.cancel();
-    }
-    if ((i + 1) % 1000 === 0) p.onProgress?.(i + 1);
-  }
-  return f;
-}
-
-/** The stable code of an error answer: a msgpack error frame, or JSON `{ error: { code } }`. */
-async function errorCode(res: Response): Promise<string | undefined> {
-  const bytes = new Uint8Array(await res.arrayBuffer());
-  let code: unknown;
-  if (res.headers.get("content-type")?.includes("json")) {
-    try {
-      code = (JSON.parse(new TextDecoder().decode(bytes)) as { error?: { code?: unknown } }).error?.code;
-    } catch {
-      return undefined;
-    }
-  } else {
-    const frame = decodeFrame(bytes);
-    code = frame.ok && frame.value.type === "error" ? frame.value.code : undefined;
-  }
-  return typeof code === "string" && (ERROR_CODES as readonly string[]).includes(code) ? code : undefined;
-}
-
-async function errorText(res: Response): Promise<string> {
-  const bytes = new Uint8Array(await res.arrayBuffer());
-  const frame = decodeFrame(bytes);
-  return frame.ok ? JSON.stringify(frame.value).slice(0, 200) : new TextDecoder().decode(bytes).slice(0, 200);
+  return runFuzz({
+    cases: p.cases,
+    caseAt: (i) => {
+      const c = fuzzCase(p.seed, i, p.secret);
+      const request = new Request(`${p.base ?? "http://backend.fuzz"}${c.path}`, { method: c.method, headers: c.headers, ...(c.body ? { body: c.body } : {}) });
+      return { path: c.path, request, unauthorized: c.unauthenticated && c.path !== ROUTES.backend.healthz };
+    },
+    fetch: p.fetch,
+    // A still-valid request: a stream (generate) is read to its first chunk and cancelled.
+    onAccepted: async (res) => {
+      const reader = res.body?.getReader();
+      await reader?.read();
+      await reader?.cancel();
+    },
+    progressEvery: 1000,
+    onProgress: p.onProgress,
+  });
 }
 
 /** Msgpack values: numbers of every kind, strings, binary, arrays and maps. */

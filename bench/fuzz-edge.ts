@@ -1,6 +1,5 @@
-import { ERROR_CODES } from "../protocol/errors";
 import { mulberry32 } from "../protocol/random";
-import { mutateValue, randomTree, type ValueKind } from "./fuzz-mutate";
+import { mutateValue, randomTree, runFuzz, type FuzzFindings, type ValueKind } from "./fuzz-common";
 
 /**
  * Seeded fuzzing of the edge's JSON routes (issue 19), the edge's counterpart of
@@ -19,16 +18,8 @@ import { mutateValue, randomTree, type ValueKind } from "./fuzz-mutate";
  * the probe trajectory (`probeTrajectory`) changed (`trajectoriesChangedByRefusals`: its message
  * count or its turns).
  */
-export interface EdgeFuzzFindings {
-  cases: number;
-  byStatus: Record<string, number>;
-  crashes: number;
-  serverErrors: number;
-  unavailable: number;
-  uncoded: number;
-  unauthorized2xx: number;
+export interface EdgeFuzzFindings extends FuzzFindings {
   trajectoriesChangedByRefusals: number;
-  failures: { index: number; path: string; status: number; detail: string }[];
 }
 
 export interface EdgeFuzzContext {
@@ -110,61 +101,33 @@ export async function fuzzEdge(p: {
   state: () => Promise<string>;
   onProgress?: (done: number) => void;
 }): Promise<EdgeFuzzFindings> {
-  const f: EdgeFuzzFindings = { cases: 0, byStatus: {}, crashes: 0, serverErrors: 0, unavailable: 0, uncoded: 0, unauthorized2xx: 0, trajectoriesChangedByRefusals: 0, failures: [] };
-  const note = (index: number, path: string, status: number, detail: string) => {
-    if (f.failures.length < 20) f.failures.push({ index, path, status, detail });
-  };
   let probeState = await p.state();
-  for (let i = 0; i < p.cases; i++) {
-    const c = edgeFuzzCase(p.seed, i, p.ctx);
-    let res: Response;
-    try {
-      res = await p.fetch(new Request(`${p.base}${c.path}`, { method: c.method, headers: c.headers, ...(c.body !== undefined ? { body: c.body } : {}) }));
-    } catch (e) {
-      f.crashes++;
-      note(i, c.path, 0, `threw: ${(e as Error).message}`);
-      continue;
-    }
-    f.cases++;
-    f.byStatus[res.status] = (f.byStatus[res.status] ?? 0) + 1;
-    if (res.status === 503) f.unavailable++;
-    else if (res.status >= 500) {
-      f.serverErrors++;
-      note(i, c.path, res.status, (await res.text()).slice(0, 200));
-      continue;
-    }
-    if (c.unauthorized && res.status < 300) {
-      f.unauthorized2xx++;
-      note(i, c.path, res.status, "answered without a valid key for it");
-    }
-    if (res.status >= 400) {
-      const text = await res.text();
-      let code: unknown;
-      try {
-        code = (JSON.parse(text) as { error?: { code?: unknown } }).error?.code;
-      } catch {
-        code = undefined;
-      }
-      if (typeof code !== "string" || !(ERROR_CODES as readonly string[]).includes(code)) {
-        f.uncoded++;
-        note(i, c.path, res.status, `no stable error code: ${text.slice(0, 120)}`);
-      }
-      if (c.touchesProbe) {
-        const now = await p.state();
-        if (now !== probeState) {
-          f.trajectoriesChangedByRefusals++;
-          note(i, c.path, res.status, `the probe trajectory changed: ${probeState} -> ${now}`);
-          probeState = now;
-        }
-      }
-    } else {
-      // Accepted: read it (a stream to its end: a turn is stored only when it ends), then re-read the probe.
+  let changed = 0;
+  const f = await runFuzz({
+    cases: p.cases,
+    caseAt: (i) => {
+      const c = edgeFuzzCase(p.seed, i, p.ctx);
+      return { ...c, request: new Request(`${p.base}${c.path}`, { method: c.method, headers: c.headers, ...(c.body !== undefined ? { body: c.body } : {}) }) };
+    },
+    fetch: p.fetch,
+    // Accepted: read it (a stream to its end: a turn is stored only when it ends), then re-read the probe.
+    onAccepted: async (res, c) => {
       await res.arrayBuffer();
       if (c.touchesProbe) probeState = await p.state();
-    }
-    if ((i + 1) % 500 === 0) p.onProgress?.(i + 1);
-  }
-  return f;
+    },
+    onRefused: async (c) => {
+      if (!c.touchesProbe) return undefined;
+      const now = await p.state();
+      if (now === probeState) return undefined;
+      changed++;
+      const was = probeState;
+      probeState = now;
+      return `the probe trajectory changed: ${was} -> ${now}`;
+    },
+    progressEvery: 500,
+    onProgress: p.onProgress,
+  });
+  return { ...f, trajectoriesChangedByRefusals: changed };
 }
 
 /** JSON values: numbers, strings, the words the APIs know, arrays and objects. */

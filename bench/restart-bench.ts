@@ -2,7 +2,6 @@ import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "n
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ChatMessage } from "../protocol/messages";
-import { SECRET_HEADER } from "../protocol/messages";
 import { commonPrefixLength } from "../protocol/common-prefix";
 import { loadModel } from "../gpu-backend/engine/load-model";
 import { freePort, startStack, type Stack } from "../scripts/stack";
@@ -11,6 +10,7 @@ import { percentile } from "../durable-objects/trajectory/lease-policy";
 import { idealCachedTokens, round } from "./routing-report";
 import { workloadSizes } from "./routing-bench";
 import { sendAgentTurn, sleep } from "./routing-policy-run";
+import { waitForPool } from "./routing-stack-meters";
 import { makeRoutingWorkload, type RoutingTrajectory } from "./routing-workload";
 
 /**
@@ -184,7 +184,7 @@ async function runMode(p: {
       vars: { CACHE_SALT_SECRET: `restart-bench-${p.mode}-${Date.now()}` },
       onLine,
     });
-    await waitForUp(edge, ports.length);
+    await waitForPool(edge, ports.length, 60_000);
     const outcomes: TurnOutcome[] = [];
     let resent = 0;
     const start = performance.now();
@@ -204,7 +204,7 @@ async function runMode(p: {
         if (!exit) throw new Error(`${old.parts[0]!.name} did not exit within 180 s of SIGTERM`);
         await old.stop();
         backends[i] = await startBackend(ports[i]!);
-        await waitForUp(edge!, ports.length);
+        await waitForPool(edge!, ports.length, 60_000);
         note("restart", `${p.mode}: ${old.parts[0]!.name} is back (${outcomes.length} turns done)`);
       }
       window.to = performance.now() - start;
@@ -279,16 +279,4 @@ function phaseTable(phases: Record<Phase, PhaseFigures>): string {
   const rows = [["phase", "turns", "cached/ideal", "cached/prompt", "TTFT p50 ms", "TTFT p99 ms"].join("\t")];
   for (const [name, f] of Object.entries(phases)) rows.push([name, f.turns, f.hitOverIdeal, f.hitRate, f.p50TtftMs, f.p99TtftMs].join("\t"));
   return rows.join("\n");
-}
-
-/** Waits until `n` registered backends are up in the edge's pool (60 s at most). */
-async function waitForUp(edge: Stack, n: number): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    const res = await fetch(`${edge.edgeUrl}/v1/pool`, { headers: { [SECRET_HEADER]: edge.secret } }).catch(() => undefined);
-    const view = res?.ok ? ((await res.json()) as { backends: { source: string; up: boolean }[] }).backends : [];
-    if (view.filter((b) => b.source === "registered" && b.up).length >= n) return;
-    if (Date.now() > deadline) throw new Error(`fewer than ${n} backends up in the pool after 60 s`);
-    await sleep(250);
-  }
 }

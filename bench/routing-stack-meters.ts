@@ -62,12 +62,12 @@ export async function meters(stack: Stack): Promise<Record<string, BackendMeters
 }
 
 /** Waits until every backend has registered with the edge's pool by heartbeat. */
-export async function waitForPool(stack: Stack, n: number): Promise<void> {
-  const deadline = Date.now() + 30_000;
+export async function waitForPool(stack: Stack, n: number, timeoutMs = 30_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
   for (;;) {
     const view = await poolView(stack).catch(() => []);
     if (view.filter((b) => b.source === "registered" && b.up).length >= n) return;
-    if (Date.now() > deadline) throw new Error(`only ${view.filter((b) => b.source === "registered").length} of ${n} backends registered with the pool within 30 s`);
+    if (Date.now() > deadline) throw new Error(`only ${view.filter((b) => b.source === "registered" && b.up).length} of ${n} backends up in the pool within ${timeoutMs / 1000} s`);
     await sleep(250);
   }
 }
