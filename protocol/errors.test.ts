@@ -10,7 +10,7 @@ const EXPECTED: [ErrorCode, number, boolean][] = [
   ["unknown_model", 404, false],
   ["state_unknown", 409, false],
   ["context_length_exceeded", 400, false],
-  ["overloaded", 503, true],
+  ["overloaded", 429, true],
   ["not_found", 404, false],
   ["payload_too_large", 413, false],
   ["trajectory_busy", 409, true],
@@ -20,6 +20,8 @@ const EXPECTED: [ErrorCode, number, boolean][] = [
   ["unsupported_schema", 400, false],
   ["unknown_tool", 400, false],
   ["max_tokens_too_small", 400, false],
+  ["limit_exceeded", 400, false],
+  ["headers_too_large", 431, false],
 ];
 
 describe("error code table", () => {
@@ -60,7 +62,7 @@ describe("ProtocolError", () => {
     const frame = new ProtocolError("overloaded", "queue full").toFrame();
     expect(frame).toEqual({ type: "error", code: "overloaded", message: "queue full", retryable: true });
     const back = ProtocolError.fromFrame({ ...frame, retryable: false });
-    expect([back.code, back.message, back.retryable, back.httpStatus]).toEqual(["overloaded", "queue full", false, 503]);
+    expect([back.code, back.message, back.retryable, back.httpStatus]).toEqual(["overloaded", "queue full", false, 429]);
   });
 });
 

@@ -22,7 +22,8 @@ export const ERROR_CODE_INFO = {
   unknown_model: { httpStatus: 404, retryable: false },
   state_unknown: { httpStatus: 409, retryable: false },
   context_length_exceeded: { httpStatus: 400, retryable: false },
-  overloaded: { httpStatus: 503, retryable: true },
+  /** The backend's queued work is past its bound (`--max-queued-tokens`): retry after `Retry-After`. */
+  overloaded: { httpStatus: 429, retryable: true },
   not_found: { httpStatus: 404, retryable: false },
   payload_too_large: { httpStatus: 413, retryable: false },
   trajectory_busy: { httpStatus: 409, retryable: true },
@@ -36,9 +37,13 @@ export const ERROR_CODE_INFO = {
   unknown_tool: { httpStatus: 400, retryable: false },
   /** `max_tokens` is smaller than the shortest reply the constraint allows. */
   max_tokens_too_small: { httpStatus: 400, retryable: false },
+  /** A request passes one of the edge's configured caps (messages, tools): the message names the cap and its setting. */
+  limit_exceeded: { httpStatus: 400, retryable: false },
+  /** The request's headers pass the edge's cap on header bytes. */
+  headers_too_large: { httpStatus: 431, retryable: false },
 } as const satisfies Record<ErrorCode, ErrorCodeInfo>;
 
-/** The HTTP statuses error codes answer with (400, 401, 404, 409, 413, 500, 503). */
+/** The HTTP statuses error codes answer with (400, 401, 404, 409, 413, 429, 431, 500, 503). */
 export type ErrorHttpStatus = (typeof ERROR_CODE_INFO)[ErrorCode]["httpStatus"];
 
 /** All error codes, in the order of {@link ERROR_CODE_INFO}. */

@@ -442,4 +442,6 @@ export type ErrorCode =
   | "invalid_schema"
   | "unsupported_schema"
   | "unknown_tool"
-  | "max_tokens_too_small";
+  | "max_tokens_too_small"
+  | "limit_exceeded"
+  | "headers_too_large";

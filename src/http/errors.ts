@@ -22,7 +22,7 @@ export function errorResponse(c: Context, err: ProtocolError): Response {
  * Anthropic's error body for `err` (responses and the stream's `error` event): `error.type` is
  * Anthropic's (`anthropicErrorType`), `error.code` the project's stable code.
  *
- * @example anthropicErrorBody(new ProtocolError("overloaded", "busy")) // { type: "error", error: { type: "overloaded_error", message: "busy", code: "overloaded" }, request_id: null }
+ * @example anthropicErrorBody(new ProtocolError("backend_unavailable", "busy")) // { type: "error", error: { type: "overloaded_error", message: "busy", code: "backend_unavailable" }, request_id: null }
  */
 export function anthropicErrorBody(err: ProtocolError) {
   return { type: "error" as const, error: { type: anthropicErrorType(err.code), message: publicMessage(err), code: err.code }, request_id: null };
@@ -41,7 +41,8 @@ function publicMessage(err: ProtocolError): string {
 
 /**
  * Anthropic's error type for each code (its HTTP status stays the project's: a 503 is
- * `overloaded_error`, as Anthropic's 529 is).
+ * `overloaded_error`, as Anthropic's 529 is; a 429 `overloaded` is `rate_limit_error`, as
+ * Anthropic's 429 is).
  */
 const ANTHROPIC_ERROR_TYPES: Record<ErrorCode, string> = {
   malformed_msgpack: "invalid_request_error",
@@ -51,6 +52,8 @@ const ANTHROPIC_ERROR_TYPES: Record<ErrorCode, string> = {
   unsupported_schema: "invalid_request_error",
   unknown_tool: "invalid_request_error",
   max_tokens_too_small: "invalid_request_error",
+  limit_exceeded: "invalid_request_error",
+  headers_too_large: "request_too_large",
   unauthorized: "authentication_error",
   not_found: "not_found_error",
   unknown_model: "not_found_error",
@@ -59,7 +62,7 @@ const ANTHROPIC_ERROR_TYPES: Record<ErrorCode, string> = {
   state_unknown: "conflict_error",
   internal_error: "api_error",
   backend_unavailable: "overloaded_error",
-  overloaded: "overloaded_error",
+  overloaded: "rate_limit_error",
 };
 
 export function anthropicErrorType(code: ErrorCode): string {
@@ -82,6 +85,7 @@ function openAiErrorType(code: ErrorCode): string {
     case "unauthorized":
       return "authentication_error";
     case "overloaded":
+      return "rate_limit_error";
     case "backend_unavailable":
     case "internal_error":
       return "server_error";

@@ -144,7 +144,8 @@ describe("Anthropic errors", () => {
     expect(anthropicErrorType("unknown_model")).toBe("not_found_error");
     expect(anthropicErrorType("payload_too_large")).toBe("request_too_large");
     expect(anthropicErrorType("trajectory_busy")).toBe("conflict_error");
-    expect(anthropicErrorType("overloaded")).toBe("overloaded_error");
+    expect(anthropicErrorType("overloaded")).toBe("rate_limit_error");
+    expect(anthropicErrorType("backend_unavailable")).toBe("overloaded_error");
     expect(anthropicErrorType("internal_error")).toBe("api_error");
     expect(anthropicErrorBody(new ProtocolError("unknown_tool", "no such tool"))).toEqual({ type: "error", error: { type: "invalid_request_error", message: "no such tool", code: "unknown_tool" }, request_id: null });
   });
