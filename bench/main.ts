@@ -8,6 +8,7 @@ import { runLeaseBench } from "./lease-bench";
 import { BENCH_PRECISIONS, runLlamaCppBench, type BenchPrecision } from "./llamacpp-bench";
 import { runLlamaCppChild, useBenchEntry } from "./llamacpp-child";
 import { runMigrationBench } from "./migration-bench";
+import { runOverloadBench } from "./overload-bench";
 import { runRestartBench } from "./restart-bench";
 import { runRoutingBench } from "./routing-bench";
 import { runSessionlessBench } from "./sessionless-bench";
@@ -55,6 +56,10 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *   fuzz     seeded mutated and random msgpack requests against every backend route (real app and
  *            engine, tiny model, in process): 5xx, uncoded errors, answers without the secret;
  *            flags: --cases N (10000), --seed S (1), --json
+ *   overload more turns than N backends (2) can take, through wrangler dev: the sustainable rate
+ *            (closed loop), then Poisson arrivals at 1x, 2x, 4x it: 429 share, p50/p99 TTFT, turns
+ *            moved to another backend, most queued tokens; flags: --backends N, --seconds S (30),
+ *            --max-queued-tokens N (the backends' bound), --quick, --json, --model DIR
  *   step-costs  fit where the engine steps' CPU went from a --step-trace folder: step-costs DIR
  *   executors  prefill/decode tokens/s and bytes per decode step of every executor here (cpu
  *            baseline, webgpu, cuda); flags: --quick, --json, --model DIR
@@ -96,6 +101,8 @@ const { values } = parseArgs({
     "kv-pull": { type: "string" },
     cases: { type: "string" },
     seed: { type: "string" },
+    seconds: { type: "string" },
+    "max-queued-tokens": { type: "string" },
   },
   strict: true,
 });
@@ -201,6 +208,18 @@ switch (name) {
   }
   case "fuzz": {
     const summary = await runFuzzBench({ cases: values.cases ? Number(values.cases) : undefined, seed: values.seed ? Number(values.seed) : undefined });
+    console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
+    break;
+  }
+  case "overload": {
+    const summary = await runOverloadBench({
+      quick: values.quick!,
+      backends: values.backends ? Number(values.backends) : undefined,
+      seconds: values.seconds ? Number(values.seconds) : undefined,
+      maxQueuedTokens: values["max-queued-tokens"] ? Number(values["max-queued-tokens"]) : undefined,
+      model: values.model,
+      outDir: values.out!,
+    });
     console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
     break;
   }

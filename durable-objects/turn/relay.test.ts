@@ -23,7 +23,7 @@ const done: DoneFrame = {
 };
 
 /** What the scripted backend answers, per request mode: frames, or one error frame with a status. */
-type Script = (req: GenerateRequest) => { status: number; frames: Frame[]; cutAfterFirst?: boolean };
+type Script = (req: GenerateRequest, url: string) => { status: number; frames: Frame[]; cutAfterFirst?: boolean };
 
 let server: Server;
 let twin: Server;
@@ -42,7 +42,7 @@ beforeAll(async () => {
       const decoded = decodeGenerateRequest(new Uint8Array(Buffer.concat(chunks)));
       if (!decoded.ok) throw decoded.error;
       seen.push(decoded.value.mode);
-      const answer = script(decoded.value);
+      const answer = script(decoded.value, `http://127.0.0.1:${req.socket.localPort}`);
       res.writeHead(answer.status, { "content-type": "application/msgpack" });
       if (answer.cutAfterFirst) {
         res.write(encode(answer.frames[0]));
@@ -128,5 +128,28 @@ describe("relayTurn", () => {
     await expect(relayTurn(params({ backends: [backend(url), backend(twinUrl)] }, events))).rejects.toMatchObject({ code: "backend_unavailable", retryable: true });
     expect(events).toEqual([{ type: "token", text: "h" }]);
     expect(calls).toBe(1);
+  });
+
+  it("moves a turn a backend refuses as overloaded (429) to the least loaded other backend, in full", async () => {
+    const busy: ErrorFrame = { type: "error", code: "overloaded", message: "queue full", retryable: true };
+    const asked: string[] = [];
+    script = (_req, at) => {
+      asked.push(at);
+      return at === url ? { status: 429, frames: [busy] } : { status: 200, frames: [done] };
+    };
+    const r = await relayTurn(params({ backends: [backend(url), backend(twinUrl, 3)], mode: "delta", fullReason: null }, []));
+    expect(asked).toEqual([url, twinUrl]);
+    expect(r).toMatchObject({ mode: "full", fullReason: "failover", route: "failover", backend: { url: twinUrl } });
+  });
+
+  it("answers overloaded (retryable, 429) when every backend refused, asking each once", async () => {
+    const busy: ErrorFrame = { type: "error", code: "overloaded", message: "queue full", retryable: true };
+    const asked: string[] = [];
+    script = (_req, at) => {
+      asked.push(at);
+      return { status: 429, frames: [busy] };
+    };
+    await expect(relayTurn(params({ backends: [backend(url), backend(twinUrl)] }, []))).rejects.toMatchObject({ code: "overloaded", retryable: true, httpStatus: 429 });
+    expect(asked.sort()).toEqual([url, twinUrl].sort());
   });
 });

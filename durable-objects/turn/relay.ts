@@ -42,8 +42,10 @@ export interface RelayResult {
 /**
  * Relays one turn to a backend (trajectory and stateless turns alike): tokens go out as they
  * arrive; at most the planned attempt, one resend in full after `state_unknown` (the backend lost
- * the delta's state), and one failover to another up backend when the first fails before any
- * token went out (the transcript lives at the edge, so another backend can take the turn in full).
+ * the delta's state), and a failover to another up backend (least loaded first, each backend
+ * once) when one fails or refuses the turn as `overloaded` before any token went out (the
+ * transcript lives at the edge, so another backend can take the turn in full). When every backend
+ * refused, the `overloaded` error (429, `Retry-After`) reaches the client.
  * After tokens went out, a failure is a retryable `backend_unavailable`: a retry here would
  * duplicate text. Nothing is stored here; the caller commits on success.
  *
@@ -62,7 +64,8 @@ export async function relayTurn(p: RelayParams): Promise<RelayResult> {
   const tried = new Set<string>();
   let clientGone = false;
 
-  for (let attempt = 0; attempt < 3 && !done; attempt++) {
+  // The planned attempt, one resend in full, and one try on each other backend.
+  for (let attempt = 0; attempt < p.backends.length + 2 && !done; attempt++) {
     tried.add(backend.url);
     try {
       for await (const frame of generateFrames(backend, p.request(mode, backend), { timeoutMs: p.timeoutMs, signal: p.signal, stats })) {
@@ -87,7 +90,10 @@ export async function relayTurn(p: RelayParams): Promise<RelayResult> {
         fullReason = "state-unknown";
         continue;
       }
-      const next = err.code === "backend_unavailable" && nothingSent && !clientGone && !p.signal.aborted ? failoverTarget(p.backends, tried, p.trajectoryId) : undefined;
+      // A backend that is gone, or whose queue is full (`overloaded`), gets the turn elsewhere: the
+      // least loaded up backend not tried yet. When every one refused, the client gets the 429.
+      const movable = err.code === "backend_unavailable" || err.code === "overloaded";
+      const next = movable && nothingSent && !clientGone && !p.signal.aborted ? failoverTarget(p.backends, tried, p.trajectoryId) : undefined;
       if (next) {
         backend = next;
         mode = "full";

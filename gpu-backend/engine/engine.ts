@@ -307,6 +307,7 @@ export class Engine {
       );
     }
     const seq = new Sequence(this.nextSeqId++, [...tokenIds], tokenIds.length, sampling.maxTokens, cache.root, cache.resumeTail);
+    this.scheduler.add(seq); // throws `overloaded` past the queue bound, before anything is kept
     const job: Job = {
       seq,
       sampler: new Sampler(sampling),
@@ -327,7 +328,6 @@ export class Engine {
     this.jobs.set(seq.seqId, job);
     this.counters.requests++;
     signal?.addEventListener("abort", () => this.finish(job, "cancelled"), { once: true });
-    this.scheduler.add(seq);
     void this.loop();
   }
 

@@ -1,4 +1,5 @@
 import type { BlockHash } from "../../protocol/block-hash";
+import { ProtocolError } from "../../protocol/errors";
 import type { KVSequence } from "../kv/kv-sequence";
 import type { Sequence } from "./sequence";
 
@@ -30,7 +31,18 @@ export interface SchedulerConfig {
    * one score entry's FLOPs: `prefillWastePerToken(spec)` in the engine. Default 1024.
    */
   prefillWastePerToken?: number;
+  /**
+   * Bound on queued work: prompt tokens admitted to the engine and not yet computed (waiting
+   * sequences' uncached prompts, estimated from the prefix cache on arrival, plus the rest of
+   * running prefills). A new sequence that would take the queue past it is refused as
+   * `overloaded` (HTTP 429), unless nothing is queued. Default: no bound (the backend's
+   * `--max-queued-tokens` sets one: `DEFAULT_MAX_QUEUED_TOKENS`).
+   */
+  maxQueuedTokens?: number;
 }
+
+/** The backend's default bound on queued prompt tokens (`--max-queued-tokens`): 32 steps of 512. */
+export const DEFAULT_MAX_QUEUED_TOKENS = 16_384;
 
 export const DEFAULT_PREFILL_WASTE_PER_TOKEN = 1024;
 
@@ -75,15 +87,36 @@ export interface StepPlan {
 export class Scheduler {
   readonly waiting: Sequence[] = [];
   readonly running: Sequence[] = [];
+  /** Sequences refused by the queue bound (`overloaded`), since start. */
+  refused = 0;
 
   constructor(
     private readonly kv: KVPort,
     readonly config: SchedulerConfig,
   ) {}
 
+  /**
+   * Queues a new sequence, or refuses it (`overloaded`) when its uncached prompt would take the
+   * queued tokens past `maxQueuedTokens`: the caller answers 429 and the edge tries elsewhere.
+   */
   add(seq: Sequence): void {
+    seq.queuedTokens = seq.numPromptTokens - this.kv.findCachedPrefix({ tokenIds: seq.tokenIds, root: seq.hashRoot }).numCachedTokens;
+    const queued = this.queuedTokens();
+    const max = this.config.maxQueuedTokens ?? Infinity;
+    if (queued > 0 && queued + seq.queuedTokens > max) {
+      this.refused++;
+      throw new ProtocolError("overloaded", `this backend has ${queued} prompt tokens queued; ${seq.queuedTokens} more would pass its bound of ${max} (--max-queued-tokens): retry later or on another backend`);
+    }
     seq.status = "waiting";
     this.waiting.push(seq);
+  }
+
+  /** Prompt tokens admitted and not yet computed: waiting sequences' estimates, running prefills' rest. */
+  queuedTokens(): number {
+    let n = 0;
+    for (const s of this.waiting) n += s.queuedTokens;
+    for (const s of this.running) n += Math.max(0, s.numPromptTokens - this.kv.numComputedTokens(s.seqId));
+    return n;
   }
 
   get hasWork(): boolean {

@@ -18,6 +18,8 @@ export class Sequence implements KVSequence {
   /** Tokens computed by prefill, recomputation after preemption included. */
   numPrefilledTokens = 0;
   numPreemptions = 0;
+  /** Uncached prompt tokens on arrival (the queue bound counts them while it waits: Scheduler.add). */
+  queuedTokens = 0;
   /** The turn state to keep the partial last block under when freed (set by the engine as the turn ends). */
   keepTailAs: string | undefined;
   /** Tokens of the cached prefix the KV manager brought back from the host tier at start. */

@@ -14,6 +14,8 @@ export interface BackendOptions {
   kvMemoryBytes: number;
   blockSize: number;
   maxBatchTokens: number;
+  /** Bound on queued prompt tokens (`--max-queued-tokens`; SchedulerConfig.maxQueuedTokens). Default: none. */
+  maxQueuedTokens?: number;
   enablePrefixCache: boolean;
   threads?: number | undefined;
   /** cpu | webgpu | cuda | auto (default auto: cuda, then a hardware WebGPU adapter, then cpu). */
@@ -90,6 +92,7 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
     scheduler: {
       maxBatchTokens: options.maxBatchTokens,
       maxRunningSequences: options.maxRunningSequences ?? 64,
+      ...(options.maxQueuedTokens ? { maxQueuedTokens: options.maxQueuedTokens } : {}),
       blockSize: options.blockSize,
       prefillWastePerToken: prefillWastePerToken(spec),
     },

@@ -8,6 +8,7 @@ import { DrainPush } from "./drain-push";
 import { startHeartbeat } from "./heartbeat";
 import type { DeviceRequest } from "../model/executors/device";
 import { parsePrecision, type WeightPrecision } from "../engine/weight-precision";
+import { DEFAULT_MAX_QUEUED_TOKENS } from "../scheduler/scheduler";
 import { DEV_SECRET } from "../../protocol/messages";
 
 /** `npm run backend -- --help` prints this. */
@@ -18,6 +19,8 @@ const USAGE = `npm run backend -- [flags]: one backend process serving one model
   --kv-memory SIZE       KV pool budget, e.g. 512MiB, 2GiB (default 1GiB)
   --block-size N         tokens per KV block (default 16)
   --max-batch-tokens N   token budget of one engine step (default 512)
+  --max-queued-tokens N  bound on queued prompt tokens (waiting and prefilling, cached prefixes
+                         excluded); past it a new turn gets 429 overloaded (default 16384)
   --no-prefix-cache      disable prefix reuse (the benchmark baseline)
   --port N               default 8080 (env PORT)
   --host H               default 127.0.0.1
@@ -52,6 +55,7 @@ const { values } = parseArgs({
     "kv-memory": { type: "string", default: "1GiB" },
     "block-size": { type: "string", default: "16" },
     "max-batch-tokens": { type: "string", default: "512" },
+    "max-queued-tokens": { type: "string", default: String(DEFAULT_MAX_QUEUED_TOKENS) },
     "no-prefix-cache": { type: "boolean", default: false },
     port: { type: "string", default: process.env.PORT ?? "8080" },
     host: { type: "string", default: "127.0.0.1" },
@@ -87,6 +91,7 @@ const backend = await createBackend({
   kvMemoryBytes: parseSize(values["kv-memory"]!, "--kv-memory"),
   blockSize: positiveInt(values["block-size"]!, "--block-size"),
   maxBatchTokens: positiveInt(values["max-batch-tokens"]!, "--max-batch-tokens"),
+  maxQueuedTokens: positiveInt(values["max-queued-tokens"]!, "--max-queued-tokens"),
   enablePrefixCache: !values["no-prefix-cache"],
   threads: values.threads ? positiveInt(values.threads, "--threads") : undefined,
   device: deviceFlag(values.device!),

@@ -11,7 +11,7 @@ import type { Engine } from "../engine/engine";
 export function createMetrics(engine: Engine): { registry: Registry } {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: "agent_edge_process_" });
-  const last = { queried: 0, hit: 0, prompt: 0, computed: 0, generated: 0, preemptions: 0, requests: 0, leaseSaved: 0, leaseExpired: 0, leaseBroken: 0, leaseCapped: 0, leaseHits: 0, leases: 0, grammar: 0, hostPuts: 0, hostHits: 0, pulled: 0, pullBytes: 0, pullFailures: 0, served: 0 };
+  const last = { queried: 0, hit: 0, prompt: 0, computed: 0, generated: 0, preemptions: 0, requests: 0, leaseSaved: 0, leaseExpired: 0, leaseBroken: 0, leaseCapped: 0, leaseHits: 0, leases: 0, grammar: 0, hostPuts: 0, hostHits: 0, pulled: 0, pullBytes: 0, pullFailures: 0, served: 0, overloaded: 0 };
 
   /** A counter that follows a monotonically growing engine value. */
   const follow = (name: string, help: string, read: () => number, key: keyof typeof last) =>
@@ -64,6 +64,8 @@ export function createMetrics(engine: Engine): { registry: Registry } {
   new Gauge({ name: "agent_edge_kv_cached_blocks", help: "KV blocks holding a content-addressed prefix.", registers: [registry], collect() { this.set(engine.options.pool.numCached); } });
   new Gauge({ name: "agent_edge_running_sequences", help: "Sequences running.", registers: [registry], collect() { this.set(engine.numRunning); } });
   new Gauge({ name: "agent_edge_waiting_sequences", help: "Sequences waiting for admission.", registers: [registry], collect() { this.set(engine.numWaiting); } });
+  new Gauge({ name: "agent_edge_queued_tokens", help: "Prompt tokens queued and not yet computed (bounded by --max-queued-tokens).", registers: [registry], collect() { this.set(engine.scheduler.queuedTokens()); } });
+  follow("agent_edge_overloaded_total", "Turns refused because the queued tokens would pass --max-queued-tokens (429 overloaded).", () => engine.scheduler.refused, "overloaded");
   new Gauge({
     name: "agent_edge_step_tokens_per_second",
     help: "Tokens processed per second of executor time since start (prefill and decode).",
