@@ -52,6 +52,8 @@ export interface EdgeVars {
   LEASE_DEFAULT_MS?: string;
   /** Multiplier on the predicted p90 pause (default 1.5). */
   LEASE_SAFETY_FACTOR?: string;
+  /** An `Idempotency-Key` is remembered for the trajectory's last N turns (default 64); older keys expire. */
+  IDEMPOTENCY_TURNS?: string;
 }
 
 const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
@@ -86,6 +88,8 @@ export interface EdgeSettings {
   routingPolicyRaw: string | undefined;
   canonicalizeOffTenants: ReadonlySet<string>;
   leases: LeaseSettings;
+  /** Turns an `Idempotency-Key` is remembered for (IDEMPOTENCY_TURNS). */
+  idempotencyTurns: number;
 }
 
 const cache = new WeakMap<object, EdgeSettings>();
@@ -115,6 +119,7 @@ export function edgeSettings(env: EdgeVars): EdgeSettings {
     routingPolicyRaw: env.ROUTING_POLICY,
     canonicalizeOffTenants: new Set(list(env.CANONICALIZE_OFF_TENANTS)),
     leases: leaseSettings(env),
+    idempotencyTurns: Math.floor(positive(env.IDEMPOTENCY_TURNS, 64)),
   };
   cache.set(env, settings);
   return settings;

@@ -34,7 +34,7 @@ export class TrajectoryDO extends DurableObject<Env> {
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
-    this.store = new TrajectoryStore(ctx.storage);
+    this.store = new TrajectoryStore(ctx.storage, () => edgeSettings(this.env).idempotencyTurns);
     this.leases = new LeaseKeeper({
       host: ctx.storage,
       trajectory: this.store,
@@ -71,6 +71,7 @@ export class TrajectoryDO extends DurableObject<Env> {
       tenant: meta.tenant,
       createdAt: meta.createdAt,
       messageCount: this.transcript.length,
+      idempotencyKeys: this.store.idempotencyKeyCount(),
       backendUrl: meta.backendUrl,
       turns: this.store.turns(),
       forks: this.store.forks(),

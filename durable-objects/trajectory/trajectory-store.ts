@@ -24,7 +24,11 @@ const PART_CHARS = 256 * 1024;
  * store.commitTurn({ keep: 3, messages: [toolResult, reply], record, ... });
  */
 export class TrajectoryStore implements TurnStore {
-  constructor(private readonly host: SqlHost) {}
+  /** `idempotencyTurns`: an idempotency key is kept while its turn is among the last this many (IDEMPOTENCY_TURNS). */
+  constructor(
+    private readonly host: SqlHost,
+    private readonly idempotencyTurns: () => number = () => 64,
+  ) {}
 
   /** Creates the tables, or checks the schema version of existing ones. */
   migrate(): void {
@@ -168,6 +172,11 @@ export class TrajectoryStore implements TurnStore {
     return out;
   }
 
+  /** Idempotency keys remembered now (at most the last IDEMPOTENCY_TURNS turns' keys). */
+  idempotencyKeyCount(): number {
+    return this.host.sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM idempotency`).one().n;
+  }
+
   /** The stored outcome of the turn that used `key`, and the fingerprint of its request. */
   idempotentResult(key: string): { result: StoredResult; fingerprint: string } | null {
     const row = this.host.sql.exec<{ result: string; fingerprint: string }>(`SELECT result, fingerprint FROM idempotency WHERE key = ?`, key).toArray()[0];
@@ -214,6 +223,8 @@ export class TrajectoryStore implements TurnStore {
           JSON.stringify(c.result),
         );
       }
+      // Keys expire with their turn's age: only a recent turn is ever retried.
+      sql.exec(`DELETE FROM idempotency WHERE turn <= ?`, c.record.turn - this.idempotencyTurns());
     });
   }
 

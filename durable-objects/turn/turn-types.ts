@@ -156,6 +156,8 @@ export interface TrajectoryState {
   tenant: string;
   createdAt: string;
   messageCount: number;
+  /** Idempotency keys remembered (those of the last IDEMPOTENCY_TURNS turns). */
+  idempotencyKeys: number;
   backendUrl: string | null;
   turns: TurnRecord[];
   /** Trajectories forked from this one's responses. */

@@ -64,6 +64,7 @@ export function createMetrics(engine: Engine): { registry: Registry } {
   new Gauge({ name: "agent_edge_kv_cached_blocks", help: "KV blocks holding a content-addressed prefix.", registers: [registry], collect() { this.set(engine.options.pool.numCached); } });
   new Gauge({ name: "agent_edge_running_sequences", help: "Sequences running.", registers: [registry], collect() { this.set(engine.numRunning); } });
   new Gauge({ name: "agent_edge_waiting_sequences", help: "Sequences waiting for admission.", registers: [registry], collect() { this.set(engine.numWaiting); } });
+  new Gauge({ name: "agent_edge_turn_states", help: "Turn states kept for delta turns (at most the state capacity, least recently used dropped first).", registers: [registry], collect() { this.set(engine.states.size); } });
   new Gauge({ name: "agent_edge_queued_tokens", help: "Prompt tokens queued and not yet computed (bounded by --max-queued-tokens).", registers: [registry], collect() { this.set(engine.scheduler.queuedTokens()); } });
   follow("agent_edge_overloaded_total", "Turns refused because the queued tokens would pass --max-queued-tokens (429 overloaded).", () => engine.scheduler.refused, "overloaded");
   new Gauge({

@@ -47,6 +47,7 @@ export const trajectoryRoutes = new Hono<App>()
       tenant: state.tenant,
       created_at: state.createdAt,
       message_count: state.messageCount,
+      idempotency_keys: state.idempotencyKeys,
       backend: state.backendUrl,
       turns: state.turns.map((t) => ({
         turn: t.turn,

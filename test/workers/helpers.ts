@@ -147,6 +147,7 @@ export interface StateJson {
   tenant: string;
   created_at: string;
   message_count: number;
+  idempotency_keys: number;
   backend: string | null;
   turns: TurnJson[];
   forks: { id: string; turn: number; created_at: string }[];

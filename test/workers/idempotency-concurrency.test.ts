@@ -63,6 +63,31 @@ describe("idempotency", () => {
   });
 });
 
+describe("idempotency keys expire with their turn's age", () => {
+  it("a key is remembered for the trajectory's last 64 turns (IDEMPOTENCY_TURNS): then the same key runs a new turn", async () => {
+    const id = uid("idem-age");
+    await createTrajectory("a", id);
+    const turn = (content: string, key?: string) => call(sessionPath("a", id, "/turns"), { body: { messages: [{ role: "user", content }], max_tokens: 1, temperature: 0 }, headers: key ? { "idempotency-key": key } : {} });
+    const keys = [uid("k1"), uid("k2"), uid("k3")];
+    for (const [i, key] of keys.entries()) await completion(await turn(`keyed ${i}`, key));
+    expect((await getState("a", id)).idempotency_keys).toBe(3);
+    for (let i = 4; i <= 66; i++) await completion(await turn(`turn ${i}`));
+    // After turn 66 the keys of turns 1 and 2 are gone; turn 3's is the oldest kept.
+    expect((await getState("a", id)).idempotency_keys).toBe(1);
+    const replay = await turn("keyed 2", keys[2]);
+    expect(replay.headers.get("x-agent-edge-replayed")).toBe("true");
+    expect(replay.headers.get("x-agent-edge-turn")).toBe("3");
+    await completion(replay);
+    const fresh = await turn("keyed 0", keys[0]);
+    expect(fresh.headers.get("x-agent-edge-replayed")).toBeNull();
+    expect(fresh.headers.get("x-agent-edge-turn")).toBe("67");
+    await completion(fresh);
+    const state = await getState("a", id);
+    expect(state.turns).toHaveLength(67);
+    expect(state.message_count).toBe(134);
+  });
+});
+
 describe("concurrency", () => {
   it("two turns at once on one trajectory: one succeeds, the other gets 409 trajectory_busy (retryable)", async () => {
     const id = uid("busy");

@@ -1,0 +1,81 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { encode, FrameDecoder } from "../../protocol/codec";
+import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type Frame, type GenerateRequest } from "../../protocol/messages";
+import { ROUTES } from "../../protocol/routes";
+import { Engine } from "../engine/engine";
+import { BlockPool } from "../kv/block-pool";
+import { CpuExecutor } from "../model/executors/cpu-executor";
+import { materializeTinyModel } from "../model/checkpoint/demo-model";
+import { loadModel } from "../engine/load-model";
+import { createBackendApp } from "./app";
+
+/**
+ * The queue bound through the real app and engine (tiny model): a turn arriving while another's
+ * prompt is still queued past the bound gets HTTP 429 with an `overloaded` frame, nothing of it
+ * is kept, and the backend serves the next turn once the queue drained.
+ */
+const SECRET = "s3cret";
+let dir: string;
+let executor: CpuExecutor;
+let engine: Engine;
+let app: ReturnType<typeof createBackendApp>;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "agent-edge-queue-bound-"));
+  const model = await loadModel({ dir: await materializeTinyModel(join(dir, "tiny")) });
+  executor = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks: 128, blockSize: 16, threads: 1 });
+  engine = new Engine({
+    executor,
+    pool: new BlockPool({ numBlocks: 128, blockSize: 16 }),
+    codec: model.codec,
+    modelId: model.spec.modelId,
+    // Small steps: the first turn's prompt stays queued over many steps.
+    scheduler: { maxBatchTokens: 16, maxRunningSequences: 8, blockSize: 16, maxQueuedTokens: 100 },
+    enablePrefixCache: true,
+    backendId: "t",
+  });
+  app = createBackendApp({ engine, secret: SECRET, backendId: "t" });
+});
+
+afterAll(async () => {
+  await executor?.dispose();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const request = (text: string): GenerateRequest => ({
+  requestId: crypto.randomUUID(),
+  mode: "full",
+  messages: [{ role: "user", content: text }],
+  sampling: { maxTokens: 3, temperature: 0, topP: 1, topK: 0, stop: [], stopTokenIds: [], ignoreEos: true },
+});
+
+async function generate(req: GenerateRequest): Promise<{ status: number; frames: Frame[] }> {
+  const res = await app.request(ROUTES.backend.generate, { method: "POST", headers: { "content-type": MSGPACK_CONTENT_TYPE, [SECRET_HEADER]: SECRET }, body: encode(req) });
+  return { status: res.status, frames: new FrameDecoder().push(new Uint8Array(await res.arrayBuffer())) };
+}
+
+describe("backend queue bound (--max-queued-tokens)", () => {
+  it("answers 429 overloaded to a turn that would pass the bound, keeps nothing of it, and serves once the queue drained", async () => {
+    const long = "word ".repeat(80);
+    const [first, second] = await Promise.all([generate(request(long)), generate(request(`other ${long}`))]);
+    expect(first.status).toBe(200);
+    expect(first.frames.at(-1)?.type).toBe("done");
+    expect(second.status).toBe(429);
+    expect(second.frames).toHaveLength(1);
+    expect(second.frames[0]).toMatchObject({ type: "error", code: "overloaded", retryable: true });
+    expect((second.frames[0] as { message: string }).message).toMatch(/prompt tokens queued; \d+ more would pass its bound of 100/);
+    expect(engine.scheduler.refused).toBe(1);
+    expect(engine.numRunning + engine.numWaiting).toBe(0);
+    expect(engine.scheduler.queuedTokens()).toBe(0);
+
+    const again = await generate(request(`other ${long}`));
+    expect(again.status).toBe(200);
+    expect(again.frames.at(-1)?.type).toBe("done");
+    const metrics = await (await app.request(ROUTES.backend.metrics, { headers: { [SECRET_HEADER]: SECRET } })).text();
+    expect(metrics).toMatch(/^agent_edge_overloaded_total 1$/m);
+    expect(metrics).toMatch(/^agent_edge_queued_tokens 0$/m);
+  });
+});
