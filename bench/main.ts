@@ -12,6 +12,7 @@ import { runOverloadBench } from "./overload-bench";
 import { runRestartBench } from "./restart-bench";
 import { runRoutingBench } from "./routing-bench";
 import { runSessionlessBench } from "./sessionless-bench";
+import { runSoakBench } from "./soak-bench";
 import { runStepCosts } from "./step-costs";
 import { runStructuredBench } from "./structured-bench";
 import { runTraceBench } from "./trace-replay";
@@ -56,6 +57,11 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *   fuzz     seeded mutated and random msgpack requests against every backend route (real app and
  *            engine, tiny model, in process): 5xx, uncoded errors, answers without the secret;
  *            flags: --cases N (10000), --seed S (1), --json
+ *   soak     N agent clients (64) for S seconds (300) over every API (chat with a trajectory id,
+ *            session URLs, Responses, Messages, stateless), streaming and not, with tool pauses,
+ *            through wrangler dev and 2 backends: errors, stored vs client counts, resident memory
+ *            of the backends and workerd every 10 s, what is left at the end, lease expiry;
+ *            flags: --trajectories N, --seconds S, --backends N, --quick (60 s), --json, --model DIR
  *   overload more turns than N backends (2) can take, through wrangler dev: the sustainable rate
  *            (closed loop), then Poisson arrivals at 1x, 2x, 4x it: 429 share, p50/p99 TTFT, turns
  *            moved to another backend, most queued tokens; flags: --backends N, --seconds S (30),
@@ -208,6 +214,17 @@ switch (name) {
   }
   case "fuzz": {
     const summary = await runFuzzBench({ cases: values.cases ? Number(values.cases) : undefined, seed: values.seed ? Number(values.seed) : undefined });
+    console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
+    break;
+  }
+  case "soak": {
+    const summary = await runSoakBench({
+      trajectories: values.trajectories ? Number(values.trajectories) : 64,
+      seconds: values.seconds ? Number(values.seconds) : values.quick ? 60 : 300,
+      backends: values.backends ? Number(values.backends) : undefined,
+      model: values.model,
+      outDir: values.out!,
+    });
     console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
     break;
   }

@@ -1,11 +1,11 @@
 import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { SECRET_HEADER } from "../protocol/messages";
 import { mulberry32 } from "../protocol/random";
 import { percentile } from "../durable-objects/trajectory/lease-policy";
 import { DEFAULT_MAX_QUEUED_TOKENS } from "../gpu-backend/scheduler/scheduler";
 import { freePort, startStack, type Stack } from "../scripts/stack";
+import { scrapeBackends, waitIdle } from "./backend-scrape";
 import { note } from "./progress";
 import { round } from "./round";
 import { sleep } from "./routing-policy-run";
@@ -132,7 +132,7 @@ export async function runOverloadBench(o: OverloadBenchOptions): Promise<Overloa
 
     const rates: RateFigures[] = [];
     for (const multiple of [1, 2, 4]) {
-      await idle(stack);
+      await waitIdle(stack);
       const offeredPerS = sustainablePerS * multiple;
       note("overload", `${multiple}x: ${round(offeredPerS, 2)} turns/s offered for ${seconds} s (Poisson)`);
       const before = await backendFigures(stack);
@@ -259,18 +259,8 @@ async function openLoop(send: () => Promise<Outcome>, perS: number, ms: number, 
   return Promise.all(pending);
 }
 
-/** Waits until no backend has a sequence running or waiting. */
-async function idle(stack: Stack): Promise<void> {
-  for (let i = 0; i < 600; i++) {
-    const all = await Promise.all(backendParts(stack).map((p) => metricsOf(stack, p.url)));
-    if (all.every((m) => m("agent_edge_running_sequences") + m("agent_edge_waiting_sequences") === 0)) return;
-    await sleep(100);
-  }
-  throw new Error("the backends did not go idle within 60 s");
-}
-
 async function backendFigures(stack: Stack): Promise<{ refusals: number }> {
-  const all = await Promise.all(backendParts(stack).map((p) => metricsOf(stack, p.url)));
+  const all = await scrapeBackends(stack);
   return { refusals: all.reduce((n, m) => n + m("agent_edge_overloaded_total"), 0) };
 }
 
@@ -280,7 +270,7 @@ function sampleQueued(stack: Stack): { stop: () => Promise<number> } {
   let running = true;
   const loop = (async () => {
     while (running) {
-      const all = await Promise.all(backendParts(stack).map((p) => metricsOf(stack, p.url).catch(() => () => 0)));
+      const all = await scrapeBackends(stack).catch(() => []);
       for (const m of all) max = Math.max(max, m("agent_edge_queued_tokens"));
       await sleep(250);
     }
@@ -292,15 +282,6 @@ function sampleQueued(stack: Stack): { stop: () => Promise<number> } {
       return max;
     },
   };
-}
-
-function backendParts(stack: Stack) {
-  return stack.parts.filter((p) => p.kind === "backend");
-}
-
-async function metricsOf(stack: Stack, url: string): Promise<(name: string) => number> {
-  const text = await (await fetch(`${url}/metrics`, { headers: { [SECRET_HEADER]: stack.secret } })).text();
-  return (name) => Number(new RegExp(`^${name} ([0-9.e+-]+)$`, "m").exec(text)?.[1] ?? 0);
 }
 
 function table(s: OverloadSummary): string {

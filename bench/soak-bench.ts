@@ -1,0 +1,208 @@
+import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { SECRET_HEADER } from "../protocol/messages";
+import { freePort, startStack, type Stack } from "../scripts/stack";
+import { residentBytes, scrapeBackends, waitIdle } from "./backend-scrape";
+import { note } from "./progress";
+import { round } from "./round";
+import { sleep } from "./routing-policy-run";
+import { waitForPool } from "./routing-stack-meters";
+import { emptyCounts, runSoakClient, SOAK_KINDS, type SoakCounts } from "./soak-clients";
+
+/**
+ * `npm run bench -- soak [--trajectories N] [--seconds S] [--quick] [--json]`
+ *
+ * N agent clients (64) for S seconds (300) through `wrangler dev` and 2 backends, each client
+ * running trajectories one after another over one API (soak-clients.ts: chat completions with a
+ * trajectory id, session URLs with idempotency keys, Responses chained by
+ * `previous_response_id`, Anthropic Messages, stateless chat), half of the turns streamed, with
+ * tool pauses. The edge runs with short windows so their expiry shows within the run:
+ * IDEMPOTENCY_TURNS=4, LEASES=always with LEASE_MAX_MS=10000.
+ *
+ * Every 10 s: the resident memory of each backend's processes and of workerd. Growth is the mean
+ * of the last 3 samples over the mean of the first 3 after warm-up (the first 20% of the run),
+ * minus 1. At the end: the sequences, queued tokens and turn states left on each backend once
+ * the clients stopped, and how long until every tool-pause lease expired (none may be left).
+ */
+export interface SoakOptions {
+  trajectories: number;
+  seconds: number;
+  backends?: number;
+  /** Backend `--model` (default: the embedded demo model). */
+  model?: string;
+  turnsPerTrajectory?: number;
+  pauseMs?: [number, number];
+  maxTokens?: number;
+  sampleEveryMs?: number;
+  outDir: string;
+}
+
+export interface RssSample {
+  atS: number;
+  backendsMiB: number[];
+  workerdMiB: number;
+}
+
+export interface SoakSummary extends Omit<SoakCounts, "errorSamples" | "mismatchSamples"> {
+  clients: number;
+  seconds: number;
+  backends: number;
+  /** Per backend: (last 3 samples) / (first 3 after warm-up) - 1; the largest is `backendRssGrowth`. */
+  backendRssGrowths: number[];
+  backendRssGrowth: number;
+  workerdRssGrowth: number;
+  samples: RssSample[];
+  /** Once the clients stopped: sequences running or waiting, and queued tokens, on all backends. */
+  sequencesLeft: number;
+  queuedTokensLeft: number;
+  /** Turn states kept per backend at the end, and the capacity they are held under. */
+  turnStates: number[];
+  /** Leases still active on all backends when the clients stopped, and seconds until none was left (-1: some never expired). */
+  leasesAtStop: number;
+  leasesExpiredAfterS: number;
+  errorSamples: string[];
+  mismatchSamples: string[];
+  wallS: number;
+}
+
+/** Edge vars of a soak: short windows, so expiry shows within the run. */
+export const SOAK_VARS = { IDEMPOTENCY_TURNS: "4", LEASES: "always", LEASE_MAX_MS: "10000" };
+const LEASE_MAX_MS = Number(SOAK_VARS.LEASE_MAX_MS);
+
+export async function runSoakBench(o: SoakOptions): Promise<SoakSummary> {
+  const t0 = performance.now();
+  const numBackends = o.backends ?? 2;
+  mkdirSync(o.outDir, { recursive: true });
+  const logPath = join(o.outDir, "soak-stack.log");
+  writeFileSync(logPath, "");
+  const dir = mkdtempSync(join(tmpdir(), "agent-edge-soak-"));
+  const ports: number[] = [];
+  for (let i = 0; i < numBackends; i++) ports.push(await freePort());
+  note("soak", `${o.trajectories} clients x ${o.seconds} s, ${numBackends} backends; log: ${logPath}`);
+  const stack = await startStack({
+    ...(o.model ? { modelDir: o.model } : {}),
+    backendPorts: ports,
+    edgePort: await freePort(),
+    inspectorPort: await freePort(),
+    devtools: false,
+    threads: 1,
+    kvMemory: "512MiB",
+    persistTo: join(dir, "edge"),
+    vars: SOAK_VARS,
+    onLine: (line) => appendFileSync(logPath, `${new Date().toISOString()} ${line}\n`),
+  });
+  try {
+    await waitForPool(stack, numBackends, 60_000);
+    return await soak(stack, o, numBackends, t0);
+  } finally {
+    await stack.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function soak(stack: Stack, o: SoakOptions, numBackends: number, t0: number): Promise<SoakSummary> {
+  const apiKey = "sk-local-dev";
+  const models = (await (await fetch(`${stack.edgeUrl}/v1/models`, { headers: { authorization: `Bearer ${apiKey}` } })).json()) as { data: { id: string }[] };
+  const model = models.data[0]!.id;
+  const counts = emptyCounts();
+  const start = performance.now();
+  const deadline = start + o.seconds * 1000;
+  const samples: RssSample[] = [];
+  const sample = () => {
+    const backendsMiB = stack.parts.filter((p) => p.kind === "backend").map((p) => residentBytes(p.process.groupPids()) / 2 ** 20);
+    const edge = stack.parts.find((p) => p.kind === "edge")!;
+    const workerdMiB = residentBytes(edge.process.groupPids(), (comm) => comm.startsWith("workerd")) / 2 ** 20;
+    samples.push({ atS: round((performance.now() - start) / 1000, 1), backendsMiB: backendsMiB.map((m) => round(m, 1)), workerdMiB: round(workerdMiB, 1) });
+    const last = samples.at(-1)!;
+    note("soak", `${last.atS} s: ${counts.turns} turns, ${counts.errors} errors, ${counts.overloaded} 429s, ${counts.mismatches} mismatches; RSS backends ${last.backendsMiB.join(" / ")} MiB, workerd ${last.workerdMiB} MiB`);
+  };
+  sample();
+  const every = o.sampleEveryMs ?? 10_000;
+  const sampler = setInterval(sample, every);
+  try {
+    await Promise.all(
+      Array.from({ length: o.trajectories }, (_, i) =>
+        runSoakClient(
+          {
+            edgeUrl: stack.edgeUrl,
+            apiKey,
+            tenant: "local",
+            model,
+            kind: SOAK_KINDS[i % SOAK_KINDS.length]!,
+            index: i,
+            turnsPerTrajectory: o.turnsPerTrajectory ?? 6,
+            pauseMs: o.pauseMs ?? [200, 1500],
+            maxTokens: o.maxTokens ?? 12,
+            idempotencyTurns: Number(SOAK_VARS.IDEMPOTENCY_TURNS),
+            deadline,
+          },
+          counts,
+        ),
+      ),
+    );
+  } finally {
+    clearInterval(sampler);
+  }
+  sample();
+
+  // Nothing left running: every turn ended, so every sequence must have.
+  await waitIdle(stack, 10_000).catch(() => undefined);
+  const after = await scrapeBackends(stack);
+  const sequencesLeft = after.reduce((n, m) => n + m("agent_edge_running_sequences") + m("agent_edge_waiting_sequences"), 0);
+  const queuedTokensLeft = after.reduce((n, m) => n + m("agent_edge_queued_tokens"), 0);
+  const turnStates = after.map((m) => m("agent_edge_turn_states"));
+  const leasesAtStop = await activeLeases(stack);
+  const leaseStart = performance.now();
+  let leasesExpiredAfterS = -1;
+  while (performance.now() - leaseStart < LEASE_MAX_MS + 5000) {
+    if ((await activeLeases(stack)) === 0) {
+      leasesExpiredAfterS = round((performance.now() - leaseStart) / 1000, 1);
+      break;
+    }
+    await sleep(250);
+  }
+  note("soak", `end: ${sequencesLeft} sequences and ${queuedTokensLeft} queued tokens left; turn states ${turnStates.join(" / ")}; ${leasesAtStop} leases at stop, none after ${leasesExpiredAfterS} s`);
+
+  const warm = samples.filter((s) => s.atS >= o.seconds * 0.2);
+  const growth = (pick: (s: RssSample) => number) => {
+    if (warm.length < 2) return 0;
+    const head = warm.slice(0, 3).map(pick);
+    const tail = warm.slice(-3).map(pick);
+    return round(mean(tail) / mean(head) - 1, 4);
+  };
+  const backendRssGrowths = Array.from({ length: numBackends }, (_, b) => growth((s) => s.backendsMiB[b]!));
+  const { errorSamples, mismatchSamples, ...rest } = counts;
+  return {
+    ...rest,
+    clients: o.trajectories,
+    seconds: o.seconds,
+    backends: numBackends,
+    backendRssGrowths,
+    backendRssGrowth: Math.max(...backendRssGrowths),
+    workerdRssGrowth: growth((s) => s.workerdMiB),
+    samples,
+    sequencesLeft,
+    queuedTokensLeft,
+    turnStates,
+    leasesAtStop,
+    leasesExpiredAfterS,
+    errorSamples,
+    mismatchSamples,
+    wallS: round((performance.now() - t0) / 1000, 1),
+  };
+}
+
+/** Active tool-pause leases on all backends (`GET /v1/leases`). */
+async function activeLeases(stack: Stack): Promise<number> {
+  let n = 0;
+  for (const p of stack.parts.filter((part) => part.kind === "backend")) {
+    const res = await fetch(`${p.url}/v1/leases`, { headers: { [SECRET_HEADER]: stack.secret } });
+    n += ((await res.json()) as { leases: unknown[] }).leases.length;
+  }
+  return n;
+}
+
+function mean(xs: number[]): number {
+  return xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
+}
