@@ -1,4 +1,5 @@
 import { mulberry32 } from "../protocol/random";
+import { note } from "./progress";
 import { sleep } from "./routing-policy-run";
 import { sseJson } from "./sse";
 
@@ -191,6 +192,9 @@ async function verify(p: SoakClientParams, id: string, kind: SoakKind, turns: nu
 
 function fail(counts: SoakCounts, what: string): TurnFailed {
   counts.errors++;
-  if (counts.errorSamples.length < 10) counts.errorSamples.push(what);
+  if (counts.errorSamples.length < 10) {
+    counts.errorSamples.push(what);
+    note("soak", `error: ${what}`);
+  }
   return new TurnFailed(what);
 }
