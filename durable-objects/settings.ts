@@ -26,6 +26,14 @@ export interface EdgeVars {
   CACHE_SALT_SECRET?: string;
   /** Largest accepted request body in bytes (default 4 MiB). */
   MAX_BODY_BYTES?: string;
+  /** Most messages a turn's transcript may hold, stored ones included (default 10000; over it: 400 `limit_exceeded`). */
+  MAX_MESSAGES?: string;
+  /** Most tool definitions a turn may carry (default 512; over it: 400 `limit_exceeded`). */
+  MAX_TOOLS?: string;
+  /** Most characters of a turn's transcript and tools, stored ones included (default 2000000; over it: 413 `payload_too_large`; `transcriptChars`). */
+  MAX_TOTAL_CHARS?: string;
+  /** Most bytes of a request's header names and values together (default 32768; over it: 431 `headers_too_large`). */
+  MAX_HEADER_BYTES?: string;
   /** Wait for a backend's first byte, then between chunks (default 120000). */
   BACKEND_TIMEOUT_MS?: string;
   /** A registered backend silent for this long is down (default 6000: 3 x the 2 s heartbeat). */
@@ -58,6 +66,18 @@ export interface EdgeVars {
 
 const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
 
+/**
+ * The caps on what one turn may hold (durable-objects/turn/limits.ts checks them), each with the
+ * Worker var that sets it.
+ */
+export interface Limits {
+  maxMessages: number;
+  maxTools: number;
+  maxTotalChars: number;
+}
+
+export const LIMIT_DEFAULTS: Limits & { maxHeaderBytes: number } = { maxMessages: 10_000, maxTools: 512, maxTotalChars: 2_000_000, maxHeaderBytes: 32 * 1024 };
+
 /** Tool-pause lease settings (durable-objects/trajectory/lease-policy.ts uses them). */
 export interface LeaseSettings {
   mode: "on" | "off" | "always";
@@ -80,6 +100,10 @@ export interface EdgeSettings {
   /** API_KEYS as configured (src/auth.ts parses the table); "" when unset. */
   apiKeys: string;
   maxBodyBytes: number;
+  /** The caps on a turn's messages, tools and characters. */
+  limits: Limits;
+  /** The cap on a request's header bytes (src/http/header-limit.ts). */
+  maxHeaderBytes: number;
   backendTimeoutMs: number;
   poolDownAfterMs: number;
   poolViewTtlMs: number;
@@ -112,6 +136,12 @@ export function edgeSettings(env: EdgeVars): EdgeSettings {
     saltSecret: env.CACHE_SALT_SECRET ?? backendSecret,
     apiKeys: env.API_KEYS ?? "",
     maxBodyBytes: positive(env.MAX_BODY_BYTES, DEFAULT_MAX_BODY_BYTES),
+    limits: {
+      maxMessages: positive(env.MAX_MESSAGES, LIMIT_DEFAULTS.maxMessages),
+      maxTools: positive(env.MAX_TOOLS, LIMIT_DEFAULTS.maxTools),
+      maxTotalChars: positive(env.MAX_TOTAL_CHARS, LIMIT_DEFAULTS.maxTotalChars),
+    },
+    maxHeaderBytes: positive(env.MAX_HEADER_BYTES, LIMIT_DEFAULTS.maxHeaderBytes),
     backendTimeoutMs: positive(env.BACKEND_TIMEOUT_MS, 120_000),
     poolDownAfterMs: positive(env.POOL_DOWN_AFTER_MS, 6000),
     poolViewTtlMs: positive(env.POOL_VIEW_TTL_MS, 1000),

@@ -1,6 +1,9 @@
+import { timingSafeEqual } from "node:crypto";
+
 /**
  * Hex digests as both sides write them: block hashes, prefix keys, request fingerprints, API-key
- * digests and MACs are lowercase hex of their bytes. Web Crypto only (workerd and Node 20).
+ * digests and MACs are lowercase hex of their bytes. Web Crypto, and node:crypto's
+ * `timingSafeEqual` (workerd with nodejs_compat, and Node 20).
  *
  * @example await sha256Hex("sk-local-dev") // "4f1c...", 64 characters
  */
@@ -23,13 +26,14 @@ export async function hmacSha256Hex(secret: string, message: string): Promise<st
 }
 
 /**
- * Whether two strings are equal, in time that depends only on their lengths (shared secrets:
- * timing says nothing about how much of a guess was right).
+ * Whether a presented secret equals the expected one, in constant time: both are hashed
+ * (SHA-256) and the two 32-byte digests compared with `timingSafeEqual`, so neither how much of a
+ * guess was right nor its length shows in the time taken. The one compare for shared secrets and
+ * MACs (backend routes, the edge's pool routes, inspector sessions).
+ *
+ * @example await secretsEqual(req.header("x-agent-edge-secret") ?? "", secret) // true or false
  */
-export function secretsEqual(a: string, b: string): boolean {
-  const ea = new TextEncoder().encode(a);
-  const eb = new TextEncoder().encode(b);
-  let diff = ea.length ^ eb.length;
-  for (let i = 0; i < Math.max(ea.length, eb.length); i++) diff |= (ea[i] ?? 0) ^ (eb[i] ?? 0);
-  return diff === 0;
+export async function secretsEqual(given: string, expected: string): Promise<boolean> {
+  const [a, b] = await Promise.all([given, expected].map(async (s) => new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(s)))));
+  return timingSafeEqual(a!, b!);
 }

@@ -3,6 +3,7 @@ import { ProtocolError } from "../protocol";
 import { ROUTES } from "../protocol/routes";
 import { auth, type AuthVariables } from "./http/auth";
 import { edgeError, errorResponse } from "./http/errors";
+import { headerLimit } from "./http/header-limit";
 import { servedModels } from "./http/models";
 import { chatRoutes } from "./routes/chat";
 import { responsesRoutes } from "./routes/responses";
@@ -51,9 +52,11 @@ const tenantRoutes = new Hono<App>().use(auth()).route("/", trajectoryRoutes).ro
  * | messages | /v1 (/messages...)    | API key (Anthropic's Messages API)      |
  * | tenant   | /v1/tenants/:tenant   | API key, or the inspector's session     |
  *
- * plus the public `GET /healthz`. Anything else is a 404 `not_found`.
+ * plus the public `GET /healthz`. Anything else is a 404 `not_found`. Every request, first of
+ * all, passes the cap on header bytes (`headerLimit`: 431 `headers_too_large`).
  */
 const app = new Hono<App>();
+app.use(headerLimit());
 app.get(E.healthz, (c) => c.json({ ok: true }));
 app.route(E.pool.base, poolRoutes);
 app.route(E.tenant.base, tenantRoutes);

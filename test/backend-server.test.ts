@@ -45,6 +45,33 @@ describe("backend server (real process, msgpack over HTTP)", () => {
     expect(frame.ok && frame.value.type === "error" && frame.value.code).toBe("unauthorized");
   });
 
+  it("every route but /healthz, by any method, refuses a missing or wrong secret (same length or not) and takes the right one", async () => {
+    const secret = backend.secret;
+    const sameLength = secret.replace(/.$/, (ch) => (ch === "x" ? "y" : "x"));
+    expect(sameLength).toHaveLength(secret.length);
+    const wrong = [undefined, sameLength, `${secret}x`, secret.slice(0, -1), "", secret.toUpperCase() === secret ? secret.toLowerCase() : secret.toUpperCase()];
+    const paths = Object.values(ROUTES.backend).filter((p) => p !== ROUTES.backend.healthz);
+    expect(paths.length).toBeGreaterThan(8);
+    // Not msgpack, not JSON: a request past the guard is refused by the route (the drain never starts).
+    const body = new Uint8Array([0xc1]);
+    for (const path of paths) {
+      for (const method of ["GET", "POST"]) {
+        const send = (given: string | undefined) =>
+          fetch(`${backend.url}${path}`, { method, headers: { "content-type": MSGPACK_CONTENT_TYPE, ...(given === undefined ? {} : { [SECRET_HEADER]: given }) }, ...(method === "POST" ? { body } : {}) });
+        for (const given of wrong) {
+          const res = await send(given);
+          expect(res.status, `${method} ${path} with ${JSON.stringify(given)}`).toBe(401);
+          const frame = decodeFrame(new Uint8Array(await res.arrayBuffer()));
+          expect(frame.ok && frame.value.type === "error" && frame.value.code).toBe("unauthorized");
+        }
+        const res = await send(secret);
+        expect(res.status, `${method} ${path} with the secret`).not.toBe(401);
+        await res.body?.cancel();
+      }
+    }
+    expect((await fetch(`${backend.url}${ROUTES.backend.healthz}`, { headers: { [SECRET_HEADER]: sameLength } })).status).toBe(200);
+  });
+
   it("streams token frames, then a done frame with usage and timings", async () => {
     const { status, frames } = await generate(backend.url, backend.secret, request());
     expect(status).toBe(200);

@@ -7,6 +7,7 @@ import { routedBackends, type RoutedBackend } from "../routing/placement";
 import { edgeSettings, routingPolicyOf } from "../settings";
 import { tenantIndexOf } from "../tenant-index/tenant-index-do";
 import { continuedTurn } from "../turn/continuation";
+import { checkLimits } from "../turn/limits";
 import { runTurn } from "../turn/turn-runner";
 import { turnEvents } from "../turn/turn-stream";
 import type { StoredResponse, TrajectoryState, TurnEvent, TurnInput } from "../turn/turn-types";
@@ -162,9 +163,11 @@ export class TrajectoryDO extends DurableObject<Env> {
         const stored = this.store.response(input.previous.token);
         if (!stored) throw new ProtocolError("not_found", "previous_response_id: no such response");
         const continued = continuedTurn(input, stored, this.transcript);
+        // The caps hold for the transcript the model would see, before a fork is created.
+        this.checkLimits(continued);
         if (stored.turn === this.store.lastTurn()) input = continued;
         else fork = await this.fork(continued, stored);
-      }
+      } else this.checkLimits(input);
       if (!fork) await this.runHere(input, emit, signal, (l) => (leaseStart = l));
     } catch (e) {
       await emit(errorEvent(toProtocolError(e)));
@@ -174,6 +177,17 @@ export class TrajectoryDO extends DurableObject<Env> {
     }
     // A fork's turn runs in the fork's object; this one is free meanwhile.
     if (fork) await this.relayFork(fork, emit, signal);
+  }
+
+  /**
+   * The configured caps (`checkLimits`) on the transcript this turn would give the model: an
+   * append turn's stored messages and tools (unless it sends its own) with the new ones, or a
+   * chat turn's whole transcript. Checked before anything is created or stored.
+   */
+  private checkLimits(input: TurnInput): void {
+    const append = input.kind === "append";
+    const storedTools = () => JSON.parse(this.store.meta()?.toolsJson ?? "[]") as NonNullable<TurnInput["tools"]>;
+    checkLimits({ messages: append ? [...this.transcript, ...input.messages] : input.messages, tools: input.tools ?? (append ? storedTools() : []) }, edgeSettings(this.env).limits);
   }
 
   /** Runs a turn in this trajectory (busy is held by the caller). */

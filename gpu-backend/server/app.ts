@@ -60,7 +60,7 @@ export function createBackendApp(options: BackendAppOptions): Hono {
   app.use("*", async (c, next) => {
     if (c.req.path === ROUTES.backend.healthz) return next();
     const given = c.req.header(SECRET_HEADER);
-    if (given === undefined || !secretsEqual(given, options.secret)) {
+    if (given === undefined || !(await secretsEqual(given, options.secret))) {
       return errorResponse(c, new ProtocolError("unauthorized", `missing or wrong ${SECRET_HEADER} header`));
     }
     return next();

@@ -3,6 +3,7 @@ import type { CachePoint, ChatMessage, ReplyConstraint, SamplingParams, ToolDefi
 import { poolOf } from "../../durable-objects/pool/pool-do";
 import { chooseBackend, routedBackends } from "../../durable-objects/routing/placement";
 import { edgeSettings, routingPolicyOf } from "../../durable-objects/settings";
+import { checkLimits } from "../../durable-objects/turn/limits";
 import { relayTurn, turnRecord } from "../../durable-objects/turn/relay";
 import { checkToolAnswers } from "../../durable-objects/turn/tool-answers";
 import { normalizeMessage, prefixKey } from "../../durable-objects/turn/transcript-diff";
@@ -26,16 +27,18 @@ export async function* trajectoryTurn(env: Env, input: TurnInput, signal?: Abort
  * A turn without a trajectory: the full transcript to the least loaded backend (still salted, so
  * it uses the backend's prefix cache for this tenant), nothing stored. The same relay as a
  * trajectory's turn (`relayTurn`: BACKEND_TIMEOUT_MS, failover before the first token); its
- * record is numbered 0. A tool message that answers no call is refused first (`invalid_request`,
- * `checkToolAnswers`), before any backend is asked.
+ * record is numbered 0. A transcript past the configured caps (`checkLimits`) or a tool message
+ * that answers no call (`invalid_request`, `checkToolAnswers`) is refused first, before any
+ * backend is asked.
  */
 export async function* statelessTurn(
   env: Env,
   params: { tenant: string; cacheSalt: string; messages: ChatMessage[]; tools: ToolDefinition[] | undefined; sampling: SamplingParams; constraint: ReplyConstraint | undefined; model: string | undefined; cachePoints?: CachePoint[] },
   signal?: AbortSignal,
 ): AsyncGenerator<TurnEvent> {
-  checkToolAnswers(params.messages);
   const settings = edgeSettings(env);
+  checkLimits(params, settings.limits);
+  checkToolAnswers(params.messages);
   // Events flow through an object stream: the relay's emit waits until the consumer took the
   // previous event (as the trajectory object's stream does), and fails once it stopped reading.
   const { readable, writable } = new TransformStream<TurnEvent, TurnEvent>();

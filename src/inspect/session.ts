@@ -37,7 +37,7 @@ export async function verifySessionToken(params: { secret: string; token: string
   const exp = Number(expText);
   if (exp <= params.nowS) return null;
   for (const digest of params.digestsOf(tenant)) {
-    if (secretsEqual(await mac(params.secret, tenant, exp, digest), given)) return tenant;
+    if (await secretsEqual(given, await mac(params.secret, tenant, exp, digest))) return tenant;
   }
   return null;
 }

@@ -4,6 +4,7 @@ import { countPromptTokens } from "../../durable-objects/backend/tokenize-client
 import { poolOf } from "../../durable-objects/pool/pool-do";
 import { routedBackends, statelessTarget } from "../../durable-objects/routing/placement";
 import { edgeSettings } from "../../durable-objects/settings";
+import { checkLimits } from "../../durable-objects/turn/limits";
 import { auth, type AuthVariables } from "../http/auth";
 import { readJson } from "../http/body";
 import { cachePointsOf, parseMessagesBody } from "../http/messages-request";
@@ -26,7 +27,8 @@ const A = ROUTES.edge.anthropic;
  *   transcript when `x-trajectory-id` (else `x-session-affinity`) names one, else a stateless
  *   turn; answered as Anthropic's `message`, or its SSE stream with `stream: true`.
  * - `POST /v1/messages/count_tokens`: `{ input_tokens }`, the prompt tokens a turn with these
- *   messages and tools would have, counted by a live backend (`POST /v1/tokenize`).
+ *   messages and tools would have, counted by a live backend (`POST /v1/tokenize`); the same
+ *   caps as a turn apply (`checkLimits`).
  */
 export const messagesRoutes = new Hono<{ Bindings: Env; Variables: AuthVariables }>()
   .use(A.messages, auth())
@@ -47,6 +49,7 @@ export const messagesRoutes = new Hono<{ Bindings: Env; Variables: AuthVariables
   .post(A.countTokens, async (c) => {
     const parsed = parseMessagesBody(await readJson(c), "count");
     const settings = edgeSettings(c.env);
+    checkLimits(parsed, settings.limits);
     const target = statelessTarget(routedBackends(await poolOf(c.env).view(), settings.backendSecret));
     const inputTokens = await countPromptTokens(target, { model: parsed.model, messages: parsed.messages, ...(parsed.tools && parsed.tools.length > 0 ? { tools: parsed.tools } : {}) }, settings.backendTimeoutMs);
     return c.json({ input_tokens: inputTokens });

@@ -34,7 +34,7 @@ export const poolRoutes = new Hono<{ Bindings: Env }>()
 function backendSecret(): MiddlewareHandler<{ Bindings: Env }> {
   return async (c, next) => {
     const given = c.req.header(SECRET_HEADER);
-    if (given === undefined || !secretsEqual(given, edgeSettings(c.env).backendSecret)) {
+    if (given === undefined || !(await secretsEqual(given, edgeSettings(c.env).backendSecret))) {
       throw new ProtocolError("unauthorized", `missing or wrong ${SECRET_HEADER} header`);
     }
     await next();

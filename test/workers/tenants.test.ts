@@ -45,18 +45,22 @@ describe("tenant isolation", () => {
     expect((await getState("b", id)).tenant).toBe("tenant-b");
   });
 
-  it("the cache salt differs per tenant: B's first turn on A's transcript has no cached tokens, A's repeat has", async () => {
+  it("the cache salt differs per tenant: A's repeat of a prompt hits the cache, B's identical prompt right after has no cached tokens", async () => {
     const messages: ChatMessage[] = [uniqueSystem(60), { role: "user", content: "Summarize the repository." }];
     const a1 = await completion(await chat({ messages, ...SMALL }, { tenant: "a", headers: { "x-trajectory-id": uid("salt-a1") } }));
+    // Several KV blocks' worth of prompt, so a hit is whole blocks.
     expect(a1.usage.prompt_tokens).toBeGreaterThan(200);
     expect(a1.usage.prompt_tokens_details.cached_tokens).toBe(0);
 
+    // The cache holds A's prompt: A's repeat (another trajectory) reuses most of it.
+    const a2 = await completion(await chat({ messages, ...SMALL }, { tenant: "a", headers: { "x-trajectory-id": uid("salt-a2") } }));
+    expect(a2.usage.prompt_tokens_details.cached_tokens).toBeGreaterThan(a1.usage.prompt_tokens / 2);
+
+    // B's identical prompt, with those blocks cached, reuses none of them.
     const b1 = await completion(await chat({ messages, ...SMALL }, { tenant: "b", headers: { "x-trajectory-id": uid("salt-b1") } }));
     expect(b1.usage.prompt_tokens).toBe(a1.usage.prompt_tokens);
     expect(b1.usage.prompt_tokens_details.cached_tokens).toBe(0);
 
-    const a2 = await completion(await chat({ messages, ...SMALL }, { tenant: "a", headers: { "x-trajectory-id": uid("salt-a2") } }));
-    expect(a2.usage.prompt_tokens_details.cached_tokens).toBeGreaterThan(a1.usage.prompt_tokens / 2);
     // B's own cache works too: the salt separates tenants, it does not disable caching.
     const b2 = await completion(await chat({ messages, ...SMALL }, { tenant: "b" }));
     expect(b2.usage.prompt_tokens_details.cached_tokens).toBeGreaterThan(a1.usage.prompt_tokens / 2);
