@@ -51,7 +51,9 @@ export interface RestartFigures {
   failedTries: number;
   /** Failed tries by code: `cut` (stream ended), `connection`, an HTTP status or an SSE error code. */
   codes: Record<string, number>;
-  /** Seconds from the signal to the first turn that succeeded after it. */
+  /** Seconds from the signal to the first content chunk of a successful try sent after it. */
+  firstTokenAfterS: number;
+  /** Seconds from the signal to the end of the first successful try sent after it. */
   firstOkAfterS: number;
   firstTurns: FirstTurnsAfter;
 }
@@ -83,6 +85,8 @@ export interface OracleMismatch {
   turn: number;
   mode: "delta" | "full";
   fullReason: string | null;
+  /** Whether a restart touched the turn: it failed at least once, or it is the trajectory's first after a restart. */
+  touched: boolean;
   /** Leading characters the reply and the oracle's share. */
   sameChars: number;
   chars: number;
@@ -90,12 +94,14 @@ export interface OracleMismatch {
 
 const MAX_TOKENS = 48;
 /** Turns 3 and 5 (in flight when the edge, then the backend, goes down) are longer. */
-const LONG_MAX_TOKENS = 400;
+const LONG_MAX_TOKENS = 200;
 const maxTokensOf = (k: number) => (k === 3 || k === 5 ? LONG_MAX_TOKENS : MAX_TOKENS);
 const TURN_DEADLINE_MS = 180_000;
 
 interface Attempt {
   sentAt: number;
+  /** When its first content chunk arrived (undefined: none did). */
+  firstChunkAt?: number;
   endedAt: number;
   ok: boolean;
   code?: string;
@@ -130,7 +136,7 @@ export async function runRestartsBench(o: RestartsBenchOptions): Promise<Restart
     const clients: Client[] = Array.from({ length: n }, (_, i) => ({ id: `restarts-${run}-${i}`, via: i % 2 === 0 ? "session" : "chat", transcript: [system], done: 0, inFlightSince: null, attempts: [] }));
     for (const c of clients) if (c.via === "session") await createTrajectory(stack.edgeUrl, c.id);
 
-    const counters: Counters = { storedByFailed: 0, replayed: 0 };
+    const counters: Counters = { storedByFailed: 0, replayed: 0, log: onLine };
     const events = { edge: { at: Infinity, downS: 0, inFlight: 0 }, backend: { at: Infinity, downS: 0, inFlight: 0 } };
     const everyDone = (k: number) => clients.every((c) => c.done >= k);
     const restarts = (async () => {
@@ -185,25 +191,29 @@ export async function runRestartsBench(o: RestartsBenchOptions): Promise<Restart
         if (answer.content !== reply) {
           let same = 0;
           while (same < reply.length && reply[same] === answer.content[same]) same++;
-          oracle.mismatches.push({ trajectory: c.id, turn: k, mode: record.mode, fullReason: record.full_reason, sameChars: same, chars: reply.length });
+          const touched = c.attempts[k - 1]!.length > 1 || [events.edge.at, events.backend.at].some((at) => firstTurnAfter(c, at) === k - 1);
+          oracle.mismatches.push({ trajectory: c.id, turn: k, mode: record.mode, fullReason: record.full_reason, touched, sameChars: same, chars: reply.length });
           note("restarts", `${c.id} turn ${k} (${record.mode} ${record.full_reason ?? ""}): the reply differs from the oracle's after ${same} of ${reply.length} characters`);
         }
       }
     }
     const all = clients.flatMap((c) => c.attempts.flat());
+    // A failed try belongs to the restart whose signal last preceded its end.
     const figures = (event: typeof events.edge, next: number): RestartFigures => {
-      const inWindow = clients.flatMap((c) => c.attempts.filter((tries) => tries.some((a) => !a.ok && a.endedAt >= event.at && a.sentAt < next)));
-      const failed = inWindow.flat().filter((a) => !a.ok && a.endedAt >= event.at);
+      const inWindow = (a: Attempt) => !a.ok && a.endedAt >= event.at && a.endedAt < next;
+      const failedTurns = clients.flatMap((c) => c.attempts.filter((tries) => tries.some(inWindow)));
+      const failed = failedTurns.flat().filter(inWindow);
       const codes: Record<string, number> = {};
       for (const a of failed) codes[a.code!] = (codes[a.code!] ?? 0) + 1;
-      const firstOk = Math.min(...all.filter((a) => a.ok && a.endedAt > event.at).map((a) => a.endedAt));
+      const after = all.filter((a) => a.ok && a.sentAt >= event.at);
       return {
         downS: event.downS,
         inFlight: event.inFlight,
-        failedTurns: inWindow.length,
+        failedTurns: failedTurns.length,
         failedTries: failed.length,
         codes,
-        firstOkAfterS: round((firstOk - event.at) / 1000, 2),
+        firstTokenAfterS: round((Math.min(...after.map((a) => a.firstChunkAt ?? a.endedAt)) - event.at) / 1000, 2),
+        firstOkAfterS: round((Math.min(...after.map((a) => a.endedAt)) - event.at) / 1000, 2),
         firstTurns: firstTurnsAfter(clients, states, event.at),
       };
     };
@@ -231,6 +241,8 @@ export async function runRestartsBench(o: RestartsBenchOptions): Promise<Restart
 interface Counters {
   storedByFailed: number;
   replayed: number;
+  /** Writes a line to the run's log file. */
+  log: (line: string) => void;
 }
 
 /** One turn of a client: tries until it succeeds; after a failed try, waits for the edge to answer and checks the try stored nothing. */
@@ -243,6 +255,7 @@ async function clientTurn(stack: RestartStack, model: string, c: Client, k: numb
   for (;;) {
     const sentAt = performance.now();
     c.inFlightSince = sentAt;
+    let firstChunkAt: number | undefined;
     try {
       const reply = await sendTurn({
         edgeUrl: stack.edgeUrl,
@@ -253,8 +266,9 @@ async function clientTurn(stack: RestartStack, model: string, c: Client, k: numb
         maxTokens: maxTokensOf(k),
         stream: true,
         idempotencyKey: `${c.id}-${k}`,
+        onChunk: () => void (firstChunkAt ??= performance.now()),
       });
-      tries.push({ sentAt, endedAt: performance.now(), ok: true });
+      tries.push({ sentAt, firstChunkAt, endedAt: performance.now(), ok: true });
       if (reply.replayed) counters.replayed++;
       c.transcript.push(message, { role: "assistant", content: reply.content });
       c.done = k;
@@ -262,13 +276,17 @@ async function clientTurn(stack: RestartStack, model: string, c: Client, k: numb
       return;
     } catch (e) {
       if (!(e instanceof TurnFailed)) throw e;
-      tries.push({ sentAt, endedAt: performance.now(), ok: false, code: e.code });
+      tries.push({ sentAt, firstChunkAt, endedAt: performance.now(), ok: false, code: e.code });
+      counters.log(`[client] ${c.id} turn ${k} try ${tries.length} failed after ${e.chunks} chunks: ${e.message.slice(0, 200)}`);
       if (performance.now() > deadline) throw new Error(`${c.id} turn ${k} still failed after ${TURN_DEADLINE_MS / 1000} s: ${e.message}`);
       // The failed try stored nothing: the trajectory has the messages it had before (once the edge answers).
       for (;;) {
         const state = await trajectoryState(stack.edgeUrl, c.id).catch(() => undefined);
         if (state) {
-          if (state.message_count !== before && !(k === 1 && state.message_count === 0)) counters.storedByFailed++;
+          if (state.message_count !== before && !(k === 1 && state.message_count === 0)) {
+            counters.storedByFailed++;
+            counters.log(`[client] ${c.id} turn ${k}: the failed try stored ${state.message_count - before} messages`);
+          }
           break;
         }
         await sleep(250);
@@ -301,11 +319,16 @@ async function restart(part: "edge" | "backend", stack: RestartStack, clients: C
   return { at, downS, inFlight };
 }
 
+/** The index of the client's first turn whose successful try was sent after `at` (-1: none). */
+function firstTurnAfter(c: Client, at: number): number {
+  return c.attempts.findIndex((tries) => tries.at(-1)!.ok && tries.at(-1)!.sentAt >= at);
+}
+
 /** How the first turn of each trajectory whose successful try was sent after `at` ran. */
 function firstTurnsAfter(clients: Client[], states: Map<string, TrajectoryView>, at: number): FirstTurnsAfter {
   const out: FirstTurnsAfter = { turns: 0, delta: 0, full: 0, fullReasons: {}, cachedTokens: 0, promptTokens: 0 };
   for (const c of clients) {
-    const k = c.attempts.findIndex((tries) => tries.at(-1)!.ok && tries.at(-1)!.sentAt >= at);
+    const k = firstTurnAfter(c, at);
     if (k < 0) continue;
     const r = states.get(c.id)!.turns[k]!;
     out.turns++;

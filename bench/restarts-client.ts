@@ -92,7 +92,8 @@ export async function sendTurn(p: TurnParams): Promise<TurnReply> {
       const text = chunk.choices?.[0]?.delta?.content;
       if (text) {
         content += text;
-        p.onChunk?.(++chunks);
+        chunks++;
+        p.onChunk?.(chunks);
       }
       if (chunk.usage) usage = chunk.usage;
     }
@@ -127,30 +128,38 @@ export async function trajectoryState(edgeUrl: string, id: string): Promise<Traj
   return (await res.json()) as TrajectoryView;
 }
 
-/**
- * The stored transcript as the inspector reports it (role and text of each message, up to 200
- * messages of up to 2,000 characters: plain text turns of this size come back whole).
- */
-export async function storedMessages(edgeUrl: string, id: string): Promise<{ role: string; text: string }[]> {
+/** A stored message as the inspector reports it: role, the first 2,000 characters of its text, and its length. */
+export interface StoredMessage {
+  role: string;
+  text: string;
+  truncated: boolean;
+  chars: number;
+}
+
+/** The stored transcript as the inspector reports it (up to 200 messages). */
+export async function storedMessages(edgeUrl: string, id: string): Promise<StoredMessage[]> {
   const res = await fetch(`${edgeUrl}/v1/tenants/${TENANT}/trajectories/${encodeURIComponent(id)}/inspect.json`, { headers: AUTH });
   if (!res.ok) throw new Error(`inspect.json of ${id} answered ${res.status}: ${await res.text()}`);
-  const view = (await res.json()) as { messages: { role: string; text: string; truncated: boolean }[]; messagesOmitted: number };
-  if (view.messagesOmitted > 0 || view.messages.some((m) => m.truncated)) throw new Error(`inspect.json of ${id} left messages out: compare shorter trajectories`);
-  return view.messages.map((m) => ({ role: m.role, text: m.text }));
+  const view = (await res.json()) as { messages: StoredMessage[]; messagesOmitted: number };
+  if (view.messagesOmitted > 0) throw new Error(`inspect.json of ${id} left ${view.messagesOmitted} messages out: compare shorter trajectories`);
+  return view.messages;
 }
 
 /**
  * Where the stored transcript differs from the client's (undefined: the same messages in the same
- * order, so nothing was lost or duplicated).
+ * order, so nothing was lost or duplicated). A long message is compared by its first 2,000
+ * characters and its length.
  *
  * @example transcriptDifference(await storedMessages(edgeUrl, id), transcript) // undefined
  */
-export function transcriptDifference(stored: { role: string; text: string }[], expected: ChatMessage[]): string | undefined {
+export function transcriptDifference(stored: StoredMessage[], expected: ChatMessage[]): string | undefined {
   for (let i = 0; i < Math.max(stored.length, expected.length); i++) {
     const s = stored[i];
     const e = expected[i];
     if (!s || !e) return `stored ${stored.length} messages, the client holds ${expected.length}`;
-    if (s.role !== e.role || s.text !== (e.content ?? "")) return `message ${i}: stored ${s.role} ${JSON.stringify(s.text.slice(0, 80))}, the client holds ${e.role} ${JSON.stringify((e.content ?? "").slice(0, 80))}`;
+    const text = e.content ?? "";
+    const same = s.truncated ? text.startsWith(s.text) && s.chars === text.length : s.text === text;
+    if (s.role !== e.role || !same) return `message ${i}: stored ${s.role} ${JSON.stringify(s.text.slice(0, 80))} (${s.chars} characters), the client holds ${e.role} ${JSON.stringify(text.slice(0, 80))} (${text.length})`;
   }
   return undefined;
 }
