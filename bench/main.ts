@@ -10,6 +10,7 @@ import { runLlamaCppChild, useBenchEntry } from "./llamacpp-child";
 import { runMigrationBench } from "./migration-bench";
 import { runOverloadBench } from "./overload-bench";
 import { runRestartBench } from "./restart-bench";
+import { runRestartsBench } from "./restarts-bench";
 import { runRoutingBench } from "./routing-bench";
 import { runSessionlessBench } from "./sessionless-bench";
 import { runSoakBench } from "./soak-bench";
@@ -54,6 +55,10 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *            SIGTERM, restarted on its port, one after another): cached / ideal prompt tokens and
  *            TTFT before, during and after, with drained blocks pushed and pulled vs recomputed;
  *            flags: --quick, --json, --backends N (4), --trajectories M (32), --turns T, --model DIR
+ *   restarts wrangler dev restarted (SIGTERM) and the backend SIGKILLed and restarted under M
+ *            concurrent trajectories: failed turns store nothing, retries succeed, stored transcripts
+ *            equal the clients', replies equal the stateless oracle's, delta/full of the first turns
+ *            after each restart; flags: --json, --trajectories M (16), --turns T (6, at least 6), --out DIR
  *   fuzz     seeded mutated and random msgpack requests against every backend route (real app and
  *            engine, tiny model, in process): 5xx, uncoded errors, answers without the secret;
  *            flags: --cases N (10000), --seed S (1), --json
@@ -212,6 +217,11 @@ switch (name) {
     console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
     break;
   }
+  case "restarts": {
+    const summary = await runRestartsBench({ trajectories: values.trajectories ? Number(values.trajectories) : undefined, turns: values.turns ? Number(values.turns) : undefined, outDir: values.out! });
+    console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
+    break;
+  }
   case "fuzz": {
     const summary = await runFuzzBench({ cases: values.cases ? Number(values.cases) : undefined, seed: values.seed ? Number(values.seed) : undefined });
     console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
@@ -278,7 +288,7 @@ switch (name) {
     await runTraceBench(rest);
     break;
   default:
-    console.error(`unknown benchmark ${JSON.stringify(name ?? "")}; available: accuracy, agent, edge, executors, leases, llamacpp, migration, routing, sessionless, step-costs, structured, trace`);
+    console.error(`unknown benchmark ${JSON.stringify(name ?? "")}; available: accuracy, agent, edge, executors, fuzz, leases, llamacpp, migration, restart, restarts, routing, sessionless, step-costs, structured, trace`);
     process.exit(2);
 }
 
