@@ -288,7 +288,7 @@ switch (name) {
     await runTraceBench(rest);
     break;
   default:
-    console.error(`unknown benchmark ${JSON.stringify(name ?? "")}; available: accuracy, agent, edge, executors, fuzz, leases, llamacpp, migration, restart, restarts, routing, sessionless, step-costs, structured, trace`);
+    console.error(`unknown benchmark ${JSON.stringify(name ?? "")}; available: accuracy, agent, edge, executors, fuzz, leases, llamacpp, migration, overload, restart, restarts, routing, sessionless, soak, step-costs, structured, trace`);
     process.exit(2);
 }
 

@@ -194,7 +194,7 @@ function fail(counts: SoakCounts, what: string): TurnFailed {
   counts.errors++;
   if (counts.errorSamples.length < 10) {
     counts.errorSamples.push(what);
-    note("soak", `error: ${what}`);
+    note("soak", `error at ${new Date().toISOString()}: ${what}`);
   }
   return new TurnFailed(what);
 }
