@@ -5,6 +5,7 @@ import { SECRET_HEADER } from "../protocol/messages";
 import { freePort, startStack, type Stack } from "../scripts/stack";
 import { residentBytes, scrapeBackends, waitIdle } from "./backend-scrape";
 import { note } from "./progress";
+import { lineChart } from "./svg-plot";
 import { round } from "./round";
 import { sleep } from "./routing-policy-run";
 import { waitForPool } from "./routing-stack-meters";
@@ -94,7 +95,11 @@ export async function runSoakBench(o: SoakOptions): Promise<SoakSummary> {
   });
   try {
     await waitForPool(stack, numBackends, 60_000);
-    return await soak(stack, o, numBackends, t0);
+    const summary = await soak(stack, o, numBackends, t0);
+    const plot = join(o.outDir, "soak-rss.svg");
+    writeFileSync(plot, rssChart(summary));
+    note("soak", `resident memory plot: ${plot}`);
+    return summary;
   } finally {
     await stack.stop();
     rmSync(dir, { recursive: true, force: true });
@@ -205,4 +210,15 @@ async function activeLeases(stack: Stack): Promise<number> {
 
 function mean(xs: number[]): number {
   return xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
+}
+
+/** Resident memory of each backend and of workerd over the run, with the end of warm-up marked. */
+export function rssChart(s: Pick<SoakSummary, "samples" | "clients" | "seconds">): string {
+  const colors = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b"];
+  const backends = s.samples[0]?.backendsMiB.length ?? 0;
+  const series = [
+    ...Array.from({ length: backends }, (_, b) => ({ name: `backend ${b + 1}`, color: colors[b % colors.length]!, points: s.samples.map((x) => ({ x: x.atS, y: x.backendsMiB[b]! })) })),
+    { name: "workerd", color: "#d62728", points: s.samples.map((x) => ({ x: x.atS, y: x.workerdMiB })) },
+  ];
+  return lineChart({ title: `Resident memory, ${s.clients} agent clients for ${s.seconds} s (warm-up: first ${Math.round(s.seconds * 0.2)} s)`, xLabel: "seconds", yLabel: "MiB", series, legend: "top-left" });
 }

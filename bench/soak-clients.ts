@@ -15,7 +15,12 @@ import { sseJson } from "./sse";
  * - `stateless`: chat completions without a trajectory, the whole transcript resent.
  *
  * A 429 is waited out (its `Retry-After`) and the turn resent: an intended refusal, counted apart.
- * Any other failure is an error; the client then starts a new trajectory. A finished trajectory
+ * A 503 from `wrangler dev`'s own proxy ("Your worker restarted mid-request": its connection to
+ * the Worker was reset; a deployed Worker has no such hop) is counted apart too: the client reads
+ * the trajectory's state to learn whether the turn was stored (it must not have been, unless the
+ * answer was lost after the commit), then resends it (a session turn with the same
+ * `Idempotency-Key`: a stored one is replayed). Any other failure is an error; the client then
+ * starts a new trajectory. A finished trajectory
  * with an id is checked against the edge's state: its turns and messages as the client counts
  * them (nothing lost, nothing twice), and for sessions its idempotency keys (the last
  * IDEMPOTENCY_TURNS turns').
@@ -45,6 +50,10 @@ export interface SoakCounts {
   streamed: number;
   /** 429s waited out and resent. */
   overloaded: number;
+  /** 503s from `wrangler dev`'s proxy (its connection to the Worker reset), each resent. */
+  devProxyResets: number;
+  /** Of those, turns the trajectory had stored before the answer was lost (a session's resend replays it). */
+  devProxyResetsStored: number;
   errors: number;
   errorSamples: string[];
   trajectories: number;
@@ -55,12 +64,13 @@ export interface SoakCounts {
 }
 
 export function emptyCounts(): SoakCounts {
-  return { turns: 0, streamed: 0, overloaded: 0, errors: 0, errorSamples: [], trajectories: 0, mismatches: 0, mismatchSamples: [], byKind: { chat: 0, session: 0, responses: 0, messages: 0, stateless: 0 } };
+  return { turns: 0, streamed: 0, overloaded: 0, devProxyResets: 0, devProxyResetsStored: 0, errors: 0, errorSamples: [], trajectories: 0, mismatches: 0, mismatchSamples: [], byKind: { chat: 0, session: 0, responses: 0, messages: 0, stateless: 0 } };
 }
 
 type Msg = { role: "system" | "user" | "assistant"; content: string };
 
 class TurnFailed extends Error {}
+class DevProxyReset extends Error {}
 
 /** Runs the client's trajectories until the deadline (a trajectory under way finishes its turn, not its remaining turns). */
 export async function runSoakClient(p: SoakClientParams, counts: SoakCounts): Promise<void> {
@@ -76,12 +86,12 @@ export async function runSoakClient(p: SoakClientParams, counts: SoakCounts): Pr
     let done = 0;
     counts.trajectories++;
     try {
-      if (p.kind === "session") await send(p, `/v1/tenants/${p.tenant}/trajectories`, auth, { id }, false, counts);
+      if (p.kind === "session") await resendAfterResets(p, id, 0, auth, counts, () => send(p, `/v1/tenants/${p.tenant}/trajectories`, auth, { id }, false, counts));
       for (let turn = 0; turn < p.turnsPerTrajectory && performance.now() < p.deadline; turn++) {
         if (turn > 0) await sleep(p.pauseMs[0] + rand() * (p.pauseMs[1] - p.pauseMs[0]));
         const user: Msg = { role: "user", content: turn === 0 ? `Task ${id}: ${text(30)}` : `Observation: ${text(20 + Math.floor(rand() * 80))}` };
         const stream = rand() < 0.5;
-        const reply = await runTurn(p, { id, kind: p.kind, user, transcript, previousResponse, stream, auth, turn }, counts);
+        const reply = await resendAfterResets(p, id, done, auth, counts, () => runTurn(p, { id, kind: p.kind, user, transcript, previousResponse, stream, auth, turn }, counts));
         previousResponse = reply.responseId ?? previousResponse;
         transcript.push(user, { role: "assistant", content: reply.text });
         done++;
@@ -142,7 +152,11 @@ async function send(p: SoakClientParams, path: string, headers: Record<string, s
       await sleep(1000 * Math.max(0.2, Number(res.headers.get("retry-after") ?? "1")));
       continue;
     }
-    if (!res.ok || !res.body) throw fail(counts, `${path}: ${res.status} ${(await res.text()).slice(0, 200)}`);
+    if (!res.ok || !res.body) {
+      const text = await res.text();
+      if (res.status === 503 && text.startsWith("Your worker restarted mid-request")) throw new DevProxyReset(`${path}: ${text}`);
+      throw fail(counts, `${path}: ${res.status} ${text.slice(0, 200)}`);
+    }
     if (!stream) return replyOfJson(await res.json());
     let text = "";
     let responseId: string | undefined;
@@ -170,6 +184,34 @@ function replyOfJson(json: unknown): { text: string; responseId?: string } {
   if (j.object === "response") return { text: (j.output ?? []).flatMap((o) => o.content ?? []).map((c) => c.text).join(""), ...(j.id ? { responseId: j.id } : {}) };
   if (j.content) return { text: j.content.filter((c) => c.type === "text").map((c) => c.text ?? "").join("") };
   return { text: "" };
+}
+
+/**
+ * Runs a turn, resending it after a reset of `wrangler dev`'s proxy (at most 3 times). For a
+ * trajectory with an id it first reads the state: one more stored turn than the client has done
+ * means the turn ran and its answer was lost; only a session (its resend replays by
+ * `Idempotency-Key`) can go on then, the others end the trajectory unverified.
+ */
+async function resendAfterResets<T>(p: SoakClientParams, id: string, done: number, auth: Record<string, string>, counts: SoakCounts, run: () => Promise<T>): Promise<T> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await run();
+    } catch (e) {
+      if (!(e instanceof DevProxyReset)) throw e;
+      counts.devProxyResets++;
+      note("soak", `wrangler dev proxy reset at ${new Date().toISOString()}: ${e.message.slice(0, 80)}`);
+      if (attempt >= 3) throw fail(counts, `${e.message} (4 times)`);
+      if (p.kind === "chat" || p.kind === "session" || p.kind === "messages") {
+        const res = await fetch(`${p.edgeUrl}/v1/tenants/${p.tenant}/trajectories/${id}`, { headers: auth });
+        const stored = res.ok ? ((await res.json()) as { turns: unknown[] }).turns.length : 0;
+        if (stored > done) {
+          counts.devProxyResetsStored++;
+          if (p.kind !== "session") throw new TurnFailed(`${id}: turn stored, answer lost to a proxy reset`);
+        }
+      }
+      await sleep(200);
+    }
+  }
 }
 
 /** Compares the edge's state of a finished trajectory with what the client did. */
