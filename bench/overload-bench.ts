@@ -1,10 +1,8 @@
-import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { mulberry32 } from "../protocol/random";
 import { percentile } from "../durable-objects/trajectory/lease-policy";
 import { DEFAULT_MAX_QUEUED_TOKENS } from "../gpu-backend/scheduler/scheduler";
-import { freePort, startStack, type Stack } from "../scripts/stack";
+import type { Stack } from "../scripts/stack";
+import { startBenchStack } from "./bench-stack";
 import { scrapeBackends, waitIdle } from "./backend-scrape";
 import { note } from "./progress";
 import { round } from "./round";
@@ -97,24 +95,13 @@ export async function runOverloadBench(o: OverloadBenchOptions): Promise<Overloa
   const numBackends = o.backends ?? 2;
   const seconds = o.seconds ?? (o.quick ? 12 : 30);
   const queueBound = o.maxQueuedTokens ?? DEFAULT_MAX_QUEUED_TOKENS;
-  mkdirSync(o.outDir, { recursive: true });
-  const logPath = join(o.outDir, "overload-stack.log");
-  writeFileSync(logPath, "");
-  const dir = mkdtempSync(join(tmpdir(), "agent-edge-overload-"));
-  const ports: number[] = [];
-  for (let i = 0; i < numBackends; i++) ports.push(await freePort());
-  note("overload", `${numBackends} backends (--max-queued-tokens ${queueBound}), ${seconds} s per window; log: ${logPath}`);
-  const stack = await startStack({
-    ...(o.model ? { modelDir: o.model } : {}),
-    backendPorts: ports,
-    edgePort: await freePort(),
-    inspectorPort: await freePort(),
-    devtools: false,
-    threads: 1,
-    persistTo: join(dir, "edge"),
-    backendArgs: ["--max-queued-tokens", String(queueBound)],
-    onLine: (line) => appendFileSync(logPath, `${new Date().toISOString()} ${line}\n`),
+  const { stack, logPath, close } = await startBenchStack({
+    name: "overload",
+    backends: numBackends,
+    outDir: o.outDir,
+    options: { ...(o.model ? { modelDir: o.model } : {}), backendArgs: ["--max-queued-tokens", String(queueBound)] },
   });
+  note("overload", `${numBackends} backends (--max-queued-tokens ${queueBound}), ${seconds} s per window; log: ${logPath}`);
   try {
     await waitForPool(stack, numBackends, 60_000);
     const prompts = promptSource(7);
@@ -160,8 +147,7 @@ export async function runOverloadBench(o: OverloadBenchOptions): Promise<Overloa
     process.stderr.write(`\n${table(summary)}\n`);
     return summary;
   } finally {
-    await stack.stop();
-    rmSync(dir, { recursive: true, force: true });
+    await close();
   }
 }
 

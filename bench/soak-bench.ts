@@ -1,8 +1,8 @@
-import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { SECRET_HEADER } from "../protocol/messages";
-import { freePort, startStack, type Stack } from "../scripts/stack";
+import type { Stack } from "../scripts/stack";
+import { startBenchStack } from "./bench-stack";
 import { residentBytes, scrapeBackends, waitIdle } from "./backend-scrape";
 import { note } from "./progress";
 import { lineChart } from "./svg-plot";
@@ -74,25 +74,13 @@ const LEASE_MAX_MS = Number(SOAK_VARS.LEASE_MAX_MS);
 export async function runSoakBench(o: SoakOptions): Promise<SoakSummary> {
   const t0 = performance.now();
   const numBackends = o.backends ?? 2;
-  mkdirSync(o.outDir, { recursive: true });
-  const logPath = join(o.outDir, "soak-stack.log");
-  writeFileSync(logPath, "");
-  const dir = mkdtempSync(join(tmpdir(), "agent-edge-soak-"));
-  const ports: number[] = [];
-  for (let i = 0; i < numBackends; i++) ports.push(await freePort());
-  note("soak", `${o.trajectories} clients x ${o.seconds} s, ${numBackends} backends; log: ${logPath}`);
-  const stack = await startStack({
-    ...(o.model ? { modelDir: o.model } : {}),
-    backendPorts: ports,
-    edgePort: await freePort(),
-    inspectorPort: await freePort(),
-    devtools: false,
-    threads: 1,
-    kvMemory: "512MiB",
-    persistTo: join(dir, "edge"),
-    vars: SOAK_VARS,
-    onLine: (line) => appendFileSync(logPath, `${new Date().toISOString()} ${line}\n`),
+  const { stack, logPath, close } = await startBenchStack({
+    name: "soak",
+    backends: numBackends,
+    outDir: o.outDir,
+    options: { ...(o.model ? { modelDir: o.model } : {}), kvMemory: "512MiB", vars: SOAK_VARS },
   });
+  note("soak", `${o.trajectories} clients x ${o.seconds} s, ${numBackends} backends; log: ${logPath}`);
   try {
     await waitForPool(stack, numBackends, 60_000);
     const summary = await soak(stack, o, numBackends, t0);
@@ -101,8 +89,7 @@ export async function runSoakBench(o: SoakOptions): Promise<SoakSummary> {
     note("soak", `resident memory plot: ${plot}`);
     return summary;
   } finally {
-    await stack.stop();
-    rmSync(dir, { recursive: true, force: true });
+    await close();
   }
 }
 
@@ -120,7 +107,7 @@ async function soak(stack: Stack, o: SoakOptions, numBackends: number, t0: numbe
     const workerdMiB = residentBytes(edge.process.groupPids(), (comm) => comm.startsWith("workerd")) / 2 ** 20;
     samples.push({ atS: round((performance.now() - start) / 1000, 1), backendsMiB: backendsMiB.map((m) => round(m, 1)), workerdMiB: round(workerdMiB, 1) });
     const last = samples.at(-1)!;
-    note("soak", `${last.atS} s: ${counts.turns} turns, ${counts.errors} errors, ${counts.overloaded} 429s, ${counts.mismatches} mismatches; RSS backends ${last.backendsMiB.join(" / ")} MiB, workerd ${last.workerdMiB} MiB`);
+    note("soak", `${last.atS} s: ${counts.turns} turns, ${counts.errors} errors, ${counts.overloaded} 429s, ${counts.devProxyResets} dev proxy resets, ${counts.mismatches} mismatches; RSS backends ${last.backendsMiB.join(" / ")} MiB, workerd ${last.workerdMiB} MiB`);
   };
   sample();
   const every = o.sampleEveryMs ?? 10_000;

@@ -5,11 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeFrame, decodeLeaseResponse, decodeReleaseLeaseResponse, encode, FrameDecoder } from "../../protocol/codec";
 import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type DoneFrame, type GenerateRequest, type SamplingParams } from "../../protocol/messages";
 import { ROUTES } from "../../protocol/routes";
-import { Engine } from "../engine/engine";
-import { BlockPool } from "../kv/block-pool";
-import { CpuExecutor } from "../model/executors/cpu-executor";
-import { materializeTinyModel } from "../model/checkpoint/demo-model";
-import { loadModel } from "../engine/load-model";
+import type { Engine } from "../engine/engine";
+import type { CpuExecutor } from "../model/executors/cpu-executor";
+import { tinyEngine } from "../engine/testing/tiny-engine";
 import { createBackendApp } from "./app";
 
 const SECRET = "s3cret";
@@ -20,17 +18,7 @@ let app: ReturnType<typeof createBackendApp>;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "agent-edge-leases-"));
-  const model = await loadModel({ dir: await materializeTinyModel(join(dir, "tiny")) });
-  executor = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks: 128, blockSize: 16, threads: 1 });
-  engine = new Engine({
-    executor,
-    pool: new BlockPool({ numBlocks: 128, blockSize: 16 }),
-    codec: model.codec,
-    modelId: model.spec.modelId,
-    scheduler: { maxBatchTokens: 256, maxRunningSequences: 8, blockSize: 16 },
-    enablePrefixCache: true,
-    backendId: "t",
-  });
+  ({ engine, executor } = await tinyEngine(dir));
   app = createBackendApp({ engine, secret: SECRET, backendId: "t" });
 });
 

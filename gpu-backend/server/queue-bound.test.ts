@@ -5,11 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { encode, FrameDecoder } from "../../protocol/codec";
 import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type Frame, type GenerateRequest } from "../../protocol/messages";
 import { ROUTES } from "../../protocol/routes";
-import { Engine } from "../engine/engine";
-import { BlockPool } from "../kv/block-pool";
-import { CpuExecutor } from "../model/executors/cpu-executor";
-import { materializeTinyModel } from "../model/checkpoint/demo-model";
-import { loadModel } from "../engine/load-model";
+import type { Engine } from "../engine/engine";
+import type { CpuExecutor } from "../model/executors/cpu-executor";
+import { tinyEngine } from "../engine/testing/tiny-engine";
 import { createBackendApp } from "./app";
 
 /**
@@ -25,18 +23,8 @@ let app: ReturnType<typeof createBackendApp>;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "agent-edge-queue-bound-"));
-  const model = await loadModel({ dir: await materializeTinyModel(join(dir, "tiny")) });
-  executor = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks: 128, blockSize: 16, threads: 1 });
-  engine = new Engine({
-    executor,
-    pool: new BlockPool({ numBlocks: 128, blockSize: 16 }),
-    codec: model.codec,
-    modelId: model.spec.modelId,
-    // Small steps: the first turn's prompt stays queued over many steps.
-    scheduler: { maxBatchTokens: 16, maxRunningSequences: 8, blockSize: 16, maxQueuedTokens: 100 },
-    enablePrefixCache: true,
-    backendId: "t",
-  });
+  // Small steps: the first turn's prompt stays queued over many steps.
+  ({ engine, executor } = await tinyEngine(dir, { maxBatchTokens: 16, maxQueuedTokens: 100 }));
   app = createBackendApp({ engine, secret: SECRET, backendId: "t" });
 });
 
