@@ -7,7 +7,7 @@ import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type Frame, type GenerateRequest }
 import { ROUTES } from "../../protocol/routes";
 import type { Engine } from "../engine/engine";
 import type { CpuExecutor } from "../model/executors/cpu-executor";
-import { tinyEngine } from "../engine/testing/tiny-engine";
+import { tinyEngine } from "./testing/tiny-engine";
 import { createBackendApp } from "./app";
 
 /**

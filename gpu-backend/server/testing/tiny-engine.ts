@@ -3,8 +3,8 @@ import { BlockPool } from "../../kv/block-pool";
 import { materializeTinyModel } from "../../model/checkpoint/demo-model";
 import { CpuExecutor } from "../../model/executors/cpu-executor";
 import type { SchedulerConfig } from "../../scheduler/scheduler";
-import { Engine } from "../engine";
-import { loadModel } from "../load-model";
+import { Engine } from "../../engine/engine";
+import { loadModel } from "../../engine/load-model";
 
 /**
  * An engine on the tiny model for tests: the model written under `dir`, a CPU executor and a pool
