@@ -4,7 +4,7 @@ import { expect } from "vitest";
 import type { ChatMessage } from "../../protocol/messages";
 import { TrajectoryStore } from "../../durable-objects/trajectory/trajectory-store";
 import type { TrajectoryMeta } from "../../durable-objects/turn/turn-types";
-import type { TurnRecord } from "../../durable-objects/turn/turn-types";
+import type { CommitTurn, TurnRecord } from "../../durable-objects/turn/turn-types";
 import { TENANTS } from "./tenants";
 
 export type TenantName = keyof typeof TENANTS;
@@ -175,4 +175,23 @@ export function sseData(text: string): string[] {
 /** A system prompt no other test uses (so no other test's cache entries can match it). */
 export function uniqueSystem(words = 20): ChatMessage {
   return { role: "system", content: `[${crypto.randomUUID()}] You are a careful coding agent. ${"Read the files before editing them. ".repeat(words)}` };
+}
+
+/**
+ * A synthetic first turn that stores `messages` as the transcript (no backend ran it): for tests
+ * that seed a trajectory's storage directly, `new TrajectoryStore(state.storage).commitTurn(seededTurn(messages))`.
+ */
+export function seededTurn(messages: ChatMessage[]): CommitTurn {
+  return {
+    keep: 0,
+    messages,
+    record: { turn: 1, startedAt: new Date().toISOString(), mode: "full", fullReason: "first-turn", promptTokens: 1, cachedTokens: 0, computedTokens: 1, completionTokens: 1, ttftMs: 1, backendTtftMs: 1, totalMs: 1, backend: "test", backendUrl: "http://127.0.0.1:9", finishReason: "length", requestBytes: 0 },
+    backendUrl: "http://127.0.0.1:9",
+    stateId: "s-1",
+    toolsJson: "[]",
+    idempotencyKey: undefined,
+    fingerprint: "",
+    result: undefined as never,
+    promptBlockHashes: [],
+  };
 }

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { LIMIT_DEFAULTS } from "../../durable-objects/settings";
 import { TrajectoryStore } from "../../durable-objects/trajectory/trajectory-store";
 import type { ChatMessage } from "../../protocol/messages";
-import { call, chat, completion, createTrajectory, expectError, getState, sessionPath, SMALL, stored, stubOf, uid, uniqueSystem, type Stored } from "./helpers";
+import { call, chat, completion, createTrajectory, expectError, getState, seededTurn, sessionPath, SMALL, stored, stubOf, uid, uniqueSystem, type Stored } from "./helpers";
 import { TENANTS, TEST_MAX_BODY_BYTES } from "./tenants";
 
 /**
@@ -78,18 +78,7 @@ describe("limits: session URLs and Responses continuations count the stored tran
     const id = uid("lim-seed");
     await createTrajectory("a", id);
     await runInDurableObject(stubOf("a", id), (_instance, state) => {
-      new TrajectoryStore(state.storage).commitTurn({
-        keep: 0,
-        messages,
-        record: { turn: 1, startedAt: new Date().toISOString(), mode: "full", fullReason: "first-turn", promptTokens: 1, cachedTokens: 0, computedTokens: 1, completionTokens: 1, ttftMs: 1, backendTtftMs: 1, totalMs: 1, backend: "test", backendUrl: "http://127.0.0.1:9", finishReason: "length", requestBytes: 0 },
-        backendUrl: "http://127.0.0.1:9",
-        stateId: "s-1",
-        toolsJson: "[]",
-        idempotencyKey: undefined,
-        fingerprint: "",
-        result: undefined as never,
-        promptBlockHashes: [],
-      });
+      new TrajectoryStore(state.storage).commitTurn(seededTurn(messages));
     });
     await evictDurableObject(stubOf("a", id));
     const before = await stored("a", id);

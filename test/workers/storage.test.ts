@@ -1,32 +1,11 @@
 import { evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { TrajectoryStore } from "../../durable-objects/trajectory/trajectory-store";
-import type { TurnRecord } from "../../durable-objects/turn/turn-types";
 import type { ChatMessage } from "../../protocol/messages";
-import { call, chat, completion, createTrajectory, expectError, replyOf, sessionPath, SMALL, stored, stubOf, uid, uniqueSystem } from "./helpers";
+import { call, chat, completion, createTrajectory, expectError, replyOf, seededTurn, sessionPath, SMALL, stored, stubOf, uid, uniqueSystem } from "./helpers";
 
 /** PART_CHARS in durable-objects/trajectory-store.ts: a message's JSON is split into rows of this many characters. */
 const PART_CHARS = 256 * 1024;
-
-function record(turn: number): TurnRecord {
-  return {
-    turn,
-    startedAt: new Date().toISOString(),
-    mode: "full",
-    fullReason: "first-turn",
-    promptTokens: 1,
-    cachedTokens: 0,
-    computedTokens: 1,
-    completionTokens: 1,
-    ttftMs: 1,
-    backendTtftMs: 1,
-    totalMs: 1,
-    backend: "test",
-    backendUrl: "http://127.0.0.1:9",
-    finishReason: "length",
-    requestBytes: 0,
-  };
-}
 
 describe("Durable Object storage of long transcripts", () => {
   it("~200 messages round-trip exactly through SQLite (after eviction) and extend with a delta turn", async () => {
@@ -77,18 +56,7 @@ describe("Durable Object storage of long transcripts", () => {
     const transcript: ChatMessage[] = [{ role: "system", content: "s" }, big, { role: "assistant", content: "ok" }, ascii, { role: "assistant", content: "done" }];
     const rows = await runInDurableObject(stubOf("a", id), (_instance, state) => {
       const store = new TrajectoryStore(state.storage);
-      store.commitTurn({
-        keep: 0,
-        messages: transcript,
-        record: record(1),
-        backendUrl: "http://127.0.0.1:9",
-        stateId: "s-1",
-        toolsJson: "[]",
-        idempotencyKey: undefined,
-        fingerprint: "",
-        result: undefined as never,
-        promptBlockHashes: [],
-      });
+      store.commitTurn(seededTurn(transcript));
       return state.storage.sql.exec<{ idx: number; parts: number }>(`SELECT idx, COUNT(*) AS parts FROM messages GROUP BY idx ORDER BY idx`).toArray();
     });
     expect(rows.map((r) => r.parts)).toEqual([1, Math.ceil(bigJson.length / PART_CHARS), 1, 4, 1]);
