@@ -65,7 +65,8 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *   soak     N agent clients (64) for S seconds (300) over every API (chat with a trajectory id,
  *            session URLs, Responses, Messages, stateless), streaming and not, with tool pauses,
  *            through wrangler dev and 2 backends: errors, stored vs client counts, resident memory
- *            of the backends and workerd every 10 s, what is left at the end, lease expiry;
+ *            of the backends and workerd every 10 s and after a minute idle, what is left at the
+ *            end, lease expiry;
  *            flags: --trajectories N, --seconds S, --backends N, --quick (60 s), --json, --model DIR
  *   overload more turns than N backends (2) can take, through wrangler dev: the sustainable rate
  *            (closed loop), then Poisson arrivals at 1x, 2x, 4x it: 429 share, p50/p99 TTFT, turns

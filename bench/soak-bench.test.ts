@@ -20,7 +20,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 describe("soak (30 s)", () => {
   it("runs every API for 30 s with no error and nothing lost or left behind", { timeout: 240_000 }, async () => {
     const model = await materializeTinyModel(join(dir, "tiny"));
-    const s = await runSoakBench({ trajectories: 10, seconds: 30, model, pauseMs: [100, 600], maxTokens: 8, sampleEveryMs: 5000, outDir: join(import.meta.dirname, "out", "soak-test") });
+    const s = await runSoakBench({ trajectories: 10, seconds: 30, model, pauseMs: [100, 600], maxTokens: 8, sampleEveryMs: 5000, idleMs: 0, outDir: join(import.meta.dirname, "out", "soak-test") });
     console.log(JSON.stringify({ ...s, samples: s.samples.length }));
     expect(s.errorSamples).toEqual([]);
     expect(s.errors).toBe(0);

@@ -9,7 +9,7 @@ import { lineChart } from "./svg-plot";
 import { round } from "./round";
 import { sleep } from "./routing-policy-run";
 import { waitForPool } from "./routing-stack-meters";
-import { emptyCounts, runSoakClient, SOAK_KINDS, type SoakCounts } from "./soak-clients";
+import { emptyCounts, runSoakClient, SOAK_KINDS, type SoakCounts, type SoakKind } from "./soak-clients";
 
 /**
  * `npm run bench -- soak [--trajectories N] [--seconds S] [--quick] [--json]`
@@ -23,8 +23,9 @@ import { emptyCounts, runSoakClient, SOAK_KINDS, type SoakCounts } from "./soak-
  *
  * Every 10 s: the resident memory of each backend's processes and of workerd. Growth is the mean
  * of the last 3 samples over the mean of the first 3 after warm-up (the first 40% of the run:
- * `rssGrowth`), minus 1. At the end: the sequences, queued tokens and turn states left on each backend once
- * the clients stopped, and how long until every tool-pause lease expired (none may be left).
+ * `rssGrowth`), minus 1. At the end: the sequences, queued tokens and turn states left on each
+ * backend once the clients stopped, how long until every tool-pause lease expired (none may be
+ * left), and one more memory sample after a minute without traffic (`idle`).
  */
 export interface SoakOptions {
   trajectories: number;
@@ -33,9 +34,13 @@ export interface SoakOptions {
   /** Backend `--model` (default: the embedded demo model). */
   model?: string;
   turnsPerTrajectory?: number;
+  /** The APIs the clients use, in turn (default all: SOAK_KINDS). */
+  kinds?: readonly SoakKind[];
   pauseMs?: [number, number];
   maxTokens?: number;
   sampleEveryMs?: number;
+  /** After the run, how long to leave the stack without traffic before one more memory sample (`idle`); 0: none. Default 60 s. */
+  idleMs?: number;
   outDir: string;
 }
 
@@ -62,6 +67,8 @@ export interface SoakSummary extends Omit<SoakCounts, "errorSamples" | "mismatch
   /** Leases still active on all backends when the clients stopped, and seconds until none was left (-1: some never expired). */
   leasesAtStop: number;
   leasesExpiredAfterS: number;
+  /** Resident memory after `idleMs` without traffic (null: not taken): what of the growth idle objects held. */
+  idle: RssSample | null;
   errorSamples: string[];
   mismatchSamples: string[];
   wallS: number;
@@ -101,11 +108,14 @@ async function soak(stack: Stack, o: SoakOptions, numBackends: number, t0: numbe
   const start = performance.now();
   const deadline = start + o.seconds * 1000;
   const samples: RssSample[] = [];
-  const sample = () => {
+  const measure = (): RssSample => {
     const backendsMiB = stack.parts.filter((p) => p.kind === "backend").map((p) => residentBytes(p.process.groupPids()) / 2 ** 20);
     const edge = stack.parts.find((p) => p.kind === "edge")!;
     const workerdMiB = residentBytes(edge.process.groupPids(), (comm) => comm.startsWith("workerd")) / 2 ** 20;
-    samples.push({ atS: round((performance.now() - start) / 1000, 1), backendsMiB: backendsMiB.map((m) => round(m, 1)), workerdMiB: round(workerdMiB, 1) });
+    return { atS: round((performance.now() - start) / 1000, 1), backendsMiB: backendsMiB.map((m) => round(m, 1)), workerdMiB: round(workerdMiB, 1) };
+  };
+  const sample = () => {
+    samples.push(measure());
     const last = samples.at(-1)!;
     note("soak", `${last.atS} s: ${counts.turns} turns, ${counts.errors} errors, ${counts.overloaded} 429s, ${counts.devProxyResets} dev proxy resets, ${counts.mismatches} mismatches; RSS backends ${last.backendsMiB.join(" / ")} MiB, workerd ${last.workerdMiB} MiB`);
   };
@@ -121,7 +131,7 @@ async function soak(stack: Stack, o: SoakOptions, numBackends: number, t0: numbe
             apiKey,
             tenant: "local",
             model,
-            kind: SOAK_KINDS[i % SOAK_KINDS.length]!,
+            kind: (o.kinds ?? SOAK_KINDS)[i % (o.kinds ?? SOAK_KINDS).length]!,
             index: i,
             turnsPerTrajectory: o.turnsPerTrajectory ?? 6,
             pauseMs: o.pauseMs ?? [200, 1500],
@@ -156,6 +166,13 @@ async function soak(stack: Stack, o: SoakOptions, numBackends: number, t0: numbe
   }
   note("soak", `end: ${sequencesLeft} sequences and ${queuedTokensLeft} queued tokens left; turn states ${turnStates.join(" / ")}; ${leasesAtStop} leases at stop, none after ${leasesExpiredAfterS} s`);
 
+  const idleMs = o.idleMs ?? 60_000;
+  let idle: RssSample | null = null;
+  if (idleMs > 0) {
+    await sleep(idleMs);
+    idle = measure();
+    note("soak", `after ${idleMs / 1000} s idle: RSS backends ${idle.backendsMiB.join(" / ")} MiB, workerd ${idle.workerdMiB} MiB`);
+  }
   const growth = (pick: (s: RssSample) => number) => rssGrowth(samples, o.seconds, pick);
   const backendRssGrowths = Array.from({ length: numBackends }, (_, b) => growth((s) => s.backendsMiB[b]!));
   const { errorSamples, mismatchSamples, ...rest } = counts;
@@ -173,6 +190,7 @@ async function soak(stack: Stack, o: SoakOptions, numBackends: number, t0: numbe
     turnStates,
     leasesAtStop,
     leasesExpiredAfterS,
+    idle,
     errorSamples,
     mismatchSamples,
     wallS: round((performance.now() - t0) / 1000, 1),
