@@ -14,6 +14,7 @@ import { runRestartsBench } from "./restarts-bench";
 import { runRoutingBench } from "./routing-bench";
 import { runSessionlessBench } from "./sessionless-bench";
 import { runSoakBench } from "./soak-bench";
+import { SOAK_KINDS, type SoakKind } from "./soak-clients";
 import { runStepCosts } from "./step-costs";
 import { runStructuredBench } from "./structured-bench";
 import { runTraceBench } from "./trace-replay";
@@ -67,7 +68,8 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *            through wrangler dev and 2 backends: errors, stored vs client counts, resident memory
  *            of the backends and workerd every 10 s and after a minute idle, what is left at the
  *            end, lease expiry;
- *            flags: --trajectories N, --seconds S, --backends N, --quick (60 s), --json, --model DIR
+ *            flags: --trajectories N, --seconds S, --backends N, --kinds a,b (chat, session,
+ *            responses, messages, stateless; default all), --quick (60 s), --json, --model DIR
  *   overload more turns than N backends (2) can take, through wrangler dev: the sustainable rate
  *            (closed loop), then Poisson arrivals at 1x, 2x, 4x it: 429 share, p50/p99 TTFT, turns
  *            moved to another backend, most queued tokens; flags: --backends N, --seconds S (30),
@@ -114,6 +116,7 @@ const { values } = parseArgs({
     cases: { type: "string" },
     seed: { type: "string" },
     seconds: { type: "string" },
+    kinds: { type: "string" },
     "max-queued-tokens": { type: "string" },
   },
   strict: true,
@@ -233,6 +236,7 @@ switch (name) {
       trajectories: values.trajectories ? Number(values.trajectories) : 64,
       seconds: values.seconds ? Number(values.seconds) : values.quick ? 60 : 300,
       backends: values.backends ? Number(values.backends) : undefined,
+      kinds: values.kinds?.split(",").map((k) => ((SOAK_KINDS as readonly string[]).includes(k) ? (k as SoakKind) : badFlag("--kinds", SOAK_KINDS.join(", "), k))),
       model: values.model,
       outDir: values.out!,
     });
