@@ -10,18 +10,19 @@ import { freePort, startStack, type Stack, type StackOptions } from "../scripts/
  *
  * @example const { stack, logPath, close } = await startBenchStack({ name: "soak", backends: 2, outDir, options: { vars } });
  */
-export async function startBenchStack(p: { name: string; backends: number; outDir: string; options?: StackOptions }): Promise<{ stack: Stack; logPath: string; close: () => Promise<void> }> {
+export async function startBenchStack(p: { name: string; backends: number; outDir: string; options?: StackOptions }): Promise<{ stack: Stack; logPath: string; inspectorPort: number; close: () => Promise<void> }> {
   mkdirSync(p.outDir, { recursive: true });
   const logPath = join(p.outDir, `${p.name}-stack.log`);
   writeFileSync(logPath, "");
   const dir = mkdtempSync(join(tmpdir(), `agent-edge-${p.name}-`));
   const backendPorts: number[] = [];
   for (let i = 0; i < p.backends; i++) backendPorts.push(await freePort());
+  const inspectorPort = p.options?.inspectorPort ?? (await freePort());
   try {
     const stack = await startStack({
       backendPorts,
       edgePort: await freePort(),
-      inspectorPort: await freePort(),
+      inspectorPort,
       devtools: false,
       threads: 1,
       persistTo: join(dir, "edge"),
@@ -31,6 +32,7 @@ export async function startBenchStack(p: { name: string; backends: number; outDi
     return {
       stack,
       logPath,
+      inspectorPort,
       close: async () => {
         await stack.stop();
         rmSync(dir, { recursive: true, force: true });

@@ -69,7 +69,8 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *            of the backends and workerd every 10 s and after a minute idle, what is left at the
  *            end, lease expiry;
  *            flags: --trajectories N, --seconds S, --backends N, --kinds a,b (chat, session,
- *            responses, messages, stateless; default all), --quick (60 s), --json, --model DIR
+ *            responses, messages, stateless; default all), --worker-heap (also the Worker's JS
+ *            heap after a forced GC, through wrangler's inspector), --quick (60 s), --json, --model DIR
  *   overload more turns than N backends (2) can take, through wrangler dev: the sustainable rate
  *            (closed loop), then Poisson arrivals at 1x, 2x, 4x it: 429 share, p50/p99 TTFT, turns
  *            moved to another backend, most queued tokens; flags: --backends N, --seconds S (30),
@@ -117,6 +118,7 @@ const { values } = parseArgs({
     seed: { type: "string" },
     seconds: { type: "string" },
     kinds: { type: "string" },
+    "worker-heap": { type: "boolean", default: false },
     "max-queued-tokens": { type: "string" },
   },
   strict: true,
@@ -236,6 +238,7 @@ switch (name) {
       trajectories: values.trajectories ? Number(values.trajectories) : 64,
       seconds: values.seconds ? Number(values.seconds) : values.quick ? 60 : 300,
       backends: values.backends ? Number(values.backends) : undefined,
+      workerHeap: values["worker-heap"]!,
       kinds: values.kinds?.split(",").map((k) => ((SOAK_KINDS as readonly string[]).includes(k) ? (k as SoakKind) : badFlag("--kinds", SOAK_KINDS.join(", "), k))),
       model: values.model,
       outDir: values.out!,

@@ -6,6 +6,7 @@ import { startBenchStack } from "./bench-stack";
 import { residentBytes, scrapeBackends, waitIdle } from "./backend-scrape";
 import { note } from "./progress";
 import { lineChart } from "./svg-plot";
+import { openWorkerHeap, type WorkerHeap } from "./worker-heap";
 import { round } from "./round";
 import { sleep } from "./routing-policy-run";
 import { waitForPool } from "./routing-stack-meters";
@@ -34,6 +35,12 @@ export interface SoakOptions {
   /** Backend `--model` (default: the embedded demo model). */
   model?: string;
   turnsPerTrajectory?: number;
+  /**
+   * Also sample the Worker isolate's JS heap after a forced GC (`workerHeapMiB`, through wrangler's
+   * inspector: devtools on, which costs CPU), to tell a leak in the Worker's code from workerd's
+   * own memory.
+   */
+  workerHeap?: boolean;
   /** The APIs the clients use, in turn (default all: SOAK_KINDS). */
   kinds?: readonly SoakKind[];
   pauseMs?: [number, number];
@@ -48,6 +55,8 @@ export interface RssSample {
   atS: number;
   backendsMiB: number[];
   workerdMiB: number;
+  /** The Worker isolate's JS heap after a forced GC (with `workerHeap`). */
+  workerHeapMiB?: number;
 }
 
 export interface SoakSummary extends Omit<SoakCounts, "errorSamples" | "mismatchSamples"> {
@@ -58,6 +67,8 @@ export interface SoakSummary extends Omit<SoakCounts, "errorSamples" | "mismatch
   backendRssGrowths: number[];
   backendRssGrowth: number;
   workerdRssGrowth: number;
+  /** Growth of the Worker's JS heap after warm-up, as for RSS (null without `workerHeap`). */
+  workerHeapGrowth: number | null;
   samples: RssSample[];
   /** Once the clients stopped: sequences running or waiting, and queued tokens, on all backends. */
   sequencesLeft: number;
@@ -81,16 +92,17 @@ const LEASE_MAX_MS = Number(SOAK_VARS.LEASE_MAX_MS);
 export async function runSoakBench(o: SoakOptions): Promise<SoakSummary> {
   const t0 = performance.now();
   const numBackends = o.backends ?? 2;
-  const { stack, logPath, close } = await startBenchStack({
+  const { stack, logPath, inspectorPort, close } = await startBenchStack({
     name: "soak",
     backends: numBackends,
     outDir: o.outDir,
-    options: { ...(o.model ? { modelDir: o.model } : {}), kvMemory: "512MiB", vars: SOAK_VARS },
+    options: { ...(o.model ? { modelDir: o.model } : {}), kvMemory: "512MiB", vars: SOAK_VARS, ...(o.workerHeap ? { devtools: true } : {}) },
   });
   note("soak", `${o.trajectories} clients x ${o.seconds} s, ${numBackends} backends; log: ${logPath}`);
   try {
     await waitForPool(stack, numBackends, 60_000);
-    const summary = await soak(stack, o, numBackends, t0);
+    const heap = o.workerHeap ? await openWorkerHeap(inspectorPort) : undefined;
+    const summary = await soak(stack, o, numBackends, t0, heap).finally(() => heap?.close());
     const plot = join(o.outDir, "soak-rss.svg");
     writeFileSync(plot, rssChart(summary));
     note("soak", `resident memory plot: ${plot}`);
@@ -100,7 +112,7 @@ export async function runSoakBench(o: SoakOptions): Promise<SoakSummary> {
   }
 }
 
-async function soak(stack: Stack, o: SoakOptions, numBackends: number, t0: number): Promise<SoakSummary> {
+async function soak(stack: Stack, o: SoakOptions, numBackends: number, t0: number, heap: WorkerHeap | undefined): Promise<SoakSummary> {
   const apiKey = "sk-local-dev";
   const models = (await (await fetch(`${stack.edgeUrl}/v1/models`, { headers: { authorization: `Bearer ${apiKey}` } })).json()) as { data: { id: string }[] };
   const model = models.data[0]!.id;
@@ -108,20 +120,22 @@ async function soak(stack: Stack, o: SoakOptions, numBackends: number, t0: numbe
   const start = performance.now();
   const deadline = start + o.seconds * 1000;
   const samples: RssSample[] = [];
-  const measure = (): RssSample => {
+  const measure = async (): Promise<RssSample> => {
+    const workerHeapMiB = heap ? await heap.usedAfterGcMiB() : undefined;
     const backendsMiB = stack.parts.filter((p) => p.kind === "backend").map((p) => residentBytes(p.process.groupPids()) / 2 ** 20);
     const edge = stack.parts.find((p) => p.kind === "edge")!;
     const workerdMiB = residentBytes(edge.process.groupPids(), (comm) => comm.startsWith("workerd")) / 2 ** 20;
-    return { atS: round((performance.now() - start) / 1000, 1), backendsMiB: backendsMiB.map((m) => round(m, 1)), workerdMiB: round(workerdMiB, 1) };
+    return { atS: round((performance.now() - start) / 1000, 1), backendsMiB: backendsMiB.map((m) => round(m, 1)), workerdMiB: round(workerdMiB, 1), ...(workerHeapMiB !== undefined ? { workerHeapMiB } : {}) };
   };
-  const sample = () => {
-    samples.push(measure());
-    const last = samples.at(-1)!;
-    note("soak", `${last.atS} s: ${counts.turns} turns, ${counts.errors} errors, ${counts.overloaded} 429s, ${counts.devProxyResets} dev proxy resets, ${counts.mismatches} mismatches; RSS backends ${last.backendsMiB.join(" / ")} MiB, workerd ${last.workerdMiB} MiB`);
+  const sample = async () => {
+    const last = await measure();
+    samples.push(last);
+    const heapNote = last.workerHeapMiB !== undefined ? `, Worker JS heap ${last.workerHeapMiB} MiB` : "";
+    note("soak", `${last.atS} s: ${counts.turns} turns, ${counts.errors} errors, ${counts.overloaded} 429s, ${counts.devProxyResets} dev proxy resets, ${counts.mismatches} mismatches; RSS backends ${last.backendsMiB.join(" / ")} MiB, workerd ${last.workerdMiB} MiB${heapNote}`);
   };
-  sample();
+  await sample();
   const every = o.sampleEveryMs ?? 10_000;
-  const sampler = setInterval(sample, every);
+  const sampler = setInterval(() => void sample(), every);
   try {
     await Promise.all(
       Array.from({ length: o.trajectories }, (_, i) =>
@@ -146,7 +160,7 @@ async function soak(stack: Stack, o: SoakOptions, numBackends: number, t0: numbe
   } finally {
     clearInterval(sampler);
   }
-  sample();
+  await sample();
 
   // Nothing left running: every turn ended, so every sequence must have.
   await waitIdle(stack, 10_000).catch(() => undefined);
@@ -170,7 +184,7 @@ async function soak(stack: Stack, o: SoakOptions, numBackends: number, t0: numbe
   let idle: RssSample | null = null;
   if (idleMs > 0) {
     await sleep(idleMs);
-    idle = measure();
+    idle = await measure();
     note("soak", `after ${idleMs / 1000} s idle: RSS backends ${idle.backendsMiB.join(" / ")} MiB, workerd ${idle.workerdMiB} MiB`);
   }
   const growth = (pick: (s: RssSample) => number) => rssGrowth(samples, o.seconds, pick);
@@ -184,6 +198,7 @@ async function soak(stack: Stack, o: SoakOptions, numBackends: number, t0: numbe
     backendRssGrowths,
     backendRssGrowth: Math.max(...backendRssGrowths),
     workerdRssGrowth: growth((s) => s.workerdMiB),
+    workerHeapGrowth: heap ? growth((s) => s.workerHeapMiB ?? 0) : null,
     samples,
     sequencesLeft,
     queuedTokensLeft,

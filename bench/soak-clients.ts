@@ -202,7 +202,9 @@ async function resendAfterResets<T>(p: SoakClientParams, id: string, done: numbe
       note("soak", `wrangler dev proxy reset at ${new Date().toISOString()}: ${e.message.slice(0, 80)}`);
       if (attempt >= 3) throw fail(counts, `${e.message} (4 times)`);
       if (p.kind === "chat" || p.kind === "session" || p.kind === "messages") {
-        const res = await fetch(`${p.edgeUrl}/v1/tenants/${p.tenant}/trajectories/${id}`, { headers: auth });
+        const res = await fetch(`${p.edgeUrl}/v1/tenants/${p.tenant}/trajectories/${id}`, { headers: auth }).catch((err: unknown) => {
+          throw fail(counts, `state of ${id}: ${(err as Error).message}`);
+        });
         const stored = res.ok ? ((await res.json()) as { turns: unknown[] }).turns.length : 0;
         if (stored > done) {
           counts.devProxyResetsStored++;
@@ -216,7 +218,11 @@ async function resendAfterResets<T>(p: SoakClientParams, id: string, done: numbe
 
 /** Compares the edge's state of a finished trajectory with what the client did. */
 async function verify(p: SoakClientParams, id: string, kind: SoakKind, turns: number, clientMessages: number, counts: SoakCounts, auth: Record<string, string>): Promise<void> {
-  const res = await fetch(`${p.edgeUrl}/v1/tenants/${p.tenant}/trajectories/${id}`, { headers: auth });
+  const res = await fetch(`${p.edgeUrl}/v1/tenants/${p.tenant}/trajectories/${id}`, { headers: auth }).catch((e: unknown) => {
+    fail(counts, `state of ${id}: ${(e as Error).message}`);
+    return undefined;
+  });
+  if (!res) return;
   if (!res.ok) {
     counts.mismatches++;
     counts.mismatchSamples.push(`${id}: state answered ${res.status}`);
