@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { SECRET_HEADER } from "../protocol/messages";
 import type { Stack } from "../scripts/stack";
-import { sleep } from "./routing-policy-run";
+import { setTimeout as sleep } from "node:timers/promises";
 
 /** One backend's /metrics, read: the value of an unlabelled series by name (0 when absent). */
 export type MetricReader = (name: string) => number;

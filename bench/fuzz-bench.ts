@@ -2,13 +2,11 @@ import { createHash } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Engine } from "../gpu-backend/engine/engine";
-import { loadModel } from "../gpu-backend/engine/load-model";
-import { BlockPool } from "../gpu-backend/kv/block-pool";
+import type { Engine } from "../gpu-backend/engine/engine";
 import { materializeTinyModel } from "../gpu-backend/model/checkpoint/demo-model";
-import { CpuExecutor } from "../gpu-backend/model/executors/cpu-executor";
 import { createBackendApp } from "../gpu-backend/server/app";
 import { Drain } from "../gpu-backend/server/drain";
+import { testEngine } from "../gpu-backend/server/testing/test-engine";
 import { freePort, startStack } from "../scripts/stack";
 import { fuzzBackend, type FuzzFindings } from "./fuzz-backend";
 import { fuzzEdge, type EdgeFuzzContext, type EdgeFuzzFindings } from "./fuzz-edge";
@@ -55,18 +53,7 @@ export async function runFuzzBench(o: { cases?: number; seed?: number }): Promis
 
 /** A real backend app and engine on the model in `modelDir` (cpu, 64 blocks), in process: what the backend fuzzing runs against. */
 export async function startFuzzBackend(modelDir: string, secret: string): Promise<{ app: ReturnType<typeof createBackendApp>; engine: Engine; dispose: () => Promise<void> }> {
-  const model = await loadModel({ dir: modelDir });
-  const executor = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks: 64, blockSize: 16, threads: 1 });
-  const engine = new Engine({
-    executor,
-    pool: new BlockPool({ numBlocks: 64, blockSize: 16 }),
-    codec: model.codec,
-    modelId: model.spec.modelId,
-    scheduler: { maxBatchTokens: 256, maxRunningSequences: 8, blockSize: 16 },
-    enablePrefixCache: true,
-    backendId: "fuzz",
-    transfer: { secret, timeoutMs: 2000 },
-  });
+  const { engine, executor } = await testEngine({ modelDir, numBlocks: 64, backendId: "fuzz", transfer: { secret, timeoutMs: 2000 } });
   return { app: createBackendApp({ engine, secret, backendId: "fuzz", drain: new Drain() }), engine, dispose: () => executor.dispose() };
 }
 

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { SECRET_HEADER } from "../protocol/messages";
 import type { Stack } from "../scripts/stack";
+import { scrapeBackends } from "./backend-scrape";
 import { round, type CpuBreakdown } from "./routing-report";
 
 /**
@@ -50,10 +51,9 @@ export function cpuSnapshot(backendStack: Stack, edgeStack: Stack): CpuBreakdown
 /** Reads each backend's /metrics (prom-client text). */
 export async function meters(stack: Stack): Promise<Record<string, BackendMeters>> {
   const out: Record<string, BackendMeters> = {};
-  for (const part of stack.parts.filter((p) => p.kind === "backend")) {
-    const res = await fetch(`${part.url}/metrics`, { headers: { [SECRET_HEADER]: stack.secret } });
-    const text = await res.text();
-    const value = (name: string) => Number(new RegExp(`^${name} ([0-9.e+-]+)$`, "m").exec(text)?.[1] ?? 0);
+  const readers = await scrapeBackends(stack);
+  for (const [i, part] of stack.parts.filter((p) => p.kind === "backend").entries()) {
+    const value = readers[i]!;
     const tokens = value("agent_edge_computed_prompt_tokens_total") + value("agent_edge_generated_tokens_total");
     const rate = value("agent_edge_step_tokens_per_second");
     out[part.name] = { cpuS: value("agent_edge_process_process_cpu_seconds_total"), stepMs: rate > 0 ? (tokens / rate) * 1000 : 0 };

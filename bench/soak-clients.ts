@@ -202,11 +202,9 @@ async function resendAfterResets<T>(p: SoakClientParams, id: string, done: numbe
       note("soak", `wrangler dev proxy reset at ${new Date().toISOString()}: ${e.message.slice(0, 80)}`);
       if (attempt >= 3) throw fail(counts, `${e.message} (4 times)`);
       if (p.kind === "chat" || p.kind === "session" || p.kind === "messages") {
-        const res = await fetch(`${p.edgeUrl}/v1/tenants/${p.tenant}/trajectories/${id}`, { headers: auth }).catch((err: unknown) => {
-          throw fail(counts, `state of ${id}: ${(err as Error).message}`);
-        });
-        const stored = res.ok ? ((await res.json()) as { turns: unknown[] }).turns.length : 0;
-        if (stored > done) {
+        const state = await trajectoryState(p, id, auth, counts);
+        if (state === undefined) throw new TurnFailed(`${id}: no state after a proxy reset`);
+        if (state !== null && state.turns.length > done) {
           counts.devProxyResetsStored++;
           if (p.kind !== "session") throw new TurnFailed(`${id}: turn stored, answer lost to a proxy reset`);
         }
@@ -216,19 +214,36 @@ async function resendAfterResets<T>(p: SoakClientParams, id: string, done: numbe
   }
 }
 
-/** Compares the edge's state of a finished trajectory with what the client did. */
-async function verify(p: SoakClientParams, id: string, kind: SoakKind, turns: number, clientMessages: number, counts: SoakCounts, auth: Record<string, string>): Promise<void> {
-  const res = await fetch(`${p.edgeUrl}/v1/tenants/${p.tenant}/trajectories/${id}`, { headers: auth }).catch((e: unknown) => {
+interface StoredState {
+  message_count: number;
+  turns: unknown[];
+  idempotency_keys: number;
+}
+
+/** The edge's state of trajectory `id`: null when it answers otherwise than 200, undefined (an error counted) when it cannot be reached. */
+async function trajectoryState(p: SoakClientParams, id: string, auth: Record<string, string>, counts: SoakCounts): Promise<StoredState | null | undefined> {
+  try {
+    const res = await fetch(`${p.edgeUrl}/v1/tenants/${p.tenant}/trajectories/${id}`, { headers: auth });
+    if (!res.ok) {
+      await res.body?.cancel();
+      return null;
+    }
+    return (await res.json()) as StoredState;
+  } catch (e) {
     fail(counts, `state of ${id}: ${(e as Error).message}`);
     return undefined;
-  });
-  if (!res) return;
-  if (!res.ok) {
+  }
+}
+
+/** Compares the edge's state of a finished trajectory with what the client did. */
+async function verify(p: SoakClientParams, id: string, kind: SoakKind, turns: number, clientMessages: number, counts: SoakCounts, auth: Record<string, string>): Promise<void> {
+  const state = await trajectoryState(p, id, auth, counts);
+  if (state === undefined) return;
+  if (state === null) {
     counts.mismatches++;
-    counts.mismatchSamples.push(`${id}: state answered ${res.status}`);
+    counts.mismatchSamples.push(`${id}: no stored state`);
     return;
   }
-  const state = (await res.json()) as { message_count: number; turns: unknown[]; idempotency_keys: number };
   // The session's transcript holds no system message (the client never sent one there).
   const expectedMessages = kind === "session" ? clientMessages - 1 : clientMessages;
   const expectedKeys = kind === "session" ? Math.min(turns, p.idempotencyTurns) : 0;

@@ -187,7 +187,7 @@ export class TrajectoryDO extends DurableObject<Env> {
   private checkLimits(input: TurnInput): void {
     const append = input.kind === "append";
     const storedTools = () => JSON.parse(this.store.meta()?.toolsJson ?? "[]") as NonNullable<TurnInput["tools"]>;
-    checkLimits({ messages: append ? [...this.transcript, ...input.messages] : input.messages, tools: input.tools ?? (append ? storedTools() : []) }, edgeSettings(this.env).limits);
+    checkLimits({ ...(append ? { stored: this.transcript } : {}), messages: input.messages, tools: input.tools ?? (append ? storedTools() : []) }, edgeSettings(this.env).limits);
   }
 
   /** Runs a turn in this trajectory (busy is held by the caller). */

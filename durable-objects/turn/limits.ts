@@ -10,17 +10,21 @@ import type { Limits } from "../settings";
  * - 400 `limit_exceeded` past MAX_MESSAGES or MAX_TOOLS (the message names the cap and its setting),
  * - 413 `payload_too_large` past MAX_TOTAL_CHARS (`transcriptChars`).
  *
+ * `stored`: the trajectory's stored transcript the new `messages` follow (none: `messages` is all).
+ *
  * @example checkLimits({ messages, tools }, edgeSettings(env).limits); // throws past a cap
  */
-export function checkLimits(turn: { messages: readonly ChatMessage[]; tools: readonly ToolDefinition[] | undefined }, limits: Limits): void {
+export function checkLimits(turn: { stored?: readonly ChatMessage[]; messages: readonly ChatMessage[]; tools: readonly ToolDefinition[] | undefined }, limits: Limits): void {
   const tools = turn.tools ?? [];
-  if (turn.messages.length > limits.maxMessages) {
-    throw new ProtocolError("limit_exceeded", `messages: the transcript holds ${turn.messages.length} messages, over the limit of ${limits.maxMessages} (MAX_MESSAGES)`);
+  const stored = turn.stored ?? [];
+  const count = stored.length + turn.messages.length;
+  if (count > limits.maxMessages) {
+    throw new ProtocolError("limit_exceeded", `messages: the transcript holds ${count} messages, over the limit of ${limits.maxMessages} (MAX_MESSAGES)`);
   }
   if (tools.length > limits.maxTools) {
     throw new ProtocolError("limit_exceeded", `tools: ${tools.length} tools, over the limit of ${limits.maxTools} (MAX_TOOLS)`);
   }
-  const chars = transcriptChars(turn.messages, tools);
+  const chars = transcriptChars(stored, []) + transcriptChars(turn.messages, tools);
   if (chars > limits.maxTotalChars) {
     throw new ProtocolError("payload_too_large", `messages: the transcript and tools hold ${chars} characters, over the limit of ${limits.maxTotalChars} (MAX_TOTAL_CHARS)`);
   }

@@ -94,13 +94,13 @@ export class KVCacheManager {
    * The longest run of full blocks, from the first, whose chained hashes are all cached in the
    * pool. At least one token is always left to compute (the model needs logits for the last
    * prompt token), so `numCachedTokens <= floor((tokenIds.length - 1) / blockSize) * blockSize`.
-   * Changes no reference counts; with prefix caching off it returns no blocks.
-   *
+   * Changes no reference counts; with prefix caching off it returns no blocks. `memo` (the
+   * sequence's `blockHashes`) is extended in place, so its start hashes no block again.
    * @example
    * const { numCachedTokens } = kv.findCachedPrefix({ tokenIds, root: hashRoot({ modelId, salt }) });
    */
-  findCachedPrefix(params: { tokenIds: ArrayLike<number>; root: BlockHash }): CachedPrefix {
-    return this.longestCachedPrefix(params.tokenIds, params.root, []);
+  findCachedPrefix(params: { tokenIds: ArrayLike<number>; root: BlockHash; memo?: BlockHash[] }): CachedPrefix {
+    return this.longestCachedPrefix(params.tokenIds, params.root, params.memo ?? []);
   }
 
   /**

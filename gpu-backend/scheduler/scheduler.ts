@@ -8,7 +8,7 @@ import type { Sequence } from "./sequence";
  * touches the block pool itself.
  */
 export interface KVPort {
-  findCachedPrefix(params: { tokenIds: readonly number[]; root: BlockHash }): { numCachedTokens: number };
+  findCachedPrefix(params: { tokenIds: readonly number[]; root: BlockHash; memo?: BlockHash[] }): { numCachedTokens: number };
   /** Registers the sequence and sets its status to "running" (restartSequence too; preempt sets "preempted"). */
   startSequence(seq: KVSequence): { numCachedTokens: number };
   restartSequence(seqId: number): { numCachedTokens: number };
@@ -100,9 +100,10 @@ export class Scheduler {
    * queued tokens past `maxQueuedTokens`: the caller answers 429 and the edge tries elsewhere.
    */
   add(seq: Sequence): void {
-    seq.queuedTokens = seq.numPromptTokens - this.kv.findCachedPrefix({ tokenIds: seq.tokenIds, root: seq.hashRoot }).numCachedTokens;
-    const queued = this.queuedTokens();
+    // Hashes into the sequence's memo: admission reuses them.
+    seq.queuedTokens = seq.numPromptTokens - this.kv.findCachedPrefix({ tokenIds: seq.tokenIds, root: seq.hashRoot, memo: seq.blockHashes }).numCachedTokens;
     const max = this.config.maxQueuedTokens ?? Infinity;
+    const queued = max === Infinity ? 0 : this.queuedTokens();
     if (queued > 0 && queued + seq.queuedTokens > max) {
       this.refused++;
       throw new ProtocolError("overloaded", `this backend has ${queued} prompt tokens queued; ${seq.queuedTokens} more would pass its bound of ${max} (--max-queued-tokens): retry later or on another backend`);

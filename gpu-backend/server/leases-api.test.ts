@@ -7,7 +7,8 @@ import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type DoneFrame, type GenerateReque
 import { ROUTES } from "../../protocol/routes";
 import type { Engine } from "../engine/engine";
 import type { CpuExecutor } from "../model/executors/cpu-executor";
-import { tinyEngine } from "./testing/tiny-engine";
+import { materializeTinyModel } from "../model/checkpoint/demo-model";
+import { testEngine } from "./testing/test-engine";
 import { createBackendApp } from "./app";
 
 const SECRET = "s3cret";
@@ -18,7 +19,7 @@ let app: ReturnType<typeof createBackendApp>;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "agent-edge-leases-"));
-  ({ engine, executor } = await tinyEngine(dir));
+  ({ engine, executor } = await testEngine({ modelDir: await materializeTinyModel(join(dir, "tiny")) }));
   app = createBackendApp({ engine, secret: SECRET, backendId: "t" });
 });
 

@@ -7,7 +7,8 @@ import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type Frame, type GenerateRequest }
 import { ROUTES } from "../../protocol/routes";
 import type { Engine } from "../engine/engine";
 import type { CpuExecutor } from "../model/executors/cpu-executor";
-import { tinyEngine } from "./testing/tiny-engine";
+import { materializeTinyModel } from "../model/checkpoint/demo-model";
+import { testEngine } from "./testing/test-engine";
 import { createBackendApp } from "./app";
 
 /**
@@ -24,7 +25,7 @@ let app: ReturnType<typeof createBackendApp>;
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "agent-edge-queue-bound-"));
   // Small steps: the first turn's prompt stays queued over many steps.
-  ({ engine, executor } = await tinyEngine(dir, { maxBatchTokens: 16, maxQueuedTokens: 100 }));
+  ({ engine, executor } = await testEngine({ modelDir: await materializeTinyModel(join(dir, "tiny")), scheduler: { maxBatchTokens: 16, maxQueuedTokens: 100 } }));
   app = createBackendApp({ engine, secret: SECRET, backendId: "t" });
 });
 
