@@ -55,3 +55,10 @@ describe("userIdSession", () => {
     expect(userIdSession(JSON.stringify({ session_id: 7 }))).toBeUndefined();
   });
 });
+
+describe("sessionKey with OpenCode's two headers", () => {
+  it("reads x-session-affinity equal to x-session-id as OpenCode's session, and a different one as explicit", () => {
+    expect(sessionKey(headers({ "x-session-id": "ses_1", "x-session-affinity": "ses_1" }), {})).toEqual({ id: "ses_1", kind: "session", source: "x-session-id" });
+    expect(sessionKey(headers({ "x-session-id": "ses_1", "x-session-affinity": "route-9" }), {})).toEqual({ id: "route-9", kind: "explicit", source: "x-session-affinity" });
+  });
+});

@@ -9,6 +9,9 @@ import { ProtocolError } from "../../protocol";
  * | 1    | `previous_response_id`                  | Responses API clients           | explicit |
  * | 2    | header `x-trajectory-id`                | Agent Edge clients              | explicit |
  * | 3    | header `x-session-affinity`             | routers, gateways               | explicit |
+ *
+ * (OpenCode sends its `x-session-id` in `x-session-affinity` too: an affinity equal to a client's
+ * own session header is that client's session, ranks 4-6.)
  * | 4    | header `x-claude-code-session-id`       | Claude Code                     | session  |
  * | 5    | header `session-id`                     | Codex CLI                       | session  |
  * | 6    | header `x-session-id`                   | OpenCode                        | session  |
@@ -58,34 +61,45 @@ export function checkTrajectoryId(id: string): void {
  * @example sessionKey((h) => ({ "x-claude-code-session-id": "5f0c-..." })[h], {}) // { id: "5f0c-...", kind: "session", source: "x-claude-code-session-id" }
  */
 export function sessionKey(header: (name: string) => string | undefined, hints: SessionHints): SessionKey | undefined {
-  for (const name of ["x-trajectory-id", "x-session-affinity"]) {
-    const id = header(name);
-    if (id !== undefined) {
-      checkTrajectoryId(id);
-      return { id, kind: "explicit", source: name };
-    }
+  const explicit = header("x-trajectory-id");
+  if (explicit !== undefined) {
+    checkTrajectoryId(explicit);
+    return { id: explicit, kind: "explicit", source: "x-trajectory-id" };
   }
-  const claude = header("x-claude-code-session-id");
-  if (claude) {
-    const session = sessionId(claude);
-    const agent = header("x-claude-code-agent-id");
-    if (!agent) return { id: session, kind: "session", source: "x-claude-code-session-id" };
-    const parentAgent = header("x-claude-code-parent-agent-id");
-    return { id: sessionId(`${session}.${agent}`), kind: "session", source: "x-claude-code-agent-id", parent: parentAgent ? sessionId(`${session}.${parentAgent}`) : session };
+  const client = clientSession(header);
+  const affinity = header("x-session-affinity");
+  // OpenCode's provider sends its session id in both x-session-id and x-session-affinity: the client's session.
+  if (affinity !== undefined && affinity !== client?.raw) {
+    checkTrajectoryId(affinity);
+    return { id: affinity, kind: "explicit", source: "x-session-affinity" };
   }
-  const codex = header("session-id");
-  if (codex) return { id: sessionId(codex), kind: "session", source: "session-id" };
-  const opencode = header("x-session-id");
-  if (opencode) {
-    const parent = header("x-parent-session-id");
-    return { id: sessionId(opencode), kind: "session", source: "x-session-id", ...(parent ? { parent: sessionId(parent) } : {}) };
-  }
+  if (client) return client.key;
   if (hints.promptCacheKey !== undefined) {
     checkTrajectoryId(hints.promptCacheKey);
     return { id: hints.promptCacheKey, kind: "explicit", source: "prompt_cache_key" };
   }
   const fromUser = hints.metadataUserId === undefined ? undefined : userIdSession(hints.metadataUserId);
   if (fromUser) return { id: sessionId(fromUser), kind: "session", source: "metadata.user_id" };
+  return undefined;
+}
+
+/** The session a CLI's own header names (ranks 4-6), with the header's raw value. */
+function clientSession(header: (name: string) => string | undefined): { key: SessionKey; raw: string } | undefined {
+  const claude = header("x-claude-code-session-id");
+  if (claude) {
+    const session = sessionId(claude);
+    const agent = header("x-claude-code-agent-id");
+    if (!agent) return { raw: claude, key: { id: session, kind: "session", source: "x-claude-code-session-id" } };
+    const parentAgent = header("x-claude-code-parent-agent-id");
+    return { raw: claude, key: { id: sessionId(`${session}.${agent}`), kind: "session", source: "x-claude-code-agent-id", parent: parentAgent ? sessionId(`${session}.${parentAgent}`) : session } };
+  }
+  const codex = header("session-id");
+  if (codex) return { raw: codex, key: { id: sessionId(codex), kind: "session", source: "session-id" } };
+  const opencode = header("x-session-id");
+  if (opencode) {
+    const parent = header("x-parent-session-id");
+    return { raw: opencode, key: { id: sessionId(opencode), kind: "session", source: "x-session-id", ...(parent ? { parent: sessionId(parent) } : {}) } };
+  }
   return undefined;
 }
 
