@@ -7,9 +7,9 @@ import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type DoneFrame, type ErrorFrame, t
 import { ROUTES } from "../../protocol/routes";
 import type { CpuExecutor } from "../model/executors/cpu-executor";
 import { materializeTinyModel } from "../model/checkpoint/demo-model";
-import { testEngine } from "../server/testing/test-engine";
-import { createBackendApp } from "../server/app";
-import { replyBudget } from "./reply-budget";
+import { testEngine } from "./testing/test-engine";
+import { createBackendApp } from "./app";
+import { replyBudget } from "../engine/reply-budget";
 
 /**
  * Output budgets through the real app and engine (tiny model, a 64-token context): no

@@ -9,10 +9,10 @@ import { SECRET_HEADER } from "../../protocol/messages";
 import { ROUTES } from "../../protocol/routes";
 import type { CpuExecutor } from "../model/executors/cpu-executor";
 import { materializeTinyModel } from "../model/checkpoint/demo-model";
-import { testEngine } from "../server/testing/test-engine";
-import { createBackendApp } from "../server/app";
-import { DEFAULT_DEMO_AGENT_TOKENS, demoConstraint, endOfTurnTokenId } from "./demo-agent";
-import type { Engine } from "./engine";
+import { testEngine } from "./testing/test-engine";
+import { createBackendApp } from "./app";
+import { DEFAULT_DEMO_AGENT_TOKENS, demoConstraint, endOfTurnTokenId } from "../engine/demo-agent";
+import type { Engine } from "../engine/engine";
 
 /**
  * Demo agent mode (`--demo-agent`) on the tiny random model (Qwen3's template): a user's turn
