@@ -55,6 +55,11 @@ function callSyntax(convention: ToolCallConvention, name: string): { begin: stri
   }
 }
 
+/** Whether constrained decoding can write this convention's tool calls (not pythonic Gemma 3, not a template without tools). */
+export function constrainsCalls(convention: ToolCallConvention): boolean {
+  return callSyntax(convention, "f") !== null;
+}
+
 /**
  * The grammar of a reply under `constraint` (protocol/messages.ts `ReplyConstraint`) for a model
  * whose template writes calls per `convention`, over the turn's `tools`. Checks every schema

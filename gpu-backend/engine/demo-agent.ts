@@ -28,13 +28,14 @@ export const DEFAULT_DEMO_AGENT_TOKENS = 48;
 
 /**
  * The constraint a turn runs under in demo agent mode: one tool call when the turn has tools,
- * asks for no constraint of its own and ends with the user's message; else the turn's own.
+ * asks for no constraint of its own and ends with the user's message, and the template's calls
+ * can be constrained (`constrainable`: not Gemma 3's pythonic ones); else the turn's own.
  *
- * @example demoConstraint(undefined, tools, [{ role: "user", content: "hi" }]) // { type: "tool_calls", choice: "required", parallel: false }
+ * @example demoConstraint(undefined, tools, [{ role: "user", content: "hi" }], true) // { type: "tool_calls", choice: "required", parallel: false }
  */
-export function demoConstraint(own: ReplyConstraint | undefined, tools: readonly ToolDefinition[] | undefined, messages: readonly ChatMessage[]): ReplyConstraint | undefined {
+export function demoConstraint(own: ReplyConstraint | undefined, tools: readonly ToolDefinition[] | undefined, messages: readonly ChatMessage[], constrainable: boolean): ReplyConstraint | undefined {
   const free = own === undefined || (own.type === "tool_calls" && own.choice === "auto" && own.answer === undefined);
-  if (!free || (tools?.length ?? 0) === 0 || messages.at(-1)?.role !== "user") return own;
+  if (!free || !constrainable || (tools?.length ?? 0) === 0 || messages.at(-1)?.role !== "user") return own;
   return { type: "tool_calls", choice: "required", parallel: false };
 }
 

@@ -13,7 +13,7 @@ import { buildPrompt, countPromptTokens } from "./prompt-builder";
 import { argmax as argmaxOf, Sampler } from "./sampler";
 import { ConstrainedReply } from "../constraint/constrained-reply";
 import { GrammarCache } from "../constraint/grammar-cache";
-import { replyPlan, type ReplyPlan } from "../constraint/reply-grammar";
+import { constrainsCalls, replyPlan, type ReplyPlan } from "../constraint/reply-grammar";
 import { StateStore } from "./state-store";
 import { LeaseTable } from "../kv/lease-table";
 import { StateLeases } from "./state-leases";
@@ -160,9 +160,9 @@ export class Engine {
       this.leases.onTurn(req);
       const prompt = buildPrompt(req, this.options.codec, this.states);
       const root = this.rootFor(req.cacheSalt ?? "");
-      const demo = this.options.demoAgent;
-      const constraint = demo ? demoConstraint(req.constraint, prompt.tools, prompt.messages) : req.constraint;
-      const plan = replyPlan(constraint, prompt.tools ?? [], this.options.codec.toolCallConvention);
+      const { demoAgent: demo, codec } = this.options;
+      const constraint = demo ? demoConstraint(req.constraint, prompt.tools, prompt.messages, constrainsCalls(codec.toolCallConvention)) : req.constraint;
+      const plan = replyPlan(constraint, prompt.tools ?? [], codec.toolCallConvention);
       const budget = replyBudget(demo ? demoSampling(req.sampling) : req.sampling, prompt.tokenIds.length, this.contextTokens, demo?.replyTokens);
       const cache: SequenceCache = { root, resumeTail: prompt.base, stateId: randomUUID() };
       const onFinish = (reason: FinishReason, job: Job) => {

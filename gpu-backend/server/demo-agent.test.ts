@@ -135,12 +135,13 @@ describe("demoConstraint", () => {
   const user = [{ role: "user" as const, content: "hi" }];
   it("asks for one call only on a user's turn with tools and no constraint of the client's", () => {
     const one = { type: "tool_calls", choice: "required", parallel: false };
-    expect(demoConstraint(undefined, tools, user)).toEqual(one);
-    expect(demoConstraint({ type: "tool_calls", choice: "auto", parallel: true }, tools, user)).toEqual(one);
-    expect(demoConstraint(undefined, [], user)).toBeUndefined();
-    expect(demoConstraint(undefined, tools, [...user, { role: "tool", content: "x", tool_call_id: "c" }])).toBeUndefined();
+    expect(demoConstraint(undefined, tools, user, true)).toEqual(one);
+    expect(demoConstraint({ type: "tool_calls", choice: "auto", parallel: true }, tools, user, true)).toEqual(one);
+    expect(demoConstraint(undefined, [], user, true)).toBeUndefined();
+    expect(demoConstraint(undefined, tools, user, false)).toBeUndefined(); // pythonic calls (Gemma 3) are not constrained: the turn stays free
+    expect(demoConstraint(undefined, tools, [...user, { role: "tool", content: "x", tool_call_id: "c" }], true)).toBeUndefined();
     const answer = { type: "tool_calls", choice: "auto", parallel: true, answer: { type: "json_object" } } as const;
-    expect(demoConstraint(answer, tools, user)).toBe(answer);
-    expect(demoConstraint({ type: "json_object" }, tools, user)).toEqual({ type: "json_object" });
+    expect(demoConstraint(answer, tools, user, true)).toBe(answer);
+    expect(demoConstraint({ type: "json_object" }, tools, user, true)).toEqual({ type: "json_object" });
   });
 });
