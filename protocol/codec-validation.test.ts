@@ -60,7 +60,6 @@ const REQUEST_FAILURES: Mutation[] = [
   ],
   ["sampling is required", (r) => delete r.sampling],
   ["sampling must be a map", (r) => (r.sampling = 16)],
-  ["sampling.maxTokens is required", (r) => delete r.sampling.maxTokens],
   ["sampling.maxTokens must be an integer >= 1", (r) => (r.sampling.maxTokens = 0)],
   ["sampling.maxTokens must be an integer >= 1", (r) => (r.sampling.maxTokens = 1.5)],
   ["sampling.maxTokens must be an integer >= 1", (r) => (r.sampling.maxTokens = "16")],
@@ -126,6 +125,15 @@ describe("GenerateRequest validation", () => {
     const many = clone(REQUEST) as unknown as Record<string, any>;
     many.sampling = { maxTokens: 0, temperature: -1, topP: 0, topK: -1, seed: 0.5, stop: [""], stopTokenIds: [-1] };
     expect(expectError(decodeGenerateRequest(encode(many))).message).toMatch(/^sampling\.maxTokens .*; \(and 2 more\)$/);
+  });
+
+  it("takes a request without maxTokens (the backend's budget: what the context leaves) and with the thinking switch", () => {
+    const request = { ...clone(REQUEST), thinking: false } as GenerateRequest;
+    delete request.sampling.maxTokens;
+    expect(expectOk(decodeGenerateRequest(encode(request)))).toEqual(request);
+    const bad = { ...clone(REQUEST), thinking: "no" } as unknown as GenerateRequest;
+    expect(expectError(decodeGenerateRequest(encode(bad))).message).toBe("thinking must be a boolean");
+    expect(expectOk(decodeTokenizeRequest(encode({ messages: REQUEST.messages, thinking: true })))).toEqual({ messages: REQUEST.messages, thinking: true });
   });
 
   it("carries cache points", () => {

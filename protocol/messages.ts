@@ -88,8 +88,12 @@ export type ToolChoice = "auto" | "required" | "none" | { name: string };
 // ---------------------------------------------------------------------------------------------
 
 export interface SamplingParams {
-  /** Maximum number of generated tokens (>= 1). */
-  maxTokens: number;
+  /**
+   * Most generated tokens (>= 1). Absent: what the context leaves after the prompt (OpenAI's
+   * default). A budget larger than what the context leaves is clamped to it (as llama.cpp and
+   * Ollama do); a reply the budget or the clamp ends finishes with `length`.
+   */
+  maxTokens?: number;
   /** 0 means greedy. */
   temperature: number;
   /** In (0, 1]; 1 disables nucleus sampling. */
@@ -139,6 +143,12 @@ export interface GenerateRequest {
   stateId?: string;
   tools?: ToolDefinition[];
   sampling: SamplingParams;
+  /**
+   * The chat template's thinking switch: rendered with `enable_thinking: thinking` (Qwen3's
+   * templates read it; `false` adds an empty `<think>\n\n</think>` block to the generation
+   * prompt). Absent: the template's default. Templates that do not read it are unaffected.
+   */
+  thinking?: boolean;
   /** Structured outputs; absent: the reply is unconstrained. */
   constraint?: ReplyConstraint;
   /**
@@ -193,6 +203,8 @@ export interface TokenizeRequest {
   model?: string;
   messages: ChatMessage[];
   tools?: ToolDefinition[];
+  /** The chat template's thinking switch, as {@link GenerateRequest.thinking}. */
+  thinking?: boolean;
 }
 
 export interface TokenizeResponse {

@@ -163,7 +163,7 @@ export const replyConstraintSchema = z.discriminatedUnion(
 ) satisfies z.ZodType<ReplyConstraint>;
 
 export const samplingParamsSchema = map({
-  maxTokens: integer(1),
+  maxTokens: integer(1).optional(),
   temperature: z.number(expect("must be a finite number >= 0")).min(0, "must be a finite number >= 0"),
   topP: z
     .number(expect("must be a number in (0, 1]"))
@@ -187,6 +187,7 @@ export const generateRequestSchema = map({
   stateId: nonEmptyString.optional(),
   tools: array(toolDefinitionSchema).optional(),
   sampling: samplingParamsSchema,
+  thinking: boolean.optional(),
   constraint: replyConstraintSchema.optional(),
   cachePoints: array(map({ messages: count, ttlMs: positiveMilliseconds }) satisfies z.ZodType<CachePoint>)
     .max(MAX_CACHE_POINTS, `must hold at most ${MAX_CACHE_POINTS} points`)
@@ -205,6 +206,7 @@ export const tokenizeRequestSchema = map({
   model: string.optional(),
   messages: array(chatMessageSchema).min(1, "must be a non-empty array"),
   tools: array(toolDefinitionSchema).optional(),
+  thinking: boolean.optional(),
 }) satisfies z.ZodType<TokenizeRequest>;
 
 export const tokenizeResponseSchema = map({

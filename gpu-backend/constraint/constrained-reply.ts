@@ -139,6 +139,16 @@ export class ConstrainedReply {
     return m.completionTokens();
   }
 
+  /**
+   * Takes `tokenId` (an end-of-turn token) as the reply's last token when the grammar allows the
+   * reply to end here (demo agent mode's cap, engine/demo-agent.ts); false, taking nothing, otherwise.
+   */
+  takeEnd(tokenId: number): boolean {
+    if (!this.matcher) return !this.banned.includes(tokenId);
+    if (this.forced.length > 0 || !this.mask || !allows(this.mask, tokenId)) return false;
+    return this.matcher.accept(tokenId);
+  }
+
   private emitForced(): ConstrainedToken {
     const tokenId = this.forced.shift()!;
     if (!this.matcher!.accept(tokenId)) throw new ProtocolError("internal_error", `constrained decoding: the completion's token ${tokenId} was refused`);

@@ -1,7 +1,7 @@
 import type { CompiledGrammar, GrammarCompiler, StructuralTag } from "@mlc-ai/web-xgrammar";
 import { ProtocolError } from "../../protocol/errors";
 import type { VocabEncoding } from "../tokenizer/tokenizer";
-import type { ReplyGrammar } from "./reply-grammar";
+import { ANY_OBJECT, type ReplyGrammar, type SchemaSource } from "./reply-grammar";
 import { xgrammar } from "./xgrammar";
 
 /** What the grammar engine needs of a model's tokenizer (the engine's ChatCodec provides it). */
@@ -21,16 +21,27 @@ const JSON_SEPARATORS: [string, string] = [", ", ": "];
 /**
  * A structural tag's JSON-schema contents as grammars of compact JSON: xgrammar's structural tags
  * allow any whitespace between JSON tokens, which an untrained model fills until its budget ends.
- * The EBNF comes from xgrammar's own schema converter (no whitespace, JSON_SEPARATORS).
+ * The EBNF comes from xgrammar's own schema converter (no whitespace, JSON_SEPARATORS). A schema
+ * it cannot convert is `invalid_schema` naming its source (`tools[3] (Bash): ...`), or, for a
+ * lenient source, any JSON object.
  */
-async function compactTags(tag: StructuralTag): Promise<StructuralTag> {
+async function compactTags(tag: StructuralTag, sources: readonly SchemaSource[]): Promise<StructuralTag> {
   const X = xgrammar();
+  const ebnf = (schema: string) => X.Testings._jsonSchemaToEBNF(schema, false, -1, JSON_SEPARATORS, true);
+  const compact = async (schema: string): Promise<string> => {
+    try {
+      return await ebnf(schema);
+    } catch (e) {
+      const source = sources.find((s) => s.schema === schema);
+      if (source?.lenient) return ebnf(JSON.stringify(ANY_OBJECT));
+      throw new ProtocolError("invalid_schema", `${source?.where ?? "a schema"}: the grammar engine cannot compile this schema (${reason(e)})`);
+    }
+  };
   const visit = async (node: unknown): Promise<unknown> => {
     if (Array.isArray(node)) return Promise.all(node.map(visit));
     if (typeof node !== "object" || node === null) return node;
     const n = node as Record<string, unknown>;
-    if (n.type === "json_schema" && "json_schema" in n)
-      return { type: "grammar", grammar: await X.Testings._jsonSchemaToEBNF(JSON.stringify(n.json_schema), false, -1, JSON_SEPARATORS, true) };
+    if (n.type === "json_schema" && "json_schema" in n) return { type: "grammar", grammar: await compact(JSON.stringify(n.json_schema)) };
     const out: Record<string, unknown> = {};
     for (const [k, v] of Object.entries(n)) out[k] = await visit(v);
     return out;
@@ -98,10 +109,12 @@ export class GrammarCache {
       compiled =
         grammar.kind === "json_schema"
           ? await this.compiler.compileJSONSchema(grammar.schema, false, -1, JSON_SEPARATORS, grammar.strictMode)
-          : await this.compiler.compileStructuralTag(await compactTags(grammar.tag));
+          : await this.compiler.compileStructuralTag(await compactTags(grammar.tag, grammar.sources ?? []));
     } catch (e) {
+      if (e instanceof ProtocolError) throw e;
       // xgrammar aborts with its reason on stderr only; schemas were checked before (schema-check.ts).
-      throw new ProtocolError("invalid_schema", `the grammar engine could not compile this schema (${String((e as Error).message ?? e)})`);
+      const where = grammar.kind === "json_schema" ? grammar.where : grammar.sources?.map((s) => s.where).join(", ");
+      throw new ProtocolError("invalid_schema", `${where ? `${where}: ` : ""}the grammar engine could not compile this schema (${reason(e)})`);
     }
     this.compiled.set(key, compiled);
     if (this.compiled.size > GRAMMAR_CACHE_ENTRIES) {
@@ -111,4 +124,9 @@ export class GrammarCache {
     }
     return compiled;
   }
+}
+
+/** xgrammar's error as text ("Aborted()": its reason went to stderr). */
+function reason(e: unknown): string {
+  return String((e as Error)?.message ?? e);
 }

@@ -7,10 +7,22 @@ import { checkedSchema } from "./schema-check";
 
 /** What the grammar engine compiles for one reply. */
 export type ReplyGrammar =
-  /** The whole reply is one JSON value of `schema`, on one line (", " and ": " separators). */
-  | { kind: "json_schema"; schema: string; strictMode: boolean }
-  /** Tool calls (and text around them in auto mode) as xgrammar structural tags. */
-  | { kind: "structural_tag"; tag: StructuralTag };
+  /** The whole reply is one JSON value of `schema`, on one line (", " and ": " separators); `where` names it in errors. */
+  | { kind: "json_schema"; schema: string; strictMode: boolean; where?: string }
+  /** Tool calls (and text around them in auto mode) as xgrammar structural tags; `sources` name their schemas in errors. */
+  | { kind: "structural_tag"; tag: StructuralTag; sources?: SchemaSource[] };
+
+/** Where a structural tag's JSON schema comes from: its text (as `JSON.stringify` writes it), its name in errors, and what to do when it does not compile. */
+export interface SchemaSource {
+  schema: string;
+  /** `tools[3] (Bash)`, `response_format.json_schema.schema`. */
+  where: string;
+  /** True: a schema the grammar engine cannot compile constrains the arguments to any JSON object instead of failing the turn. */
+  lenient: boolean;
+}
+
+/** What a tool's arguments are constrained to when its schema cannot be used under a lenient `auto`. */
+export const ANY_OBJECT: Record<string, unknown> = { type: "object" };
 
 export interface ReplyPlan {
   /** Null: the reply is not constrained. */
@@ -43,12 +55,20 @@ function callSyntax(convention: ToolCallConvention, name: string): { begin: stri
   }
 }
 
+/** Whether constrained decoding can write this convention's tool calls (not pythonic Gemma 3, not a template without tools). */
+export function constrainsCalls(convention: ToolCallConvention): boolean {
+  return callSyntax(convention, "f") !== null;
+}
+
 /**
  * The grammar of a reply under `constraint` (protocol/messages.ts `ReplyConstraint`) for a model
  * whose template writes calls per `convention`, over the turn's `tools`. Checks every schema
  * (`schema-check.ts`) and throws the request's error: `unknown_tool` for a choice the tools
  * cannot meet, `invalid_request` for tool calls the convention cannot constrain (pythonic Gemma 3,
- * a template without tools).
+ * a template without tools), `invalid_schema` naming the tool (`tools[3] (Bash): ...`) for a
+ * schema that is none. Under `auto` the model may answer in free text, so a non-strict tool's
+ * schema that cannot be checked (here) or compiled (grammar-cache.ts) fails nothing: a call of
+ * that tool is constrained to any JSON object instead.
  *
  * @example replyPlan({ type: "tool_calls", choice: "required", parallel: false }, tools, "hermes")
  */
@@ -71,9 +91,13 @@ export function replyPlan(constraint: ReplyConstraint | undefined, tools: readon
     if (choice === "auto") return otherwise;
     throw new ProtocolError("invalid_request", `tool_choice: this model's chat template writes tool calls as "${convention}", which constrained decoding does not support: use tool_choice "auto"`);
   }
+  const sources: SchemaSource[] = [];
   const tags: TagFormat[] = chosen.map((t) => {
     const syntax = syntaxOf(t.function.name)!;
-    const schema = checkedSchema(t.function.parameters ?? { type: "object", properties: {} }, { strict: t.function.strict === true, where: `tools[${tools.indexOf(t)}].function.parameters` });
+    const where = `tools[${tools.indexOf(t)}] (${t.function.name})`;
+    const lenient = choice === "auto" && t.function.strict !== true;
+    const schema = toolSchema(t.function.parameters ?? { type: "object", properties: {} }, { strict: t.function.strict === true, where }, lenient);
+    sources.push({ schema: JSON.stringify(schema), where, lenient });
     return { type: "tag", begin: syntax.begin, content: { type: "json_schema", json_schema: schema }, end: syntax.end };
   });
   const syntax = syntaxOf(chosen[0]!.function.name)!;
@@ -86,13 +110,26 @@ export function replyPlan(constraint: ReplyConstraint | undefined, tools: readon
       : answer
         ? { type: "or", elements: [answerFormat(answer), ...tags] }
         : { type: "triggered_tags", triggers: [syntax.trigger], tags, at_least_one: false, stop_after_first: one };
-  return { grammar: { kind: "structural_tag", tag: { type: "structural_tag", format } }, parseToolCalls: true, bannedTexts: [], stopStrings: choice === "auto" && !answer };
+  if (format.type === "or" && answer?.type === "json_schema") sources.push({ schema: JSON.stringify((format.elements[0] as { json_schema: unknown }).json_schema), where: ANSWER_WHERE, lenient: false });
+  return { grammar: { kind: "structural_tag", tag: { type: "structural_tag", format }, sources }, parseToolCalls: true, bannedTexts: [], stopStrings: choice === "auto" && !answer };
+}
+
+const ANSWER_WHERE = "response_format.json_schema.schema";
+
+/** A tool's checked schema; under a lenient `auto`, any JSON object when the schema is not a valid one. */
+function toolSchema(schema: Record<string, unknown>, o: { strict: boolean; where: string }, lenient: boolean): Record<string, unknown> {
+  try {
+    return checkedSchema(schema, o);
+  } catch (e) {
+    if (lenient && e instanceof ProtocolError && e.code === "invalid_schema") return ANY_OBJECT;
+    throw e;
+  }
 }
 
 /** A reply that is all one JSON value (stop strings do not apply inside it). */
 function answerPlan(answer: JsonAnswer): ReplyPlan {
-  const schema = answer.type === "json_object" ? '{"type": "object"}' : JSON.stringify(checkedSchema(answer.schema, { strict: answer.strict, where: "response_format.json_schema.schema" }));
-  return { grammar: { kind: "json_schema", schema, strictMode: answer.type === "json_schema" }, parseToolCalls: true, bannedTexts: [], stopStrings: false };
+  const schema = answer.type === "json_object" ? '{"type": "object"}' : JSON.stringify(checkedSchema(answer.schema, { strict: answer.strict, where: ANSWER_WHERE }));
+  return { grammar: { kind: "json_schema", schema, strictMode: answer.type === "json_schema", where: ANSWER_WHERE }, parseToolCalls: true, bannedTexts: [], stopStrings: false };
 }
 
 /**
@@ -100,6 +137,6 @@ function answerPlan(answer: JsonAnswer): ReplyPlan {
  * in strict mode (grammar-cache.ts), so "any object" says its extra keys are allowed.
  */
 function answerFormat(answer: JsonAnswer): StructuralTagFormat {
-  const schema = answer.type === "json_object" ? { type: "object", additionalProperties: true } : checkedSchema(answer.schema, { strict: answer.strict, where: "response_format.json_schema.schema" });
+  const schema = answer.type === "json_object" ? { type: "object", additionalProperties: true } : checkedSchema(answer.schema, { strict: answer.strict, where: ANSWER_WHERE });
   return { type: "json_schema", json_schema: schema };
 }

@@ -1,5 +1,5 @@
-import { Ajv } from "ajv";
 import { ProtocolError } from "../../protocol/errors";
+import { dialectOf } from "./schema-dialect";
 
 /**
  * JSON-schema keywords that xgrammar 0.1.27 compiles without enforcing (measured: its grammar
@@ -33,13 +33,14 @@ const ONE = ["items", "additionalProperties", "propertyNames", "unevaluatedPrope
 const LIST = ["prefixItems", "anyOf", "oneOf", "allOf", "items"];
 const MAP = ["properties", "patternProperties", "$defs", "definitions", "dependentSchemas"];
 
-const ajv = new Ajv({ strict: false, validateFormats: false, allErrors: false });
-
 /**
  * Checks a schema a constraint will be compiled from and returns the schema to compile.
  *
- * - Not a valid JSON Schema (draft-07 meta-schema, or a `$ref` that does not resolve):
- *   `invalid_schema`, with ajv's message.
+ * - Checked against the meta-schema of its `$schema` (2020-12, 2019-09, draft-07, draft-06 and
+ *   draft-04 read as draft-07, none: draft-07, another: 2020-12; `schema-dialect.ts`); not a
+ *   valid JSON Schema there (or a `$ref` that does not resolve): `invalid_schema`, with ajv's
+ *   message. The schema returned has no top-level `$schema` (and draft-04's boolean
+ *   `exclusiveMinimum`/`exclusiveMaximum` are numbers).
  * - A `number` with bounds becomes an `integer` within them ({@link integerRange}).
  * - A keyword the grammar engine would silently ignore ({@link UNSUPPORTED_KEYWORDS}, `allOf`
  *   with more than one subschema): with `strict`, `unsupported_schema` naming the keyword and
@@ -68,16 +69,23 @@ export function checkedSchema(schema: Record<string, unknown>, o: { strict: bool
 const CHECKED_ENTRIES = 512;
 const checked = new Map<string, Record<string, unknown>>();
 
-function check(schema: Record<string, unknown>, o: { strict: boolean; where: string }): Record<string, unknown> {
-  if (!ajv.validateSchema(schema)) throw new ProtocolError("invalid_schema", `${o.where}: not a valid JSON Schema: ${ajv.errorsText(ajv.errors, { dataVar: "schema" })}`);
+function check(given: Record<string, unknown>, o: { strict: boolean; where: string }): Record<string, unknown> {
+  const { ajv, schema, name } = dialectOf(given, o.where);
+  let valid: boolean;
+  try {
+    valid = ajv.validateSchema(schema) as boolean;
+  } catch (e) {
+    throw new ProtocolError("invalid_schema", `${o.where}: not a valid JSON Schema (${name}): ${(e as Error).message}`);
+  }
+  if (!valid) throw new ProtocolError("invalid_schema", `${o.where}: not a valid JSON Schema (${name}): ${ajv.errorsText(ajv.errors, { dataVar: "schema" })}`);
   try {
     ajv.compile(schema);
   } catch (e) {
-    throw new ProtocolError("invalid_schema", `${o.where}: not a valid JSON Schema: ${(e as Error).message}`);
+    throw new ProtocolError("invalid_schema", `${o.where}: not a valid JSON Schema (${name}): ${(e as Error).message}`);
   } finally {
     ajv.removeSchema(schema); // ajv caches by schema object: without this every request would stay
   }
-  return walk(structuredClone(schema), "#", o) as Record<string, unknown>;
+  return walk(schema, "#", o) as Record<string, unknown>;
 }
 
 function walk(node: unknown, at: string, o: { strict: boolean; where: string }): unknown {

@@ -5,8 +5,11 @@ import type { ToolCallConvention } from "../tokenizer/tool-call-parser";
 
 /** What the engine needs from a model's tokenizer and chat template. */
 export interface ChatCodec {
-  /** Renders a transcript with the model's chat template. */
-  render(params: { messages: ChatMessage[]; tools?: ToolDefinition[]; addGenerationPrompt: boolean }): string;
+  /**
+   * Renders a transcript with the model's chat template; `thinking`, when given, is the
+   * template's `enable_thinking` (absent: the template's default).
+   */
+  render(params: { messages: ChatMessage[]; tools?: ToolDefinition[] | undefined; addGenerationPrompt: boolean; thinking?: boolean }): string;
   /** Tokenizes rendered text (special tokens in the text are recognised; none are added). */
   encode(text: string): number[];
   /** Decodes ids back to text, special tokens kept. */

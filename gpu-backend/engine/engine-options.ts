@@ -5,6 +5,7 @@ import type { Executor } from "../model/executors/executor";
 import type { SchedulerConfig } from "../scheduler/scheduler";
 import type { KvPullerParams } from "../transfer/kv-pull";
 import type { ChatCodec } from "./chat-codec";
+import type { DemoAgent } from "./demo-agent";
 import type { StepRecord } from "./step-trace";
 
 /** The engine's construction options, its request types for raw-token generation, and its counters (engine.ts). */
@@ -27,6 +28,8 @@ export interface EngineOptions {
   /** Bytes of host memory for the second KV tier (evicted blocks kept by hash; kv/host-tier.ts). 0 or absent: none. */
   hostTierBytes?: number;
   transfer?: Pick<KvPullerParams, "secret" | "timeoutMs" | "fetch" | "policy">;
+  /** Demo agent mode (`--demo-agent [N]`, untrained models only; demo-agent.ts). Absent: off. */
+  demoAgent?: DemoAgent;
 }
 
 /** Raw-token generation, for tests and benchmarks that bypass the chat template. */

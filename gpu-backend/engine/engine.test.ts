@@ -315,7 +315,7 @@ describe("Engine: turns and states", () => {
     expect(byId.finishReason).toBe("stop");
     expect(byId.usage.completionTokens).toBe(ids.indexOf(ids[4]!) + 1);
 
-    const tooLong = (await turn(engine, base({ sampling: greedy(model.spec.maxPositions) }))).last as ErrorFrame;
+    const tooLong = (await turn(engine, base({ messages: [{ role: "user", content: "word ".repeat(model.spec.maxPositions) }], sampling: greedy(1) }))).last as ErrorFrame;
     expect(tooLong.code).toBe("context_length_exceeded");
   });
 

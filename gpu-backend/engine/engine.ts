@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { hashRoot, shortBlockHash, type BlockHash } from "../../protocol/block-hash";
 import { ProtocolError, toProtocolError } from "../../protocol/errors";
 import { MAX_PROMPT_BLOCK_HASHES, type AssistantMessage, type DoneFrame, type FinishReason, type Frame, type GenerateRequest, type KvPullReport } from "../../protocol/messages";
-import type { KvEventBatch, KvFetchRequest, SamplingParams, TokenizeRequest, TokenLogprob } from "../../protocol/messages";
+import type { KvEventBatch, KvFetchRequest, TokenizeRequest, TokenLogprob } from "../../protocol/messages";
 import { KVCacheManager } from "../kv/kv-cache-manager";
 import { KvEventLog } from "../kv/kv-events";
 import type { StepSequence } from "../model/executors/executor";
@@ -13,7 +13,7 @@ import { buildPrompt, countPromptTokens } from "./prompt-builder";
 import { argmax as argmaxOf, Sampler } from "./sampler";
 import { ConstrainedReply } from "../constraint/constrained-reply";
 import { GrammarCache } from "../constraint/grammar-cache";
-import { replyPlan, type ReplyPlan } from "../constraint/reply-grammar";
+import { constrainsCalls, replyPlan, type ReplyPlan } from "../constraint/reply-grammar";
 import { StateStore } from "./state-store";
 import { LeaseTable } from "../kv/lease-table";
 import { StateLeases } from "./state-leases";
@@ -24,6 +24,9 @@ import { KvPuller } from "../transfer/kv-pull";
 import { KvServer } from "../transfer/kv-serve";
 import { HostTier } from "../kv/host-tier";
 import { StopChecker } from "./stop-checker";
+import { replyBudget, type ReplyBudget } from "./reply-budget";
+import { demoConstraint, demoSampling, endOfTurnTokenId } from "./demo-agent";
+import { errorFrame, guarded } from "./turn-errors";
 import type { EngineCounters, EngineOptions, TokenRequest, TokenResult } from "./engine-options";
 
 export type { EngineCounters, EngineOptions, TokenRequest, TokenResult } from "./engine-options";
@@ -48,6 +51,8 @@ interface Job {
   constraint: ConstrainedReply | null;
   /** The turn state this job's turn becomes (chat turns; raw token requests keep none): its partial last block is kept under it. */
   stateId: string | undefined;
+  /** Demo agent mode's cap ends this reply: its last token is this end-of-turn token (demo-agent.ts). */
+  endTurn: number | undefined;
 }
 
 /** Where a sequence's KV comes from and goes: its hash root, the kept tail it continues, the turn state it becomes. */
@@ -103,8 +108,11 @@ export class Engine {
   private looping = false;
   private grammarCache: Promise<GrammarCache> | undefined;
   private idleWaiters: (() => void)[] = [];
+  /** The token demo agent mode ends a capped reply with (demo-agent.ts). */
+  private readonly endTurnId: number | undefined;
 
   constructor(readonly options: EngineOptions) {
+    this.endTurnId = options.demoAgent ? endOfTurnTokenId(options.codec) : undefined;
     this.kv = new KVCacheManager({ pool: options.pool, enablePrefixCache: options.enablePrefixCache });
     this.scheduler = new Scheduler(this.kv, options.scheduler);
     this.states = new StateStore(options.stateCapacity ?? 4096, (stateId) => this.kv.dropTail(stateId));
@@ -152,7 +160,10 @@ export class Engine {
       this.leases.onTurn(req);
       const prompt = buildPrompt(req, this.options.codec, this.states);
       const root = this.rootFor(req.cacheSalt ?? "");
-      const plan = replyPlan(req.constraint, prompt.tools ?? [], this.options.codec.toolCallConvention);
+      const { demoAgent: demo, codec } = this.options;
+      const constraint = demo ? demoConstraint(req.constraint, prompt.tools, prompt.messages, constrainsCalls(codec.toolCallConvention)) : req.constraint;
+      const plan = replyPlan(constraint, prompt.tools ?? [], codec.toolCallConvention);
+      const budget = replyBudget(demo ? demoSampling(req.sampling) : req.sampling, prompt.tokenIds.length, this.contextTokens, demo?.replyTokens);
       const cache: SequenceCache = { root, resumeTail: prompt.base, stateId: randomUUID() };
       const onFinish = (reason: FinishReason, job: Job) => {
         if (reason === "cancelled") return;
@@ -178,8 +189,8 @@ export class Engine {
         sink({ ...this.doneFrame(job, reason, stateId, text, message), ...(cacheWrites ? { cacheWrites } : {}), ...(cache.kvPull ? { kvPull: cache.kvPull } : {}) });
       };
       const start = () => {
-        if (!plan.grammar && plan.bannedTexts.length === 0) return this.enqueue(prompt.tokenIds, req.sampling, cache, sink, signal, null, onFinish);
-        void this.enqueueConstrained(prompt.tokenIds, req.sampling, plan, cache, sink, signal, onFinish);
+        if (!plan.grammar && plan.bannedTexts.length === 0) return this.enqueue(prompt.tokenIds, budget, cache, sink, signal, null, onFinish);
+        void this.enqueueConstrained(prompt.tokenIds, budget, plan, cache, sink, signal, onFinish);
       };
       if (!req.kvSource || !this.kvPuller) return start();
       // Blocks another backend holds are pulled first (or not: the report says why), then the turn runs.
@@ -212,7 +223,12 @@ export class Engine {
   /** Prompt tokens of a full turn over the request's messages and tools (`POST /v1/tokenize`), counted as `submit` builds them. */
   countPromptTokens(req: TokenizeRequest): number {
     this.checkModel(req.model);
-    return countPromptTokens(req.messages, req.tools, this.options.codec);
+    return countPromptTokens(req.messages, req.tools, this.options.codec, req.thinking);
+  }
+
+  /** The model's context in tokens: prompt and reply together. */
+  get contextTokens(): number {
+    return this.options.executor.spec.maxPositions;
   }
 
   private checkModel(model: string | undefined): void {
@@ -228,7 +244,7 @@ export class Engine {
         else if (frame.type === "token" && frame.logprobs) logprobs.push(...frame.logprobs);
       };
       try {
-        this.enqueue(req.tokenIds, req.sampling, { root: this.rootFor(req.cacheSalt ?? "") }, sink, signal, null, (reason, job) => {
+        this.enqueue(req.tokenIds, replyBudget(req.sampling, req.tokenIds.length, this.contextTokens), { root: this.rootFor(req.cacheSalt ?? "") }, sink, signal, null, (reason, job) => {
           resolve({
             tokenIds: job.seq.tokenIds.slice(job.seq.numPromptTokens),
             ...(req.sampling.logprobs === undefined ? {} : { logprobs }),
@@ -252,7 +268,7 @@ export class Engine {
   /** Compiles the reply's grammar and checks its budget before the sequence is queued; errors become the error frame. */
   private async enqueueConstrained(
     tokenIds: number[],
-    sampling: SamplingParams,
+    budget: ReplyBudget,
     plan: ReplyPlan,
     cache: SequenceCache,
     sink: (frame: Frame) => void,
@@ -261,12 +277,11 @@ export class Engine {
   ): Promise<void> {
     let constraint: ConstrainedReply | null = null;
     try {
-      constraint = await ConstrainedReply.start(await this.grammars(), this.options.codec, plan, sampling.maxTokens);
-      this.enqueue(tokenIds, plan.stopStrings ? sampling : { ...sampling, stop: [] }, cache, sink, signal, constraint, onFinish);
+      constraint = await ConstrainedReply.start(await this.grammars(), this.options.codec, plan, budget.sampling.maxTokens);
+      this.enqueue(tokenIds, plan.stopStrings ? budget : { ...budget, sampling: { ...budget.sampling, stop: [] } }, cache, sink, signal, constraint, onFinish);
     } catch (e) {
       constraint?.dispose();
-      const err = toProtocolError(e);
-      sink({ type: "error", code: err.code, message: err.message, retryable: err.retryable });
+      errorFrame(sink, e);
     }
   }
 
@@ -291,21 +306,14 @@ export class Engine {
 
   private enqueue(
     tokenIds: number[],
-    sampling: SamplingParams,
+    { sampling, capped }: ReplyBudget,
     cache: SequenceCache,
     sink: (frame: Frame) => void,
     signal: AbortSignal | undefined,
     constraint: ConstrainedReply | null,
     onFinish: (reason: FinishReason, job: Job) => void,
   ): void {
-    const maxPositions = this.options.executor.spec.maxPositions;
     if (tokenIds.length === 0) throw new ProtocolError("invalid_request", "the prompt is empty");
-    if (tokenIds.length + sampling.maxTokens > maxPositions) {
-      throw new ProtocolError(
-        "context_length_exceeded",
-        `prompt (${tokenIds.length} tokens) + max tokens (${sampling.maxTokens}) exceeds the model's context of ${maxPositions} tokens`,
-      );
-    }
     const seq = new Sequence(this.nextSeqId++, [...tokenIds], tokenIds.length, sampling.maxTokens, cache.root, cache.resumeTail);
     this.scheduler.add(seq); // throws `overloaded` past the queue bound, before anything is kept
     const job: Job = {
@@ -324,6 +332,7 @@ export class Engine {
       promptBlockHashes: [],
       constraint,
       stateId: cache.stateId,
+      endTurn: capped && !sampling.ignoreEos ? this.endTurnId : undefined,
     };
     this.jobs.set(seq.seqId, job);
     this.counters.requests++;
@@ -375,6 +384,11 @@ export class Engine {
           if (!job || job.finished) continue;
           this.kv.markComputed(item.seq.seqId, item.numTokens);
           if (!item.samples) continue;
+          // Demo agent mode: the reply's last token ends the turn, where the grammar (if any) allows it.
+          if (job.endTurn !== undefined && item.seq.maxTokens - item.seq.numGenerated === 1 && (job.constraint?.takeEnd(job.endTurn) ?? true)) {
+            this.accept(job, job.endTurn, this.logprobOf(job, logits[i], job.endTurn));
+            continue;
+          }
           if (job.constraint) {
             await this.acceptConstrained(job, job.constraint, logits[i]!, argmax[i]!);
             continue;
@@ -482,18 +496,4 @@ export class Engine {
       ...(this.hostTier ? { hostTierTokens: job.seq.hostTierTokens ?? 0 } : {}),
     };
   }
-}
-
-/** Runs `fn`; a throw becomes the turn's error frame. */
-function guarded(sink: (frame: Frame) => void, fn: () => void): void {
-  try {
-    fn();
-  } catch (e) {
-    errorFrame(sink, e);
-  }
-}
-
-function errorFrame(sink: (frame: Frame) => void, e: unknown): void {
-  const err = toProtocolError(e);
-  sink({ type: "error", code: err.code, message: err.message, retryable: err.retryable });
 }

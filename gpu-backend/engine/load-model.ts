@@ -42,7 +42,7 @@ export async function loadModel(options: { dir: string | undefined; maxContext?:
   const toolCalls = detectToolCallConvention(checkpoint.chatTemplate);
   const pieces = new TokenPieces(tokenizer);
   const codec: ChatCodec = {
-    render: (p) => template.render(p),
+    render: ({ thinking, ...p }) => template.render(thinking === undefined ? p : { ...p, extra: { enable_thinking: thinking } }),
     encode: (text) => tokenizer.encode(text, { addSpecialTokens: false }),
     decode: (ids) => tokenizer.decode(ids, { skipSpecialTokens: false }),
     tokenPiece: (id) => pieces.piece(id),

@@ -48,16 +48,16 @@ export function buildPrompt(req: GenerateRequest, codec: ChatCodec, states: Stat
         `state ${JSON.stringify(req.stateId ?? "")} is unknown or no longer the trajectory's latest: resend the full transcript`,
       );
     }
-    return extend(state, [...state.messages, ...req.messages], req.tools ?? state.tools, codec) ?? full([...state.messages, ...req.messages], req.tools ?? state.tools, codec);
+    return extend(state, [...state.messages, ...req.messages], req.tools ?? state.tools, codec, req.thinking) ?? full([...state.messages, ...req.messages], req.tools ?? state.tools, codec, req.thinking);
   }
   if (req.trajectoryId !== undefined) {
     const state = states.latestFor(req.trajectoryId);
     if (state && sameTools(state.tools, req.tools) && isPrefix(state.messages, req.messages)) {
-      const extended = extend(state, req.messages, req.tools, codec);
+      const extended = extend(state, req.messages, req.tools, codec, req.thinking);
       if (extended) return extended;
     }
   }
-  return full(req.messages, req.tools, codec);
+  return full(req.messages, req.tools, codec, req.thinking);
 }
 
 /**
@@ -68,29 +68,30 @@ export function buildPrompt(req: GenerateRequest, codec: ChatCodec, states: Stat
  *
  * @example countPromptTokens([{ role: "user", content: "hi" }], undefined, codec) // 9
  */
-export function countPromptTokens(messages: ChatMessage[], tools: ToolDefinition[] | undefined, codec: ChatCodec): number {
-  return full(messages, tools, codec).tokenIds.length;
+export function countPromptTokens(messages: ChatMessage[], tools: ToolDefinition[] | undefined, codec: ChatCodec, thinking?: boolean): number {
+  return full(messages, tools, codec, thinking).tokenIds.length;
 }
 
 /**
  * The prompt text of a conversation. A template that refuses the conversation (Gemma's role
  * alternation, a `raise_exception`) is the client's error: `invalid_request` naming the template.
+ * `thinking` (the request's switch) is the template's `enable_thinking`; undefined: its default.
  */
-function render(messages: ChatMessage[], tools: ToolDefinition[] | undefined, codec: ChatCodec): string {
+function render(messages: ChatMessage[], tools: ToolDefinition[] | undefined, codec: ChatCodec, thinking: boolean | undefined): string {
   try {
-    return codec.render({ messages, tools, addGenerationPrompt: true });
+    return codec.render({ messages, tools, addGenerationPrompt: true, ...(thinking === undefined ? {} : { thinking }) });
   } catch (e) {
     throw new ProtocolError("invalid_request", `the model's chat template rejects these messages: ${(e as Error).message}`, { cause: e });
   }
 }
 
-function full(messages: ChatMessage[], tools: ToolDefinition[] | undefined, codec: ChatCodec): BuiltPrompt {
-  const promptText = render(messages, tools, codec);
+function full(messages: ChatMessage[], tools: ToolDefinition[] | undefined, codec: ChatCodec, thinking: boolean | undefined): BuiltPrompt {
+  const promptText = render(messages, tools, codec, thinking);
   return { tokenIds: codec.encode(promptText), promptText, messages, tools, source: "full" };
 }
 
-function extend(state: TurnState, messages: ChatMessage[], tools: ToolDefinition[] | undefined, codec: ChatCodec): BuiltPrompt | undefined {
-  const promptText = render(messages, tools, codec);
+function extend(state: TurnState, messages: ChatMessage[], tools: ToolDefinition[] | undefined, codec: ChatCodec, thinking: boolean | undefined): BuiltPrompt | undefined {
+  const promptText = render(messages, tools, codec, thinking);
   if (!promptText.startsWith(state.promptText)) return undefined; // template not prefix-stable here
   const rest = promptText.slice(state.promptText.length);
   if (state.generatedText.length > 0 && rest.startsWith(state.generatedText)) {

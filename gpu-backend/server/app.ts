@@ -37,7 +37,8 @@ export interface BackendAppOptions {
  *   from the named source now, answers the pull's msgpack `KvPullReport`.
  * - `POST /v1/drain`: start draining (drain.ts), optional JSON body `{ peers: [url] }` (where to
  *   push its blocks, else the pool's heartbeat reply says); JSON `{ draining, running, waiting }`.
- * - `GET /v1/models`: JSON list of served models.
+ * - `GET /v1/models`: JSON list of served models, each with its `context_length` and
+ *   `max_output_tokens` (the context, or demo agent mode's N) and `demo_agent` (N) when on.
  * - `GET /healthz`: JSON liveness, no secret needed.
  * - `GET /metrics`: Prometheus text.
  *
@@ -54,7 +55,15 @@ export function createBackendApp(options: BackendAppOptions): Hono {
   const app = new Hono();
 
   app.get(ROUTES.backend.healthz, (c) =>
-    c.json({ ok: true, backendId: options.backendId, model: engine.modelId, running: engine.numRunning, waiting: engine.numWaiting, draining: options.drain?.draining ?? false }),
+    c.json({
+      ok: true,
+      backendId: options.backendId,
+      model: engine.modelId,
+      running: engine.numRunning,
+      waiting: engine.numWaiting,
+      draining: options.drain?.draining ?? false,
+      ...(engine.options.demoAgent ? { demo_agent: engine.options.demoAgent.replyTokens } : {}),
+    }),
   );
 
   app.use("*", async (c, next) => {
@@ -68,7 +77,7 @@ export function createBackendApp(options: BackendAppOptions): Hono {
 
   app.get(ROUTES.backend.metrics, async (c) => c.body(await metrics.registry.metrics(), 200, { "content-type": metrics.registry.contentType }));
 
-  app.get(ROUTES.backend.models, (c) => c.json({ object: "list", data: [{ id: engine.modelId, object: "model", owned_by: "agent-edge" }] }));
+  app.get(ROUTES.backend.models, (c) => c.json({ object: "list", data: [modelEntry(engine)] }));
 
   /** A msgpack request answered with one msgpack value; errors thrown here become error frames (onError). */
   const msgpackRoute =
@@ -153,6 +162,19 @@ export function createBackendApp(options: BackendAppOptions): Hono {
   app.notFound((c) => errorResponse(c, new ProtocolError("not_found", `no route ${c.req.method} ${c.req.path}`)));
   app.onError((e, c) => errorResponse(c, toProtocolError(e)));
   return app;
+}
+
+/** A served model as `GET /v1/models` lists it: its context, its longest reply, demo agent mode's N when on. */
+function modelEntry(engine: Engine): Record<string, unknown> {
+  const demo = engine.options.demoAgent?.replyTokens;
+  return {
+    id: engine.modelId,
+    object: "model",
+    owned_by: "agent-edge",
+    context_length: engine.contextTokens,
+    max_output_tokens: Math.min(engine.contextTokens, demo ?? Infinity),
+    ...(demo ? { demo_agent: demo } : {}),
+  };
 }
 
 function frameError(f: ErrorFrame): ProtocolError {

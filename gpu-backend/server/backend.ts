@@ -1,4 +1,5 @@
 import { Engine } from "../engine/engine";
+import type { DemoAgent } from "../engine/demo-agent";
 import { BlockPool, blocksForBudget } from "../kv/block-pool";
 import { createExecutor } from "../model/executors/create-executor";
 import { resolveDevice, type DeviceRequest } from "../model/executors/device";
@@ -38,6 +39,8 @@ export interface BackendOptions {
   hostTierBytes?: number;
   /** Whether such turns pull: by the cost model (default), always, or never. */
   kvPull?: "auto" | "always" | "never";
+  /** Demo agent mode (`--demo-agent [N]`; engine/demo-agent.ts): untrained models only. Absent: off. */
+  demoAgent?: DemoAgent | undefined;
   log?: (line: string) => void;
 }
 
@@ -100,9 +103,10 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
     backendId: options.backendId,
     ...(options.hostTierBytes ? { hostTierBytes: options.hostTierBytes } : {}),
     ...(trace ? { onStep: (r) => trace.add(r) } : {}),
+    ...(options.demoAgent ? { demoAgent: options.demoAgent } : {}),
     ...(options.secret !== undefined && options.kvPull !== "never" ? { transfer: { secret: options.secret, policy: options.kvPull ?? "auto" } } : {}),
   });
-  log(`ready in ${((performance.now() - t0) / 1000).toFixed(1)} s: ${spec.modelId} (${precision}), ${(executor.kvBytes / 2 ** 20).toFixed(0)} MiB KV, prefix cache ${options.enablePrefixCache ? "on" : "off"}`);
+  log(`ready in ${((performance.now() - t0) / 1000).toFixed(1)} s: ${spec.modelId} (${precision}), ${(executor.kvBytes / 2 ** 20).toFixed(0)} MiB KV, prefix cache ${options.enablePrefixCache ? "on" : "off"}${options.demoAgent ? `, demo agent mode (replies of at most ${options.demoAgent.replyTokens} tokens, one tool call on a user's turn, greedy)` : ""}`);
   return {
     engine,
     executor,

@@ -13,6 +13,16 @@ export function positiveInt(v: string, flag: string): number {
   return n;
 }
 
+/**
+ * `argv` with `fallback` inserted after `flag` where no value follows it (the end, or another
+ * flag): a flag whose value is optional, such as `--demo-agent [N]`, for `parseArgs`.
+ *
+ * @example withOptionalValue(["--demo-agent", "--port", "8080"], "--demo-agent", "48") // ["--demo-agent", "48", "--port", "8080"]
+ */
+export function withOptionalValue(argv: readonly string[], flag: string, fallback: string): string[] {
+  return argv.flatMap((arg, i) => (arg === flag && (argv[i + 1] === undefined || argv[i + 1]!.startsWith("-")) ? [arg, fallback] : [arg]));
+}
+
 /** A byte size such as 512MiB, 2GiB or 1000000. @example parseSize("512MiB", "--kv-memory") */
 export function parseSize(v: string, flag: string): number {
   const m = /^(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB|KB|MB|GB)?$/i.exec(v.trim());

@@ -2,7 +2,8 @@ import { serve } from "@hono/node-server";
 import { parseArgs } from "node:util";
 import { createBackend } from "./backend";
 import { createBackendApp } from "./app";
-import { parseSize, positiveInt } from "./cli-args";
+import { parseSize, positiveInt, withOptionalValue } from "./cli-args";
+import { DEFAULT_DEMO_AGENT_TOKENS } from "../engine/demo-agent";
 import { Drain } from "./drain";
 import { DrainPush } from "./drain-push";
 import { startHeartbeat } from "./heartbeat";
@@ -45,11 +46,16 @@ const USAGE = `npm run backend -- [flags]: one backend process serving one model
   --drain-timeout MS     draining: exit at the latest this long after it began (default 120000)
   --drain-push-ms MS     draining: push its trajectories' blocks to its peers (most recently used
                          first) for at most this long (default 30000)
+  --demo-agent [N]       demo agent mode, for untrained (random-weight) models only: a turn with tools
+                         whose last message is the user's is constrained to one tool call, every reply
+                         is at most N tokens (default ${DEFAULT_DEMO_AGENT_TOKENS}) and a free-text reply ends there with
+                         the end-of-turn token, sampling is greedy; so agent CLIs finish runs (default off)
   --step-trace DIR       append a JSON line per engine step to DIR/<id>.jsonl: what it computed and
                          its wall and CPU time (npm run bench -- step-costs DIR fits the costs)
   --help                 this text
 `;
 const { values } = parseArgs({
+  args: withOptionalValue(process.argv.slice(2), "--demo-agent", String(DEFAULT_DEMO_AGENT_TOKENS)),
   options: {
     model: { type: "string" },
     "kv-memory": { type: "string", default: "1GiB" },
@@ -67,6 +73,7 @@ const { values } = parseArgs({
     register: { type: "string" },
     advertise: { type: "string" },
     "step-trace": { type: "string" },
+    "demo-agent": { type: "string" },
     "kv-pull": { type: "string", default: "auto" },
     "kv-host-memory": { type: "string", default: "0" },
     "drain-grace": { type: "string", default: "10000" },
@@ -101,6 +108,7 @@ const backend = await createBackend({
   secret,
   kvPull: kvPullFlag(values["kv-pull"]!),
   hostTierBytes: values["kv-host-memory"] === "0" ? 0 : parseSize(values["kv-host-memory"]!, "--kv-host-memory"),
+  demoAgent: values["demo-agent"] === undefined ? undefined : { replyTokens: positiveInt(values["demo-agent"], "--demo-agent") },
   log: (line) => console.log(`[backend] ${line}`),
 });
 
@@ -110,7 +118,8 @@ const advertiseUrl = values.advertise ?? `http://${values.host}:${port}`;
 const drainPush = values["kv-pull"] === "never" ? undefined : new DrainPush({ engine: backend.engine, selfUrl: advertiseUrl, secret, budgetMs: positiveInt(values["drain-push-ms"]!, "--drain-push-ms"), log: (line) => console.log(`[backend] ${backendId}: ${line}`) });
 const app = createBackendApp({ engine: backend.engine, secret, backendId, drain, drainPush });
 const server = serve({ fetch: app.fetch, port, hostname: values.host }, (info) => {
-  console.log(`[backend] ${backendId} serving ${backend.engine.modelId} on http://${values.host}:${info.port}`);
+  const demo = backend.engine.options.demoAgent;
+  console.log(`[backend] ${backendId} serving ${backend.engine.modelId} on http://${values.host}:${info.port}${demo ? ` (demo agent mode: ${demo.replyTokens} tokens a reply)` : ""}`);
 });
 
 const heartbeat = values.register

@@ -58,6 +58,10 @@ describe("ChatTemplate with Qwen3's template", () => {
   it("passes extra variables (enable_thinking)", () => {
     const text = qwen3.render({ messages: [{ role: "user", content: "hi" }], addGenerationPrompt: true, extra: { enable_thinking: false } });
     expect(text).toBe("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+    // true is the template's default (no block); the switch changes only the generation prompt.
+    const on = qwen3.render({ messages: [{ role: "user", content: "hi" }], addGenerationPrompt: true, extra: { enable_thinking: true } });
+    expect(on).toBe(qwen3.render({ messages: [{ role: "user", content: "hi" }], addGenerationPrompt: true }));
+    expect(qwen3.render({ messages: transcript, tools, addGenerationPrompt: false, extra: { enable_thinking: false } })).toBe(qwen3.render({ messages: transcript, tools, addGenerationPrompt: false }));
   });
 
   it("renders without tools: a plain system block, and an empty tool list counts as none", () => {

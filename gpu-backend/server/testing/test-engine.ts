@@ -17,9 +17,12 @@ export async function testEngine(p: {
   scheduler?: Partial<SchedulerConfig>;
   backendId?: string;
   transfer?: EngineOptions["transfer"];
+  /** The model's context in tokens (default: the model's, 4096 for the tiny ones). */
+  maxContext?: number;
+  demoAgent?: EngineOptions["demoAgent"];
 }): Promise<{ engine: Engine; executor: CpuExecutor }> {
   const numBlocks = p.numBlocks ?? 128;
-  const model = await loadModel({ dir: p.modelDir });
+  const model = await loadModel({ dir: p.modelDir, ...(p.maxContext ? { maxContext: p.maxContext } : {}) });
   const executor = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks, blockSize: 16, threads: 1 });
   const engine = new Engine({
     executor,
@@ -30,6 +33,7 @@ export async function testEngine(p: {
     enablePrefixCache: true,
     backendId: p.backendId ?? "t",
     ...(p.transfer ? { transfer: p.transfer } : {}),
+    ...(p.demoAgent ? { demoAgent: p.demoAgent } : {}),
   });
   return { engine, executor };
 }
