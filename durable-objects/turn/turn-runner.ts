@@ -107,6 +107,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
       // A delta turn's tools are the state's (unchanged, or the turn would be full).
       ...(mode === "full" && plan.tools.length > 0 ? { tools: plan.tools } : {}),
       ...(input.model ? { model: input.model } : {}),
+      ...(input.thinking !== undefined ? { thinking: input.thinking } : {}),
       ...(mode === "delta" && meta.stateId ? { stateId: meta.stateId } : {}),
       // The backend pulls the blocks it lacks instead of prefilling them: from the holder the pool
       // named when placing, else from the live backend this trajectory is moving off.

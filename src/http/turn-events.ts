@@ -40,7 +40,7 @@ export async function* trajectoryTurn(env: Env, input: TurnInput, signal?: Abort
  */
 export async function* statelessTurn(
   env: Env,
-  params: { tenant: string; cacheSalt: string; messages: ChatMessage[]; tools: ToolDefinition[] | undefined; sampling: SamplingParams; constraint: ReplyConstraint | undefined; model: string | undefined; cachePoints?: CachePoint[] },
+  params: { tenant: string; cacheSalt: string; messages: ChatMessage[]; tools: ToolDefinition[] | undefined; sampling: SamplingParams; constraint: ReplyConstraint | undefined; model: string | undefined; thinking?: boolean; cachePoints?: CachePoint[] },
   signal?: AbortSignal,
 ): AsyncGenerator<TurnEvent> {
   const settings = edgeSettings(env);
@@ -93,6 +93,7 @@ export async function* statelessTurn(
         ...(params.cachePoints && params.cachePoints.length > 0 ? { cachePoints: params.cachePoints } : {}),
         ...(params.tools && params.tools.length > 0 ? { tools: params.tools } : {}),
         ...(params.model ? { model: params.model } : {}),
+        ...(params.thinking !== undefined ? { thinking: params.thinking } : {}),
       }),
     });
     const { done } = result;
