@@ -2,6 +2,8 @@ import { availableParallelism } from "node:os";
 import { parseArgs } from "node:util";
 import { resolveSecret, startStack, StackStartError, type Stack } from "./stack";
 import { positiveInt } from "../gpu-backend/server/cli-args";
+import { demoFamilyOf } from "../gpu-backend/model/checkpoint/demo-families";
+import { DEFAULT_DEMO_AGENT_TOKENS } from "../gpu-backend/engine/demo-agent";
 
 /** `npm start -- --help` prints this. */
 const USAGE = `npm start -- [flags]: the whole local stack, i.e. local GPU backend(s) serving the embedded
@@ -15,6 +17,9 @@ demo model and the edge Worker (wrangler dev) wired to them. Ctrl-C stops everyt
   --kv-memory SIZE       backend KV pool budget, e.g. 512MiB (default 1GiB)
   --weights P            backend weight precision: fp32, int8 or int4 (default int4 on cpu; see npm run backend -- --help)
   --no-prefix-cache      backends without prefix reuse (the benchmark baseline)
+  --demo-agent N         backends in demo agent mode with N-token replies (default: on, N = 48,
+                         for the untrained demo models, so agent CLIs complete their tool loops;
+                         docs/engine.md); --no-demo-agent turns it off
   --no-devtools          wrangler dev without its devtools inspector, which costs ~40 ms of
                          CPU per streamed turn (for load tests; the benchmarks use it)
   --timeout SECONDS      how long start-up may take (default 300)
@@ -31,6 +36,9 @@ if (values.help) {
 }
 
 const backends = positiveInt(values.backends, "--backends");
+// An untrained demo model never calls a tool nor ends a reply: demo agent mode, unless asked not to.
+const untrained = values.model === undefined || demoFamilyOf(values.model) !== undefined;
+const demoAgent = values["no-demo-agent"] ? undefined : values["demo-agent"] !== undefined ? String(positiveInt(values["demo-agent"], "--demo-agent")) : untrained ? String(DEFAULT_DEMO_AGENT_TOKENS) : undefined;
 const { secret, source } = resolveSecret();
 const controller = new AbortController();
 let stack: Stack | undefined;
@@ -65,6 +73,7 @@ try {
     kvMemory: values["kv-memory"],
     ...(values.weights !== undefined ? { weights: values.weights } : {}),
     noPrefixCache: values["no-prefix-cache"],
+    ...(demoAgent !== undefined ? { backendArgs: ["--demo-agent", demoAgent] } : {}),
     devtools: !values["no-devtools"],
     // N backends on one machine: share the cores instead of each taking all of them.
     threads: backends > 1 ? Math.max(1, Math.floor(availableParallelism() / backends)) : undefined,
@@ -83,7 +92,7 @@ try {
 
 const modelId = await servedModelId(stack.backendUrls[0]!, secret);
 console.log(`
-Agent Edge is up: ${stack.edgeUrl}   (ready in ${stack.readySeconds.toFixed(1)} s)
+Agent Edge is up: ${stack.edgeUrl}   (ready in ${stack.readySeconds.toFixed(1)} s)${demoAgent !== undefined ? `\n  demo agent mode: replies of at most ${demoAgent} tokens, a tool call on each user turn with tools (--no-demo-agent: off)` : ""}
   backends: ${stack.parts
     .filter((p) => p.kind === "backend")
     .map((p) => `${p.name} ${p.url}`)
@@ -138,6 +147,8 @@ function parseCli() {
         "kv-memory": { type: "string" },
         weights: { type: "string" },
         "no-prefix-cache": { type: "boolean", default: false },
+        "demo-agent": { type: "string" },
+        "no-demo-agent": { type: "boolean", default: false },
         "no-devtools": { type: "boolean", default: false },
         timeout: { type: "string", default: "300" },
         help: { type: "boolean", default: false },
