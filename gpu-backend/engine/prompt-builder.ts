@@ -11,7 +11,10 @@ export type PromptSource =
    * what it generated, so the reply's tokens come from the template (earlier prompt ids kept). */
   | "delta-rerendered"
   /** The whole transcript rendered and tokenized. */
-  | "full";
+  | "full"
+  /** A fork's first turn (`forkOf`): the parent's kept ids, whole turns of them, as far as the
+   * transcript is the same text, then the rest of the rendered text encoded. */
+  | "fork";
 
 export interface BuiltPrompt {
   tokenIds: number[];
@@ -36,6 +39,10 @@ export interface BuiltPrompt {
  * model produced. The model's own output is therefore never re-tokenized, and the block hashes of
  * everything before stay identical, so the prefix cache hits all of it.
  *
+ * A fork's first turn (a full turn with `forkOf`, whose kept state has the request's cache salt)
+ * starts from that parent's ids the same way (`fork` below); a parent state this backend no
+ * longer keeps makes it a plain full turn.
+ *
  * @example
  * const prompt = buildPrompt(request, codec, states); // throws ProtocolError("state_unknown")
  */
@@ -57,6 +64,8 @@ export function buildPrompt(req: GenerateRequest, codec: ChatCodec, states: Stat
       if (extended) return extended;
     }
   }
+  const parent = req.forkOf === undefined ? undefined : states.latestFor(req.forkOf);
+  if (parent && parent.cacheSalt === (req.cacheSalt ?? "")) return fork(parent, req.messages, req.tools, codec);
   return full(req.messages, req.tools, codec);
 }
 
@@ -98,6 +107,37 @@ function extend(state: TurnState, messages: ChatMessage[], tools: ToolDefinition
     return { tokenIds: [...state.promptTokenIds, ...state.generatedTokenIds, ...tail], promptText, messages, tools, source: "delta", base: state.stateId };
   }
   return { tokenIds: [...state.promptTokenIds, ...codec.encode(rest)], promptText, messages, tools, source: "delta-rerendered", base: state.stateId };
+}
+
+/**
+ * A fork's first prompt from its parent's kept state: the parent's ids (prompt and generated, so
+ * its replies keep the ids the model generated) up to the last end-of-turn id whose text, decoded
+ * turn by turn, is still the fork's rendered text, then the rest of that text encoded:
+ *
+ *   parent ids:  [ sys+user1 ... <eos> | reply1 ... <eos> | \n user2 ... <eos> | reply2 ...
+ *   fork text:   [ sys+user1 ... <eos> | reply1 ... <eos> | \n other user2 ... ]
+ *   fork ids:    [ parent ids through reply1's <eos>      ] ++ encode("\n other user2 ...")
+ *
+ * Cutting only after an end-of-turn id is what a delta turn from the parent's state at that reply
+ * would have done (its tail is encoded from there), and an end-of-turn token is a special token,
+ * which the tokenizer never merges across, so the ids equal that continuation's. Nothing of the
+ * parent's matches: the plain full prompt.
+ */
+function fork(parent: TurnState, messages: ChatMessage[], tools: ToolDefinition[] | undefined, codec: ChatCodec): BuiltPrompt {
+  const promptText = render(messages, tools, codec);
+  const ids = [...parent.promptTokenIds, ...parent.generatedTokenIds];
+  const eos = new Set(codec.eosTokenIds);
+  let cut = 0;
+  let offset = 0;
+  for (let i = 0; i < ids.length; i++) {
+    if (!eos.has(ids[i]!)) continue;
+    const text = codec.decode(ids.slice(cut, i + 1));
+    if (!promptText.startsWith(text, offset)) break;
+    offset += text.length;
+    cut = i + 1;
+  }
+  if (cut === 0) return full(messages, tools, codec);
+  return { tokenIds: [...ids.slice(0, cut), ...codec.encode(promptText.slice(offset))], promptText, messages, tools, source: "fork" };
 }
 
 function isPrefix(prefix: ChatMessage[], messages: ChatMessage[]): boolean {
