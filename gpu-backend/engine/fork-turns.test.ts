@@ -1,0 +1,122 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ChatMessage, DoneFrame, Frame, GenerateRequest, SamplingParams } from "../../protocol/messages";
+import { BlockPool } from "../kv/block-pool";
+import { CpuExecutor } from "../model/executors/cpu-executor";
+import { materializeTinyModel } from "../model/checkpoint/demo-model";
+import { ScriptedExecutor } from "./testing/scripted-executor";
+import { loadModel, type LoadedModel } from "./load-model";
+import { Engine } from "./engine";
+
+/** A fork's first turn (`forkOf`) on the real engine and tiny model: the parent's exact ids. */
+
+const BLOCK = 16;
+let dir: string;
+let model: LoadedModel;
+const executors: CpuExecutor[] = [];
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "agent-edge-fork-"));
+  model = await loadModel({ dir: await materializeTinyModel(join(dir, "tiny")) });
+});
+
+afterAll(async () => {
+  for (const e of executors) await e.dispose();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function makeEngine() {
+  const inner = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks: 256, blockSize: BLOCK, threads: 1 });
+  executors.push(inner);
+  const executor = new ScriptedExecutor(inner);
+  const pool = new BlockPool({ numBlocks: 256, blockSize: BLOCK });
+  executor.pool = pool;
+  const engine = new Engine({
+    executor,
+    pool,
+    codec: model.codec,
+    modelId: model.spec.modelId,
+    scheduler: { maxBatchTokens: 64, maxRunningSequences: 16, blockSize: BLOCK },
+    enablePrefixCache: true,
+    backendId: "test",
+  });
+  return { engine, executor };
+}
+
+const greedy = (maxTokens: number, over: Partial<SamplingParams> = {}): SamplingParams => ({ maxTokens, temperature: 0, topP: 1, topK: 0, stop: [], stopTokenIds: [], ignoreEos: true, ...over });
+
+function turn(engine: Engine, req: GenerateRequest): Promise<DoneFrame> {
+  return new Promise((resolve, reject) => {
+    engine.submit(req, (f: Frame) => {
+      if (f.type === "done") resolve(f);
+      else if (f.type === "error") reject(new Error(`${f.code}: ${f.message}`));
+    });
+  });
+}
+
+describe("Engine: a fork's first turn starts from its parent's token ids", () => {
+  const opening: ChatMessage[] = [
+    { role: "system", content: "You are an agent. ".repeat(12) },
+    { role: "user", content: "Start." },
+  ];
+  const reply = "Hello there, friend. Shall we begin?";
+  const other: ChatMessage = { role: "user", content: "Something else." };
+  const request = (over: Partial<GenerateRequest>): GenerateRequest => ({ requestId: "r", cacheSalt: "tenant-a", mode: "full", messages: opening, sampling: greedy(6), ...over });
+
+  /** Turn 1 replies `reply` one token per character: not how the tokenizer encodes it. */
+  async function firstTurn(engine: Engine, executor: ScriptedExecutor, trajectoryId: string): Promise<DoneFrame> {
+    executor.script = [...[...reply].flatMap((c) => model.codec.encode(c)), ...model.codec.encode("<|im_end|>")];
+    const done = await turn(engine, request({ trajectoryId, sampling: greedy(64, { ignoreEos: false }) }));
+    executor.script = [];
+    return done;
+  }
+
+  it("takes the parent's ids through the forked reply and counts what the parent's own continuation would", async () => {
+    const { engine, executor } = await makeEngine();
+    const t1 = await firstTurn(engine, executor, "tenant-a/parent");
+    expect(t1.message).toEqual({ role: "assistant", content: reply });
+    const s1 = engine.states.get(t1.stateId)!;
+    const throughReply = [...s1.promptTokenIds, ...s1.generatedTokenIds];
+    expect(s1.generatedTokenIds).not.toEqual(model.codec.encode(s1.generatedText));
+    const t2 = await turn(engine, request({ trajectoryId: "tenant-a/parent", mode: "delta", stateId: t1.stateId, messages: [{ role: "user", content: "Two." }] }));
+    await turn(engine, request({ trajectoryId: "tenant-a/parent", mode: "delta", stateId: t2.stateId, messages: [{ role: "user", content: "Three." }] }));
+
+    // The fork of turn 1 with a new user message, as the edge sends it: full, naming its parent.
+    const forked = [...opening, t1.message, other];
+    const fork = await turn(engine, request({ trajectoryId: "tenant-a/fork", forkOf: "tenant-a/parent", messages: forked }));
+    const forkIds = engine.states.get(fork.stateId)!.promptTokenIds;
+    expect(forkIds.slice(0, throughReply.length)).toEqual(throughReply);
+    expect(fork.usage.cachedTokens).toBeGreaterThanOrEqual(Math.floor(throughReply.length / BLOCK) * BLOCK);
+
+    // The same transcript without `forkOf` re-tokenizes the reply: another count, fewer cached.
+    const plain = await turn(engine, request({ trajectoryId: "tenant-a/plain", messages: forked }));
+    console.log(
+      `fork of turn 1 (${throughReply.length} ids through its reply): prompt ${fork.usage.promptTokens}, cached ${fork.usage.cachedTokens}; ` +
+        `without forkOf: prompt ${plain.usage.promptTokens}, cached ${plain.usage.cachedTokens}`,
+    );
+    expect(plain.usage.promptTokens).not.toBe(fork.usage.promptTokens);
+    expect(plain.usage.cachedTokens).toBeLessThan(fork.usage.cachedTokens);
+
+    // The parent's own continuation from turn 1 with the same message (a delta turn on another engine).
+    const ref = await makeEngine();
+    const r1 = await firstTurn(ref.engine, ref.executor, "tenant-a/ref");
+    const r2 = await turn(ref.engine, request({ trajectoryId: "tenant-a/ref", mode: "delta", stateId: r1.stateId, messages: [other] }));
+    expect(ref.engine.states.get(r2.stateId)!.promptTokenIds).toEqual(forkIds);
+    expect(r2.usage.promptTokens).toBe(fork.usage.promptTokens);
+  });
+
+  it("is a plain full turn when the parent's state is gone or under another cache salt", async () => {
+    const { engine, executor } = await makeEngine();
+    const t1 = await firstTurn(engine, executor, "tenant-a/parent");
+    const forked = [...opening, t1.message, other];
+    const plain = await turn(engine, request({ trajectoryId: "tenant-a/plain", messages: forked }));
+    const plainIds = engine.states.get(plain.stateId)!.promptTokenIds;
+    const unknown = await turn(engine, request({ trajectoryId: "tenant-a/f1", forkOf: "tenant-a/nobody", messages: forked }));
+    expect(engine.states.get(unknown.stateId)!.promptTokenIds).toEqual(plainIds);
+    const salted = await turn(engine, request({ trajectoryId: "tenant-b/f2", cacheSalt: "tenant-b", forkOf: "tenant-a/parent", messages: forked }));
+    expect(engine.states.get(salted.stateId)!.promptTokenIds).toEqual(plainIds);
+    expect(salted.usage.cachedTokens).toBe(0);
+  });
+});
