@@ -107,6 +107,39 @@ describe("Engine: a fork's first turn starts from its parent's token ids", () =>
     expect(r2.usage.promptTokens).toBe(fork.usage.promptTokens);
   });
 
+  it("takes a tool-call reply's generated ids though the edge stores it canonical (ids call_k, canonical JSON)", async () => {
+    const tools = [{ type: "function" as const, function: { name: "x", description: "Does x", parameters: { type: "object", properties: { a: { type: "integer" }, b: { type: "integer" } } } } }];
+    const call = '<tool_call>\n{"name": "x", "arguments": {"b": 2, "a": 1}}\n</tool_call>';
+    const script = [...[...call].flatMap((c) => model.codec.encode(c)), ...model.codec.encode("<|im_end|>")];
+    const canonical: ChatMessage = { role: "assistant", content: null, tool_calls: [{ id: "call_0", type: "function", function: { name: "x", arguments: '{"a":1,"b":2}' } }] };
+    const result = (content: string): ChatMessage => ({ role: "tool", content, tool_call_id: "call_0" });
+    const runParent = async (engine: Engine, executor: ScriptedExecutor, trajectoryId: string, next: ChatMessage) => {
+      executor.script = [...script];
+      const t1 = await turn(engine, request({ trajectoryId, tools, sampling: greedy(96, { ignoreEos: false }) }));
+      executor.script = [];
+      expect(t1.message.tool_calls![0]!.function.arguments).toBe('{"b": 2, "a": 1}');
+      const s1 = engine.states.get(t1.stateId)!;
+      return { s1, t2: await turn(engine, request({ trajectoryId, mode: "delta", stateId: t1.stateId, messages: [next] })) };
+    };
+
+    const { engine, executor } = await makeEngine();
+    const { s1, t2 } = await runParent(engine, executor, "tenant-a/parent", result("first result"));
+    const throughReply = [...s1.promptTokenIds, ...s1.generatedTokenIds];
+    await turn(engine, request({ trajectoryId: "tenant-a/parent", mode: "delta", stateId: t2.stateId, messages: [{ role: "user", content: "Go on." }] }));
+
+    const forked = [...opening, canonical, result("another result")];
+    const fork = await turn(engine, request({ trajectoryId: "tenant-a/fork", forkOf: "tenant-a/parent", tools, messages: forked }));
+    const forkIds = engine.states.get(fork.stateId)!.promptTokenIds;
+    expect(forkIds.slice(0, throughReply.length)).toEqual(throughReply);
+    const plain = await turn(engine, request({ trajectoryId: "tenant-a/plain", tools, messages: forked }));
+    console.log(`fork of a tool call (${throughReply.length} ids through it): prompt ${fork.usage.promptTokens}, cached ${fork.usage.cachedTokens}; without forkOf: prompt ${plain.usage.promptTokens}, cached ${plain.usage.cachedTokens}`);
+    expect(plain.usage.cachedTokens).toBeLessThan(fork.usage.cachedTokens);
+
+    const ref = await makeEngine();
+    const { t2: r2 } = await runParent(ref.engine, ref.executor, "tenant-a/ref", result("another result"));
+    expect(ref.engine.states.get(r2.stateId)!.promptTokenIds).toEqual(forkIds);
+  });
+
   it("is a plain full turn when the parent's state is gone or under another cache salt", async () => {
     const { engine, executor } = await makeEngine();
     const t1 = await firstTurn(engine, executor, "tenant-a/parent");

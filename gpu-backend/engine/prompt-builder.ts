@@ -120,10 +120,13 @@ function extend(state: TurnState, messages: ChatMessage[], tools: ToolDefinition
  *
  * Cutting only after an end-of-turn id is what a delta turn from the parent's state at that reply
  * would have done (its tail is encoded from there), and an end-of-turn token is a special token,
- * which the tokenizer never merges across, so the ids equal that continuation's. Nothing of the
- * parent's matches: the plain full prompt.
+ * which the tokenizer never merges across, so the ids equal that continuation's. The fork's
+ * replies are rendered as the parent's state keeps them (`withKeptReplies`), as a delta turn
+ * renders them, not as the edge stores them (canonical tool calls). Nothing of the parent's
+ * matches: the plain full prompt.
  */
-function fork(parent: TurnState, messages: ChatMessage[], tools: ToolDefinition[] | undefined, codec: ChatCodec): BuiltPrompt {
+function fork(parent: TurnState, forked: ChatMessage[], tools: ToolDefinition[] | undefined, codec: ChatCodec): BuiltPrompt {
+  const messages = withKeptReplies(forked, parent.messages);
   const promptText = render(messages, tools, codec);
   const ids = [...parent.promptTokenIds, ...parent.generatedTokenIds];
   const eos = new Set(codec.eosTokenIds);
@@ -136,8 +139,53 @@ function fork(parent: TurnState, messages: ChatMessage[], tools: ToolDefinition[
     offset += text.length;
     cut = i + 1;
   }
-  if (cut === 0) return full(messages, tools, codec);
+  if (cut === 0) return full(forked, tools, codec);
   return { tokenIds: [...ids.slice(0, cut), ...codec.encode(promptText.slice(offset))], promptText, messages, tools, source: "fork" };
+}
+
+/**
+ * `messages` with the kept state's own replies in place of the same replies as the edge stores them
+ * (tool-call ids and JSON layout aside: canonical ids, canonical JSON), as far as the transcripts
+ * agree: the state keeps each reply as the model wrote it, which renders back to its generated text.
+ */
+function withKeptReplies(messages: ChatMessage[], kept: ChatMessage[]): ChatMessage[] {
+  const out = [...messages];
+  for (let i = 0; i < Math.min(messages.length, kept.length); i++) {
+    if (sameMessage(messages[i]!, kept[i]!)) continue;
+    if (!sameReply(messages[i]!, kept[i]!)) break;
+    out[i] = kept[i]!;
+  }
+  return out;
+}
+
+function sameReply(a: ChatMessage, b: ChatMessage): boolean {
+  const calls = b.tool_calls ?? [];
+  return (
+    a.role === "assistant" &&
+    b.role === "assistant" &&
+    (a.content ?? "") === (b.content ?? "") &&
+    (a.tool_calls ?? []).length === calls.length &&
+    (a.tool_calls ?? []).every((c, j) => c.function.name === calls[j]!.function.name && sameJson(c.function.arguments, calls[j]!.function.arguments))
+  );
+}
+
+function sameJson(a: string, b: string): boolean {
+  if (a === b) return true;
+  try {
+    return sortedJson(JSON.parse(a)) === sortedJson(JSON.parse(b));
+  } catch {
+    return false;
+  }
+}
+
+/** JSON text with object keys sorted at every level. */
+function sortedJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(sortedJson).join(",")}]`;
+  if (value !== null && typeof value === "object") {
+    const entries = Object.entries(value as Record<string, unknown>).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${sortedJson(v)}`).join(",")}}`;
+  }
+  return JSON.stringify(value);
 }
 
 function isPrefix(prefix: ChatMessage[], messages: ChatMessage[]): boolean {
