@@ -5,7 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ChatMessage, DoneFrame, Frame, GenerateRequest, SamplingParams } from "../../protocol/messages";
 import { BlockPool } from "../kv/block-pool";
 import { CpuExecutor } from "../model/executors/cpu-executor";
-import { materializeTinyModel } from "../model/checkpoint/demo-model";
+import { tinyFamilyConfig, type DemoFamily } from "../model/checkpoint/demo-families";
+import { materializeModel, materializeTinyModel } from "../model/checkpoint/demo-model";
+import { writeFamilyTokenizer, type TokenizerFamily } from "../model/checkpoint/family-tokenizers";
 import { ScriptedExecutor } from "./testing/scripted-executor";
 import { loadModel, type LoadedModel } from "./load-model";
 import { Engine } from "./engine";
@@ -27,8 +29,8 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function makeEngine() {
-  const inner = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks: 256, blockSize: BLOCK, threads: 1 });
+async function makeEngine(loaded: LoadedModel = model) {
+  const inner = await CpuExecutor.create({ spec: loaded.spec, weights: loaded.weights, numBlocks: 256, blockSize: BLOCK, threads: 1 });
   executors.push(inner);
   const executor = new ScriptedExecutor(inner);
   const pool = new BlockPool({ numBlocks: 256, blockSize: BLOCK });
@@ -36,8 +38,8 @@ async function makeEngine() {
   const engine = new Engine({
     executor,
     pool,
-    codec: model.codec,
-    modelId: model.spec.modelId,
+    codec: loaded.codec,
+    modelId: loaded.spec.modelId,
     scheduler: { maxBatchTokens: 64, maxRunningSequences: 16, blockSize: BLOCK },
     enablePrefixCache: true,
     backendId: "test",
@@ -152,4 +154,41 @@ describe("Engine: a fork's first turn starts from its parent's token ids", () =>
     expect(engine.states.get(salted.stateId)!.promptTokenIds).toEqual(plainIds);
     expect(salted.usage.cachedTokens).toBe(0);
   });
+
+  // `perChar`: the reply scripted one token per character (Phi-3's tokenizer adds a space before
+  // a character encoded alone, so it gets the reply's own encoding).
+  const FAMILIES: { family: DemoFamily; tokenizer: TokenizerFamily; reply: string; endOfTurn: string; perChar: boolean }[] = [
+    { family: "gemma3", tokenizer: "gemma3", reply: '[get_weather(city="Paris")]', endOfTurn: "<end_of_turn>", perChar: true },
+    { family: "phi3", tokenizer: "phi3", reply: '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]<|/tool_call|>', endOfTurn: "<|end|>", perChar: false },
+  ];
+  for (const c of FAMILIES) {
+    it(`${c.family}: the fork's ids equal the parent's own continuation with its tokenizer and template`, async () => {
+      const tokDir = join(dir, `tok-${c.tokenizer}`);
+      const info = await writeFamilyTokenizer(c.tokenizer, tokDir);
+      const loaded = await loadModel({ dir: await materializeModel({ dir: join(dir, c.family), config: tinyFamilyConfig(c.family, info), seed: 9, tokenizerFrom: tokDir }) });
+      const tools = [{ type: "function" as const, function: { name: "get_weather", description: "Weather of a city", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } } }];
+      const start: ChatMessage[] = [{ role: "system", content: "You are a weather agent. ".repeat(8) }, { role: "user", content: "Weather in Paris?" }];
+      const ask = (over: Partial<GenerateRequest>): GenerateRequest => ({ requestId: "r", cacheSalt: "s", mode: "full", tools, messages: start, sampling: greedy(4, { ignoreEos: false }), ...over });
+      const runParent = async (engine: Engine, executor: ScriptedExecutor, trajectoryId: string, answer: string) => {
+        executor.script = [...(c.perChar ? [...c.reply].flatMap((ch) => loaded.codec.encode(ch)) : loaded.codec.encode(c.reply)), ...loaded.codec.encode(c.endOfTurn)];
+        const t1 = await turn(engine, ask({ trajectoryId, sampling: greedy(96, { ignoreEos: false }) }));
+        executor.script = [];
+        const s1 = engine.states.get(t1.stateId)!;
+        const t2 = await turn(engine, ask({ trajectoryId, mode: "delta", stateId: t1.stateId, messages: [{ role: "tool", content: answer, tool_call_id: "call_0" }] }));
+        return { s1, t1, t2 };
+      };
+      const { engine, executor } = await makeEngine(loaded);
+      const { s1, t1, t2 } = await runParent(engine, executor, "s/parent", '{"temperature": 21}');
+      expect(t1.message.tool_calls).toHaveLength(1);
+      await turn(engine, ask({ trajectoryId: "s/parent", mode: "delta", stateId: t2.stateId, messages: [{ role: "user", content: "And Rome?" }] }));
+      const canonical: ChatMessage = { role: "assistant", content: null, tool_calls: [{ id: "call_0", type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } }] };
+      const fork = await turn(engine, ask({ trajectoryId: "s/fork", forkOf: "s/parent", messages: [...start, canonical, { role: "tool", content: '{"temperature": 5}', tool_call_id: "call_0" }] }));
+      const forkIds = engine.states.get(fork.stateId)!.promptTokenIds;
+      const throughReply = [...s1.promptTokenIds, ...s1.generatedTokenIds];
+      expect(forkIds.slice(0, throughReply.length)).toEqual(throughReply);
+      const ref = await makeEngine(loaded);
+      const { t2: r2 } = await runParent(ref.engine, ref.executor, "s/ref", '{"temperature": 5}');
+      expect(ref.engine.states.get(r2.stateId)!.promptTokenIds).toEqual(forkIds);
+    });
+  }
 });

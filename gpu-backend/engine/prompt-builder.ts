@@ -110,37 +110,69 @@ function extend(state: TurnState, messages: ChatMessage[], tools: ToolDefinition
 }
 
 /**
- * A fork's first prompt from its parent's kept state: the parent's ids (prompt and generated, so
- * its replies keep the ids the model generated) up to the last end-of-turn id whose text, decoded
- * turn by turn, is still the fork's rendered text, then the rest of that text encoded:
+ * A fork's first prompt from its parent's kept state. Both the parent's ids (prompt and
+ * generated, so its replies keep the ids the model generated) and the fork's plain full prompt
+ * are split after each end-of-turn id; the parent's turns are taken while each is the fork's
+ * turn (the same ids, or ids that decode to the same text), then the plain prompt goes on:
  *
- *   parent ids:  [ sys+user1 ... <eos> | reply1 ... <eos> | \n user2 ... <eos> | reply2 ...
- *   fork text:   [ sys+user1 ... <eos> | reply1 ... <eos> | \n other user2 ... ]
- *   fork ids:    [ parent ids through reply1's <eos>      ] ++ encode("\n other user2 ...")
+ *   parent ids:  | sys+user1 ... <eos> | reply1 (generated) <eos> | \n user2 ... <eos> | reply2 ...
+ *   fork plain:  | sys+user1 ... <eos> | reply1 (re-encoded) <eos> | \n other user2 ... <eos> | ...
+ *   fork ids:    | parent's             | parent's                 | plain from here on ...
  *
- * Cutting only after an end-of-turn id is what a delta turn from the parent's state at that reply
- * would have done (its tail is encoded from there), and an end-of-turn token is a special token,
- * which the tokenizer never merges across, so the ids equal that continuation's. The fork's
- * replies are rendered as the parent's state keeps them (`withKeptReplies`), as a delta turn
- * renders them, not as the edge stores them (canonical tool calls). Nothing of the parent's
- * matches: the plain full prompt.
+ * After the last turn taken comes the encoding of the text after its end-of-turn token: what a
+ * delta turn from the parent's state at that reply appends (an end-of-turn token is a special
+ * token, which the tokenizer never merges across: the plain prompt's ids after it, unless the
+ * tokenizer folds the whitespace after a special token into it, as Phi-3's does). The fork's replies are rendered as the parent's state
+ * keeps them (`withKeptReplies`), as a delta turn renders them, not as the edge stores them
+ * (canonical tool calls). Nothing of the parent's matches: the plain full prompt.
  */
 function fork(parent: TurnState, forked: ChatMessage[], tools: ToolDefinition[] | undefined, codec: ChatCodec): BuiltPrompt {
   const messages = withKeptReplies(forked, parent.messages);
-  const promptText = render(messages, tools, codec);
-  const ids = [...parent.promptTokenIds, ...parent.generatedTokenIds];
-  const eos = new Set(codec.eosTokenIds);
-  let cut = 0;
-  let offset = 0;
-  for (let i = 0; i < ids.length; i++) {
-    if (!eos.has(ids[i]!)) continue;
-    const text = codec.decode(ids.slice(cut, i + 1));
-    if (!promptText.startsWith(text, offset)) break;
-    offset += text.length;
-    cut = i + 1;
+  const plain = full(messages, tools, codec);
+  const kept = [...parent.promptTokenIds, ...parent.generatedTokenIds];
+  const keptEnds = turnEnds(kept, codec.eosTokenIds);
+  const plainEnds = turnEnds(plain.tokenIds, codec.eosTokenIds);
+  let turns = 0;
+  while (turns < keptEnds.length && turns < plainEnds.length) {
+    const a = kept.slice(keptEnds[turns - 1] ?? 0, keptEnds[turns]);
+    const b = plain.tokenIds.slice(plainEnds[turns - 1] ?? 0, plainEnds[turns]);
+    if (!sameIds(a, b) && codec.decode(a) !== codec.decode(b)) break;
+    turns++;
   }
-  if (cut === 0) return full(forked, tools, codec);
-  return { tokenIds: [...ids.slice(0, cut), ...codec.encode(promptText.slice(offset))], promptText, messages, tools, source: "fork" };
+  if (turns === 0) return full(forked, tools, codec);
+  // The tail as a delta turn encodes it: the text after that end-of-turn token on its own (the same
+  // ids as the plain prompt's, unless the tokenizer folds whitespace into a special token before it).
+  const textEnds = turnTextEnds(plain.promptText, codec.eosTokenIds.map((id) => codec.decode([id])));
+  const tail = textEnds.length === plainEnds.length ? codec.encode(plain.promptText.slice(textEnds[turns - 1])) : plain.tokenIds.slice(plainEnds[turns - 1]);
+  return { ...plain, tokenIds: [...kept.slice(0, keptEnds[turns - 1]), ...tail], source: "fork" };
+}
+
+/** The offset after each end-of-turn token's text in `text`. */
+function turnTextEnds(text: string, eosTexts: string[]): number[] {
+  const ends: number[] = [];
+  for (let from = 0; ; ) {
+    let at = -1;
+    let length = 0;
+    for (const t of eosTexts) {
+      const i = t.length > 0 ? text.indexOf(t, from) : -1;
+      if (i >= 0 && (at < 0 || i < at)) [at, length] = [i, t.length];
+    }
+    if (at < 0) return ends;
+    from = at + length;
+    ends.push(from);
+  }
+}
+
+/** The index after each end-of-turn id. */
+function turnEnds(tokenIds: number[], eosTokenIds: readonly number[]): number[] {
+  const eos = new Set(eosTokenIds);
+  const ends: number[] = [];
+  tokenIds.forEach((id, i) => eos.has(id) && ends.push(i + 1));
+  return ends;
+}
+
+function sameIds(a: number[], b: number[]): boolean {
+  return a.length === b.length && a.every((id, i) => id === b[i]);
 }
 
 /**
