@@ -13,7 +13,7 @@ export type PromptSource =
   /** The whole transcript rendered and tokenized. */
   | "full"
   /** A fork's first turn (`forkOf`): the parent's kept ids, whole turns of them, as far as the
-   * transcript is the same text, then the rest of the rendered text encoded. */
+   * transcripts agree, then the rest of the rendered text encoded. */
   | "fork";
 
 export interface BuiltPrompt {
@@ -121,10 +121,11 @@ function extend(state: TurnState, messages: ChatMessage[], tools: ToolDefinition
  *
  * After the last turn taken comes the encoding of the text after its end-of-turn token: what a
  * delta turn from the parent's state at that reply appends (an end-of-turn token is a special
- * token, which the tokenizer never merges across: the plain prompt's ids after it, unless the
- * tokenizer folds the whitespace after a special token into it, as Phi-3's does). The fork's replies are rendered as the parent's state
- * keeps them (`withKeptReplies`), as a delta turn renders them, not as the edge stores them
- * (canonical tool calls). Nothing of the parent's matches: the plain full prompt.
+ * token, which the tokenizer never merges across, so these are the plain prompt's ids after it,
+ * unless the tokenizer folds the whitespace after a special token into it, as Phi-3's does). The
+ * fork's replies are rendered as the parent's state keeps them (`withKeptReplies`), as a delta
+ * turn renders them, not as the edge stores them (canonical tool calls). Nothing of the parent's
+ * matches: the plain full prompt.
  */
 function fork(parent: TurnState, forked: ChatMessage[], tools: ToolDefinition[] | undefined, codec: ChatCodec): BuiltPrompt {
   const messages = withKeptReplies(forked, parent.messages);
