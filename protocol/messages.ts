@@ -141,6 +141,13 @@ export interface GenerateRequest {
   mode: "full" | "delta";
   messages: ChatMessage[];
   stateId?: string;
+  /**
+   * A fork's first turn (full): the trajectory it was forked from (the same `<tenant>/<id>` form
+   * as `trajectoryId`). When this backend keeps that trajectory's state under the same cache salt,
+   * the prompt starts from its exact ids, whole turns of them, as far as the transcripts agree
+   * (the parent's replies keep the ids the model generated); otherwise it is ignored.
+   */
+  forkOf?: string;
   tools?: ToolDefinition[];
   sampling: SamplingParams;
   /**

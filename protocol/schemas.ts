@@ -185,6 +185,7 @@ export const generateRequestSchema = map({
   mode: z.enum(GENERATE_MODES, expect(oneOf(GENERATE_MODES))),
   messages: array(chatMessageSchema).min(1, "must be a non-empty array"),
   stateId: nonEmptyString.optional(),
+  forkOf: nonEmptyString.optional(),
   tools: array(toolDefinitionSchema).optional(),
   sampling: samplingParamsSchema,
   thinking: boolean.optional(),

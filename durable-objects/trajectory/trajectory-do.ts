@@ -195,6 +195,7 @@ export class TrajectoryDO extends DurableObject<Env> {
     if (input.kind === "chat") await this.create({ tenant: input.tenant, trajectoryId: input.trajectoryId, ...(input.parent !== undefined ? { parent: input.parent } : {}) });
     onLease(await this.leases.beforeTurn());
     const settings = edgeSettings(this.env);
+    const parent = this.store.parent();
     this.transcript = await runTurn(
       {
         store: this.store,
@@ -206,6 +207,7 @@ export class TrajectoryDO extends DurableObject<Env> {
         timeoutMs: settings.backendTimeoutMs,
         policy: routingPolicyOf(settings),
         canonicalize: !settings.canonicalizeOffTenants.has(input.tenant),
+        ...(parent?.relation === "fork" ? { forkOf: `${input.tenant}/${parent.trajectoryId}` } : {}),
         emit,
         signal,
       },

@@ -31,6 +31,11 @@ export interface TurnContext {
   notePrefix: (key: string, url: string, hashes: string[], trajectoryId: string) => Promise<void>;
   /** Keeps best-effort work alive past the response (`ctx.waitUntil`). */
   waitUntil: (p: Promise<unknown>) => void;
+  /**
+   * A fork's parent, as the backend names trajectories (`<tenant>/<id>`): the fork's first turn,
+   * when full, asks the backend to start from the parent's exact token ids (`GenerateRequest.forkOf`).
+   */
+  forkOf?: string;
   /** Receives events; returns false once the client is gone (then nothing is committed). */
   emit: (event: TurnEvent) => Promise<boolean>;
   signal: AbortSignal;
@@ -109,6 +114,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
       ...(input.model ? { model: input.model } : {}),
       ...(input.thinking !== undefined ? { thinking: input.thinking } : {}),
       ...(mode === "delta" && meta.stateId ? { stateId: meta.stateId } : {}),
+      ...(mode === "full" && turnsDone === 0 && ctx.forkOf !== undefined ? { forkOf: ctx.forkOf } : {}),
       // The backend pulls the blocks it lacks instead of prefilling them: from the holder the pool
       // named when placing, else from the live backend this trajectory is moving off.
       ...(mode === "full" ? kvSourceFor(target.url, placed?.kvSource, meta.backendUrl, ctx.backends) : {}),

@@ -11,7 +11,10 @@ export type PromptSource =
    * what it generated, so the reply's tokens come from the template (earlier prompt ids kept). */
   | "delta-rerendered"
   /** The whole transcript rendered and tokenized. */
-  | "full";
+  | "full"
+  /** A fork's first turn (`forkOf`): the parent's kept ids, whole turns of them, as far as the
+   * transcripts agree, then the rest of the rendered text encoded. */
+  | "fork";
 
 export interface BuiltPrompt {
   tokenIds: number[];
@@ -36,6 +39,10 @@ export interface BuiltPrompt {
  * model produced. The model's own output is therefore never re-tokenized, and the block hashes of
  * everything before stay identical, so the prefix cache hits all of it.
  *
+ * A fork's first turn (a full turn with `forkOf`, whose kept state has the request's cache salt)
+ * starts from that parent's ids the same way (`fork` below); a parent state this backend no
+ * longer keeps makes it a plain full turn.
+ *
  * @example
  * const prompt = buildPrompt(request, codec, states); // throws ProtocolError("state_unknown")
  */
@@ -57,6 +64,8 @@ export function buildPrompt(req: GenerateRequest, codec: ChatCodec, states: Stat
       if (extended) return extended;
     }
   }
+  const parent = req.forkOf === undefined ? undefined : states.latestFor(req.forkOf);
+  if (parent && parent.cacheSalt === (req.cacheSalt ?? "")) return fork(parent, req.messages, req.tools, codec, req.thinking);
   return full(req.messages, req.tools, codec, req.thinking);
 }
 
@@ -99,6 +108,118 @@ function extend(state: TurnState, messages: ChatMessage[], tools: ToolDefinition
     return { tokenIds: [...state.promptTokenIds, ...state.generatedTokenIds, ...tail], promptText, messages, tools, source: "delta", base: state.stateId };
   }
   return { tokenIds: [...state.promptTokenIds, ...codec.encode(rest)], promptText, messages, tools, source: "delta-rerendered", base: state.stateId };
+}
+
+/**
+ * A fork's first prompt from its parent's kept state. Both the parent's ids (prompt and
+ * generated, so its replies keep the ids the model generated) and the fork's plain full prompt
+ * are split after each end-of-turn id; the parent's turns are taken while each is the fork's
+ * turn (the same ids, or ids that decode to the same text), then the plain prompt goes on:
+ *
+ *   parent ids:  | sys+user1 ... <eos> | reply1 (generated) <eos> | \n user2 ... <eos> | reply2 ...
+ *   fork plain:  | sys+user1 ... <eos> | reply1 (re-encoded) <eos> | \n other user2 ... <eos> | ...
+ *   fork ids:    | parent's             | parent's                 | plain from here on ...
+ *
+ * After the last turn taken comes the encoding of the text after its end-of-turn token: what a
+ * delta turn from the parent's state at that reply appends (an end-of-turn token is a special
+ * token, which the tokenizer never merges across, so these are the plain prompt's ids after it,
+ * unless the tokenizer folds the whitespace after a special token into it, as Phi-3's does). The
+ * fork's replies are rendered as the parent's state keeps them (`withKeptReplies`), as a delta
+ * turn renders them, not as the edge stores them (canonical tool calls). Nothing of the parent's
+ * matches: the plain full prompt.
+ */
+function fork(parent: TurnState, forked: ChatMessage[], tools: ToolDefinition[] | undefined, codec: ChatCodec, thinking: boolean | undefined): BuiltPrompt {
+  const messages = withKeptReplies(forked, parent.messages);
+  const plain = full(messages, tools, codec, thinking);
+  const kept = [...parent.promptTokenIds, ...parent.generatedTokenIds];
+  const keptEnds = turnEnds(kept, codec.eosTokenIds);
+  const plainEnds = turnEnds(plain.tokenIds, codec.eosTokenIds);
+  let turns = 0;
+  while (turns < keptEnds.length && turns < plainEnds.length) {
+    const a = kept.slice(keptEnds[turns - 1] ?? 0, keptEnds[turns]);
+    const b = plain.tokenIds.slice(plainEnds[turns - 1] ?? 0, plainEnds[turns]);
+    if (!sameIds(a, b) && codec.decode(a) !== codec.decode(b)) break;
+    turns++;
+  }
+  if (turns === 0) return full(forked, tools, codec, thinking);
+  // The tail as a delta turn encodes it: the text after that end-of-turn token on its own (the same
+  // ids as the plain prompt's, unless the tokenizer folds whitespace into a special token before it).
+  const textEnds = turnTextEnds(plain.promptText, codec.eosTokenIds.map((id) => codec.decode([id])));
+  const tail = textEnds.length === plainEnds.length ? codec.encode(plain.promptText.slice(textEnds[turns - 1])) : plain.tokenIds.slice(plainEnds[turns - 1]);
+  return { ...plain, tokenIds: [...kept.slice(0, keptEnds[turns - 1]), ...tail], source: "fork" };
+}
+
+/** The offset after each end-of-turn token's text in `text`. */
+function turnTextEnds(text: string, eosTexts: string[]): number[] {
+  const ends: number[] = [];
+  for (let from = 0; ; ) {
+    let at = -1;
+    let length = 0;
+    for (const t of eosTexts) {
+      const i = t.length > 0 ? text.indexOf(t, from) : -1;
+      if (i >= 0 && (at < 0 || i < at)) [at, length] = [i, t.length];
+    }
+    if (at < 0) return ends;
+    from = at + length;
+    ends.push(from);
+  }
+}
+
+/** The index after each end-of-turn id. */
+function turnEnds(tokenIds: number[], eosTokenIds: readonly number[]): number[] {
+  const eos = new Set(eosTokenIds);
+  const ends: number[] = [];
+  tokenIds.forEach((id, i) => eos.has(id) && ends.push(i + 1));
+  return ends;
+}
+
+function sameIds(a: number[], b: number[]): boolean {
+  return a.length === b.length && a.every((id, i) => id === b[i]);
+}
+
+/**
+ * `messages` with the kept state's own replies in place of the same replies as the edge stores them
+ * (tool-call ids and JSON layout aside: canonical ids, canonical JSON), as far as the transcripts
+ * agree: the state keeps each reply as the model wrote it, which renders back to its generated text.
+ */
+function withKeptReplies(messages: ChatMessage[], kept: ChatMessage[]): ChatMessage[] {
+  const out = [...messages];
+  for (let i = 0; i < Math.min(messages.length, kept.length); i++) {
+    if (sameMessage(messages[i]!, kept[i]!)) continue;
+    if (!sameReply(messages[i]!, kept[i]!)) break;
+    out[i] = kept[i]!;
+  }
+  return out;
+}
+
+function sameReply(a: ChatMessage, b: ChatMessage): boolean {
+  const calls = b.tool_calls ?? [];
+  return (
+    a.role === "assistant" &&
+    b.role === "assistant" &&
+    (a.content ?? "") === (b.content ?? "") &&
+    (a.tool_calls ?? []).length === calls.length &&
+    (a.tool_calls ?? []).every((c, j) => c.function.name === calls[j]!.function.name && sameJson(c.function.arguments, calls[j]!.function.arguments))
+  );
+}
+
+function sameJson(a: string, b: string): boolean {
+  if (a === b) return true;
+  try {
+    return sortedJson(JSON.parse(a)) === sortedJson(JSON.parse(b));
+  } catch {
+    return false;
+  }
+}
+
+/** JSON text with object keys sorted at every level. */
+function sortedJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(sortedJson).join(",")}]`;
+  if (value !== null && typeof value === "object") {
+    const entries = Object.entries(value as Record<string, unknown>).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${sortedJson(v)}`).join(",")}}`;
+  }
+  return JSON.stringify(value);
 }
 
 function isPrefix(prefix: ChatMessage[], messages: ChatMessage[]): boolean {

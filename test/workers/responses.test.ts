@@ -148,6 +148,17 @@ describe("Responses API", () => {
     expect(parentNext.headers.get("x-agent-edge-mode")).toBe("delta");
     // A retrieved fork response names its own trajectory.
     expect((await ok(await call(`/v1/responses/${fork.id}`))).id).toBe(fork.id);
+
+    // A fork of turn 1 with turn 2's own input starts from the parent's token ids: the same
+    // prompt as turn 2 had (not the reply re-tokenized), every full block of it cached.
+    const sameRes = await create({ instructions, previous_response_id: chain[0]!.id, input: "Step 2.", ...SMALL });
+    const same = await ok(sameRes);
+    const sameTurn = (await getState("a", trajectoryOf(sameRes))).turns[0]!;
+    console.log(`fork of turn 1 with turn 2's input: prompt ${same.usage.input_tokens} (turn 2: ${chain[1]!.usage.input_tokens}), cached ${same.usage.input_tokens_details.cached_tokens}, mode ${sameTurn.mode}`);
+    expect(sameTurn.mode).toBe("full");
+    expect(same.usage.input_tokens).toBe(chain[1]!.usage.input_tokens);
+    const BLOCK = 16; // the backend's default --block-size
+    expect(same.usage.input_tokens_details.cached_tokens).toBeGreaterThanOrEqual(Math.floor((same.usage.input_tokens - 1) / BLOCK) * BLOCK);
   });
 
   it("function calls: a forced call is a function_call item; its output continues the chain; an unknown call_id is a 400", async () => {
