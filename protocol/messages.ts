@@ -88,8 +88,8 @@ export type ToolChoice = "auto" | "required" | "none" | { name: string };
 // ---------------------------------------------------------------------------------------------
 
 export interface SamplingParams {
-  /** Maximum number of generated tokens (>= 1). */
-  maxTokens: number;
+  /** Maximum number of generated tokens (>= 1); absent: what is left of the context (the backend clamps). */
+  maxTokens?: number;
   /** 0 means greedy. */
   temperature: number;
   /** In (0, 1]; 1 disables nucleus sampling. */

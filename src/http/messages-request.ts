@@ -1,6 +1,8 @@
 import { z } from "zod";
 import { ProtocolError } from "../../protocol";
+import { BILLING_HEADER_REPAIR, withoutBillingHeader } from "./billing-header";
 import { fieldError } from "./field-error";
+import { anthropicThinking, thinkingOfAnthropic } from "./thinking";
 import type { CachePoint, ChatMessage, ReplyConstraint, SamplingParams, ToolCall, ToolDefinition } from "../../protocol/messages";
 
 /**
@@ -18,15 +20,25 @@ export interface CacheBreakpoint {
 
 export interface ParsedMessagesRequest {
   model: string;
-  /** The transcript as chat messages: the system prompt first, tool results as `tool` messages. */
+  /**
+   * The transcript as chat messages: the system prompt first, tool results as `tool` messages,
+   * `system`-role messages of `messages` where they stand.
+   */
   messages: ChatMessage[];
   tools: ToolDefinition[] | undefined;
+  /** `maxTokens` is `max_tokens` as given (the backend clamps it); absent on count_tokens. */
   sampling: SamplingParams;
   /** From `tool_choice` (absent: unconstrained, no tools). */
   constraint: ReplyConstraint | undefined;
   stream: boolean;
   /** Every `cache_control` of the request, in request order (tools, system, messages). */
   cacheBreakpoints: CacheBreakpoint[];
+  /** `thinking` as a flag: enabled / adaptive -> true, disabled -> false, absent -> undefined (thinking.ts). */
+  thinking: boolean | undefined;
+  /** `metadata.user_id` as sent (absent or null: undefined). */
+  metadataUserId: string | undefined;
+  /** Client quirks repaired before the transcript was built, by name (`"billing-header"`), each once. */
+  repairs: string[];
 }
 
 /** Anthropic's cache TTLs, in milliseconds. */
@@ -58,8 +70,12 @@ const cacheControl = z
   .nullable()
   .optional();
 
-/** The content block types this edge converts; any other (image, document, thinking, ...) is refused, never dropped. */
-const SUPPORTED_BLOCKS = ["text", "tool_use", "tool_result"] as const;
+/**
+ * The content block types this edge takes: text, tool_use and tool_result are converted; thinking
+ * and redacted_thinking (sent back in assistant messages) are accepted and dropped, since our
+ * models produce none. Any other (image, document, ...) is refused, never dropped.
+ */
+const SUPPORTED_BLOCKS = ["text", "tool_use", "tool_result", "thinking", "redacted_thinking"] as const;
 
 /** The error of a block whose type is not among `supported` (`where`: the place, for the message). */
 const blockTypeError = (supported: readonly string[], where: string) => (iss: { input?: unknown }) => {
@@ -90,12 +106,15 @@ const toolResultBlock = z
   })
   .loose();
 
-const block = z.discriminatedUnion("type", [textBlock, toolUseBlock, toolResultBlock], { error: blockTypeError(SUPPORTED_BLOCKS, "here") });
+const thinkingBlock = z.object({ type: z.literal("thinking"), thinking: z.string(), signature: z.string().optional(), cache_control: cacheControl }).loose();
+const redactedThinkingBlock = z.object({ type: z.literal("redacted_thinking"), data: z.string(), cache_control: cacheControl }).loose();
+
+const block = z.discriminatedUnion("type", [textBlock, toolUseBlock, toolResultBlock, thinkingBlock, redactedThinkingBlock], { error: blockTypeError(SUPPORTED_BLOCKS, "here") });
 type Block = z.infer<typeof block>;
 
 const message = z
   .object({
-    role: z.enum(["user", "assistant"], { error: 'must be "user" or "assistant"' }),
+    role: z.enum(["user", "assistant", "system"], { error: 'must be "user", "assistant" or "system"' }),
     content: z.union([z.string(), z.array(block)], { error: "must be a string or an array of content blocks" }),
   })
   .loose();
@@ -132,7 +151,7 @@ const countBody = {
   tools: z.array(tool).optional(),
   tool_choice: toolChoice.optional(),
   cache_control: cacheControl,
-  thinking: z.object({ type: z.literal("disabled", { error: "extended thinking is not supported (only {type: \"disabled\"})" }) }).loose().optional(),
+  thinking: anthropicThinking.nullable().optional(),
   output_config: z.object({ format: z.null({ error: "structured output (a response format) is not supported" }).optional() }).loose().optional(),
 };
 
@@ -154,14 +173,18 @@ const countTokensBody = z.object(countBody).loose();
 /**
  * Validates a Messages API body and converts it to the chat transcript. `kind: "count"` is the
  * count_tokens body (no `max_tokens`; sampling fields are ignored). A wrong shape, or content this
- * edge does not support (images, documents, thinking blocks, server tools, a final assistant
- * message to continue), answers `invalid_request` naming the field.
+ * edge does not support (images, documents, server tools, a final assistant message to continue),
+ * answers `invalid_request` naming the field. Fields real clients send that change nothing here
+ * (`context_management`, `output_config` without a format, a tool's `defer_loading`, unknown
+ * top-level fields) are accepted.
  *
- * The conversion: `system` -> one `system` message; an assistant message's text blocks -> its
- * content, its tool_use blocks -> `tool_calls` (arguments `JSON.stringify(input)`); a user
- * message's tool_result blocks -> `tool` messages (`tool_call_id` = `tool_use_id`, the result's
- * text as is: `is_error` is not shown to the model), then its text blocks -> one `user` message.
- * Text blocks of one message are joined with a blank line.
+ * The conversion: `system` -> one `system` message; a `system`-role message of `messages` -> a
+ * `system` message where it stands; an assistant message's text blocks -> its content, its
+ * tool_use blocks -> `tool_calls` (arguments `JSON.stringify(input)`), its thinking and
+ * redacted_thinking blocks -> dropped; a user message's tool_result blocks -> `tool` messages
+ * (`tool_call_id` = `tool_use_id`, the result's text as is: `is_error` is not shown to the model),
+ * then its text blocks -> one `user` message. Text blocks of one message are joined with a blank
+ * line. Claude Code's billing line (billing-header.ts) is removed from system text first.
  *
  * @example
  * const parsed = parseMessagesBody({ model: "m", max_tokens: 64, system: "Be brief.", messages: [{ role: "user", content: "Hi" }] }, "create");
@@ -175,6 +198,12 @@ export function parseMessagesBody(json: unknown, kind: "create" | "count"): Pars
   const mark = (cc: z.infer<typeof cacheControl>, at: CacheBreakpoint["at"]) => {
     if (cc) breakpoints.push({ at, ttl: cc.ttl ?? "5m" });
   };
+  const repairs = new Set<string>();
+  const systemText = (text: string) => {
+    const kept = withoutBillingHeader(text);
+    if (kept !== text) repairs.add(BILLING_HEADER_REPAIR);
+    return kept;
+  };
 
   const tools = b.tools?.map((t): ToolDefinition => {
     mark(t.cache_control, "tools");
@@ -182,15 +211,21 @@ export function parseMessagesBody(json: unknown, kind: "create" | "count"): Pars
   });
 
   const messages: ChatMessage[] = [];
-  const system = typeof b.system === "string" ? b.system : b.system?.map((s) => s.text).join(BLOCK_SEPARATOR);
+  const system = systemMessage(typeof b.system === "string" ? [{ type: "text", text: b.system }] : (b.system ?? []), "system", systemText);
   if (system) {
-    for (const s of typeof b.system === "string" ? [] : (b.system ?? [])) mark(s.cache_control, messages.length);
-    messages.push({ role: "system", content: system });
+    for (const cc of system.marks) mark(cc, messages.length);
+    messages.push(system.message);
   }
   b.messages.forEach((m, i) => {
     const blocks: Block[] = typeof m.content === "string" ? [{ type: "text", text: m.content }] : m.content;
-    if (m.role === "assistant") messages.push(assistantMessage(blocks, i, b.messages.length, (cc) => mark(cc, messages.length)));
-    else for (const out of userMessages(blocks, i, b.messages[i - 1], (cc, offset) => mark(cc, messages.length + offset))) messages.push(out);
+    if (m.role === "system") {
+      const s = systemMessage(blocks, `messages[${i}].content`, systemText);
+      if (s) {
+        for (const cc of s.marks) mark(cc, messages.length);
+        messages.push(s.message);
+      }
+    } else if (m.role === "assistant") messages.push(assistantMessage(blocks, i, b.messages, (cc) => mark(cc, messages.length)));
+    else for (const out of userMessages(blocks, i, previousTurn(b.messages, i), (cc, offset) => mark(cc, messages.length + offset))) messages.push(out);
   });
   mark(b.cache_control, messages.length - 1); // top-level: the last block (automatic caching)
   if (breakpoints.length > MAX_CACHE_BREAKPOINTS) {
@@ -202,7 +237,7 @@ export function parseMessagesBody(json: unknown, kind: "create" | "count"): Pars
     messages,
     tools,
     sampling: {
-      maxTokens: b.max_tokens ?? 1,
+      ...(kind === "create" ? { maxTokens: b.max_tokens } : {}),
       temperature: b.temperature ?? 1,
       topP: b.top_p ?? 1,
       topK: b.top_k ?? 0,
@@ -212,16 +247,51 @@ export function parseMessagesBody(json: unknown, kind: "create" | "count"): Pars
     constraint: replyConstraint(b.tool_choice, (tools?.length ?? 0) > 0),
     stream: b.stream ?? false,
     cacheBreakpoints: breakpoints,
+    thinking: thinkingOfAnthropic(b.thinking ?? undefined),
+    metadataUserId: b.metadata?.user_id ?? undefined,
+    repairs: [...repairs],
   };
 }
 
-/** An assistant message: its text blocks as content (null with only tool calls), its tool_use blocks as tool calls. */
-function assistantMessage(blocks: Block[], i: number, count: number, mark: (cc: z.infer<typeof cacheControl>) => void): ChatMessage {
-  if (i === count - 1) throw new ProtocolError("invalid_request", `messages[${i}]: a final assistant message (prefill, continued by the model) is not supported`);
+/**
+ * A system prompt (the `system` param, or a `system`-role message) as one `system` message: its
+ * text blocks, each without Claude Code's billing line (`systemText`), joined with a blank line;
+ * the `cache_control` of the blocks kept. Undefined when no text remains. Only text blocks may
+ * stand in a system prompt (`where` names the place in the refusal).
+ */
+function systemMessage(blocks: readonly Block[], where: string, systemText: (text: string) => string | null): { message: ChatMessage; marks: z.infer<typeof cacheControl>[] } | undefined {
+  const texts: string[] = [];
+  const marks: z.infer<typeof cacheControl>[] = [];
+  blocks.forEach((blk, j) => {
+    if (blk.type !== "text") throw new ProtocolError("invalid_request", `${where}[${j}].type: a system prompt holds only text blocks, not ${JSON.stringify(blk.type)}`);
+    const text = systemText(blk.text);
+    if (text === null) return; // only the billing line: the block goes, its mark with it
+    texts.push(text);
+    marks.push(blk.cache_control);
+  });
+  if (texts.length === 0 || texts.join("") === "") return undefined;
+  return { message: { role: "system", content: texts.join(BLOCK_SEPARATOR) }, marks };
+}
+
+/** The message before `messages[i]` that a tool_result answers: the nearest earlier user or assistant message (system messages stand aside). */
+function previousTurn(messages: readonly z.infer<typeof message>[], i: number): z.infer<typeof message> | undefined {
+  for (let k = i - 1; k >= 0; k--) if (messages[k]!.role !== "system") return messages[k];
+  return undefined;
+}
+
+/**
+ * An assistant message: its text blocks as content (null with only tool calls), its tool_use
+ * blocks as tool calls; thinking and redacted_thinking blocks dropped.
+ */
+function assistantMessage(blocks: Block[], i: number, all: readonly z.infer<typeof message>[], mark: (cc: z.infer<typeof cacheControl>) => void): ChatMessage {
+  if (all.slice(i + 1).every((m) => m.role === "system")) {
+    throw new ProtocolError("invalid_request", `messages[${i}]: a final assistant message (prefill, continued by the model) is not supported`);
+  }
   const texts: string[] = [];
   const calls: ToolCall[] = [];
   blocks.forEach((b, j) => {
     if (b.type === "tool_result") throw new ProtocolError("invalid_request", `messages[${i}].content[${j}]: a tool_result block belongs in a user message`);
+    if (b.type === "thinking" || b.type === "redacted_thinking") return;
     mark(b.cache_control);
     if (b.type === "text") texts.push(b.text);
     else calls.push({ id: b.id, type: "function", function: { name: b.name, arguments: JSON.stringify(b.input) } });
@@ -244,6 +314,7 @@ function userMessages(blocks: Block[], i: number, previous: z.infer<typeof messa
   blocks.forEach((b, j) => {
     const at = `messages[${i}].content[${j}]`;
     if (b.type === "tool_use") throw new ProtocolError("invalid_request", `${at}: a tool_use block belongs in an assistant message`);
+    if (b.type === "thinking" || b.type === "redacted_thinking") throw new ProtocolError("invalid_request", `${at}: a ${b.type} block belongs in an assistant message`);
     if (b.type === "text") {
       texts.push(b.text);
       textMarks.push(b.cache_control);
