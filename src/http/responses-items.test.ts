@@ -32,9 +32,31 @@ describe("Responses items <-> chat messages", () => {
   });
 
   it("refuses unsupported items and parts, naming where", () => {
-    expect(() => inputMessages([{ type: "reasoning" }])).toThrow(/input\[0\]\.type: "reasoning"/);
+    expect(() => inputMessages([{ type: "item_reference", id: "x" }])).toThrow(/input\[0\]\.type: "item_reference"/);
+    expect(() => inputMessages([{ type: "reasoning", summary: "no" }])).toThrow(/input\[0\]\.summary/);
     expect(() => inputMessages([{ role: "user", content: [{ type: "input_image" }] }])).toThrow(/input\[0\]\.content\[0\]\.type: "input_image"/);
     expect(() => inputMessages([{ type: "function_call", name: "x", arguments: "{}" }])).toThrow(/input\[0\]\.call_id/);
+  });
+});
+
+describe("what Codex sends back", () => {
+  it("reasoning items are accepted and left out of the transcript, the same way every time", () => {
+    const reply = { role: "assistant" as const, content: null, tool_calls: [{ id: "call_0", type: "function" as const, function: { name: "shell", arguments: "{}" } }] };
+    const withReasoning = inputMessages([
+      { role: "user", content: "go" },
+      { type: "reasoning", id: "rs_1", summary: [{ type: "summary_text", text: "thinking" }], content: null, encrypted_content: "gAAAAB..." },
+      { type: "function_call", call_id: "call_0", name: "shell", arguments: "{}" },
+      { type: "function_call_output", call_id: "call_0", output: "ok" },
+    ]);
+    expect(withReasoning).toEqual([{ role: "user", content: "go" }, reply, { role: "tool", tool_call_id: "call_0", content: "ok" }]);
+    expect(inputMessages([{ role: "user", content: "go" }, ...outputItems(reply, "t"), { type: "function_call_output", call_id: "call_0", output: "ok" }])).toEqual(withReasoning);
+  });
+
+  it("a namespaced function call is the call of its flat name", () => {
+    expect(inputMessages([{ type: "function_call", call_id: "c", namespace: "github", name: "create_issue", arguments: "{}" }])).toEqual([
+      { role: "assistant", content: null, tool_calls: [{ id: "c", type: "function", function: { name: "github__create_issue", arguments: "{}" } }] },
+    ]);
+    expect(inputMessages([{ type: "function_call", call_id: "c", namespace: "mcp__fs__", name: "read", arguments: "{}" }])[0]!.tool_calls![0]!.function.name).toBe("mcp__fs__read");
   });
 });
 

@@ -3,6 +3,7 @@ import { ProtocolError } from "../../protocol";
 import type { ChatMessage } from "../../protocol/messages";
 import type { AssistantReply } from "../../durable-objects/turn/turn-types";
 import { fieldError } from "./field-error";
+import { namespacedToolName } from "./responses-tools";
 
 /**
  * Responses API items <-> the chat transcript (the one transcript model underneath). Input items:
@@ -10,6 +11,12 @@ import { fieldError } from "./field-error";
  * `function_call` and `function_call_output`. An assistant message and the function calls after
  * it are one assistant turn of the transcript (as the model wrote them: text, then calls), so a
  * client that sends back a response's output items sends back exactly the stored reply.
+ *
+ * `reasoning` items (Codex sends them back, with `encrypted_content` under `store: false`) are
+ * accepted and left out of the transcript, every time: our models write no reasoning items, so
+ * the stored transcript never has them, and leaving them out keeps a resent conversation an
+ * extension of the stored one. A `function_call` of a namespaced tool (`namespace` + `name`) is
+ * the call of its flat name (`namespacedToolName`, responses-tools.ts).
  */
 
 const textPart = z.union([
@@ -25,7 +32,11 @@ const messageItem = z
   })
   .loose();
 
-const functionCallItem = z.object({ type: z.literal("function_call"), call_id: z.string().min(1), name: z.string().min(1), arguments: z.string() }).loose();
+const functionCallItem = z
+  .object({ type: z.literal("function_call"), call_id: z.string().min(1), name: z.string().min(1), namespace: z.string().min(1).nullish(), arguments: z.string() })
+  .loose();
+
+const reasoningItem = z.object({ type: z.literal("reasoning"), summary: z.array(z.unknown()).optional(), encrypted_content: z.string().nullish() }).loose();
 
 const functionCallOutputItem = z
   .object({ type: z.literal("function_call_output"), call_id: z.string().min(1), output: z.union([z.string(), z.array(z.looseObject({ type: z.string() }))]) })
@@ -37,8 +48,9 @@ export const inputItem = z.looseObject({ type: z.string().optional(), role: z.st
 export type InputItem = z.infer<typeof inputItem>;
 
 /**
- * The chat messages a request's `input` stands for. An unsupported item or content part (images,
- * files, reasoning, item references, built-in tool calls) is a 400 naming it: never dropped.
+ * The chat messages a request's `input` stands for. `reasoning` items are left out (above). An
+ * unsupported item or content part (images, files, item references, built-in tool calls) is a 400
+ * naming it: never dropped.
  *
  * @example inputMessages([{ role: "user", content: "hi" }]) // [{ role: "user", content: "hi" }]
  */
@@ -57,7 +69,8 @@ export function inputMessages(items: readonly InputItem[]): ChatMessage[] {
       out.push({ role: m.role === "developer" ? "system" : m.role, content });
     } else if (type === "function_call") {
       const c = parseItem(functionCallItem, raw, where);
-      const call = { id: c.call_id, type: "function" as const, function: { name: c.name, arguments: c.arguments } };
+      const name = c.namespace ? namespacedToolName(c.namespace, c.name) : c.name;
+      const call = { id: c.call_id, type: "function" as const, function: { name, arguments: c.arguments } };
       const last = out.at(-1);
       // Calls join the assistant turn they follow (its text, or the calls before them).
       if (last?.role === "assistant") last.tool_calls = [...(last.tool_calls ?? []), call];
@@ -65,8 +78,10 @@ export function inputMessages(items: readonly InputItem[]): ChatMessage[] {
     } else if (type === "function_call_output") {
       const o = parseItem(functionCallOutputItem, raw, where);
       out.push({ role: "tool", tool_call_id: o.call_id, content: typeof o.output === "string" ? o.output : textOf(o.output, `${where}.output`) });
+    } else if (type === "reasoning") {
+      parseItem(reasoningItem, raw, where); // accepted, never part of the transcript
     } else {
-      throw new ProtocolError("invalid_request", `${where}.type: "${type}" items are not supported (message, function_call and function_call_output are)`);
+      throw new ProtocolError("invalid_request", `${where}.type: "${type}" items are not supported (message, function_call, function_call_output and reasoning are)`);
     }
   });
   return out;
