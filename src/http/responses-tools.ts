@@ -74,7 +74,7 @@ export function namespacedToolName(namespace: string, name: string): string {
  * @example responsesTools([{ type: "namespace", name: "gh", tools: [{ type: "function", name: "pr" }] }, { type: "web_search" }], false)
  * // { functions: [{ type: "function", name: "gh__pr" }], namespaced: { gh__pr: { namespace: "gh", name: "pr" } }, warnings: ['tools[1]: "web_search" ...'] }
  */
-export function responsesTools(tools: readonly { type: string }[], strict: boolean): ResponsesTools {
+export function responsesTools(tools: readonly { type: string; [key: string]: unknown }[], strict: boolean): ResponsesTools {
   const out: ResponsesTools = { functions: [], namespaced: {}, warnings: [] };
   tools.forEach((t, i) => {
     if (t.type === "function") {
