@@ -169,7 +169,7 @@ describe("parseMessagesBody: refusals name the field", () => {
     ["messages[0].content[0]: a tool_use block belongs in an assistant message", { ...base, messages: [{ role: "user", content: [{ type: "tool_use", id: "a", name: "b", input: {} }] }] }],
     ["messages[1]: a final assistant message (prefill", { ...base, messages: [user, { role: "assistant", content: "The answer is" }] }],
     ["messages[0].content: a user message needs at least one", { ...base, messages: [{ role: "user", content: [] }] }],
-    ['tools[0].type: tool type "web_search_20250305" is not supported', { ...base, tools: [{ type: "web_search_20250305", name: "web_search" }], messages: [user] }],
+    ['tools[0].type: tool type "web_fetch" is not supported', { ...base, tools: [{ type: "web_fetch", name: "web_fetch" }], messages: [user] }],
     ['tools[0].type: tool type "bash_20250124" is not supported', { ...base, tools: [{ type: "bash_20250124", name: "bash" }], messages: [user] }],
     ["tools[0].input_schema: ", { ...base, tools: [{ name: "x" }], messages: [user] }],
     ["tool_choice.type: must be {type: \"auto\"}", { ...base, tool_choice: { type: "function" }, messages: [user] }],
@@ -185,6 +185,20 @@ describe("parseMessagesBody: refusals name the field", () => {
     ["cache_control: at most 4 blocks", { ...base, system: [1, 2, 3, 4, 5].map((i) => ({ type: "text", text: `s${i}`, cache_control: { type: "ephemeral" } })), messages: [user] }],
   ])("%s", (message, body) => {
     expect(refusal(body)).toContain(message);
+  });
+
+  it("server tools are dropped with a warning, refused for a strict tenant", () => {
+    const body = { ...base, tools: [weather, { type: "web_search_20250305", name: "web_search", max_uses: 5 }], messages: [user] };
+    const p = parseMessagesBody(body, "create");
+    expect(p.tools!.map((t) => t.function.name)).toEqual(["get_weather"]);
+    expect(p.warnings).toEqual(['tools[1]: "web_search_20250305" is a server tool, which this server does not run; dropped']);
+    expect(parseMessagesBody({ ...base, tools: [weather], messages: [user] }, "create").warnings).toEqual([]);
+    try {
+      parseMessagesBody(body, "create", { strict: true });
+      throw new Error("accepted");
+    } catch (e) {
+      expect((e as ProtocolError).message).toBe('tools[1].type: "web_search_20250305" is a server tool, which this server does not run; refused for this tenant (STRICT_TENANTS)');
+    }
   });
 
   it("thinking disabled and output_config without a format are accepted", () => {

@@ -39,6 +39,14 @@ export interface ParsedMessagesRequest {
   metadataUserId: string | undefined;
   /** Client quirks repaired before the transcript was built, by name (`"billing-header"`), each once. */
   repairs: string[];
+  /** One line per server tool dropped (`tools[3]: "web_search_20250305" is a server tool, ...; dropped`). */
+  warnings: string[];
+}
+
+/** How a request is parsed for its tenant. */
+export interface MessagesParseOptions {
+  /** A strict tenant (`STRICT_TENANTS`): server tools are refused instead of dropped. */
+  strict?: boolean;
 }
 
 /** Anthropic's cache TTLs, in milliseconds. */
@@ -148,7 +156,7 @@ const countBody = {
   model: z.string().min(1),
   messages: z.array(message).min(1),
   system: z.union([z.string(), z.array(textBlock)], { error: "must be a string or an array of text blocks" }).optional(),
-  tools: z.array(tool).optional(),
+  tools: z.array(z.looseObject({ type: z.string().nullable().optional() }), { error: "must be an array of tools" }).optional(),
   tool_choice: toolChoice.optional(),
   cache_control: cacheControl,
   thinking: anthropicThinking.nullable().optional(),
@@ -190,7 +198,7 @@ const countTokensBody = z.object(countBody).loose();
  * const parsed = parseMessagesBody({ model: "m", max_tokens: 64, system: "Be brief.", messages: [{ role: "user", content: "Hi" }] }, "create");
  * // parsed.messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "Hi" }]
  */
-export function parseMessagesBody(json: unknown, kind: "create" | "count"): ParsedMessagesRequest {
+export function parseMessagesBody(json: unknown, kind: "create" | "count", options: MessagesParseOptions = {}): ParsedMessagesRequest {
   const result = (kind === "create" ? createBody : countTokensBody).safeParse(json);
   if (!result.success) throw fieldError(result.error, { deepest: true });
   const b = result.data as z.infer<typeof createBody>;
@@ -205,7 +213,8 @@ export function parseMessagesBody(json: unknown, kind: "create" | "count"): Pars
     return kept;
   };
 
-  const tools = b.tools?.map((t): ToolDefinition => {
+  const served = servedTools(b.tools, options.strict ?? false);
+  const tools = served.tools?.map((t): ToolDefinition => {
     mark(t.cache_control, "tools");
     return { type: "function", function: { name: t.name, ...(t.description !== undefined ? { description: t.description } : {}), parameters: t.input_schema, ...(t.strict ? { strict: true } : {}) } };
   });
@@ -250,7 +259,34 @@ export function parseMessagesBody(json: unknown, kind: "create" | "count"): Pars
     thinking: thinkingOfAnthropic(b.thinking ?? undefined),
     metadataUserId: b.metadata?.user_id ?? undefined,
     repairs: [...repairs],
+    warnings: served.warnings,
   };
+}
+
+/** Anthropic's server tools (run by Anthropic's API, not by the client): dropped with a warning, refused when strict. */
+const SERVER_TOOL = /^(web_search|web_fetch|code_execution|tool_search_tool_regex|tool_search_tool_bm25)_\d{8}$/;
+
+/**
+ * The custom tools of a request, validated one by one (a 400 names the field); Anthropic's server
+ * tools dropped with a warning each (refused when `strict`); any other typed tool (Anthropic-defined
+ * client tools: `bash_*`, `text_editor_*`, ...) refused. Undefined without `tools`.
+ */
+function servedTools(raw: readonly { type?: string | null }[] | undefined, strict: boolean): { tools: z.infer<typeof tool>[] | undefined; warnings: string[] } {
+  const warnings: string[] = [];
+  if (raw === undefined) return { tools: undefined, warnings };
+  const tools: z.infer<typeof tool>[] = [];
+  raw.forEach((t, i) => {
+    if (typeof t.type === "string" && SERVER_TOOL.test(t.type)) {
+      const why = `${JSON.stringify(t.type)} is a server tool, which this server does not run`;
+      if (strict) throw new ProtocolError("invalid_request", `tools[${i}].type: ${why}; refused for this tenant (STRICT_TENANTS)`);
+      warnings.push(`tools[${i}]: ${why}; dropped`);
+      return;
+    }
+    const r = tool.safeParse(t);
+    if (!r.success) throw fieldError(r.error, { prefix: `tools[${i}]`, deepest: true });
+    tools.push(r.data);
+  });
+  return { tools, warnings };
 }
 
 /**
