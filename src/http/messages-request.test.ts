@@ -176,7 +176,8 @@ describe("parseMessagesBody: refusals name the field", () => {
     ['thinking.type: must be {type: "enabled", budget_tokens?}, {type: "adaptive"} or {type: "disabled"}', { ...base, thinking: { type: "auto" }, messages: [user] }],
     ["thinking.budget_tokens: ", { ...base, thinking: { type: "enabled", budget_tokens: "lots" }, messages: [user] }],
     ["metadata.user_id: ", { ...base, metadata: { user_id: 7 }, messages: [user] }],
-    ["output_config.format: structured output", { ...base, output_config: { format: { type: "json_schema", schema: {} } }, messages: [user] }],
+    ['output_config.format.type: only {type: "json_schema", schema} is supported', { ...base, output_config: { format: { type: "json_object" } }, messages: [user] }],
+    ["output_config.format.schema: ", { ...base, output_config: { format: { type: "json_schema" } }, messages: [user] }],
     ["temperature: ", { ...base, temperature: 1.5, messages: [user] }],
     ["stop_sequences[0]: ", { ...base, stop_sequences: [""], messages: [user] }],
     ['system[0].cache_control.type: cache_control type "persistent" is not supported', { ...base, system: [{ type: "text", text: "s", cache_control: { type: "persistent" } }], messages: [user] }],
@@ -199,6 +200,15 @@ describe("parseMessagesBody: refusals name the field", () => {
     } catch (e) {
       expect((e as ProtocolError).message).toBe('tools[1].type: "web_search_20250305" is a server tool, which this server does not run; refused for this tenant (STRICT_TENANTS)');
     }
+  });
+
+  it("output_config.format is structured output: the whole reply, or the answer of an auto tool choice", () => {
+    const schema = { type: "object", properties: { title: { type: "string" } }, required: ["title"] };
+    const answer = { type: "json_schema", schema, strict: true };
+    expect(parseMessagesBody({ ...base, output_config: { format: { type: "json_schema", schema } }, messages: [user] }, "create").constraint).toEqual(answer);
+    expect(parseMessagesBody({ ...base, tools: [weather], output_config: { format: { type: "json_schema", schema } }, messages: [user] }, "create").constraint).toEqual({ type: "tool_calls", choice: "auto", parallel: true, answer });
+    expect(parseMessagesBody({ ...base, tools: [weather], tool_choice: { type: "any" }, output_config: { format: { type: "json_schema", schema } }, messages: [user] }, "create").constraint).toEqual({ type: "tool_calls", choice: "required", parallel: true });
+    expect(parseMessagesBody({ ...base, tools: [weather], tool_choice: { type: "none" }, output_config: { format: { type: "json_schema", schema } }, messages: [user] }, "create").constraint).toEqual(answer);
   });
 
   it("thinking disabled and output_config without a format are accepted", () => {

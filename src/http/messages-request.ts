@@ -160,7 +160,17 @@ const countBody = {
   tool_choice: toolChoice.optional(),
   cache_control: cacheControl,
   thinking: anthropicThinking.nullable().optional(),
-  output_config: z.object({ format: z.null({ error: "structured output (a response format) is not supported" }).optional() }).loose().optional(),
+  output_config: z
+    .object({
+      format: z
+        .object({ type: z.literal("json_schema", { error: 'only {type: "json_schema", schema} is supported' }), schema: z.record(z.string(), z.unknown()) })
+        .loose()
+        .nullable()
+        .optional(),
+    })
+    .loose()
+    .nullable()
+    .optional(),
 };
 
 const createBody = z
@@ -253,7 +263,7 @@ export function parseMessagesBody(json: unknown, kind: "create" | "count", optio
       stop: b.stop_sequences ?? [],
       stopTokenIds: [],
     },
-    constraint: replyConstraint(b.tool_choice, (tools?.length ?? 0) > 0),
+    constraint: withAnswer(replyConstraint(b.tool_choice, (tools?.length ?? 0) > 0), b.output_config?.format ?? undefined),
     stream: b.stream ?? false,
     cacheBreakpoints: breakpoints,
     thinking: thinkingOfAnthropic(b.thinking ?? undefined),
@@ -378,6 +388,18 @@ function userMessages(blocks: Block[], i: number, previous: z.infer<typeof messa
  * tools), `any` -> `required`, `tool` -> that tool, `none`; `disable_parallel_tool_use` -> not
  * `parallel`. Whether the choice fits the tools is the backend's check (`unknown_tool`).
  */
+/**
+ * `output_config.format` (structured output: `{type: "json_schema", schema}`, enforced exactly as
+ * chat's strict `response_format`) on top of the tool constraint: the whole reply without tools
+ * (or with `tool_choice: none`), the answer of an `auto` choice, moot when a call is required.
+ */
+function withAnswer(constraint: ReplyConstraint | undefined, format: { schema: Record<string, unknown> } | undefined): ReplyConstraint | undefined {
+  if (!format) return constraint;
+  const answer = { type: "json_schema" as const, schema: format.schema, strict: true };
+  if (!constraint || constraint.type !== "tool_calls" || constraint.choice === "none") return answer;
+  return constraint.choice === "auto" ? { ...constraint, answer } : constraint;
+}
+
 function replyConstraint(choice: z.infer<typeof toolChoice> | undefined, hasTools: boolean): ReplyConstraint | undefined {
   if (!hasTools && (choice === undefined || choice.type === "auto" || choice.type === "none")) return undefined;
   const parallel = !(choice && "disable_parallel_tool_use" in choice && choice.disable_parallel_tool_use === true);
