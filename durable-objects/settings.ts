@@ -73,8 +73,8 @@ export interface EdgeVars {
   MODEL_ALIASES?: string;
   /**
    * Strict tenants (comma-separated names): a model name must be served or aliased (no "the one
-   * served model answers any name"), and a Responses request's tools that this server cannot run
-   * (hosted tools, `local_shell`, `custom`) are refused with a 400 instead of dropped with a warning.
+   * served model answers any name"), and tools this server cannot run (Responses: hosted tools
+   * and `local_shell`; Messages: server tools) are refused with a 400 instead of dropped with a warning.
    * Default: none.
    */
   STRICT_TENANTS?: string;

@@ -37,14 +37,18 @@ const codex = {
 };
 
 describe("parseResponsesBody: what Codex CLI sends", () => {
-  it("accepts the body: namespace tools flattened, tools it cannot run dropped with warnings, reasoning items left out", () => {
+  it("accepts the body: namespace tools flattened, custom tools as functions, hosted tools dropped with warnings, reasoning items left out", () => {
     const p = parseResponsesBody(codex);
-    expect(p.tools.map((t) => t.function.name)).toEqual(["shell", "mcp__docs__search"]);
+    expect(p.tools.map((t) => t.function.name)).toEqual(["shell", "mcp__docs__search", "apply_patch"]);
     expect(p.namespacedTools).toEqual({ mcp__docs__search: { namespace: "mcp__docs__", name: "search" } });
-    expect(p.warnings).toEqual([
-      'tools[2]: "web_search" tools are not run by this server (it answers function calls only); dropped',
-      'tools[3]: "custom" tools are not run by this server (it answers function calls only); dropped',
-    ]);
+    expect(p.customTools).toEqual(["apply_patch"]);
+    expect(p.tools[2]!.function).toEqual({
+      name: "apply_patch",
+      description: "Apply a patch",
+      parameters: { type: "object", properties: { input: { type: "string", description: "The tool's input, as free text. It must follow this lark grammar:\nstart: x" } }, required: ["input"], additionalProperties: false },
+      strict: true,
+    });
+    expect(p.warnings).toEqual(['tools[2]: "web_search" tools are not run by this server (it answers function calls only); dropped']);
     expect(p.messages.map((m) => m.role)).toEqual(["system", "user", "user", "assistant", "tool", "assistant", "tool"]);
     expect(p.messages[5]!.tool_calls![0]!.function.name).toBe("mcp__docs__search");
     expect(p.sampling.maxTokens).toBeUndefined();
@@ -63,7 +67,7 @@ describe("parseResponsesBody: what Codex CLI sends", () => {
       expect((e as ProtocolError).code).toBe("invalid_request");
       expect((e as ProtocolError).message).toBe('tools[2].type: "web_search" tools are not run by this server (it answers function calls only); refused for this tenant (STRICT_TENANTS)');
     }
-    expect(parseResponsesBody({ ...codex, tools: codex.tools.slice(0, 2) }, { strict: true }).warnings).toEqual([]);
+    expect(parseResponsesBody({ ...codex, tools: [...codex.tools.slice(0, 2), codex.tools[3]] }, { strict: true }).warnings).toEqual([]);
   });
 
   it("max_output_tokens is passed as given; reasoning effort none is thinking off", () => {
@@ -78,6 +82,7 @@ describe("responsesTools", () => {
     expect(namespacedToolName("github", "create_issue")).toBe("github__create_issue");
     expect(namespacedToolName("mcp__fs__", "read")).toBe("mcp__fs__read");
     const t = responsesTools([{ type: "namespace", name: "gh", tools: [{ type: "function", name: "pr" }] }, { type: "local_shell" }, { type: "image_generation" }], false);
+    expect(() => responsesTools([{ type: "custom" }], false)).toThrow(/tools\[0\]\.name/);
     expect(t.functions).toEqual([{ type: "function", name: "gh__pr" }]);
     expect(t.warnings).toHaveLength(2);
     expect(namespacedCall("gh__pr", t.namespaced)).toEqual({ namespace: "gh", name: "pr" });

@@ -78,6 +78,12 @@ export interface ParsedResponsesRequest {
    * (`namespacedCall`, responses-tools.ts). Empty without namespace tools.
    */
   namespacedTools: Record<string, NamespacedTool>;
+  /**
+   * The custom (freeform) tools, served as functions taking `{input: string}`: a reply's call of
+   * one goes back as a `custom_tool_call` item with that input. Pass this and `namespacedTools` to
+   * `outputItems(reply, token, parsed)` (responses-items.ts). Empty without custom tools.
+   */
+  customTools: string[];
   /** One line per thing the request asked for that was dropped (tools this server cannot run), naming it. */
   warnings: string[];
 }
@@ -153,6 +159,7 @@ export function parseResponsesBody(json: unknown, options: ResponsesParseOptions
     },
     thinking: thinkingOfEffort(b.reasoning?.effort),
     namespacedTools: served.namespaced,
+    customTools: served.custom,
     warnings: served.warnings,
   };
 }

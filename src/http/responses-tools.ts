@@ -12,12 +12,17 @@ import { fieldError } from "./field-error";
  *   `function_call` item carrying `namespace` and the tool's own `name`, so the flat names are
  *   kept with what they stand for (`ResponsesTools.namespaced`), and a `function_call` input item
  *   that carries `namespace` is read back under the flat name (responses-items.ts).
+ * - `custom` (freeform) tools (`{type: "custom", name, description, format?}`, e.g. Codex's
+ *   `apply_patch` with a Lark grammar, or its code-mode `exec`): served as a function tool with one
+ *   string parameter, `input` (`customToolParameters`; the grammar is shown to the model in the
+ *   parameter's description, not enforced). Their calls go back as `custom_tool_call` items with
+ *   that `input` (`ResponsesTools.custom`, responses-items.ts), and a `custom_tool_call` input item
+ *   is read back as the function call it was.
  * - tools this server cannot run: OpenAI-hosted ones (`web_search`, `file_search`,
  *   `code_interpreter`, `computer_use_preview`, `image_generation`, `mcp`, `tool_search`, ...) and
- *   client tools whose calls are not function calls (`local_shell`, whose calls are
- *   `local_shell_call` items, and `custom` freeform tools, whose calls are `custom_tool_call`
- *   items: the edge answers function calls only). Dropped with a warning for most tenants;
- *   refused (400 naming the tool) for strict ones (`STRICT_TENANTS`, model-names.ts).
+ *   `local_shell` (a client tool whose calls are `local_shell_call` items with an exec action,
+ *   which the edge does not produce). Dropped with a warning for most tenants; refused (400 naming
+ *   the tool) for strict ones (`STRICT_TENANTS`, model-names.ts).
  */
 
 /** A function tool as the Responses API sends it (top level or inside a namespace). */
@@ -48,11 +53,22 @@ export interface NamespacedTool {
   name: string;
 }
 
+const customTool = z
+  .object({
+    type: z.literal("custom"),
+    name: z.string().min(1),
+    description: z.string().nullable().optional(),
+    format: z.object({ type: z.string(), syntax: z.string().optional(), definition: z.string().optional() }).loose().nullable().optional(),
+  })
+  .loose();
+
 export interface ResponsesTools {
-  /** Every function tool, namespaced ones under their flat names, in request order. */
+  /** Every function tool, namespaced ones under their flat names, custom ones as functions, in request order. */
   functions: FunctionTool[];
   /** Flat name -> namespace and name, for each function that came from a namespace tool. */
   namespaced: Record<string, NamespacedTool>;
+  /** The names of the custom (freeform) tools, served as functions taking `{input: string}`. */
+  custom: string[];
   /** One line per dropped tool, naming it (`tools[2]: "web_search" ...`). */
   warnings: string[];
 }
@@ -75,7 +91,7 @@ export function namespacedToolName(namespace: string, name: string): string {
  * // { functions: [{ type: "function", name: "gh__pr" }], namespaced: { gh__pr: { namespace: "gh", name: "pr" } }, warnings: ['tools[1]: "web_search" ...'] }
  */
 export function responsesTools(tools: readonly { type: string; [key: string]: unknown }[], strict: boolean): ResponsesTools {
-  const out: ResponsesTools = { functions: [], namespaced: {}, warnings: [] };
+  const out: ResponsesTools = { functions: [], namespaced: {}, custom: [], warnings: [] };
   tools.forEach((t, i) => {
     if (t.type === "function") {
       out.functions.push(parse(functionTool, t, `tools[${i}]`));
@@ -89,6 +105,10 @@ export function responsesTools(tools: readonly { type: string; [key: string]: un
         out.functions.push({ ...f, name: flat });
         out.namespaced[flat] = { namespace: ns.name, name: f.name };
       });
+    } else if (t.type === "custom") {
+      const c = parse(customTool, t, `tools[${i}]`);
+      out.functions.push({ type: "function", name: c.name, ...(c.description ? { description: c.description } : {}), parameters: customToolParameters(c.format ?? undefined), strict: true });
+      out.custom.push(c.name);
     } else {
       const why = `${JSON.stringify(t.type)} tools are not run by this server (it answers function calls only)`;
       if (strict) throw new ProtocolError("invalid_request", `tools[${i}].type: ${why}; refused for this tenant (STRICT_TENANTS)`);
@@ -101,6 +121,22 @@ export function responsesTools(tools: readonly { type: string; [key: string]: un
     seen.add(f.name);
   }
   return out;
+}
+
+/**
+ * The parameters a custom tool is served with: one string, `input`, the tool's freeform input;
+ * its format (a grammar's syntax and definition) is in the description, for the model to follow.
+ *
+ * @example customToolParameters(undefined) // { type: "object", properties: { input: { type: "string", description: "..." } }, required: ["input"], additionalProperties: false }
+ */
+export function customToolParameters(format: { type: string; syntax?: string; definition?: string } | undefined): Record<string, unknown> {
+  const grammar = format?.definition ? ` It must follow this ${format.syntax ?? format.type} grammar:\n${format.definition}` : "";
+  return {
+    type: "object",
+    properties: { input: { type: "string", description: `The tool's input, as free text.${grammar}` } },
+    required: ["input"],
+    additionalProperties: false,
+  };
 }
 
 /**
