@@ -94,11 +94,26 @@ export function inputMessages(items: readonly InputItem[]): ChatMessage[] {
       out.push({ role: "tool", tool_call_id: o.call_id, content: typeof o.output === "string" ? o.output : textOf(o.output, `${where}.output`) });
     } else if (type === "reasoning") {
       parseItem(reasoningItem, raw, where); // accepted, never part of the transcript
+    } else if (type === "additional_tools") {
+      // Tools, not transcript: the request's parser serves them with its tools (additionalTools).
     } else {
-      throw new ProtocolError("invalid_request", `${where}.type: "${type}" items are not supported (message, function_call, function_call_output, custom_tool_call, custom_tool_call_output and reasoning are)`);
+      throw new ProtocolError("invalid_request", `${where}.type: "${type}" items are not supported (message, function_call, function_call_output, custom_tool_call, custom_tool_call_output, reasoning and additional_tools are)`);
     }
   });
   return out;
+}
+
+const additionalToolsItem = z.object({ type: z.literal("additional_tools"), tools: z.array(z.looseObject({ type: z.string() })) }).loose();
+
+/**
+ * The tools that `additional_tools` input items carry (Codex 0.171's "responses lite" sends tools
+ * as input items), each list with the index of its item: served with the request's `tools`, left
+ * out of the transcript.
+ *
+ * @example additionalTools([{ type: "additional_tools", tools: [{ type: "function", name: "f" }] }]) // [{ index: 0, tools: [...] }]
+ */
+export function additionalTools(items: readonly InputItem[]): { index: number; tools: { type: string; [key: string]: unknown }[] }[] {
+  return items.flatMap((raw, i) => (raw.type === "additional_tools" ? [{ index: i, tools: parseItem(additionalToolsItem, raw, `input[${i}]`).tools }] : []));
 }
 
 function parseItem<T extends z.ZodType>(schema: T, raw: unknown, where: string): z.infer<T> {

@@ -70,6 +70,22 @@ describe("parseResponsesBody: what Codex CLI sends", () => {
     expect(parseResponsesBody({ ...codex, tools: [...codex.tools.slice(0, 2), codex.tools[3]] }, { strict: true }).warnings).toEqual([]);
   });
 
+  it("Codex 0.171's additional_tools input items: served with the tools, left out of the transcript", () => {
+    const p = parseResponsesBody({
+      input: [
+        { type: "additional_tools", tools: [{ type: "namespace", name: "agents", tools: [{ type: "function", name: "list_agents", parameters: { type: "object", properties: {} } }] }, { type: "image_generation" }] },
+        { role: "user", content: "go" },
+      ],
+      tools: [shell],
+    });
+    expect(p.tools.map((t) => t.function.name)).toEqual(["shell", "agents__list_agents"]);
+    expect(p.namespacedTools).toEqual({ agents__list_agents: { namespace: "agents", name: "list_agents" } });
+    expect(p.warnings).toEqual(['input[0].tools[1]: "image_generation" tools are not run by this server (it answers function calls only); dropped']);
+    expect(p.messages).toEqual([{ role: "user", content: "go" }]);
+    expect(() => parseResponsesBody({ input: [{ type: "additional_tools", tools: [shell] }, { role: "user", content: "go" }], tools: [shell] })).toThrow(/two tools are named "shell"/);
+    expect(() => parseResponsesBody({ input: [{ type: "additional_tools" }] })).toThrow(/input\[0\]\.tools/);
+  });
+
   it("max_output_tokens is passed as given; reasoning effort none is thinking off", () => {
     expect(parseResponsesBody({ input: "hi", max_output_tokens: 100000 }).sampling.maxTokens).toBe(100000);
     expect(parseResponsesBody({ input: "hi", reasoning: { effort: "none" } }).thinking).toBe(false);

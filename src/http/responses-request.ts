@@ -3,8 +3,8 @@ import { ProtocolError } from "../../protocol";
 import type { ChatMessage, ReplyConstraint, SamplingParams, ToolDefinition } from "../../protocol/messages";
 import { replyConstraint, toToolDefinition } from "./chat-request";
 import { fieldError } from "./field-error";
-import { inputItem, inputMessages } from "./responses-items";
-import { responsesTools, type NamespacedTool } from "./responses-tools";
+import { additionalTools, inputItem, inputMessages } from "./responses-items";
+import { mergeTools, responsesTools, type NamespacedTool } from "./responses-tools";
 import { reasoningEffort, thinkingOfEffort } from "./thinking";
 
 const format = z.discriminatedUnion(
@@ -113,7 +113,9 @@ export function parseResponsesBody(json: unknown, options: ResponsesParseOptions
   if (b.background) throw new ProtocolError("invalid_request", "background: background responses are not supported");
   if (b.conversation !== undefined && b.conversation !== null) throw new ProtocolError("invalid_request", "conversation: conversations are not supported; chain responses with previous_response_id");
   if (b.truncation === "auto") throw new ProtocolError("invalid_request", 'truncation: only "disabled" is supported (a transcript is never cut silently)');
-  const served = responsesTools(b.tools ?? [], options.strict ?? false);
+  const strict = options.strict ?? false;
+  const extra = typeof b.input === "string" ? [] : additionalTools(b.input);
+  const served = mergeTools([responsesTools(b.tools ?? [], strict), ...extra.map((g) => responsesTools(g.tools, strict, `input[${g.index}].tools`))]);
   const tools = served.functions;
   const chatTools = tools.map((t) => ({
     type: "function" as const,

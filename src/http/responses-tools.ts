@@ -90,15 +90,15 @@ export function namespacedToolName(namespace: string, name: string): string {
  * @example responsesTools([{ type: "namespace", name: "gh", tools: [{ type: "function", name: "pr" }] }, { type: "web_search" }], false)
  * // { functions: [{ type: "function", name: "gh__pr" }], namespaced: { gh__pr: { namespace: "gh", name: "pr" } }, warnings: ['tools[1]: "web_search" ...'] }
  */
-export function responsesTools(tools: readonly { type: string; [key: string]: unknown }[], strict: boolean): ResponsesTools {
+export function responsesTools(tools: readonly { type: string; [key: string]: unknown }[], strict: boolean, at = "tools"): ResponsesTools {
   const out: ResponsesTools = { functions: [], namespaced: {}, custom: [], warnings: [] };
   tools.forEach((t, i) => {
     if (t.type === "function") {
-      out.functions.push(parse(functionTool, t, `tools[${i}]`));
+      out.functions.push(parse(functionTool, t, `${at}[${i}]`));
     } else if (t.type === "namespace") {
-      const ns = parse(namespaceTool, t, `tools[${i}]`);
+      const ns = parse(namespaceTool, t, `${at}[${i}]`);
       ns.tools.forEach((inner, k) => {
-        const where = `tools[${i}].tools[${k}]`;
+        const where = `${at}[${i}].tools[${k}]`;
         if (inner.type !== "function") throw new ProtocolError("invalid_request", `${where}.type: a namespace holds function tools, not ${JSON.stringify(inner.type)}`);
         const f = parse(functionTool, inner, where);
         const flat = namespacedToolName(ns.name, f.name);
@@ -106,21 +106,40 @@ export function responsesTools(tools: readonly { type: string; [key: string]: un
         out.namespaced[flat] = { namespace: ns.name, name: f.name };
       });
     } else if (t.type === "custom") {
-      const c = parse(customTool, t, `tools[${i}]`);
+      const c = parse(customTool, t, `${at}[${i}]`);
       out.functions.push({ type: "function", name: c.name, ...(c.description ? { description: c.description } : {}), parameters: customToolParameters(c.format ?? undefined), strict: true });
       out.custom.push(c.name);
     } else {
       const why = `${JSON.stringify(t.type)} tools are not run by this server (it answers function calls only)`;
-      if (strict) throw new ProtocolError("invalid_request", `tools[${i}].type: ${why}; refused for this tenant (STRICT_TENANTS)`);
-      out.warnings.push(`tools[${i}]: ${why}; dropped`);
+      if (strict) throw new ProtocolError("invalid_request", `${at}[${i}].type: ${why}; refused for this tenant (STRICT_TENANTS)`);
+      out.warnings.push(`${at}[${i}]: ${why}; dropped`);
     }
   });
+  checkToolNames(out.functions);
+  return out;
+}
+
+/**
+ * Several groups of tools as one (the request's `tools`, then each `additional_tools` input item's):
+ * a 400 when two share a name.
+ */
+export function mergeTools(groups: readonly ResponsesTools[]): ResponsesTools {
+  const out: ResponsesTools = {
+    functions: groups.flatMap((g) => g.functions),
+    namespaced: Object.assign({}, ...groups.map((g) => g.namespaced)) as Record<string, NamespacedTool>,
+    custom: groups.flatMap((g) => g.custom),
+    warnings: groups.flatMap((g) => g.warnings),
+  };
+  checkToolNames(out.functions);
+  return out;
+}
+
+function checkToolNames(functions: readonly FunctionTool[]): void {
   const seen = new Set<string>();
-  for (const f of out.functions) {
+  for (const f of functions) {
     if (seen.has(f.name)) throw new ProtocolError("invalid_request", `tools: two tools are named ${JSON.stringify(f.name)} (a namespaced tool is named <namespace>__<name>)`);
     seen.add(f.name);
   }
-  return out;
 }
 
 /**
