@@ -76,6 +76,13 @@ describe("prefix-break explainer", () => {
     ["env", "<environment_context>\n  <cwd>/repo</cwd>\n  <shell>zsh</shell>\n</environment_context>", "<environment_context>\n  <cwd>/repo</cwd>\n  <shell>bash</shell>\n</environment_context>"],
     ["cwd", "Primary working directory: /w/one\nok", "Primary working directory: /w/two\nok"],
     ["git-status", "gitStatus: snapshot\nCurrent branch: main\n\nRecent commits:\n1a2b3c4 one\n\nBe brief.", "gitStatus: snapshot\nCurrent branch: main\n\nRecent commits:\n9f8e7d6 two\n\nBe brief."],
+    // As Claude Code 2.1 and Qwen Code 0.24 write them (test/clients fixtures).
+    ["cwd", "# Environment\nYou have been invoked in the following environment: \n - Primary working directory: /tmp/a/work\n - Platform: linux\n", "# Environment\nYou have been invoked in the following environment: \n - Primary working directory: /tmp/b/work\n - Platform: linux\n"],
+    ["env", "# Environment\nYou have been invoked in the following environment: \n - Primary working directory: /w\n - Is a git repository: true\n\n# Tone", "# Environment\nYou have been invoked in the following environment: \n - Primary working directory: /w\n - Is a git repository: false\n\n# Tone"],
+    ["git-status", "<system-reminder>\n# gitStatus\nThis is the git status at the start of the conversation.\nCurrent branch: main\n\nStatus:\n(clean)\n</system-reminder>", "<system-reminder>\n# gitStatus\nThis is the git status at the start of the conversation.\nCurrent branch: main\n\nStatus:\nM a.ts\n</system-reminder>"],
+    ["cwd", "I'm currently working in the directory: /tmp/qwen-a/work\nok", "I'm currently working in the directory: /tmp/qwen-b/work\nok"],
+    ["date", "Today's date is Sunday, December 6, 2026.\nMy operating system is: linux", "Today's date is Monday, December 7, 2026.\nMy operating system is: linux"],
+    ["other", "# Environment\n - Platform: linux\n\n# Tone\nUse tabs.", "# Environment\n - Platform: linux\n\n# Tone\nUse spaces."],
     // A change that runs past the block is not the block's.
     ["other", "cwd: /a\nUse tabs.", "cwd: /b\nUse spaces."],
     ["other", "gitStatus: snapshot\nCurrent branch: main\n\nUse tabs.", "gitStatus: snapshot\nCurrent branch: main\n\nUse spaces."],
