@@ -39,7 +39,9 @@ const functionCallItem = z
   .object({ type: z.literal("function_call"), call_id: z.string().min(1), name: z.string().min(1), namespace: z.string().min(1).nullish(), arguments: z.string() })
   .loose();
 
-const customToolCallItem = z.object({ type: z.literal("custom_tool_call"), call_id: z.string().min(1), name: z.string().min(1), input: z.string() }).loose();
+const customToolCallItem = z
+  .object({ type: z.literal("custom_tool_call"), call_id: z.string().min(1), name: z.string().min(1), namespace: z.string().min(1).nullish(), input: z.string() })
+  .loose();
 
 const customToolCallOutputItem = z
   .object({ type: z.literal("custom_tool_call_output"), call_id: z.string().min(1), output: z.union([z.string(), z.array(z.looseObject({ type: z.string() }))]) })
@@ -83,7 +85,7 @@ export function inputMessages(items: readonly InputItem[]): ChatMessage[] {
         call = { id: c.call_id, type: "function", function: { name: c.namespace ? namespacedToolName(c.namespace, c.name) : c.name, arguments: c.arguments } };
       } else {
         const c = parseItem(customToolCallItem, raw, where);
-        call = { id: c.call_id, type: "function", function: { name: c.name, arguments: JSON.stringify({ input: c.input }) } };
+        call = { id: c.call_id, type: "function", function: { name: c.namespace ? namespacedToolName(c.namespace, c.name) : c.name, arguments: JSON.stringify({ input: c.input }) } };
       }
       const last = out.at(-1);
       // Calls join the assistant turn they follow (its text, or the calls before them).
@@ -96,8 +98,10 @@ export function inputMessages(items: readonly InputItem[]): ChatMessage[] {
       parseItem(reasoningItem, raw, where); // accepted, never part of the transcript
     } else if (type === "additional_tools") {
       // Tools, not transcript: the request's parser serves them with its tools (additionalTools).
+    } else if (type === "configuration_update") {
+      // Codex 0.171's per-turn settings (`reasoning`): not transcript; the request's own fields rule.
     } else {
-      throw new ProtocolError("invalid_request", `${where}.type: "${type}" items are not supported (message, function_call, function_call_output, custom_tool_call, custom_tool_call_output, reasoning and additional_tools are)`);
+      throw new ProtocolError("invalid_request", `${where}.type: "${type}" items are not supported (message, function_call, function_call_output, custom_tool_call, custom_tool_call_output, reasoning, additional_tools and configuration_update are)`);
     }
   });
   return out;
@@ -137,7 +141,7 @@ export type ResponseItem =
   | { type: "message"; id: string; status: "completed"; role: "assistant"; content: { type: "output_text"; text: string; annotations: []; logprobs: [] }[] }
   | { type: "message"; id: string; status: "completed"; role: "user" | "system"; content: { type: "input_text"; text: string }[] }
   | { type: "function_call"; id: string; call_id: string; name: string; namespace?: string; arguments: string; status: "completed" }
-  | { type: "custom_tool_call"; id: string; call_id: string; name: string; input: string; status: "completed" }
+  | { type: "custom_tool_call"; id: string; call_id: string; name: string; namespace?: string; input: string; status: "completed" }
   | { type: "function_call_output"; id: string; call_id: string; output: string; status: "completed" };
 
 /**
@@ -172,7 +176,7 @@ function callItem(c: ToolCall, id: string, shapes: CallShapes): ResponseItem {
     } catch {
       // Not the {input} object: the arguments as they are.
     }
-    return { type: "custom_tool_call", id: `ctc_${id}`, call_id: c.id, name: c.function.name, input, status: "completed" };
+    return { type: "custom_tool_call", id: `ctc_${id}`, call_id: c.id, ...namespacedCall(c.function.name, shapes.namespacedTools ?? {}), input, status: "completed" };
   }
   const named = namespacedCall(c.function.name, shapes.namespacedTools ?? {});
   return { type: "function_call", id: `fc_${id}`, call_id: c.id, ...named, arguments: c.function.arguments, status: "completed" };

@@ -104,7 +104,7 @@ describe("responsesTools", () => {
     expect(namespacedCall("gh__pr", t.namespaced)).toEqual({ namespace: "gh", name: "pr" });
     expect(namespacedCall("shell", t.namespaced)).toEqual({ name: "shell" });
     expect(namespacedCall("toString", t.namespaced)).toEqual({ name: "toString" });
-    expect(() => responsesTools([{ type: "namespace", name: "gh", tools: [{ type: "web_search" }] }], false)).toThrow(/tools\[0\]\.tools\[0\]\.type: a namespace holds function tools/);
+    expect(() => responsesTools([{ type: "namespace", name: "gh", tools: [{ type: "web_search" }] }], false)).toThrow(/tools\[0\]\.tools\[0\]\.type: a namespace holds function and custom tools/);
     expect(() => responsesTools([{ type: "namespace", tools: [] }], false)).toThrow(/tools\[0\]\.name/);
     expect(() => responsesTools([{ type: "function" }], false)).toThrow(/tools\[0\]\.name/);
     expect(() => responsesTools([{ type: "function", name: "gh__pr" }, { type: "namespace", name: "gh", tools: [{ type: "function", name: "pr" }] }], false)).toThrow(/two tools are named "gh__pr"/);

@@ -67,7 +67,7 @@ export interface ResponsesTools {
   functions: FunctionTool[];
   /** Flat name -> namespace and name, for each function that came from a namespace tool. */
   namespaced: Record<string, NamespacedTool>;
-  /** The names of the custom (freeform) tools, served as functions taking `{input: string}`. */
+  /** The (flat) names of the custom (freeform) tools, served as functions taking `{input: string}`. */
   custom: string[];
   /** One line per dropped tool, naming it (`tools[2]: "web_search" ...`). */
   warnings: string[];
@@ -99,16 +99,17 @@ export function responsesTools(tools: readonly { type: string; [key: string]: un
       const ns = parse(namespaceTool, t, `${at}[${i}]`);
       ns.tools.forEach((inner, k) => {
         const where = `${at}[${i}].tools[${k}]`;
-        if (inner.type !== "function") throw new ProtocolError("invalid_request", `${where}.type: a namespace holds function tools, not ${JSON.stringify(inner.type)}`);
-        const f = parse(functionTool, inner, where);
+        if (inner.type !== "function" && inner.type !== "custom") throw new ProtocolError("invalid_request", `${where}.type: a namespace holds function and custom tools, not ${JSON.stringify(inner.type)}`);
+        const f = inner.type === "function" ? parse(functionTool, inner, where) : customAsFunction(parse(customTool, inner, where));
         const flat = namespacedToolName(ns.name, f.name);
         out.functions.push({ ...f, name: flat });
         out.namespaced[flat] = { namespace: ns.name, name: f.name };
+        if (inner.type === "custom") out.custom.push(flat);
       });
     } else if (t.type === "custom") {
-      const c = parse(customTool, t, `${at}[${i}]`);
-      out.functions.push({ type: "function", name: c.name, ...(c.description ? { description: c.description } : {}), parameters: customToolParameters(c.format ?? undefined), strict: true });
-      out.custom.push(c.name);
+      const f = customAsFunction(parse(customTool, t, `${at}[${i}]`));
+      out.functions.push(f);
+      out.custom.push(f.name);
     } else {
       const why = `${JSON.stringify(t.type)} tools are not run by this server (it answers function calls only)`;
       if (strict) throw new ProtocolError("invalid_request", `${at}[${i}].type: ${why}; refused for this tenant (STRICT_TENANTS)`);
@@ -140,6 +141,11 @@ function checkToolNames(functions: readonly FunctionTool[]): void {
     if (seen.has(f.name)) throw new ProtocolError("invalid_request", `tools: two tools are named ${JSON.stringify(f.name)} (a namespaced tool is named <namespace>__<name>)`);
     seen.add(f.name);
   }
+}
+
+/** A custom tool as the function it is served as (strict: its one `input` string, exactly). */
+function customAsFunction(c: z.infer<typeof customTool>): FunctionTool {
+  return { type: "function", name: c.name, ...(c.description ? { description: c.description } : {}), parameters: customToolParameters(c.format ?? undefined), strict: true };
 }
 
 /**
