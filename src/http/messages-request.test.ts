@@ -153,7 +153,7 @@ describe("parseMessagesBody: refusals name the field", () => {
     ['messages[1].content[0].type: a system prompt holds only text blocks, not "tool_use"', { ...base, messages: [user, { role: "system", content: [{ type: "tool_use", id: "a", name: "b", input: {} }] }, user] }],
     ["messages[0].content[0].text: ", { ...base, messages: [{ role: "user", content: [{ type: "text", text: 3 }] }] }],
     ["messages[1].content[0].input: ", { ...base, messages: [user, { role: "assistant", content: [{ type: "tool_use", id: "a", name: "b" }] }, user] }],
-    ['messages[2].content[0].content[0].type: content block type "image" is not supported inside a tool_result (supported: text)', {
+    ['messages[2].content[0].content[0].type: content block type "image" is not supported inside a tool_result (supported: text, tool_reference)', {
       ...base,
       messages: [user, { role: "assistant", content: [{ type: "tool_use", id: "a", name: "b", input: {} }] }, { role: "user", content: [{ type: "tool_result", tool_use_id: "a", content: [{ type: "image" }] }] }],
     }],
@@ -296,6 +296,21 @@ describe("parseMessagesBody: what Claude Code 2.1 sends", () => {
     expect(parseMessagesBody({ ...base, thinking: { type: "disabled" }, messages: [user] }, "create").thinking).toBe(false);
     expect(parseMessagesBody({ ...base, messages: [user] }, "create").thinking).toBeUndefined();
     expect(parseMessagesBody({ ...base, metadata: {}, messages: [user] }, "create").metadataUserId).toBeUndefined();
+  });
+
+  it("a tool search's tool_reference blocks inside a tool_result are shown as lines", () => {
+    const p = parseMessagesBody(
+      {
+        ...base,
+        messages: [
+          { role: "user", content: "find a tool" },
+          { role: "assistant", content: [{ type: "tool_use", id: "t1", name: "ToolSearch", input: { query: "notebook" } }] },
+          { role: "user", content: [{ type: "tool_result", tool_use_id: "t1", content: [{ type: "tool_reference", tool_name: "NotebookEdit" }, { type: "text", text: "1 tool" }] }] },
+        ],
+      },
+      "create",
+    );
+    expect(p.messages.at(-1)).toEqual({ role: "tool", tool_call_id: "t1", content: "[tool_reference: NotebookEdit]\n\n1 tool" });
   });
 
   it("count_tokens has no output budget; a system message after the last assistant reply is no prefill", () => {

@@ -104,11 +104,18 @@ const toolUseBlock = z
   .object({ type: z.literal("tool_use"), id: z.string().min(1), name: z.string().min(1), input: z.record(z.string(), z.unknown()), cache_control: cacheControl })
   .loose();
 
+/**
+ * A tool search's answer inside a tool_result (Claude Code's ToolSearch over `defer_loading`
+ * tools): the tool it makes available. Every tool is rendered here anyway, so it is shown to the
+ * model as the line `[tool_reference: <name>]`.
+ */
+const toolReferenceBlock = z.object({ type: z.literal("tool_reference"), tool_name: z.string().min(1), cache_control: cacheControl }).loose();
+
 const toolResultBlock = z
   .object({
     type: z.literal("tool_result"),
     tool_use_id: z.string().min(1),
-    content: z.union([z.string(), z.array(z.discriminatedUnion("type", [textBlock], { error: blockTypeError(["text"], "inside a tool_result") }))]).optional(),
+    content: z.union([z.string(), z.array(z.discriminatedUnion("type", [textBlock, toolReferenceBlock], { error: blockTypeError(["text", "tool_reference"], "inside a tool_result") }))]).optional(),
     is_error: z.boolean().optional(),
     cache_control: cacheControl,
   })
@@ -370,7 +377,7 @@ function userMessages(blocks: Block[], i: number, previous: z.infer<typeof messa
     if (!callIds.has(b.tool_use_id)) {
       throw new ProtocolError("invalid_request", `${at}.tool_use_id: ${JSON.stringify(b.tool_use_id)} answers no tool_use block of the previous message (messages[${i - 1}])`);
     }
-    const content = b.content === undefined ? "" : typeof b.content === "string" ? b.content : b.content.map((t) => t.text).join(BLOCK_SEPARATOR);
+    const content = b.content === undefined ? "" : typeof b.content === "string" ? b.content : b.content.map((t) => (t.type === "text" ? t.text : `[tool_reference: ${t.tool_name}]`)).join(BLOCK_SEPARATOR);
     mark(b.cache_control, out.length);
     if (typeof b.content !== "string") for (const t of b.content ?? []) mark(t.cache_control, out.length);
     out.push({ role: "tool", tool_call_id: b.tool_use_id, content });
