@@ -298,6 +298,32 @@ describe("parseMessagesBody: what Claude Code 2.1 sends", () => {
     expect(parseMessagesBody({ ...base, metadata: {}, messages: [user] }, "create").metadataUserId).toBeUndefined();
   });
 
+  it("a system message between a tool_use and its tool_result waits until the results are in", () => {
+    const eph = { type: "ephemeral" };
+    const p = parseMessagesBody(
+      {
+        ...base,
+        messages: [
+          { role: "user", content: "go" },
+          { role: "assistant", content: [{ type: "tool_use", id: "t1", name: "Read", input: {} }] },
+          { role: "system", content: [{ type: "text", text: "Reminder.", cache_control: eph }] },
+          { role: "user", content: [{ type: "tool_result", tool_use_id: "t1", content: "r", cache_control: eph }, { type: "text", text: "next", cache_control: eph }] },
+          { role: "system", content: "Later." },
+        ],
+      },
+      "create",
+    );
+    expect(p.messages).toEqual([
+      { role: "user", content: "go" },
+      { role: "assistant", content: null, tool_calls: [{ id: "t1", type: "function", function: { name: "Read", arguments: "{}" } }] },
+      { role: "tool", tool_call_id: "t1", content: "r" },
+      { role: "system", content: "Reminder." },
+      { role: "user", content: "next" },
+      { role: "system", content: "Later." },
+    ]);
+    expect(p.cacheBreakpoints.map((b) => b.at).sort()).toEqual([2, 3, 4]);
+  });
+
   it("a tool search's tool_reference blocks inside a tool_result are shown as lines", () => {
     const p = parseMessagesBody(
       {

@@ -242,17 +242,41 @@ export function parseMessagesBody(json: unknown, kind: "create" | "count", optio
     for (const cc of system.marks) mark(cc, messages.length);
     messages.push(system.message);
   }
+  // A system message between an assistant's tool calls and their results waits until the results
+  // are in (a tool message must follow its call); elsewhere it stands where it was sent.
+  let held: NonNullable<ReturnType<typeof systemMessage>>[] = [];
+  const flush = () => {
+    for (const h of held) {
+      for (const cc of h.marks) mark(cc, messages.length);
+      messages.push(h.message);
+    }
+    held = [];
+  };
   b.messages.forEach((m, i) => {
     const blocks: Block[] = typeof m.content === "string" ? [{ type: "text", text: m.content }] : m.content;
     if (m.role === "system") {
       const s = systemMessage(blocks, `messages[${i}].content`, systemText);
-      if (s) {
+      if (!s) return;
+      const last = messages.at(-1);
+      if (held.length > 0 || (last?.role === "assistant" && (last.tool_calls?.length ?? 0) > 0)) held.push(s);
+      else {
         for (const cc of s.marks) mark(cc, messages.length);
         messages.push(s.message);
       }
-    } else if (m.role === "assistant") messages.push(assistantMessage(blocks, i, b.messages, (cc) => mark(cc, messages.length)));
-    else for (const out of userMessages(blocks, i, previousTurn(b.messages, i), (cc, offset) => mark(cc, messages.length + offset))) messages.push(out);
+    } else if (m.role === "assistant") {
+      flush();
+      messages.push(assistantMessage(blocks, i, b.messages, (cc) => mark(cc, messages.length)));
+    } else {
+      const marks: [z.infer<typeof cacheControl>, number][] = [];
+      const outs = userMessages(blocks, i, previousTurn(b.messages, i), (cc, offset) => marks.push([cc, offset]));
+      const results = outs.filter((o) => o.role === "tool").length; // tool messages come first
+      for (const [cc, offset] of marks) mark(cc, messages.length + (offset >= results ? offset + held.length : offset));
+      messages.push(...outs.slice(0, results));
+      flush();
+      messages.push(...outs.slice(results));
+    }
   });
+  flush();
   mark(b.cache_control, messages.length - 1); // top-level: the last block (automatic caching)
   if (breakpoints.length > MAX_CACHE_BREAKPOINTS) {
     throw new ProtocolError("invalid_request", `cache_control: at most ${MAX_CACHE_BREAKPOINTS} blocks may carry cache_control, found ${breakpoints.length}`);
