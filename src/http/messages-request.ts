@@ -1,22 +1,19 @@
 import { z } from "zod";
 import { ProtocolError } from "../../protocol";
 import { BILLING_HEADER_REPAIR, withoutBillingHeader } from "./billing-header";
+import { cacheControl, MAX_CACHE_BREAKPOINTS, type CacheBreakpoint } from "./cache-control";
 import { fieldError } from "./field-error";
+import { servedTools } from "./messages-tools";
 import { anthropicThinking, thinkingOfAnthropic } from "./thinking";
-import type { CachePoint, ChatMessage, ReplyConstraint, SamplingParams, ToolCall, ToolDefinition } from "../../protocol/messages";
+import type { ChatMessage, ReplyConstraint, SamplingParams, ToolCall, ToolDefinition } from "../../protocol/messages";
+
+export { CACHE_TTL_MS, cachePointsOf, MAX_CACHE_BREAKPOINTS, type CacheBreakpoint } from "./cache-control";
 
 /**
  * Anthropic's Messages API request (`POST /v1/messages`, `.../count_tokens`) as the edge's one
  * transcript model: chat messages, tool definitions, sampling and a reply constraint, which the
  * same turn machinery as chat completions runs. docs/messages-api.md lists what is supported.
  */
-
-/** One `cache_control` mark: which part of the converted request it ends, and for how long. */
-export interface CacheBreakpoint {
-  /** `"tools"`: the tool definitions; a number: the index in `messages` of the chat message that holds the marked block. */
-  at: "tools" | number;
-  ttl: "5m" | "1h";
-}
 
 export interface ParsedMessagesRequest {
   model: string;
@@ -49,34 +46,8 @@ export interface MessagesParseOptions {
   strict?: boolean;
 }
 
-/** Anthropic's cache TTLs, in milliseconds. */
-export const CACHE_TTL_MS = { "5m": 300_000, "1h": 3_600_000 } as const;
-
-/**
- * The cache points a backend leases (`GenerateRequest.cachePoints`) for the breakpoints: each
- * covers the chat messages up to and including the one holding the marked block (`tools`: the
- * tool definitions alone), for the breakpoint's TTL.
- *
- * @example cachePointsOf([{ at: 0, ttl: "5m" }]) // [{ messages: 1, ttlMs: 300000 }]
- */
-export function cachePointsOf(breakpoints: readonly CacheBreakpoint[]): CachePoint[] {
-  return breakpoints.map((b) => ({ messages: b.at === "tools" ? 0 : b.at + 1, ttlMs: CACHE_TTL_MS[b.ttl] }));
-}
-
-/** Anthropic's limit on blocks carrying `cache_control` in one request. */
-export const MAX_CACHE_BREAKPOINTS = 4;
-
 /** How text blocks of one message (or the system prompt) are joined into one chat message's text. */
 const BLOCK_SEPARATOR = "\n\n";
-
-const cacheControl = z
-  .object({
-    type: z.literal("ephemeral", { error: (iss) => `cache_control type ${JSON.stringify(iss.input)} is not supported: only "ephemeral"` }),
-    ttl: z.enum(["5m", "1h"], { error: (iss) => `cache_control ttl ${JSON.stringify(iss.input)} is not supported: "5m" or "1h"` }).optional(),
-  })
-  .loose()
-  .nullable()
-  .optional();
 
 /**
  * The content block types this edge takes: text, tool_use and tool_result are converted; thinking
@@ -131,20 +102,6 @@ const message = z
   .object({
     role: z.enum(["user", "assistant", "system"], { error: 'must be "user", "assistant" or "system"' }),
     content: z.union([z.string(), z.array(block)], { error: "must be a string or an array of content blocks" }),
-  })
-  .loose();
-
-const tool = z
-  .object({
-    type: z
-      .literal("custom", { error: (iss) => `tool type ${JSON.stringify(iss.input)} is not supported: only custom tools ({name, description, input_schema})` })
-      .nullable()
-      .optional(),
-    name: z.string().min(1),
-    description: z.string().optional(),
-    input_schema: z.object({ type: z.literal("object") }).loose(),
-    cache_control: cacheControl,
-    strict: z.boolean().optional(),
   })
   .loose();
 
@@ -304,31 +261,6 @@ export function parseMessagesBody(json: unknown, kind: "create" | "count", optio
   };
 }
 
-/** Anthropic's server tools (run by Anthropic's API, not by the client): dropped with a warning, refused when strict. */
-const SERVER_TOOL = /^(web_search|web_fetch|code_execution|tool_search_tool_regex|tool_search_tool_bm25)_\d{8}$/;
-
-/**
- * The custom tools of a request, validated one by one (a 400 names the field); Anthropic's server
- * tools dropped with a warning each (refused when `strict`); any other typed tool (Anthropic-defined
- * client tools: `bash_*`, `text_editor_*`, ...) refused. Undefined without `tools`.
- */
-function servedTools(raw: readonly { type?: string | null }[] | undefined, strict: boolean): { tools: z.infer<typeof tool>[] | undefined; warnings: string[] } {
-  const warnings: string[] = [];
-  if (raw === undefined) return { tools: undefined, warnings };
-  const tools: z.infer<typeof tool>[] = [];
-  raw.forEach((t, i) => {
-    if (typeof t.type === "string" && SERVER_TOOL.test(t.type)) {
-      const why = `${JSON.stringify(t.type)} is a server tool, which this server does not run`;
-      if (strict) throw new ProtocolError("invalid_request", `tools[${i}].type: ${why}; refused for this tenant (STRICT_TENANTS)`);
-      warnings.push(`tools[${i}]: ${why}; dropped`);
-      return;
-    }
-    const r = tool.safeParse(t);
-    if (!r.success) throw fieldError(r.error, { prefix: `tools[${i}]`, deepest: true });
-    tools.push(r.data);
-  });
-  return { tools, warnings };
-}
 
 /**
  * A system prompt (the `system` param, or a `system`-role message) as one `system` message: its
