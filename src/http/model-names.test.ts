@@ -61,6 +61,11 @@ describe("resolveModel", () => {
     expect(e.message).toContain("MODEL_ALIASES");
     expect(resolveModel({ requested: "x", served: ["m"], tenant: "t", settings: edgeSettings({}) })).toBe("m");
     expect(isStrictTenant(settings, "acme")).toBe(true);
+    // From the env, as the routes call it.
+    const env = { MODEL_ALIASES: '{"*": {"gpt-*": "b"}}', STRICT_TENANTS: "s" };
+    expect(resolveModel({ requested: "gpt-5", served: ["a", "b"], tenant: "t", env })).toBe("b");
+    expect(() => resolveModel({ requested: "x", served: ["a"], tenant: "s", env })).toThrow(ProtocolError);
+    expect(resolveModel({ requested: "x", served: ["a"], tenant: "t" })).toBe("a");
     expect(isStrictTenant(edgeSettings({}), "acme")).toBe(false);
   });
 });

@@ -1,5 +1,5 @@
 import { ProtocolError } from "../../protocol";
-import { modelAliasesOf, type EdgeSettings, type ModelAliasList } from "../../durable-objects/settings";
+import { edgeSettings, modelAliasesOf, type EdgeSettings, type EdgeVars, type ModelAliasList } from "../../durable-objects/settings";
 
 /**
  * Which served model a request's `model` names. Agents send the names of their vendor's models
@@ -23,7 +23,10 @@ export interface ResolveModelParams {
   /** What live backends serve (`servedModels(env)`), in their order. */
   served: readonly string[];
   tenant: string;
-  settings: Pick<EdgeSettings, "modelAliases" | "modelAliasesRaw" | "strictTenants">;
+  /** MODEL_ALIASES and STRICT_TENANTS as parsed; absent: read from `env`. */
+  settings?: Pick<EdgeSettings, "modelAliases" | "modelAliasesRaw" | "strictTenants">;
+  /** The Worker's env, when `settings` is not given (`edgeSettings(env)`). */
+  env?: EdgeVars;
   /** The model when nothing is served and none is named (default `"demo-llama-random"`). */
   fallback?: string;
 }
@@ -31,13 +34,14 @@ export interface ResolveModelParams {
 /**
  * The model id to ask the backends for, by the rules above.
  *
- * @example resolveModel({ requested: "claude-sonnet-4-5", served: ["qwen3-0.6b"], tenant: "acme", settings }) // "qwen3-0.6b"
+ * @example resolveModel({ requested: "claude-sonnet-4-5", served: ["qwen3-0.6b"], tenant: "acme", env: c.env }) // "qwen3-0.6b"
  */
 export function resolveModel(p: ResolveModelParams): string {
   const { requested, served } = p;
   if (requested === undefined) return served[0] ?? p.fallback ?? "demo-llama-random";
   if (served.includes(requested)) return requested;
-  const aliases = modelAliasesOf(p.settings);
+  const settings = p.settings ?? edgeSettings(p.env ?? {});
+  const aliases = modelAliasesOf(settings);
   const alias = matchAlias(requested, aliases.get(p.tenant)) ?? matchAlias(requested, aliases.get("*"));
   if (alias) {
     if (served.length > 0 && !served.includes(alias.model)) {
@@ -45,7 +49,7 @@ export function resolveModel(p: ResolveModelParams): string {
     }
     return alias.model;
   }
-  const strict = isStrictTenant(p.settings, p.tenant);
+  const strict = isStrictTenant(settings, p.tenant);
   if (served.length === 1 && !strict) return served[0]!;
   if (served.length === 0) return requested;
   throw new ProtocolError(
