@@ -94,7 +94,7 @@ describe("Responses API end to end (wrangler dev + backend + openai client + Age
     const after = await session(trajectory);
     expect(after.turns).toHaveLength(10);
     expect(after.forks.map((f) => f.turn)).toEqual([3]);
-    expect((await session(after.forks[0]!.id)).parent).toEqual({ id: trajectory, turn: 3 });
+    expect((await session(after.forks[0]!.id)).parent).toEqual({ id: trajectory, turn: 3, relation: "fork" });
 
     // Retrieve, list input items, delete.
     const got = await client.responses.retrieve(chain[4]!.id);

@@ -9,7 +9,7 @@ import { tenantIndexOf } from "../tenant-index/tenant-index-do";
 import { continuedTurn } from "../turn/continuation";
 import { checkLimits } from "../turn/limits";
 import { runTurn } from "../turn/turn-runner";
-import { turnEvents } from "../turn/turn-stream";
+import { encodeTurnEvent, turnEvents } from "../turn/turn-stream";
 import type { StoredResponse, TrajectoryState, TurnEvent, TurnInput } from "../turn/turn-types";
 import { LeaseKeeper } from "./lease-keeper";
 import { TrajectoryStore } from "./trajectory-store";
@@ -22,8 +22,7 @@ import { TrajectoryStore } from "./trajectory-store";
  * at a time: a turn that arrives while another runs is refused with `trajectory_busy` (409,
  * retryable) rather than queued, so a client never waits behind a turn it cannot see.
  *
- * - `fetch(POST /turn)`: body `TurnInput`, answers NDJSON `TurnEvent`s as they happen.
- * - RPC: `create`, `state`, `end`.
+ * - RPC: `turn` (a `TurnInput`; answers its `TurnEvent`s as they happen), `create`, `state`, `end`.
  * - `alarm`: releases a tool-pause lease at its deadline (`LeaseKeeper`, lease-keeper.ts).
  */
 export class TrajectoryDO extends DurableObject<Env> {
@@ -56,7 +55,7 @@ export class TrajectoryDO extends DurableObject<Env> {
   }
 
   /** Creates the trajectory if new; answers whether it was created now. */
-  async create(params: { tenant: string; trajectoryId: string }): Promise<{ created: boolean; createdAt: string }> {
+  async create(params: { tenant: string; trajectoryId: string; parent?: string }): Promise<{ created: boolean; createdAt: string }> {
     const meta = this.store.meta();
     if (meta) return { created: false, createdAt: meta.createdAt };
     const createdAt = new Date().toISOString();
@@ -124,19 +123,20 @@ export class TrajectoryDO extends DurableObject<Env> {
     return { ended: true };
   }
 
-  override async fetch(request: Request): Promise<Response> {
-    const url = new URL(request.url);
-    if (request.method !== "POST" || url.pathname !== "/turn") return new Response("not found", { status: 404 });
-    const input = (await request.json()) as TurnInput;
-    const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
+  /**
+   * Runs one turn (RPC): answers its events as they happen, as a byte stream (`encodeTurnEvent`;
+   * the Worker reads it with `turnEvents`). The Worker cancelling the stream (its client went away)
+   * makes the next write fail, which aborts the turn: nothing is committed.
+   */
+  async turn(input: TurnInput): Promise<ReadableStream<Uint8Array>> {
+    const { readable, writable } = new IdentityTransformStream();
     const writer = writable.getWriter();
-    const encoder = new TextEncoder();
     const abort = new AbortController();
     let open = true;
     const emit = async (event: TurnEvent): Promise<boolean> => {
       if (!open) return false;
       try {
-        await writer.write(encoder.encode(`${JSON.stringify(event)}\n`));
+        await writer.write(encodeTurnEvent(event));
         return true;
       } catch {
         open = false;
@@ -144,13 +144,13 @@ export class TrajectoryDO extends DurableObject<Env> {
         return false;
       }
     };
-    void this.turn(input, emit, abort.signal).finally(() => {
+    void this.serveTurn(input, emit, abort.signal).finally(() => {
       if (open) void writer.close().catch(() => {});
     });
-    return new Response(readable, { headers: { "content-type": "application/x-ndjson" } });
+    return readable;
   }
 
-  private async turn(input: TurnInput, emit: (e: TurnEvent) => Promise<boolean>, signal: AbortSignal): Promise<void> {
+  private async serveTurn(input: TurnInput, emit: (e: TurnEvent) => Promise<boolean>, signal: AbortSignal): Promise<void> {
     if (this.busy) {
       await emit(errorEvent(new ProtocolError("trajectory_busy", "another turn of this trajectory is in progress; retry when it has finished")));
       return;
@@ -192,7 +192,7 @@ export class TrajectoryDO extends DurableObject<Env> {
 
   /** Runs a turn in this trajectory (busy is held by the caller). */
   private async runHere(input: TurnInput, emit: (e: TurnEvent) => Promise<boolean>, signal: AbortSignal, onLease: (l: Awaited<ReturnType<LeaseKeeper["beforeTurn"]>>) => void): Promise<void> {
-    if (input.kind === "chat") await this.create({ tenant: input.tenant, trajectoryId: input.trajectoryId });
+    if (input.kind === "chat") await this.create({ tenant: input.tenant, trajectoryId: input.trajectoryId, ...(input.parent !== undefined ? { parent: input.parent } : {}) });
     onLease(await this.leases.beforeTurn());
     const settings = edgeSettings(this.env);
     this.transcript = await runTurn(
@@ -239,9 +239,15 @@ export class TrajectoryDO extends DurableObject<Env> {
   /** Runs a fork's first turn in its object, passing its events on. */
   private async relayFork(fork: { id: string; input: TurnInput }, emit: (e: TurnEvent) => Promise<boolean>, signal: AbortSignal): Promise<void> {
     try {
-      const res = await trajectoryStub(this.env, fork.input.tenant, fork.id).fetch("https://trajectory/turn", { method: "POST", body: JSON.stringify(fork.input), signal });
-      if (!res.ok || !res.body) throw new ProtocolError("internal_error", `fork ${fork.id} answered ${res.status}`);
-      for await (const event of turnEvents(res.body)) if (!(await emit(event))) return;
+      const stream = await trajectoryStub(this.env, fork.input.tenant, fork.id).turn(fork.input);
+      const events = turnEvents(stream);
+      const stop = () => void events.return(undefined);
+      signal.addEventListener("abort", stop);
+      try {
+        for await (const event of events) if (!(await emit(event))) return;
+      } finally {
+        signal.removeEventListener("abort", stop);
+      }
     } catch (e) {
       await emit(errorEvent(toProtocolError(e)));
     }

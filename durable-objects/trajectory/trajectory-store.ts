@@ -1,6 +1,6 @@
 import { SHORT_HASH_HEX } from "../../protocol/block-hash";
 import type { ChatMessage } from "../../protocol/messages";
-import type { CommitTurn, ForkRecord, StoredResponse, StoredResult, TrajectoryMeta, TurnRecord, TurnStore } from "../turn/turn-types";
+import type { CommitTurn, ForkRecord, ParentLink, StoredResponse, StoredResult, TrajectoryMeta, TurnRecord, TurnStore } from "../turn/turn-types";
 
 
 /** The slice of `DurableObjectStorage` the store needs (real SQLite storage in workerd). */
@@ -62,11 +62,13 @@ export class TrajectoryStore implements TurnStore {
     };
   }
 
-  create(params: { tenant: string; trajectoryId: string; createdAt: string }): void {
+  /** Creates the trajectory; `parent` links a subagent's to the trajectory of the agent that started it. */
+  create(params: { tenant: string; trajectoryId: string; createdAt: string; parent?: string }): void {
     this.host.transactionSync(() => {
       this.setMeta("tenant", params.tenant);
       this.setMeta("trajectory_id", params.trajectoryId);
       this.setMeta("created_at", params.createdAt);
+      if (params.parent !== undefined) this.setMeta("parent", JSON.stringify({ trajectoryId: params.parent, turn: null, relation: "subagent" } satisfies ParentLink));
     });
   }
 
@@ -80,17 +82,19 @@ export class TrajectoryStore implements TurnStore {
       this.setMeta("tenant", p.tenant);
       this.setMeta("trajectory_id", p.trajectoryId);
       this.setMeta("created_at", p.createdAt);
-      this.setMeta("parent", JSON.stringify(p.parent));
+      this.setMeta("parent", JSON.stringify({ ...p.parent, relation: "fork" } satisfies ParentLink));
       this.setMeta("tools_json", p.toolsJson);
       if (p.backendUrl) this.setMeta("backend_url", p.backendUrl);
       p.messages.forEach((m, i) => this.writeParts("messages", "idx", i, JSON.stringify(m)));
     });
   }
 
-  /** The trajectory this one was forked from (null: not a fork). */
-  parent(): { trajectoryId: string; turn: number } | null {
+  /** The trajectory this one was forked from, or the agent's whose subagent it is (null: neither). */
+  parent(): ParentLink | null {
     const row = this.host.sql.exec<{ value: string }>(`SELECT value FROM meta WHERE key = 'parent'`).toArray()[0];
-    return row ? (JSON.parse(row.value) as { trajectoryId: string; turn: number }) : null;
+    if (!row) return null;
+    const link = JSON.parse(row.value) as Omit<ParentLink, "relation"> & { relation?: ParentLink["relation"] };
+    return { ...link, relation: link.relation ?? "fork" };
   }
 
   /** Records a fork made from this trajectory's turn `turn`. */

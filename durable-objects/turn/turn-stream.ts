@@ -1,7 +1,18 @@
 import type { TurnEvent } from "./turn-types";
 
 /**
- * A trajectory object's turn answer (NDJSON, one `TurnEvent` per line) as events, as they arrive.
+ * The two ends of a turn's event stream from a trajectory object to the Worker (the `turn` RPC's
+ * byte stream): one JSON `TurnEvent` per line. Only these two functions read or write it.
+ */
+const encoder = new TextEncoder();
+
+/** One event as the stream carries it. */
+export function encodeTurnEvent(event: TurnEvent): Uint8Array {
+  return encoder.encode(`${JSON.stringify(event)}\n`);
+}
+
+/**
+ * A trajectory object's turn stream (`encodeTurnEvent`) as events, as they arrive.
  *
  * @example for await (const event of turnEvents(res.body)) ...
  */

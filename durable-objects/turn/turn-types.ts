@@ -40,6 +40,12 @@ export interface TurnInput {
   response?: ResponseToStore;
   /** Prefixes the client named to keep cached (Messages API `cache_control`), as leases on the backend. */
   cachePoints?: CachePoint[];
+  /** The client's thinking switch, rendered as the chat template's (`enable_thinking`) where it has one. */
+  thinking?: boolean;
+  /** Client quirks the edge repaired before this turn (e.g. `billing-header`), recorded on the turn. */
+  quirks?: string[];
+  /** A subagent's parent trajectory (its first turn links the two). */
+  parent?: string;
 }
 
 /** What a Responses API turn stores beside the turn, so `GET /v1/responses/{id}` can answer it. */
@@ -150,6 +156,16 @@ export type TurnEvent =
   | { type: "done"; message: AssistantReply; finishReason: FinishReason; usage: Usage; turn: TurnRecord; replayed: boolean; stopSequence?: string; responseToken?: string; cacheWrites?: CacheWrite[] }
   | { type: "error"; code: ErrorCode; message: string; retryable: boolean };
 
+/**
+ * How a trajectory descends from another: a `fork` of one of its responses (at `turn`), or a
+ * `subagent` the other's agent started (`turn` null: it branched off no stored turn).
+ */
+export interface ParentLink {
+  trajectoryId: string;
+  turn: number | null;
+  relation: "fork" | "subagent";
+}
+
 /** The trajectory's state as `GET /v1/tenants/{tenant}/trajectories/{id}` shows it. */
 export interface TrajectoryState {
   id: string;
@@ -162,8 +178,8 @@ export interface TrajectoryState {
   turns: TurnRecord[];
   /** Trajectories forked from this one's responses. */
   forks: ForkRecord[];
-  /** The trajectory and turn this one was forked from (null: not a fork). */
-  parent: { trajectoryId: string; turn: number } | null;
+  /** The trajectory this one was forked from or is a subagent of (null: neither). */
+  parent: ParentLink | null;
 }
 
 /** A trajectory's metadata as stored with its transcript. */

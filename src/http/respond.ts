@@ -20,27 +20,22 @@ export interface TurnAnswer {
 }
 
 /**
- * Answers a turn the OpenAI way from its events. The first event decides the status: an error
- * before any token answers with the error's status and JSON; otherwise a 200 with either the
- * `chat.completion` JSON (collected) or an SSE stream relayed as events arrive.
+ * How a chat-completions turn is answered (`answerTurn`): the `chat.completion` JSON (collected)
+ * or its SSE chunks.
  *
  * `logprobs`: the request asked for them (`choices[0].logprobs` then lists the token events').
  *
- * @example return respondWithTurn(c, events, { model, stream: true, includeUsage: false, hasTools: false, logprobs: false, headers: {} });
+ * @example return answerTurn(c, events, chatAnswer({ model, stream: true, includeUsage: false, hasTools: false, logprobs: false }));
  */
-export function respondWithTurn(
-  c: Context,
-  events: AsyncGenerator<TurnEvent>,
-  options: { model: string; stream: boolean; includeUsage: boolean; hasTools: boolean; logprobs: boolean; headers: Record<string, string> },
-): Promise<Response> {
+export function chatAnswer(options: { model: string; stream: boolean; includeUsage: boolean; hasTools: boolean; logprobs: boolean }): TurnAnswer {
   const meta: CompletionMeta = { id: `chatcmpl-${crypto.randomUUID().replace(/-/g, "")}`, created: Math.floor(Date.now() / 1000), model: options.model };
-  return answerTurn(c, events, {
+  return {
     stream: options.stream,
-    headers: options.headers,
+    headers: {},
     json: (done, logprobs) => completionJson(meta, done, options.logprobs ? logprobs : undefined),
     sse: (all) => sseChunks(meta, all, { includeUsage: options.includeUsage, hasTools: options.hasTools, logprobs: options.logprobs }),
     sseError: (err) => `data: ${JSON.stringify({ error: { message: err.message, type: "server_error", code: err.code } })}\n\n`,
-  });
+  };
 }
 
 /**

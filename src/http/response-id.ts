@@ -1,5 +1,5 @@
 import { ProtocolError } from "../../protocol";
-import { checkTrajectoryId } from "./trajectory-id";
+import { checkTrajectoryId } from "./session-key";
 
 const TOKEN_HEX = 32;
 

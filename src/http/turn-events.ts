@@ -9,18 +9,25 @@ import { checkToolAnswers } from "../../durable-objects/turn/tool-answers";
 import { normalizeMessage, prefixKey } from "../../durable-objects/turn/transcript-diff";
 import type { AssistantReply, TurnEvent, TurnInput } from "../../durable-objects/turn/turn-types";
 import { turnEvents } from "../../durable-objects/turn/turn-stream";
+import { trajectoryStub } from "../../durable-objects/trajectory/trajectory-do";
 
 /**
- * Runs a turn in the trajectory's Durable Object (`<tenant>/<id>`) and yields its events as they
- * arrive (NDJSON from the object's stream).
+ * Runs a turn in the trajectory's Durable Object (`<tenant>/<id>`, its `turn` RPC) and yields its
+ * events as they arrive.
  *
  * @example for await (const event of trajectoryTurn(env, input)) ...
  */
 export async function* trajectoryTurn(env: Env, input: TurnInput, signal?: AbortSignal): AsyncGenerator<TurnEvent> {
-  const stub = env.TRAJECTORY.get(env.TRAJECTORY.idFromName(`${input.tenant}/${input.trajectoryId}`));
-  const res = await stub.fetch("https://trajectory/turn", { method: "POST", body: JSON.stringify(input), ...(signal ? { signal } : {}) });
-  if (!res.ok || !res.body) throw new ProtocolError("internal_error", `trajectory object answered ${res.status}`);
-  yield* turnEvents(res.body);
+  const stream = await trajectoryStub(env, input.tenant, input.trajectoryId).turn(input);
+  const events = turnEvents(stream);
+  // The client went away: stop reading, which cancels the stream and so the turn.
+  const stop = () => void events.return(undefined);
+  signal?.addEventListener("abort", stop);
+  try {
+    yield* events;
+  } finally {
+    signal?.removeEventListener("abort", stop);
+  }
 }
 
 /**

@@ -18,7 +18,7 @@ export function trajectoryPage(view: InspectView): Html {
   const body = html`
 <p><a href="${paths.list}">← ${view.tenant}'s trajectories</a> · <a href="${paths.trajectoryJson}">JSON</a></p>
 <h1>Trajectory <code>${view.id}</code></h1>
-<div class="meta"><span>tenant <b>${view.tenant}</b></span><span>created ${fmtTime(view.createdAt)} UTC</span><span>${fmtInt(view.messageCount)} messages</span><span>pinned backend ${view.backend ?? "none"}</span>${view.parent ? html`<span id="parent">forked from <a href="${inspectPaths(view.tenant, view.parent.id).trajectory}">${view.parent.id}</a> at turn ${view.parent.turn}</span>` : ""}</div>
+<div class="meta"><span>tenant <b>${view.tenant}</b></span><span>created ${fmtTime(view.createdAt)} UTC</span><span>${fmtInt(view.messageCount)} messages</span><span>pinned backend ${view.backend ?? "none"}</span>${view.parent ? html`<span id="parent">${view.parent.relation === "subagent" ? "subagent of" : "forked from"} <a href="${inspectPaths(view.tenant, view.parent.id).trajectory}">${view.parent.id}</a>${view.parent.turn === null ? "" : html` at turn ${view.parent.turn}`}</span>` : ""}</div>
 ${view.forks.length > 0 ? html`<div class="meta" id="forks"><span>${view.forks.length} fork${view.forks.length === 1 ? "" : "s"}:</span>${view.forks.map((f) => html`<span><a href="${inspectPaths(view.tenant, f.id).trajectory}">${f.id}</a> from turn ${f.turn}</span>`)}</div>` : ""}
 <div class="cards">
   <div class="card" id="hit-rate"><small>cache hit rate</small><b>${fmtPct(t.hitRate)}</b><small>${fmtInt(t.cachedTokens)} of ${fmtInt(t.promptTokens)} prompt tokens</small></div>

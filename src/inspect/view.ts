@@ -84,7 +84,7 @@ export interface InspectView {
   backend: string | null;
   /** Trajectories forked from this one's responses (Responses API), and the one it was forked from. */
   forks: { id: string; turn: number; createdAt: string }[];
-  parent: { id: string; turn: number } | null;
+  parent: { id: string; turn: number | null; relation: "fork" | "subagent" } | null;
   turns: InspectTurn[];
   totals: InspectTotals;
   messages: InspectMessage[];
@@ -170,7 +170,7 @@ export function inspectView(state: TrajectoryState, transcript: ChatMessage[] | 
     messageCount: state.messageCount,
     backend: state.backendUrl,
     forks: state.forks.map((f) => ({ id: f.trajectoryId, turn: f.turn, createdAt: f.createdAt })),
-    parent: state.parent ? { id: state.parent.trajectoryId, turn: state.parent.turn } : null,
+    parent: state.parent ? { id: state.parent.trajectoryId, turn: state.parent.turn, relation: state.parent.relation } : null,
     turns,
     totals: {
       turns: turns.length,

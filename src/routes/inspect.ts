@@ -7,7 +7,7 @@ import { PAGE_HEADERS } from "../inspect/layout";
 import { listedTrajectories, listPage } from "../inspect/list-page";
 import { trajectoryPage } from "../inspect/trajectory-page";
 import { inspectView, type InspectView } from "../inspect/view";
-import { checkTrajectoryId } from "../http/trajectory-id";
+import { checkTrajectoryId } from "../http/session-key";
 import { ownTenant } from "../http/own-tenant";
 
 /** Paths relative to the tenant group's base, `/v1/tenants/:tenant` (src/index.ts mounts it). */

@@ -4,19 +4,15 @@ import { ProtocolError } from "../../protocol";
 import { sha256Hex } from "../../protocol/hex";
 import { ROUTES } from "../../protocol/routes";
 import { trajectoryStub, type TrajectoryDO } from "../../durable-objects/trajectory/trajectory-do";
-import type { TurnInput } from "../../durable-objects/turn/turn-types";
 import type { AuthVariables } from "../http/auth";
 import { readJson } from "../http/body";
-import { DEFAULT_MODEL_ID, servedModels } from "../http/models";
-import { answerTurn } from "../http/respond";
+import { idempotencyKey } from "../http/idempotency-key";
+import { DEFAULT_MODEL_ID } from "../http/models";
 import { parseResponseId, responseToken } from "../http/response-id";
 import { messageItems } from "../http/responses-items";
 import { parseResponsesBody } from "../http/responses-request";
 import { idOf, responseJson, responsesAnswer, type ResponseMeta } from "../http/responses-response";
-import { checkTrajectoryId } from "../http/trajectory-id";
-import { statelessTurn, trajectoryTurn } from "../http/turn-events";
-import { noteTurns } from "../inspect/index-updates";
-import { idempotencyKey } from "./chat";
+import { dispatchTurn, type TurnRequest } from "../http/turn-dispatch";
 
 const O = ROUTES.edge.openai;
 
@@ -35,41 +31,35 @@ const O = ROUTES.edge.openai;
 export const responsesRoutes = new Hono<{ Bindings: Env; Variables: AuthVariables }>()
   .post(O.responses, async (c) => {
     const parsed = parseResponsesBody(await readJson(c));
-    const tenant = c.get("tenant");
     const previous = parsed.previousResponseId === undefined ? undefined : parseResponseId(parsed.previousResponseId);
-    let trajectoryId = previous?.trajectoryId ?? c.req.header("x-trajectory-id") ?? c.req.header("x-session-affinity") ?? parsed.promptCacheKey;
     const idempotency = idempotencyKey(c.req.header("idempotency-key"));
-    // A new trajectory; named by the Idempotency-Key when there is one, so a retry finds the first try's.
-    if (trajectoryId === undefined && parsed.store) trajectoryId = `resp_${idempotency === undefined ? responseToken() : (await sha256Hex(`idempotency:${idempotency}`)).slice(0, 32)}`;
-    const meta: ResponseMeta = {
-      token: responseToken(),
-      trajectoryId,
-      stored: parsed.store && trajectoryId !== undefined,
-      createdAt: Math.floor(Date.now() / 1000),
-      model: parsed.model ?? (await servedModels(c.env))[0] ?? DEFAULT_MODEL_ID,
-      echo: parsed.echo,
-      hasTools: parsed.tools.length > 0,
-    };
     // The instructions lead the transcript; a continuation puts them in place of the previous ones.
     const system = parsed.instructions === null ? [] : [{ role: "system" as const, content: parsed.instructions }];
-    const turn = { tenant, cacheSalt: c.get("cacheSalt"), sampling: parsed.sampling, constraint: parsed.constraint, model: parsed.model };
-    if (trajectoryId === undefined) {
-      const events = statelessTurn(c.env, { ...turn, messages: [...system, ...parsed.messages], tools: parsed.tools }, c.req.raw.signal);
-      return answerTurn(c, events, responsesAnswer(meta, parsed.stream, {}));
-    }
-    checkTrajectoryId(trajectoryId);
-    const input: TurnInput = {
-      ...turn,
-      trajectoryId,
-      kind: "chat",
+    const request: TurnRequest = {
       messages: previous ? parsed.messages : [...system, ...parsed.messages],
       tools: parsed.tools,
-      idempotencyKey: idempotency,
-      ...(previous ? { previous: { token: previous.token, instructions: parsed.instructions } } : {}),
-      ...(meta.stored ? { response: { token: meta.token, createdAt: meta.createdAt, echo: { ...parsed.echo, model: meta.model }, inputFrom: system.length, instructions: system.length > 0 } } : {}),
+      sampling: parsed.sampling,
+      constraint: parsed.constraint,
+      model: parsed.model,
+      hints: { promptCacheKey: parsed.promptCacheKey },
+      ...(previous ? { previousTrajectory: previous.trajectoryId } : {}),
+      // Stored and named by nothing: a new trajectory, named by the Idempotency-Key when there is one, so a retry finds the first try's.
+      ...(parsed.store ? { newTrajectory: async () => `resp_${idempotency === undefined ? responseToken() : (await sha256Hex(`idempotency:${idempotency}`)).slice(0, 32)}` } : {}),
     };
-    const events = noteTurns(c, tenant, trajectoryId, trajectoryTurn(c.env, input, c.req.raw.signal));
-    return answerTurn(c, events, responsesAnswer(meta, parsed.stream, {}));
+    const createdAt = Math.floor(Date.now() / 1000);
+    let meta: ResponseMeta | undefined;
+    return dispatchTurn(
+      c,
+      request,
+      (d) => {
+        meta = { token: responseToken(), trajectoryId: d.trajectoryId, stored: parsed.store && d.trajectoryId !== undefined, createdAt, model: d.echoModel, echo: parsed.echo, hasTools: parsed.tools.length > 0 };
+        return responsesAnswer(meta, parsed.stream, {});
+      },
+      () => ({
+        ...(previous ? { previous: { token: previous.token, instructions: parsed.instructions } } : {}),
+        ...(meta!.stored ? { response: { token: meta!.token, createdAt, echo: { ...parsed.echo, model: meta!.model }, inputFrom: system.length, instructions: system.length > 0 } } : {}),
+      }),
+    );
   })
   .get(O.response, async (c) => {
     const { meta, stored } = await storedResponse(c.env, c.get("tenant"), c.req.param("id"));

@@ -5,13 +5,15 @@ import type { PrefixBreak } from "../../durable-objects/turn/prefix-break";
 import type { AuthVariables } from "../http/auth";
 import { readJson } from "../http/body";
 import { parseChatBody } from "../http/chat-request";
-import { DEFAULT_MODEL_ID, servedModels } from "../http/models";
-import { respondWithTurn } from "../http/respond";
-import { checkTrajectoryId } from "../http/trajectory-id";
+import { idempotencyKey } from "../http/idempotency-key";
+import { resolveModel } from "../http/model-names";
+import { servedModels } from "../http/models";
+import { answerTurn, chatAnswer } from "../http/respond";
+import { checkTrajectoryId } from "../http/session-key";
 import { trajectoryTurn } from "../http/turn-events";
-import { idempotencyKey } from "./chat";
 import { noteCreated, noteDeleted, noteTurns } from "../inspect/index-updates";
 import { ownTenant } from "../http/own-tenant";
+import { trajectoryStub } from "../../durable-objects/trajectory/trajectory-do";
 
 /** Paths relative to the tenant group's base, `/v1/tenants/:tenant` (src/index.ts mounts it). */
 const T = ROUTES.edge.tenant;
@@ -73,7 +75,7 @@ export const trajectoryRoutes = new Hono<App>()
         kv_pull: t.kvPull ? { outcome: t.kvPull.outcome, from: t.kvPull.from, missing_blocks: t.kvPull.missingBlocks, blocks: t.kvPull.blocks, bytes: t.kvPull.bytes, ms: t.kvPull.ms } : null,
       })),
       forks: state.forks.map((f) => ({ id: f.trajectoryId, turn: f.turn, created_at: f.createdAt })),
-      parent: state.parent ? { id: state.parent.trajectoryId, turn: state.parent.turn } : null,
+      parent: state.parent ? { id: state.parent.trajectoryId, turn: state.parent.turn, relation: state.parent.relation } : null,
     });
   })
   .post(T.turns, async (c) => {
@@ -81,6 +83,7 @@ export const trajectoryRoutes = new Hono<App>()
     const id = c.req.param("id");
     checkTrajectoryId(id);
     const parsed = parseChatBody(await readJson(c), "turn");
+    const model = resolveModel({ requested: parsed.model, served: await servedModels(c.env), tenant, env: c.env });
     const events = trajectoryTurn(
       c.env,
       {
@@ -92,19 +95,14 @@ export const trajectoryRoutes = new Hono<App>()
         tools: parsed.tools,
         sampling: parsed.sampling,
         constraint: parsed.constraint,
-        model: parsed.model,
+        model,
         idempotencyKey: idempotencyKey(c.req.header("idempotency-key")),
       },
       c.req.raw.signal,
     );
-    return respondWithTurn(c, noteTurns(c, tenant, id, events), {
-      model: parsed.model ?? (await servedModels(c.env))[0] ?? DEFAULT_MODEL_ID,
-      stream: parsed.stream,
-      includeUsage: parsed.includeUsage,
-      hasTools: (parsed.tools?.length ?? 0) > 0,
-      logprobs: parsed.sampling.logprobs !== undefined,
-      headers: { "x-trajectory-id": id },
-    });
+    const answer = chatAnswer({ model: parsed.model ?? model, stream: parsed.stream, includeUsage: parsed.includeUsage, hasTools: (parsed.tools?.length ?? 0) > 0, logprobs: parsed.sampling.logprobs !== undefined });
+    answer.headers["x-trajectory-id"] = id;
+    return answerTurn(c, noteTurns(c, tenant, id, events), answer);
   })
   .delete(T.trajectory, async (c) => {
     const tenant = ownTenant(c.req.param("tenant"), c.get("tenant"));
@@ -117,9 +115,7 @@ export const trajectoryRoutes = new Hono<App>()
     return c.json({ object: "trajectory.deleted", id, deleted: true });
   });
 
-function stubOf(env: Env, tenant: string, id: string) {
-  return env.TRAJECTORY.get(env.TRAJECTORY.idFromName(`${tenant}/${id}`));
-}
+const stubOf = trajectoryStub;
 
 
 function notFound(id: string): ProtocolError {

@@ -129,7 +129,7 @@ describe("Responses API", () => {
 
     const parent = await getState("a", trajectory);
     expect(parent.forks.map((f) => [f.id, f.turn])).toEqual([[forkId, 1]]);
-    expect((await getState("a", forkId)).parent).toEqual({ id: trajectory, turn: 1 });
+    expect((await getState("a", forkId)).parent).toEqual({ id: trajectory, turn: 1, relation: "fork" });
     expect((await stored("a", trajectory)).messages).toEqual(parentBefore.messages);
     // The inspector shows both ends of the fork.
     const inspected = (await (await call(sessionPath("a", trajectory, "/inspect.json"))).json()) as { forks: { id: string; turn: number }[] };

@@ -1,0 +1,85 @@
+import { describe, expect, it } from "vitest";
+import type { ChatMessage } from "../../protocol/messages";
+import { call, chat, completion, getState, SMALL, stored, uid, uniqueSystem } from "./helpers";
+
+/**
+ * Sessions the way agent CLIs name them (src/http/session-key.ts): their session headers name the
+ * trajectory; a side request under a session (no tools: a title, a summary) runs beside it without
+ * locking or rewriting it; a subagent is its own trajectory linked to its parent.
+ */
+const TOOLS = [{ type: "function", function: { name: "read_file", description: "Read a file", parameters: { type: "object", properties: { path: { type: "string" } }, required: ["path"] } } }];
+const ANTHROPIC_TOOLS = [{ name: "read_file", description: "Read a file", input_schema: { type: "object", properties: { path: { type: "string" } }, required: ["path"] } }];
+
+function messages(body: Record<string, unknown>, headers: Record<string, string>): Promise<Response> {
+  return call("/v1/messages", { body, headers: { "anthropic-version": "2023-06-01", ...headers } });
+}
+
+describe("client sessions", () => {
+  it("Claude Code's session header names the trajectory: turn 2 is a delta on turn 1", async () => {
+    const session = crypto.randomUUID();
+    const system = uniqueSystem().content!;
+    const first = [{ role: "user", content: "List the files." }];
+    const r1 = await messages({ model: "claude-sonnet-4-5", max_tokens: 2, temperature: 0, system, tools: ANTHROPIC_TOOLS, messages: first }, { "x-claude-code-session-id": session });
+    expect(r1.status, await r1.clone().text()).toBe(200);
+    expect(r1.headers.get("x-trajectory-id")).toBe(session);
+    const m1 = (await r1.json()) as { content: { type: string; text?: string }[]; model: string };
+    expect(m1.model).toBe("claude-sonnet-4-5");
+    const second = [...first, { role: "assistant", content: m1.content }, { role: "user", content: "Go on." }];
+    const r2 = await messages({ model: "claude-sonnet-4-5", max_tokens: 2, temperature: 0, system, tools: ANTHROPIC_TOOLS, messages: second }, { "x-claude-code-session-id": session });
+    expect(r2.status).toBe(200);
+    const state = await getState("a", session);
+    expect(state.turns.map((t) => t.mode)).toEqual(["full", "delta"]);
+    expect(state.turns[1]!.cached_tokens).toBeGreaterThan(0);
+  });
+
+  it("a side request under a session (no tools) runs beside a running turn: no 409, nothing stored", async () => {
+    const session = `ses_${crypto.randomUUID().slice(0, 8)}`;
+    const main: ChatMessage[] = [uniqueSystem(), { role: "user", content: "Write a long story about a robot." }];
+    const first = await completion(await chat({ messages: main, tools: TOOLS, ...SMALL }, { headers: { "x-session-id": session } }));
+    const before = await stored("a", session);
+    expect(before.messages).toHaveLength(3);
+    // A long main turn and, while it runs, a title request under the same session.
+    const next = [...main, { role: "assistant", content: first.choices[0]!.message.content }, { role: "user", content: "Go on." }];
+    const running = chat({ messages: next, tools: TOOLS, max_tokens: 48, temperature: 0, stream: true }, { headers: { "x-session-id": session } });
+    const title = await chat({ messages: [{ role: "system", content: "Generate a title for this conversation." }, { role: "user", content: "Write a long story about a robot." }], ...SMALL }, { headers: { "x-session-id": session } });
+    expect(title.status, await title.clone().text()).toBe(200);
+    expect(title.headers.get("x-agent-edge-side")).toBe("true");
+    expect(title.headers.get("x-trajectory-id")).toBeNull();
+    const long = await running;
+    expect(long.status).toBe(200);
+    await long.text();
+    const after = await stored("a", session);
+    expect(after.messages).toHaveLength(5);
+    expect(after.messages.slice(0, 3)).toEqual(before.messages);
+    expect((await getState("a", session)).turns.map((t) => t.mode)).toEqual(["full", "delta"]);
+  });
+
+  it("an explicit trajectory id keeps every request a turn, tools or not", async () => {
+    const id = uid("explicit-notools");
+    await completion(await chat({ messages: [uniqueSystem(), { role: "user", content: "hi" }], ...SMALL }, { headers: { "x-trajectory-id": id, "x-session-id": "ignored" } }));
+    expect((await getState("a", id)).turns).toHaveLength(1);
+  });
+
+  it("Codex's session-id header names a Responses trajectory, stored or not", async () => {
+    const session = crypto.randomUUID();
+    const input = [{ role: "user", content: [{ type: "input_text", text: "Run the tests." }] }];
+    const body = { model: "gpt-5-codex", instructions: uniqueSystem().content, input, tools: [{ type: "function", name: "shell", parameters: { type: "object", properties: { command: { type: "string" } } } }], store: false, max_output_tokens: 2, temperature: 0, prompt_cache_key: session };
+    const r1 = await call("/v1/responses", { body, headers: { "session-id": session } });
+    expect(r1.status, await r1.clone().text()).toBe(200);
+    expect(r1.headers.get("x-trajectory-id")).toBe(session);
+    expect((await getState("a", session)).turns).toHaveLength(1);
+  });
+
+  it("subagents: Claude Code's agent id and OpenCode's parent session make their own trajectory, linked to the parent", async () => {
+    const session = crypto.randomUUID();
+    const body = { model: "claude-haiku-4-5", max_tokens: 2, temperature: 0, system: uniqueSystem().content, tools: ANTHROPIC_TOOLS, messages: [{ role: "user", content: "Search the code." }] };
+    const r = await messages(body, { "x-claude-code-session-id": session, "x-claude-code-agent-id": "agent-7" });
+    expect(r.status, await r.clone().text()).toBe(200);
+    expect(r.headers.get("x-trajectory-id")).toBe(`${session}.agent-7`);
+    expect((await getState("a", `${session}.agent-7`)).parent).toEqual({ id: session, turn: null, relation: "subagent" });
+
+    const child = `ses_child_${crypto.randomUUID().slice(0, 8)}`;
+    await completion(await chat({ messages: [uniqueSystem(), { role: "user", content: "Explore." }], tools: TOOLS, ...SMALL }, { headers: { "x-session-id": child, "x-parent-session-id": "ses_parent" } }));
+    expect((await getState("a", child)).parent).toEqual({ id: "ses_parent", turn: null, relation: "subagent" });
+  });
+});
