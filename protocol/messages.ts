@@ -88,7 +88,11 @@ export type ToolChoice = "auto" | "required" | "none" | { name: string };
 // ---------------------------------------------------------------------------------------------
 
 export interface SamplingParams {
-  /** Maximum number of generated tokens (>= 1); absent: what is left of the context (the backend clamps). */
+  /**
+   * Most generated tokens (>= 1). Absent: what the context leaves after the prompt (OpenAI's
+   * default). A budget larger than what the context leaves is clamped to it (as llama.cpp and
+   * Ollama do); a reply the budget or the clamp ends finishes with `length`.
+   */
   maxTokens?: number;
   /** 0 means greedy. */
   temperature: number;
