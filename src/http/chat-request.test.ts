@@ -95,5 +95,8 @@ describe("parseChatBody: what OpenCode (AI SDK) and Qwen Code send", () => {
     expect(refusal({ messages: [user], thinking: { type: "on" } })).toMatch(/^thinking\.type: /);
     expect(refusal({ messages: [user], top_k: -1 })).toMatch(/^top_k: /);
     expect(refusal({ messages: [user], n: 2 })).toMatch(/^n: /);
+    expect(refusal({ messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "data:," } }] }] })).toBe(
+      'messages[0].content: must be a string, null or an array of text parts ({type: "text", text}); images and other parts are not supported',
+    );
   });
 });

@@ -5,7 +5,7 @@ import { anthropicThinking, reasoningEffort, thinkingOfAnthropic, thinkingOfEffo
 import { MAX_TOP_LOGPROBS, type ChatMessage, type JsonAnswer, type ReplyConstraint, type SamplingParams, type ToolDefinition } from "../../protocol/messages";
 
 const contentPart = z.object({ type: z.literal("text"), text: z.string() }).loose();
-const content = z.union([z.string(), z.null(), z.array(contentPart)]);
+const content = z.union([z.string(), z.null(), z.array(contentPart)], { error: 'must be a string, null or an array of text parts ({type: "text", text}); images and other parts are not supported' });
 
 const toolCall = z
   .object({
