@@ -65,6 +65,12 @@ export default defineConfig({
                 // path (backend calls, alarm) runs in every test here (test/workers/leases.test.ts).
                 LEASES: "always",
                 CANONICALIZE_OFF_TENANTS: TENANTS.raw.name,
+                // Tenant a is strict: a model name no backend serves and no alias maps is a 404
+                // unknown_model (the tests' "no-such-model"), and a tool the server cannot run a 400.
+                // Agents' vendor names reach the tiny model by alias; for tenant b (not strict) any
+                // name serves the one model (src/http/model-names.ts).
+                STRICT_TENANTS: TENANTS.a.name,
+                MODEL_ALIASES: JSON.stringify({ "*": { "claude-*": "tiny-llama-random", "gpt-*": "tiny-llama-random" } }),
               },
             },
           })),

@@ -62,7 +62,26 @@ export interface EdgeVars {
   LEASE_SAFETY_FACTOR?: string;
   /** An `Idempotency-Key` is remembered for the trajectory's last N turns (default 64); older keys expire. */
   IDEMPOTENCY_TURNS?: string;
+  /**
+   * Model aliases per tenant (src/http/model-names.ts): JSON mapping a tenant name, or `*` for
+   * every tenant, to `{pattern: model}` where a pattern may hold `*` globs, e.g.
+   * `{"*": {"claude-*": "demo-llama-random", "gpt-*": "demo-llama-random"}, "acme": {"fast": "qwen3-0.6b"}}`.
+   * The tenant's own map is tried first, then `*`'s, each in its order; the first match wins.
+   * Unset: no aliases. Not a JSON object of objects of strings: an error (`internal_error`) where
+   * a model is resolved.
+   */
+  MODEL_ALIASES?: string;
+  /**
+   * Strict tenants (comma-separated names): a model name must be served or aliased (no "the one
+   * served model answers any name"), and tools this server cannot run (Responses: hosted tools
+   * and `local_shell`; Messages: server tools) are refused with a 400 instead of dropped with a warning.
+   * Default: none.
+   */
+  STRICT_TENANTS?: string;
 }
+
+/** One tenant's aliases: `[pattern, model]` in the order given. */
+export type ModelAliasList = readonly (readonly [pattern: string, model: string])[];
 
 const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
 
@@ -114,6 +133,11 @@ export interface EdgeSettings {
   leases: LeaseSettings;
   /** Turns an `Idempotency-Key` is remembered for (IDEMPOTENCY_TURNS). */
   idempotencyTurns: number;
+  /** MODEL_ALIASES by tenant (`*`: every tenant); undefined only when MODEL_ALIASES is malformed (`modelAliasesOf` throws then). */
+  modelAliases: ReadonlyMap<string, ModelAliasList> | undefined;
+  modelAliasesRaw: string | undefined;
+  /** STRICT_TENANTS. */
+  strictTenants: ReadonlySet<string>;
 }
 
 const cache = new WeakMap<object, EdgeSettings>();
@@ -150,6 +174,9 @@ export function edgeSettings(env: EdgeVars): EdgeSettings {
     canonicalizeOffTenants: new Set(list(env.CANONICALIZE_OFF_TENANTS)),
     leases: leaseSettings(env),
     idempotencyTurns: Math.floor(positive(env.IDEMPOTENCY_TURNS, 64)),
+    modelAliases: parseModelAliases(env.MODEL_ALIASES),
+    modelAliasesRaw: env.MODEL_ALIASES,
+    strictTenants: new Set(list(env.STRICT_TENANTS)),
   };
   cache.set(env, settings);
   return settings;
@@ -159,6 +186,41 @@ export function edgeSettings(env: EdgeVars): EdgeSettings {
 export function routingPolicyOf(s: EdgeSettings): RoutingPolicyName {
   if (s.routingPolicy) return s.routingPolicy;
   throw new ProtocolError("internal_error", `ROUTING_POLICY ${JSON.stringify(s.routingPolicyRaw)} is not one of ${ROUTING_POLICIES.join(", ")}`);
+}
+
+/** The model aliases, or `internal_error` naming the malformed MODEL_ALIASES. */
+export function modelAliasesOf(s: Pick<EdgeSettings, "modelAliases" | "modelAliasesRaw">): ReadonlyMap<string, ModelAliasList> {
+  if (s.modelAliases) return s.modelAliases;
+  throw new ProtocolError("internal_error", `MODEL_ALIASES ${JSON.stringify(s.modelAliasesRaw)} is not a JSON object of {tenant or "*": {pattern: model}}`);
+}
+
+/**
+ * MODEL_ALIASES parsed: tenant -> `[pattern, model]` in the JSON's order. Unset or blank: no
+ * aliases; malformed (not JSON, or not an object of objects of non-empty strings): undefined.
+ *
+ * @example parseModelAliases('{"*": {"claude-*": "demo"}}')?.get("*") // [["claude-*", "demo"]]
+ */
+export function parseModelAliases(raw: string | undefined): Map<string, ModelAliasList> | undefined {
+  const out = new Map<string, ModelAliasList>();
+  if (raw === undefined || raw.trim() === "") return out;
+  let json: unknown;
+  try {
+    json = JSON.parse(raw);
+  } catch {
+    return undefined;
+  }
+  if (!isObject(json)) return undefined;
+  for (const [tenant, map] of Object.entries(json)) {
+    if (!isObject(map)) return undefined;
+    const entries = Object.entries(map);
+    if (!entries.every(([p, m]) => p.length > 0 && typeof m === "string" && m.length > 0)) return undefined;
+    out.set(tenant, entries as [string, string][]);
+  }
+  return out;
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 /**

@@ -4,7 +4,7 @@ import { ROUTES } from "../protocol/routes";
 import { auth, type AuthVariables } from "./http/auth";
 import { edgeError, errorResponse } from "./http/errors";
 import { headerLimit } from "./http/header-limit";
-import { servedModels } from "./http/models";
+import { modelListEntry, servedModelList } from "./http/models";
 import { chatRoutes } from "./routes/chat";
 import { responsesRoutes } from "./routes/responses";
 import { inspectRoutes } from "./routes/inspect";
@@ -29,9 +29,9 @@ for (const path of [E.openai.models, E.openai.chatCompletions, E.openai.response
 openaiRoutes
   .get(E.openai.models, async (c) => {
     // Only what a live backend serves: a listed model can take a turn now.
-    const models = await servedModels(c.env);
+    const models = await servedModelList(c.env);
     if (models.length === 0) throw new ProtocolError("backend_unavailable", "no backend is up, so no model is served right now; retry shortly");
-    return c.json({ object: "list", data: models.map((id) => ({ id, object: "model", created: 0, owned_by: "agent-edge" })) });
+    return c.json({ object: "list", data: models.map(modelListEntry) });
   })
   .route("/", chatRoutes)
   .route("/", responsesRoutes);

@@ -34,8 +34,8 @@ export interface IndexedTurn {
   completionTokens: number;
   /** The turn's prefix-break cause (absent on records from before the explainer). */
   prefixBreak?: PrefixBreakCause;
-  /** What safe canonicalization repaired in the turn. */
-  repaired?: { toolCallIds: number; jsonArguments: number };
+  /** What safe canonicalization repaired in the turn, and the client quirks the edge repaired (`quirks`). */
+  repaired?: { toolCallIds: number; jsonArguments: number; quirks?: readonly string[] };
   /** Its cache miss (cache-miss.ts): why, and the tokens computed for it. */
   miss?: { reason: MissReason; tokens: number };
 }
@@ -45,6 +45,8 @@ export interface TenantCounters {
   turns: number;
   prefixBreaks: Record<PrefixBreakCause, number>;
   repairs: { toolCallIds: number; jsonArguments: number };
+  /** Turns with each client quirk repaired (`Repairs.quirks`), by quirk name, e.g. `{"billing-header": 12}`. */
+  quirks: Record<string, number>;
   /** Turns with a cache miss, and the prompt tokens they computed for it, by reason. */
   misses: Record<MissReason, { turns: number; tokens: number }>;
 }
@@ -116,6 +118,7 @@ export class TenantIndexDO extends DurableObject<Env> {
         if (turn.prefixBreak) bump(`break:${turn.prefixBreak}`);
         bump("repair:toolCallIds", turn.repaired?.toolCallIds ?? 0);
         bump("repair:jsonArguments", turn.repaired?.jsonArguments ?? 0);
+        for (const quirk of new Set(turn.repaired?.quirks ?? [])) bump(`quirk:${quirk}`);
         if (turn.miss) {
           bump(`miss:${turn.miss.reason}`);
           bump(`miss_tokens:${turn.miss.reason}`, turn.miss.tokens);
@@ -165,6 +168,7 @@ export class TenantIndexDO extends DurableObject<Env> {
       turns: rows.get("turns") ?? 0,
       prefixBreaks: Object.fromEntries(PREFIX_BREAK_CAUSES.map((c) => [c, rows.get(`break:${c}`) ?? 0])) as Record<PrefixBreakCause, number>,
       repairs: { toolCallIds: rows.get("repair:toolCallIds") ?? 0, jsonArguments: rows.get("repair:jsonArguments") ?? 0 },
+      quirks: Object.fromEntries([...rows].filter(([name]) => name.startsWith("quirk:")).map(([name, n]) => [name.slice("quirk:".length), n])),
       misses: Object.fromEntries(MISS_REASONS.map((r) => [r, { turns: rows.get(`miss:${r}`) ?? 0, tokens: rows.get(`miss_tokens:${r}`) ?? 0 }])) as TenantCounters["misses"],
     };
   }

@@ -24,10 +24,26 @@ export interface Canonicalized {
   repaired: Repairs;
 }
 
-/** How many things a canonicalization changed, by kind. */
+/**
+ * What was repaired in a turn's request: how many things canonicalization changed, by kind, and
+ * the client quirks the edge repaired before the transcript was built, by name (`quirks`, e.g.
+ * `"billing-header"`: Claude Code's per-session billing line removed from the system prompt,
+ * src/http/billing-header.ts; absent when none).
+ */
 export interface Repairs {
   toolCallIds: number;
   jsonArguments: number;
+  quirks?: string[];
+}
+
+/**
+ * A turn's repairs with its client quirks added: undefined when there is nothing to record.
+ *
+ * @example withQuirks(undefined, ["billing-header"]) // { toolCallIds: 0, jsonArguments: 0, quirks: ["billing-header"] }
+ */
+export function withQuirks(repaired: Repairs | undefined, quirks: readonly string[] | undefined): Repairs | undefined {
+  if (!quirks || quirks.length === 0) return repaired;
+  return { ...(repaired ?? { toolCallIds: 0, jsonArguments: 0 }), quirks: [...new Set(quirks)] };
 }
 
 export function canonicalizeTranscript(messages: readonly ChatMessage[]): Canonicalized {

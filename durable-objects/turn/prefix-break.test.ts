@@ -15,6 +15,16 @@ const base: ChatMessage[] = [sys(SYSTEM), user("Find the bug."), call("call_8f3a
 /** The stored transcript after one more turn: `base` plus the model's reply. */
 const replied: ChatMessage[] = [...base, { role: "assistant", content: "Done." }];
 
+/** A coding agent's system prompt with the volatile blocks clients put early (volatile-blocks.ts). */
+const AGENT_SYSTEM = [
+  "You are a coding agent.",
+  "<env>\nWorking directory: /home/ana/shop\nIs directory a git repo: Yes\nPlatform: linux\nToday's date: 2026-12-06\n</env>",
+  "gitStatus: This is the git status at the start of the conversation.\nCurrent branch: main\n\nStatus:\nM src/cart.ts\n\nRecent commits:\n1a2b3c4 Fix totals",
+  "Be brief.",
+].join("\n");
+const agent: ChatMessage[] = [sys(AGENT_SYSTEM), user("Add a test.")];
+const agentWith = (from: string, to: string): ChatMessage[] => [sys(AGENT_SYSTEM.replace(from, to)), user("Add a test.")];
+
 /** One example per cause (docs/prefix-breaks.md shows the same ones); stored is `base` unless given. */
 const cases: { cause: PrefixBreakCause; stored?: ChatMessage[]; incoming: ChatMessage[]; tools?: ToolDefinition[]; expect: Record<string, unknown> }[] = [
   { cause: "none", incoming: [...base, { role: "assistant", content: "Done." }], expect: {} },
@@ -29,6 +39,10 @@ const cases: { cause: PrefixBreakCause; stored?: ChatMessage[]; incoming: ChatMe
   { cause: "tools-changed", incoming: base, tools: [tool("Search the code base (v2)")], expect: { field: "tools" } },
   { cause: "assistant-edited", incoming: [...base.slice(0, 2), call("call_8f3a9c2e1b7d4f60", '{"q":"bugs","limit":5}'), ...base.slice(3)], expect: { message: 2, field: "tool_calls[0].arguments", offset: 9 } },
   { cause: "other", incoming: [...base.slice(0, 1), user("Find the other bug."), ...base.slice(2)], expect: { message: 1, field: "content", offset: 9 } },
+  { cause: "date", stored: agent, incoming: agentWith("2026-12-06", "2026-12-07"), expect: { message: 0, field: "content", offset: AGENT_SYSTEM.indexOf("2026-12-06") + 9 } },
+  { cause: "cwd", stored: agent, incoming: agentWith("/home/ana/shop", "/home/ana/cart"), expect: { message: 0, field: "content", offset: AGENT_SYSTEM.indexOf("/home/ana/shop") + 10 } },
+  { cause: "git-status", stored: agent, incoming: agentWith("M src/cart.ts\n", "M src/cart.ts\n?? notes.md\n"), expect: { message: 0, field: "content", offset: AGENT_SYSTEM.indexOf("M src/cart.ts\n") + 14 } },
+  { cause: "env", stored: agent, incoming: agentWith("Platform: linux", "Platform: darwin"), expect: { message: 0, field: "content", offset: AGENT_SYSTEM.indexOf("Platform: linux") + 10 } },
 ];
 
 describe("prefix-break explainer", () => {
@@ -53,7 +67,25 @@ describe("prefix-break explainer", () => {
   });
 
   const variants: [PrefixBreakCause, string, string][] = [
-    ["timestamp", "Current date: Dec 2, 2026.", "Current date: Dec 3, 2026."],
+    ["date", "Current date: Dec 2, 2026.", "Current date: Dec 3, 2026."],
+    ["date", "Today's date is 2026-12-06.", "Today's date is 2026-12-07."],
+    ["date", "It is Sun, 6 Dec 2026.", "It is Mon, 7 Dec 2026."],
+    ["timestamp", "Current time: Dec 2, 2026, 10:31.", "Current time: Dec 2, 2026, 10:45."],
+    ["timestamp", "Today is 2026-12-02T10:31:07Z.", "Today is 2026-12-03T10:31:07Z."],
+    ["cwd", "<environment_context>\n  <cwd>/repo/a</cwd>\n  <shell>zsh</shell>\n</environment_context>", "<environment_context>\n  <cwd>/repo/b</cwd>\n  <shell>zsh</shell>\n</environment_context>"],
+    ["env", "<environment_context>\n  <cwd>/repo</cwd>\n  <shell>zsh</shell>\n</environment_context>", "<environment_context>\n  <cwd>/repo</cwd>\n  <shell>bash</shell>\n</environment_context>"],
+    ["cwd", "Primary working directory: /w/one\nok", "Primary working directory: /w/two\nok"],
+    ["git-status", "gitStatus: snapshot\nCurrent branch: main\n\nRecent commits:\n1a2b3c4 one\n\nBe brief.", "gitStatus: snapshot\nCurrent branch: main\n\nRecent commits:\n9f8e7d6 two\n\nBe brief."],
+    // As Claude Code 2.1 and Qwen Code 0.24 write them (test/clients fixtures).
+    ["cwd", "# Environment\nYou have been invoked in the following environment: \n - Primary working directory: /tmp/a/work\n - Platform: linux\n", "# Environment\nYou have been invoked in the following environment: \n - Primary working directory: /tmp/b/work\n - Platform: linux\n"],
+    ["env", "# Environment\nYou have been invoked in the following environment: \n - Primary working directory: /w\n - Is a git repository: true\n\n# Tone", "# Environment\nYou have been invoked in the following environment: \n - Primary working directory: /w\n - Is a git repository: false\n\n# Tone"],
+    ["git-status", "<system-reminder>\n# gitStatus\nThis is the git status at the start of the conversation.\nCurrent branch: main\n\nStatus:\n(clean)\n</system-reminder>", "<system-reminder>\n# gitStatus\nThis is the git status at the start of the conversation.\nCurrent branch: main\n\nStatus:\nM a.ts\n</system-reminder>"],
+    ["cwd", "I'm currently working in the directory: /tmp/qwen-a/work\nok", "I'm currently working in the directory: /tmp/qwen-b/work\nok"],
+    ["date", "Today's date is Sunday, December 6, 2026.\nMy operating system is: linux", "Today's date is Monday, December 7, 2026.\nMy operating system is: linux"],
+    ["other", "# Environment\n - Platform: linux\n\n# Tone\nUse tabs.", "# Environment\n - Platform: linux\n\n# Tone\nUse spaces."],
+    // A change that runs past the block is not the block's.
+    ["other", "cwd: /a\nUse tabs.", "cwd: /b\nUse spaces."],
+    ["other", "gitStatus: snapshot\nCurrent branch: main\n\nUse tabs.", "gitStatus: snapshot\nCurrent branch: main\n\nUse spaces."],
     ["timestamp", "now=1764670000123 ok", "now=1764670099999 ok"],
     ["timestamp", "at 10:32 PM sharp", "at 11:05 PM sharp"],
     ["random-id", "session 5b0c1f3e-2d4a-4c7e-9f10-3a2b1c0d9e8f started", "session 0f9e8d7c-6b5a-4f3e-8d2c-1b0a9f8e7d6c started"],

@@ -1,6 +1,7 @@
 import type { ChatMessage, ToolDefinition } from "../../protocol/messages";
 import { canonicalJson } from "./canonicalize";
 import { canonicalMessage } from "./transcript-diff";
+import { coveredBy, volatileCause } from "./volatile-blocks";
 
 /**
  * The prefix-break explainer: why a turn's transcript is not an extension of the stored one, so
@@ -14,6 +15,10 @@ import { canonicalMessage } from "./transcript-diff";
  *   inserted-before        content was inserted before older messages (they reappear later)
  *   random-id              only tool-call ids, UUIDs, nonces or hex tokens differ
  *   json-serialization     the same JSON value serialized differently (key order, whitespace)
+ *   git-status             the difference lies in Claude Code's gitStatus section (volatile-blocks.ts)
+ *   cwd                    ... on a working-directory line or in a <cwd> tag
+ *   date                   ... in a calendar date without a time of day (Today's date: ...)
+ *   env                    ... elsewhere in an <env> or <environment_context> block
  *   timestamp              the differing text is a date or time
  *   system-prompt-changed  the system prompt (message 0) was edited otherwise
  *   assistant-edited       an assistant message was edited otherwise (content or tool calls)
@@ -24,6 +29,10 @@ export type PrefixBreakCause =
   | "system-prompt-changed"
   | "tools-changed"
   | "timestamp"
+  | "date"
+  | "git-status"
+  | "cwd"
+  | "env"
   | "random-id"
   | "json-serialization"
   | "inserted-before"
@@ -37,6 +46,10 @@ export const PREFIX_BREAK_CAUSES: readonly PrefixBreakCause[] = [
   "system-prompt-changed",
   "tools-changed",
   "timestamp",
+  "date",
+  "git-status",
+  "cwd",
+  "env",
   "random-id",
   "json-serialization",
   "inserted-before",
@@ -165,7 +178,8 @@ function explainMessage(index: number, a: ChatMessage, b: ChatMessage): PrefixBr
 }
 
 /**
- * timestamp / random-id / json-serialization when the changed text is one, else undefined: a
+ * json-serialization, a volatile block's cause (git-status, cwd, date, env: volatile-blocks.ts),
+ * timestamp or random-id when the changed text is one, else undefined: a
  * date/time (or id) pattern must cover the changed span in both texts. The span runs from the
  * first difference to the start of the common suffix; patterns are matched in a window around it.
  */
@@ -174,20 +188,11 @@ function textCause(a: string, b: string, offset: number): PrefixBreakCause | und
   let suffix = 0;
   const max = Math.min(a.length, b.length) - offset;
   while (suffix < max && a.charCodeAt(a.length - 1 - suffix) === b.charCodeAt(b.length - 1 - suffix)) suffix++;
-  const covers = (patterns: RegExp[], s: string, end: number) => {
-    const from = Math.max(0, offset - SNIPPET);
-    const window = s.slice(from, Math.min(s.length, Math.max(end, offset + 1) + SNIPPET));
-    return patterns.some((p) => {
-      for (const m of window.matchAll(new RegExp(p.source, p.flags.includes("g") ? p.flags : p.flags + "g"))) {
-        const start = from + m.index!;
-        const stop = start + m[0].length;
-        if (start <= offset && stop >= Math.max(end, offset + 1)) return true;
-      }
-      return false;
-    });
-  };
+  const covers = (patterns: RegExp[], s: string, end: number) => coveredBy(patterns, s, offset, end, SNIPPET);
   const endA = a.length - suffix;
   const endB = b.length - suffix;
+  const volatile = volatileCause(a, b, offset, endA, endB);
+  if (volatile) return volatile;
   if (covers(DATE_TIME, a, endA) && covers(DATE_TIME, b, endB)) return "timestamp";
   if (covers(RANDOM_ID, a, endA) && covers(RANDOM_ID, b, endB)) return "random-id";
   return undefined;

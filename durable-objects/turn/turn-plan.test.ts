@@ -61,6 +61,13 @@ describe("planTurn", () => {
     expect(raw.repaired).toBeUndefined();
   });
 
+  it("records the client quirks the edge repaired (canonical or not), each once", () => {
+    const quirky = { ...input(), quirks: ["billing-header", "billing-header"] };
+    expect(planTurn({ meta: meta(), stored, input: quirky, backendUrl: "http://b0", canonical: true }).repaired).toEqual({ toolCallIds: 0, jsonArguments: 0, quirks: ["billing-header"] });
+    expect(planTurn({ meta: meta(), stored, input: quirky, backendUrl: "http://b0", canonical: false }).repaired).toEqual({ toolCallIds: 0, jsonArguments: 0, quirks: ["billing-header"] });
+    expect(planTurn({ meta: meta(), stored, input: { ...input(), quirks: [] }, backendUrl: "http://b0", canonical: true }).repaired).toBeUndefined();
+  });
+
   it("refuses a tool message that answers no call, in the client's ids and with the index it sent", () => {
     const call = (id: string): ChatMessage => ({ role: "assistant", content: null, tool_calls: [{ id, type: "function", function: { name: "ls", arguments: "{}" } }] });
     const answer = (id: string): ChatMessage => ({ role: "tool", content: "a b", tool_call_id: id });

@@ -1,6 +1,6 @@
 import { ProtocolError } from "../../protocol/errors";
 import type { ChatMessage } from "../../protocol/messages";
-import { canonicalizeTranscript, canonicalToolDefinitions, type Repairs } from "./canonicalize";
+import { canonicalizeTranscript, canonicalToolDefinitions, withQuirks, type Repairs } from "./canonicalize";
 import { explainBreak, type PrefixBreak } from "./prefix-break";
 import { checkToolAnswers } from "./tool-answers";
 import { canonicalTools, diffTranscript, normalizeMessage } from "./transcript-diff";
@@ -19,9 +19,15 @@ export interface TurnPlan {
   prefixBreak: PrefixBreak;
   /** Whether messages and tools were canonicalized (then the reply's tool calls are too). */
   canonical: boolean;
-  /** What canonicalization changed, when it changed anything. */
+  /** What canonicalization changed and the client quirks the edge repaired, when there is any. */
   repaired?: Repairs;
 }
+
+/**
+ * A turn's input with the client quirks the edge repaired before building its transcript (the
+ * request parsers' `repairs`, e.g. `"billing-header"`), recorded in the turn's `repaired.quirks`.
+ */
+export type PlannedInput = TurnInput & { quirks?: readonly string[] };
 
 /**
  * Plans a turn (pure): canonicalizes the incoming messages (when `canonical`), compares them with
@@ -33,7 +39,7 @@ export interface TurnPlan {
  *
  * @example planTurn({ meta, stored, input, backendUrl: meta.backendUrl, canonical: true }).mode // "delta"
  */
-export function planTurn(p: { meta: TrajectoryMeta; stored: ChatMessage[]; input: TurnInput; backendUrl: string; canonical: boolean }): TurnPlan {
+export function planTurn(p: { meta: TrajectoryMeta; stored: ChatMessage[]; input: PlannedInput; backendUrl: string; canonical: boolean }): TurnPlan {
   const { meta, stored, input, canonical } = p;
   // Safe canonicalization: tool-call ids by position, JSON arguments and tools with sorted keys.
   // On an append turn the stored messages (already canonical) give the new ones their positions.
@@ -49,6 +55,7 @@ export function planTurn(p: { meta: TrajectoryMeta; stored: ChatMessage[]; input
     incoming = input.kind === "append" ? c.messages.slice(stored.length) : c.messages;
     if (c.repaired.toolCallIds + c.repaired.jsonArguments > 0) repaired = c.repaired;
   }
+  repaired = withQuirks(repaired, input.quirks);
   let keep = stored.length;
   let newMessages: ChatMessage[];
   let fullTranscript: ChatMessage[];

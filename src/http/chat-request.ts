@@ -1,10 +1,11 @@
 import { z } from "zod";
 import { ProtocolError } from "../../protocol";
 import { fieldError } from "./field-error";
+import { anthropicThinking, reasoningEffort, thinkingOfAnthropic, thinkingOfEffort } from "./thinking";
 import { MAX_TOP_LOGPROBS, type ChatMessage, type JsonAnswer, type ReplyConstraint, type SamplingParams, type ToolDefinition } from "../../protocol/messages";
 
 const contentPart = z.object({ type: z.literal("text"), text: z.string() }).loose();
-const content = z.union([z.string(), z.null(), z.array(contentPart)]);
+const content = z.union([z.string(), z.null(), z.array(contentPart)], { error: 'must be a string, null or an array of text parts ({type: "text", text}); images and other parts are not supported' });
 
 const toolCall = z
   .object({
@@ -38,22 +39,27 @@ export type ChatTool = z.infer<typeof tool>;
 
 const TOP_LOGPROBS_RANGE = `must be an integer in [0, ${MAX_TOP_LOGPROBS}]`;
 
+/**
+ * Sampling and reply fields. Clients (OpenCode's AI SDK, Qwen Code) send `null` for fields they
+ * leave unset, so each of these takes `null` as absent.
+ */
 const sampling = {
-  max_tokens: z.number().int().min(1).optional(),
-  max_completion_tokens: z.number().int().min(1).optional(),
-  temperature: z.number().min(0).max(2).optional(),
-  top_p: z.number().gt(0).max(1).optional(),
-  seed: z.number().int().optional(),
-  stop: z.union([z.string().min(1), z.array(z.string().min(1)).max(4)]).optional(),
-  n: z.literal(1).optional(),
-  stream: z.boolean().optional(),
+  max_tokens: z.number().int().min(1).nullish(),
+  max_completion_tokens: z.number().int().min(1).nullish(),
+  temperature: z.number().min(0).max(2).nullish(),
+  top_p: z.number().gt(0).max(1).nullish(),
+  top_k: z.number().int().min(0).nullish(),
+  seed: z.number().int().nullish(),
+  stop: z.union([z.string().min(1), z.array(z.string().min(1)).max(4)]).nullish(),
+  n: z.literal(1).nullish(),
+  stream: z.boolean().nullish(),
   stream_options: z.object({ include_usage: z.boolean().optional() }).loose().nullable().optional(),
   tool_choice: z
     .union([z.enum(["auto", "required", "none"]), z.object({ type: z.literal("function"), function: z.object({ name: z.string().min(1) }).loose() }).loose()], {
       error: 'must be "auto", "required", "none" or {type: "function", function: {name}}',
     })
-    .optional(),
-  parallel_tool_calls: z.boolean().optional(),
+    .nullish(),
+  parallel_tool_calls: z.boolean().nullish(),
   response_format: z
     .discriminatedUnion(
       "type",
@@ -69,9 +75,14 @@ const sampling = {
       ],
       { error: 'must be {type: "text"}, {type: "json_object"} or {type: "json_schema", json_schema: {name, schema}}' },
     )
-    .optional(),
+    .nullish(),
   logprobs: z.boolean().nullable().optional(),
   top_logprobs: z.number().int(TOP_LOGPROBS_RANGE).min(0, TOP_LOGPROBS_RANGE).max(MAX_TOP_LOGPROBS, TOP_LOGPROBS_RANGE).nullable().optional(),
+  // Thinking, in the ways clients ask for it (thinking.ts; the first present wins, in this order).
+  chat_template_kwargs: z.object({ enable_thinking: z.boolean().nullish() }).loose().nullish(),
+  enable_thinking: z.boolean().nullish(),
+  thinking: anthropicThinking.nullish(),
+  reasoning_effort: reasoningEffort.nullish(),
 };
 
 const chatBody = z
@@ -103,10 +114,13 @@ export interface ParsedTurn {
   promptCacheKey: string | undefined;
   /** Structured outputs (tool_choice, response_format); absent: unconstrained. */
   constraint: ReplyConstraint | undefined;
+  /**
+   * Whether the client asked the model to think (thinking.ts): `chat_template_kwargs.enable_thinking`,
+   * else `enable_thinking`, else Anthropic-style `thinking`, else `reasoning_effort` ("none" -> false);
+   * undefined when it said nothing.
+   */
+  thinking: boolean | undefined;
 }
-
-/** Default reply budget when the request names none. */
-export const DEFAULT_MAX_TOKENS = 256;
 
 /**
  * Validates an OpenAI chat-completions body (or a session-URL turn body) into the turn the
@@ -122,25 +136,27 @@ export function parseChatBody(json: unknown, kind: "chat" | "turn"): ParsedTurn 
   const b = result.data;
   const topLogprobs = b.top_logprobs ?? undefined;
   if (topLogprobs !== undefined && b.logprobs !== true) throw new ProtocolError("invalid_request", "top_logprobs: requires logprobs: true");
-  const stop = b.stop === undefined ? [] : typeof b.stop === "string" ? [b.stop] : b.stop;
+  const stop = b.stop == null ? [] : typeof b.stop === "string" ? [b.stop] : b.stop;
+  const maxTokens = b.max_completion_tokens ?? b.max_tokens ?? undefined;
   return {
     model: b.model,
     messages: b.messages.map(toChatMessage),
     tools: b.tools?.map(toToolDefinition),
     sampling: {
-      maxTokens: b.max_completion_tokens ?? b.max_tokens ?? DEFAULT_MAX_TOKENS,
+      ...(maxTokens !== undefined ? { maxTokens } : {}),
       temperature: b.temperature ?? 1,
       topP: b.top_p ?? 1,
-      topK: 0,
+      topK: b.top_k ?? 0,
       stop,
       stopTokenIds: [],
-      ...(b.seed !== undefined ? { seed: b.seed >>> 0 } : {}),
+      ...(b.seed != null ? { seed: b.seed >>> 0 } : {}),
       ...(b.logprobs === true ? { logprobs: topLogprobs ?? 0 } : {}),
     },
     stream: b.stream ?? false,
     includeUsage: b.stream_options?.include_usage ?? false,
     promptCacheKey: "prompt_cache_key" in b ? (b.prompt_cache_key as string | undefined) : undefined,
     constraint: replyConstraint(b, kind === "turn" && b.tools === undefined),
+    thinking: b.chat_template_kwargs?.enable_thinking ?? b.enable_thinking ?? thinkingOfAnthropic(b.thinking ?? undefined) ?? thinkingOfEffort(b.reasoning_effort),
   };
 }
 
@@ -162,11 +178,11 @@ export function toToolDefinition(t: ChatTool): ToolDefinition {
  * session-URL turn without `tools` (`toolsKept`) keeps the trajectory's, which only the backend sees.
  */
 export function replyConstraint(
-  b: { tools?: ChatTool[]; tool_choice?: z.infer<typeof sampling.tool_choice>; parallel_tool_calls?: boolean; response_format?: z.infer<typeof sampling.response_format> },
+  b: { tools?: ChatTool[]; tool_choice?: z.infer<typeof sampling.tool_choice>; parallel_tool_calls?: boolean | null; response_format?: z.infer<typeof sampling.response_format> },
   toolsKept: boolean,
 ): ReplyConstraint | undefined {
   const tools = b.tools ?? [];
-  const choice = b.tool_choice === undefined ? undefined : typeof b.tool_choice === "string" ? b.tool_choice : { name: b.tool_choice.function.name };
+  const choice = b.tool_choice == null ? undefined : typeof b.tool_choice === "string" ? b.tool_choice : { name: b.tool_choice.function.name };
   const format = b.response_format?.type === "json_object" ? ({ type: "json_object" } as const) : b.response_format?.type === "json_schema" ? jsonSchemaConstraint(b.response_format.json_schema) : undefined;
   const free = choice === undefined || choice === "auto" || choice === "none";
   if (format && (choice === "none" || (tools.length === 0 && !toolsKept && free))) return format;

@@ -144,14 +144,16 @@ describe("parseMessagesBody: refusals name the field", () => {
     ["max_tokens: ", { model: "m", messages: [user] }],
     ["max_tokens: ", { ...base, max_tokens: 0, messages: [user] }],
     ["messages: ", { ...base, messages: [] }],
-    ['messages[0].role: must be "user" or "assistant"', { ...base, messages: [{ role: "system", content: "x" }] }],
+    ['messages[0].role: must be "user", "assistant" or "system"', { ...base, messages: [{ role: "tool", content: "x" }] }],
     ["messages[0].content: must be a string or an array of content blocks", { ...base, messages: [{ role: "user", content: 5 }] }],
-    ['messages[0].content[1].type: content block type "image" is not supported here (supported: text, tool_use, tool_result)', { ...base, messages: [{ role: "user", content: [{ type: "text", text: "a" }, { type: "image", source: {} }] }] }],
+    ['messages[0].content[1].type: content block type "image" is not supported here (supported: text, tool_use, tool_result, thinking, redacted_thinking)', { ...base, messages: [{ role: "user", content: [{ type: "text", text: "a" }, { type: "image", source: {} }] }] }],
     ['messages[0].content[0].type: content block type "document" is not supported', { ...base, messages: [{ role: "user", content: [{ type: "document" }] }] }],
-    ['messages[1].content[0].type: content block type "thinking" is not supported', { ...base, messages: [user, { role: "assistant", content: [{ type: "thinking", thinking: "hm" }] }, user] }],
+    ["messages[0].content[0]: a thinking block belongs in an assistant message", { ...base, messages: [{ role: "user", content: [{ type: "thinking", thinking: "hm" }] }] }],
+    ["messages[1].content[0].thinking: ", { ...base, messages: [user, { role: "assistant", content: [{ type: "thinking" }] }, user] }],
+    ['messages[1].content[0].type: a system prompt holds only text blocks, not "tool_use"', { ...base, messages: [user, { role: "system", content: [{ type: "tool_use", id: "a", name: "b", input: {} }] }, user] }],
     ["messages[0].content[0].text: ", { ...base, messages: [{ role: "user", content: [{ type: "text", text: 3 }] }] }],
     ["messages[1].content[0].input: ", { ...base, messages: [user, { role: "assistant", content: [{ type: "tool_use", id: "a", name: "b" }] }, user] }],
-    ['messages[2].content[0].content[0].type: content block type "image" is not supported inside a tool_result (supported: text)', {
+    ['messages[2].content[0].content[0].type: content block type "image" is not supported inside a tool_result (supported: text, tool_reference)', {
       ...base,
       messages: [user, { role: "assistant", content: [{ type: "tool_use", id: "a", name: "b", input: {} }] }, { role: "user", content: [{ type: "tool_result", tool_use_id: "a", content: [{ type: "image" }] }] }],
     }],
@@ -167,12 +169,15 @@ describe("parseMessagesBody: refusals name the field", () => {
     ["messages[0].content[0]: a tool_use block belongs in an assistant message", { ...base, messages: [{ role: "user", content: [{ type: "tool_use", id: "a", name: "b", input: {} }] }] }],
     ["messages[1]: a final assistant message (prefill", { ...base, messages: [user, { role: "assistant", content: "The answer is" }] }],
     ["messages[0].content: a user message needs at least one", { ...base, messages: [{ role: "user", content: [] }] }],
-    ['tools[0].type: tool type "web_search_20250305" is not supported', { ...base, tools: [{ type: "web_search_20250305", name: "web_search" }], messages: [user] }],
+    ['tools[0].type: tool type "web_fetch" is not supported', { ...base, tools: [{ type: "web_fetch", name: "web_fetch" }], messages: [user] }],
     ['tools[0].type: tool type "bash_20250124" is not supported', { ...base, tools: [{ type: "bash_20250124", name: "bash" }], messages: [user] }],
     ["tools[0].input_schema: ", { ...base, tools: [{ name: "x" }], messages: [user] }],
     ["tool_choice.type: must be {type: \"auto\"}", { ...base, tool_choice: { type: "function" }, messages: [user] }],
-    ["thinking.type: extended thinking is not supported", { ...base, thinking: { type: "enabled", budget_tokens: 1024 }, messages: [user] }],
-    ["output_config.format: structured output", { ...base, output_config: { format: { type: "json_schema", schema: {} } }, messages: [user] }],
+    ['thinking.type: must be {type: "enabled", budget_tokens?}, {type: "adaptive"} or {type: "disabled"}', { ...base, thinking: { type: "auto" }, messages: [user] }],
+    ["thinking.budget_tokens: ", { ...base, thinking: { type: "enabled", budget_tokens: "lots" }, messages: [user] }],
+    ["metadata.user_id: ", { ...base, metadata: { user_id: 7 }, messages: [user] }],
+    ['output_config.format.type: only {type: "json_schema", schema} is supported', { ...base, output_config: { format: { type: "json_object" } }, messages: [user] }],
+    ["output_config.format.schema: ", { ...base, output_config: { format: { type: "json_schema" } }, messages: [user] }],
     ["temperature: ", { ...base, temperature: 1.5, messages: [user] }],
     ["stop_sequences[0]: ", { ...base, stop_sequences: [""], messages: [user] }],
     ['system[0].cache_control.type: cache_control type "persistent" is not supported', { ...base, system: [{ type: "text", text: "s", cache_control: { type: "persistent" } }], messages: [user] }],
@@ -183,7 +188,160 @@ describe("parseMessagesBody: refusals name the field", () => {
     expect(refusal(body)).toContain(message);
   });
 
+  it("server tools are dropped with a warning, refused for a strict tenant", () => {
+    const body = { ...base, tools: [weather, { type: "web_search_20250305", name: "web_search", max_uses: 5 }], messages: [user] };
+    const p = parseMessagesBody(body, "create");
+    expect(p.tools!.map((t) => t.function.name)).toEqual(["get_weather"]);
+    expect(p.warnings).toEqual(['tools[1]: "web_search_20250305" is a server tool, which this server does not run; dropped']);
+    expect(parseMessagesBody({ ...base, tools: [weather], messages: [user] }, "create").warnings).toEqual([]);
+    try {
+      parseMessagesBody(body, "create", { strict: true });
+      throw new Error("accepted");
+    } catch (e) {
+      expect((e as ProtocolError).message).toBe('tools[1].type: "web_search_20250305" is a server tool, which this server does not run; refused for this tenant (STRICT_TENANTS)');
+    }
+  });
+
+  it("output_config.format is structured output: the whole reply, or the answer of an auto tool choice", () => {
+    const schema = { type: "object", properties: { title: { type: "string" } }, required: ["title"] };
+    const answer = { type: "json_schema", schema, strict: true };
+    expect(parseMessagesBody({ ...base, output_config: { format: { type: "json_schema", schema } }, messages: [user] }, "create").constraint).toEqual(answer);
+    expect(parseMessagesBody({ ...base, tools: [weather], output_config: { format: { type: "json_schema", schema } }, messages: [user] }, "create").constraint).toEqual({ type: "tool_calls", choice: "auto", parallel: true, answer });
+    expect(parseMessagesBody({ ...base, tools: [weather], tool_choice: { type: "any" }, output_config: { format: { type: "json_schema", schema } }, messages: [user] }, "create").constraint).toEqual({ type: "tool_calls", choice: "required", parallel: true });
+    expect(parseMessagesBody({ ...base, tools: [weather], tool_choice: { type: "none" }, output_config: { format: { type: "json_schema", schema } }, messages: [user] }, "create").constraint).toEqual(answer);
+  });
+
   it("thinking disabled and output_config without a format are accepted", () => {
     expect(() => parseMessagesBody({ ...base, thinking: { type: "disabled" }, output_config: { effort: "low" }, messages: [user] }, "create")).not.toThrow();
+  });
+});
+
+describe("parseMessagesBody: what Claude Code 2.1 sends", () => {
+  const billing = "x-anthropic-billing-header: cc_version=2.1.3.a1b; cc_entrypoint=cli";
+  const claudeCode = {
+    model: "claude-sonnet-4-5-20250929",
+    max_tokens: 32000,
+    stream: true,
+    temperature: 1,
+    thinking: { type: "adaptive" },
+    context_management: { edits: [{ type: "clear_thinking_20251015", keep: "all" }] },
+    output_config: { effort: "high" },
+    metadata: { user_id: "user_abc_account_123_session_456" },
+    system: [
+      { type: "text", text: billing },
+      { type: "text", text: "You are Claude Code, Anthropic's official CLI for Claude.", cache_control: { type: "ephemeral" } },
+    ],
+    tools: [{ ...weather, defer_loading: true, cache_control: { type: "ephemeral" } }],
+    messages: [
+      { role: "user", content: [{ type: "text", text: "<system-reminder>ctx</system-reminder>" }, { type: "text", text: "Weather?", cache_control: { type: "ephemeral" } }] },
+      {
+        role: "assistant",
+        content: [
+          { type: "thinking", thinking: "The user wants weather.", signature: "sig" },
+          { type: "redacted_thinking", data: "opaque" },
+          { type: "tool_use", id: "toolu_1", name: "get_weather", input: { city: "Paris" } },
+        ],
+      },
+      { role: "user", content: [{ type: "tool_result", tool_use_id: "toolu_1", content: "sunny" }] },
+      { role: "system", content: "The user switched to plan mode." },
+      { role: "user", content: "And tomorrow?" },
+    ],
+  };
+
+  it("accepts the whole body: billing line removed, thinking blocks dropped, system message kept in place", () => {
+    const p = parseMessagesBody(claudeCode, "create");
+    expect(p.messages).toEqual([
+      { role: "system", content: "You are Claude Code, Anthropic's official CLI for Claude." },
+      { role: "user", content: "<system-reminder>ctx</system-reminder>\n\nWeather?" },
+      { role: "assistant", content: null, tool_calls: [{ id: "toolu_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } }] },
+      { role: "tool", tool_call_id: "toolu_1", content: "sunny" },
+      { role: "system", content: "The user switched to plan mode." },
+      { role: "user", content: "And tomorrow?" },
+    ]);
+    expect(p.repairs).toEqual(["billing-header"]);
+    expect(p.thinking).toBe(true);
+    expect(p.metadataUserId).toBe("user_abc_account_123_session_456");
+    expect(p.sampling.maxTokens).toBe(32000);
+    expect(p.tools).toHaveLength(1);
+    // The billing block had no mark; the prompt block's mark is on message 0.
+    expect(p.cacheBreakpoints).toEqual([
+      { at: "tools", ttl: "5m" },
+      { at: 0, ttl: "5m" },
+      { at: 1, ttl: "5m" },
+    ]);
+  });
+
+  it("two sessions that differ only in the billing line convert to the same transcript", () => {
+    const other = { ...claudeCode, system: [{ type: "text", text: "x-anthropic-billing-header: cc_version=2.1.4.ffe; cc_entrypoint=sdk-ts" }, claudeCode.system[1]] };
+    expect(parseMessagesBody(other, "create").messages).toEqual(parseMessagesBody(claudeCode, "create").messages);
+  });
+
+  it("the billing line as the first line of a string system prompt or of a system message", () => {
+    const p = parseMessagesBody({ ...base, system: `${billing}\nYou are helpful.`, messages: [{ role: "system", content: [{ type: "text", text: billing }] }, { role: "user", content: "hi" }] }, "create");
+    expect(p.messages).toEqual([
+      { role: "system", content: "You are helpful." },
+      { role: "user", content: "hi" },
+    ]);
+    expect(p.repairs).toEqual(["billing-header"]);
+    const plain = parseMessagesBody({ ...base, system: "You mention x-anthropic-billing-header: later.", messages: [{ role: "user", content: "hi" }] }, "create");
+    expect(plain.repairs).toEqual([]);
+    expect(plain.messages[0]!.content).toBe("You mention x-anthropic-billing-header: later.");
+  });
+
+  it("thinking: enabled and adaptive are true, disabled false, absent undefined", () => {
+    const user = { role: "user", content: "x" };
+    expect(parseMessagesBody({ ...base, thinking: { type: "enabled", budget_tokens: 1024 }, messages: [user] }, "create").thinking).toBe(true);
+    expect(parseMessagesBody({ ...base, thinking: { type: "enabled" }, messages: [user] }, "create").thinking).toBe(true);
+    expect(parseMessagesBody({ ...base, thinking: { type: "adaptive" }, messages: [user] }, "create").thinking).toBe(true);
+    expect(parseMessagesBody({ ...base, thinking: { type: "disabled" }, messages: [user] }, "create").thinking).toBe(false);
+    expect(parseMessagesBody({ ...base, messages: [user] }, "create").thinking).toBeUndefined();
+    expect(parseMessagesBody({ ...base, metadata: {}, messages: [user] }, "create").metadataUserId).toBeUndefined();
+  });
+
+  it("a system message between a tool_use and its tool_result waits until the results are in", () => {
+    const eph = { type: "ephemeral" };
+    const p = parseMessagesBody(
+      {
+        ...base,
+        messages: [
+          { role: "user", content: "go" },
+          { role: "assistant", content: [{ type: "tool_use", id: "t1", name: "Read", input: {} }] },
+          { role: "system", content: [{ type: "text", text: "Reminder.", cache_control: eph }] },
+          { role: "user", content: [{ type: "tool_result", tool_use_id: "t1", content: "r", cache_control: eph }, { type: "text", text: "next", cache_control: eph }] },
+          { role: "system", content: "Later." },
+        ],
+      },
+      "create",
+    );
+    expect(p.messages).toEqual([
+      { role: "user", content: "go" },
+      { role: "assistant", content: null, tool_calls: [{ id: "t1", type: "function", function: { name: "Read", arguments: "{}" } }] },
+      { role: "tool", tool_call_id: "t1", content: "r" },
+      { role: "system", content: "Reminder." },
+      { role: "user", content: "next" },
+      { role: "system", content: "Later." },
+    ]);
+    expect(p.cacheBreakpoints.map((b) => b.at).sort()).toEqual([2, 3, 4]);
+  });
+
+  it("a tool search's tool_reference blocks inside a tool_result are shown as lines", () => {
+    const p = parseMessagesBody(
+      {
+        ...base,
+        messages: [
+          { role: "user", content: "find a tool" },
+          { role: "assistant", content: [{ type: "tool_use", id: "t1", name: "ToolSearch", input: { query: "notebook" } }] },
+          { role: "user", content: [{ type: "tool_result", tool_use_id: "t1", content: [{ type: "tool_reference", tool_name: "NotebookEdit" }, { type: "text", text: "1 tool" }] }] },
+        ],
+      },
+      "create",
+    );
+    expect(p.messages.at(-1)).toEqual({ role: "tool", tool_call_id: "t1", content: "[tool_reference: NotebookEdit]\n\n1 tool" });
+  });
+
+  it("count_tokens has no output budget; a system message after the last assistant reply is no prefill", () => {
+    const p = parseMessagesBody({ model: "m", messages: [{ role: "user", content: "x" }] }, "count");
+    expect(p.sampling.maxTokens).toBeUndefined();
+    expect(refusal({ ...base, messages: [{ role: "user", content: "x" }, { role: "assistant", content: "y" }, { role: "system", content: "z" }] })).toContain("a final assistant message");
   });
 });

@@ -1,19 +1,11 @@
 import { z } from "zod";
 import { ProtocolError } from "../../protocol";
 import type { ChatMessage, ReplyConstraint, SamplingParams, ToolDefinition } from "../../protocol/messages";
-import { DEFAULT_MAX_TOKENS, replyConstraint, toToolDefinition } from "./chat-request";
+import { replyConstraint, toToolDefinition } from "./chat-request";
 import { fieldError } from "./field-error";
-import { inputItem, inputMessages } from "./responses-items";
-
-const functionTool = z
-  .object({
-    type: z.literal("function"),
-    name: z.string().min(1),
-    description: z.string().nullable().optional(),
-    parameters: z.record(z.string(), z.unknown()).nullable().optional(),
-    strict: z.boolean().nullable().optional(),
-  })
-  .loose();
+import { additionalTools, inputItem, inputMessages } from "./responses-items";
+import { mergeTools, responsesTools, type NamespacedTool } from "./responses-tools";
+import { reasoningEffort, thinkingOfEffort } from "./thinking";
 
 const format = z.discriminatedUnion(
   "type",
@@ -57,6 +49,9 @@ const body = z
     truncation: z.enum(["disabled", "auto"]).nullable().optional(),
     background: z.boolean().nullable().optional(),
     conversation: z.unknown().optional(),
+    // Accepted, no effect: Codex sends `include: ["reasoning.encrypted_content"]` with `store: false`.
+    include: z.array(z.string()).nullable().optional(),
+    reasoning: z.object({ effort: reasoningEffort.nullish() }).loose().nullable().optional(),
   })
   .loose();
 
@@ -75,31 +70,53 @@ export interface ParsedResponsesRequest {
   promptCacheKey: string | undefined;
   /** The fields a response echoes, in the API's shape. */
   echo: Record<string, unknown>;
+  /** `reasoning.effort` as a flag ("none" -> false, any other -> true; absent: undefined; thinking.ts). */
+  thinking: boolean | undefined;
+  /**
+   * Flat tool name -> Codex's namespace and name, for tools that came from `namespace` tools: a
+   * reply's call of such a name goes back as a `function_call` item with `namespace` and `name`
+   * (`namespacedCall`, responses-tools.ts). Empty without namespace tools.
+   */
+  namespacedTools: Record<string, NamespacedTool>;
+  /**
+   * The custom (freeform) tools, served as functions taking `{input: string}`: a reply's call of
+   * one goes back as a `custom_tool_call` item with that input. Pass this and `namespacedTools` to
+   * `outputItems(reply, token, parsed)` (responses-items.ts). Empty without custom tools.
+   */
+  customTools: string[];
+  /** One line per thing the request asked for that was dropped (tools this server cannot run), naming it. */
+  warnings: string[];
+}
+
+/** How a request is parsed for its tenant. */
+export interface ResponsesParseOptions {
+  /** A strict tenant (`STRICT_TENANTS`): tools that would be dropped are refused instead. */
+  strict?: boolean;
 }
 
 /**
  * Validates an OpenAI Responses API body into the chat transcript's terms: input items as chat
  * messages (`inputMessages`), function tools (`strict` defaults to true, as the API's does),
  * `tool_choice`, `parallel_tool_calls` and `text.format` as the reply constraint (the same rule as
- * chat completions' `response_format`), `max_output_tokens` as the reply budget. A wrong shape is
- * a 400 `invalid_request` naming the field; what is not served (other tool types, background
- * mode, conversations, `truncation: "auto"`) is refused the same way, never ignored.
+ * chat completions' `response_format`), `max_output_tokens` as the reply budget (absent: none, the
+ * backend's clamp). Namespace tools are flattened and tools this server cannot run dropped with a
+ * warning (refused when `strict`): responses-tools.ts. A wrong shape is a 400 `invalid_request`
+ * naming the field; what is not served (background mode, conversations, `truncation: "auto"`) is
+ * refused the same way.
  *
  * @example parseResponsesBody({ model, input: "hi", instructions: "Be brief." }).messages // [{ role: "user", content: "hi" }]
  */
-export function parseResponsesBody(json: unknown): ParsedResponsesRequest {
+export function parseResponsesBody(json: unknown, options: ResponsesParseOptions = {}): ParsedResponsesRequest {
   const r = body.safeParse(json);
   if (!r.success) throw fieldError(r.error);
   const b = r.data;
   if (b.background) throw new ProtocolError("invalid_request", "background: background responses are not supported");
   if (b.conversation !== undefined && b.conversation !== null) throw new ProtocolError("invalid_request", "conversation: conversations are not supported; chain responses with previous_response_id");
   if (b.truncation === "auto") throw new ProtocolError("invalid_request", 'truncation: only "disabled" is supported (a transcript is never cut silently)');
-  const tools = (b.tools ?? []).map((t, i) => {
-    if (t.type !== "function") throw new ProtocolError("invalid_request", `tools[${i}].type: "${t.type}" tools are not supported (function tools are)`);
-    const f = functionTool.safeParse(t);
-    if (!f.success) throw fieldError(f.error, { prefix: `tools[${i}]` });
-    return f.data;
-  });
+  const strict = options.strict ?? false;
+  const extra = typeof b.input === "string" ? [] : additionalTools(b.input);
+  const served = mergeTools([responsesTools(b.tools ?? [], strict), ...extra.map((g) => responsesTools(g.tools, strict, `input[${g.index}].tools`))]);
+  const tools = served.functions;
   const chatTools = tools.map((t) => ({
     type: "function" as const,
     function: { name: t.name, ...(t.description ? { description: t.description } : {}), ...(t.parameters ? { parameters: t.parameters } : {}), strict: t.strict ?? true },
@@ -111,14 +128,14 @@ export function parseResponsesBody(json: unknown): ParsedResponsesRequest {
   const messages = typeof b.input === "string" ? [{ role: "user" as const, content: b.input }] : inputMessages(b.input);
   if (messages.length === 0 && !b.previous_response_id) throw new ProtocolError("invalid_request", "input: must hold at least one item");
   const instructions = b.instructions ?? null;
-  const maxTokens = b.max_output_tokens ?? DEFAULT_MAX_TOKENS;
+  const maxTokens = b.max_output_tokens ?? undefined;
   const store = b.store ?? true;
   return {
     model: b.model,
     messages,
     instructions,
     tools: chatTools.map(toToolDefinition),
-    sampling: { maxTokens, temperature: b.temperature ?? 1, topP: b.top_p ?? 1, topK: 0, stop: [], stopTokenIds: [] },
+    sampling: { ...(maxTokens !== undefined ? { maxTokens } : {}), temperature: b.temperature ?? 1, topP: b.top_p ?? 1, topK: 0, stop: [], stopTokenIds: [] },
     constraint: replyConstraint({
       tools: chatTools,
       ...(toolChoice !== undefined ? { tool_choice: toolChoice } : {}),
@@ -142,5 +159,9 @@ export function parseResponsesBody(json: unknown): ParsedResponsesRequest {
       tools: tools.map((t) => ({ type: "function", name: t.name, description: t.description ?? null, parameters: t.parameters ?? null, strict: t.strict ?? true })),
       top_p: b.top_p ?? 1,
     },
+    thinking: thinkingOfEffort(b.reasoning?.effort),
+    namespacedTools: served.namespaced,
+    customTools: served.custom,
+    warnings: served.warnings,
   };
 }

@@ -277,9 +277,12 @@ describe("POST /v1/messages", () => {
     expect(noMax.error.message).toMatch(/^max_tokens: /);
     const image = await anthropicError(await messages({ model: MODEL, max_tokens: 1, messages: [{ role: "user", content: [{ type: "image", source: { type: "base64", media_type: "image/png", data: "" } }] }] }), 400, "invalid_request_error", "invalid_request");
     expect(image.error.message).toMatch(/^messages\[0\]\.content\[0\]\.type: content block type "image" is not supported/);
-    const server = await anthropicError(await messages({ model: MODEL, max_tokens: 1, tools: [{ type: "web_search_20250305", name: "web_search" }], messages: [user] }), 400, "invalid_request_error", "invalid_request");
-    expect(server.error.message).toMatch(/^tools\[0\]\.type: tool type "web_search_20250305" is not supported/);
+    // An Anthropic-defined client tool is refused for every tenant (a server tool is dropped, or refused for a strict tenant once the route passes `strict`).
+    const server = await anthropicError(await messages({ model: MODEL, max_tokens: 1, tools: [{ type: "bash_20250124", name: "bash" }], messages: [user] }), 400, "invalid_request_error", "invalid_request");
+    expect(server.error.message).toMatch(/^tools\[0\]\.type: tool type "bash_20250124" is not supported/);
     await anthropicError(await messages({ model: "no-such-model", max_tokens: 1, messages: [user] }), 404, "not_found_error", "unknown_model");
+    // A tenant that is not strict (STRICT_TENANTS names only tenant a): any name serves the one model, a server tool is dropped.
+    expect((await message(await call("/v1/messages", { tenant: "b", body: { model: "claude-sonnet-4-5", max_tokens: 1, tools: [{ type: "web_search_20250305", name: "web_search" }], messages: [user] } }))).type).toBe("message");
     await anthropicError(await messages({ model: MODEL, max_tokens: 1, messages: [user] }, { headers: { "x-trajectory-id": "bad id!" } }), 400, "invalid_request_error", "invalid_request");
     await anthropicError(await messages({ model: MODEL, max_tokens: 8, tools: TOOLS, tool_choice: { type: "tool", name: "nope" }, messages: [user] }), 400, "invalid_request_error", "unknown_tool");
     await anthropicError(await call("/v1/messages/batches", { body: {} }), 404, "not_found_error", "not_found");
