@@ -2,7 +2,7 @@ import type { FinishReason, Usage } from "../../protocol/messages";
 import type { ProtocolError } from "../../protocol";
 import type { AssistantReply, TurnEvent } from "../../durable-objects/turn/turn-types";
 import { ReplyTextSplitter } from "./reply-text";
-import { outputItems, type ResponseItem } from "./responses-items";
+import { outputItems, type CallShapes, type ResponseItem } from "./responses-items";
 import { responseId } from "./response-id";
 import type { TurnAnswer } from "./respond";
 
@@ -19,6 +19,8 @@ export interface ResponseMeta {
   /** The request's echoed fields (`ParsedResponsesRequest.echo`). */
   echo: Record<string, unknown>;
   hasTools: boolean;
+  /** How the request's tool calls go back (namespaced and custom tools; absent: plain function calls). */
+  shapes?: CallShapes;
 }
 
 /** A finished turn's result, as a response needs it (a live done event, or a stored response). */
@@ -63,7 +65,7 @@ export function responseJson(meta: ResponseMeta, result: ResponseResult | null) 
     incomplete_details: incomplete ? { reason: "max_output_tokens" } : null,
     max_tool_calls: null,
     model: meta.model,
-    output: result === null ? [] : outputItems(result.message, meta.token),
+    output: result === null ? [] : outputItems(result.message, meta.token, meta.shapes),
     reasoning: { effort: null, summary: null },
     service_tier: "default",
     top_logprobs: 0,
@@ -122,7 +124,7 @@ export async function* responsesSse(meta: ResponseMeta, events: AsyncIterable<Tu
     }
     yield* text(split.finish((event.message.tool_calls?.length ?? 0) > 0));
     const result: ResponseResult = { message: event.message, finishReason: event.finishReason, usage: event.usage };
-    const items = outputItems(event.message, meta.token);
+    const items = outputItems(event.message, meta.token, meta.shapes);
     for (const [index, item] of items.entries()) yield* itemEvents(item, index, open && index === 0, ev);
     yield ev(result.finishReason === "length" ? "response.incomplete" : "response.completed", { response: responseJson(meta, result) });
   }

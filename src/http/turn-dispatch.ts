@@ -9,6 +9,7 @@ import { servedModels } from "./models";
 import { answerTurn, type TurnAnswer } from "./respond";
 import { sessionKey, type SessionHints, type SessionKey } from "./session-key";
 import { statelessTurn, trajectoryTurn } from "./turn-events";
+import { WARNING_HEADER, warningHeader } from "./warnings";
 
 type Ctx = Context<{ Bindings: Env; Variables: AuthVariables }>;
 
@@ -74,7 +75,8 @@ export async function dispatchTurn(c: Ctx, request: TurnRequest, shape: (d: Turn
   const model = resolveModel({ requested: request.model, served, tenant, env: c.env });
   const decision: TurnDecision = { trajectoryId, key: side ? undefined : named, side, model, echoModel: request.model ?? model };
   const answer = shape(decision);
-  answer.headers = { ...answer.headers, ...warningHeaders(request.warnings), ...(side ? { "x-agent-edge-side": "true" } : {}) };
+  const warning = warningHeader(request.warnings ?? []);
+  answer.headers = { ...answer.headers, ...(warning !== undefined ? { [WARNING_HEADER]: warning } : {}), ...(side ? { "x-agent-edge-side": "true" } : {}) };
   const common = { tenant, cacheSalt: c.get("cacheSalt"), sampling: request.sampling, constraint: request.constraint, model, ...(request.thinking !== undefined ? { thinking: request.thinking } : {}) };
   if (trajectoryId === undefined) {
     const events = statelessTurn(c.env, { ...common, messages: request.messages, tools: request.tools, ...(request.cachePoints ? { cachePoints: request.cachePoints } : {}) }, c.req.raw.signal);
@@ -94,9 +96,4 @@ export async function dispatchTurn(c: Ctx, request: TurnRequest, shape: (d: Turn
   };
   answer.headers["x-trajectory-id"] ??= trajectoryId;
   return answerTurn(c, noteTurns(c, tenant, trajectoryId, trajectoryTurn(c.env, input, c.req.raw.signal)), answer);
-}
-
-/** `x-agent-edge-warning`: what the edge dropped from the request, `; `-joined (absent: nothing). */
-function warningHeaders(warnings: string[] | undefined): Record<string, string> {
-  return warnings && warnings.length > 0 ? { "x-agent-edge-warning": warnings.join("; ") } : {};
 }

@@ -13,7 +13,7 @@ import { dispatchTurn } from "../http/turn-dispatch";
  */
 export const chatRoutes = new Hono<{ Bindings: Env; Variables: AuthVariables }>().post(ROUTES.edge.openai.chatCompletions, async (c) => {
   const parsed = parseChatBody(await readJson(c), "chat");
-  const request = { messages: parsed.messages, tools: parsed.tools, sampling: parsed.sampling, constraint: parsed.constraint, model: parsed.model, hints: { promptCacheKey: parsed.promptCacheKey } };
+  const request = { messages: parsed.messages, tools: parsed.tools, sampling: parsed.sampling, constraint: parsed.constraint, model: parsed.model, thinking: parsed.thinking, hints: { promptCacheKey: parsed.promptCacheKey } };
   return dispatchTurn(c, request, (d) =>
     chatAnswer({ model: d.echoModel, stream: parsed.stream, includeUsage: parsed.includeUsage, hasTools: (parsed.tools?.length ?? 0) > 0, logprobs: parsed.sampling.logprobs !== undefined }),
   );

@@ -9,9 +9,9 @@ import { auth, type AuthVariables } from "../http/auth";
 import { readJson } from "../http/body";
 import { cachePointsOf, parseMessagesBody } from "../http/messages-request";
 import { messageId, messagesAnswer } from "../http/messages-response";
-import { resolveModel } from "../http/model-names";
+import { isStrictTenant, resolveModel } from "../http/model-names";
 import { servedModels } from "../http/models";
-import { dispatchTurn } from "../http/turn-dispatch";
+import { dispatchTurn, type TurnRequest } from "../http/turn-dispatch";
 
 const A = ROUTES.edge.anthropic;
 
@@ -31,15 +31,18 @@ export const messagesRoutes = new Hono<{ Bindings: Env; Variables: AuthVariables
   .use(A.messages, auth())
   .use(A.countTokens, auth())
   .post(A.messages, async (c) => {
-    const parsed = parseMessagesBody(await readJson(c), "create");
-    const request = {
+    const parsed = parseMessagesBody(await readJson(c), "create", { strict: isStrictTenant(edgeSettings(c.env), c.get("tenant")) });
+    const request: TurnRequest = {
       messages: parsed.messages,
       tools: parsed.tools,
       sampling: parsed.sampling,
       constraint: parsed.constraint,
       model: parsed.model,
       cachePoints: cachePointsOf(parsed.cacheBreakpoints),
-      hints: {},
+      thinking: parsed.thinking,
+      quirks: parsed.repairs,
+      warnings: parsed.warnings,
+      hints: { metadataUserId: parsed.metadataUserId },
     };
     return dispatchTurn(c, request, (d) => messagesAnswer({ id: messageId(), model: d.echoModel, stopSequences: parsed.sampling.stop, hasTools: (parsed.tools?.length ?? 0) > 0 }, parsed.stream, {}));
   })

@@ -16,6 +16,7 @@ const T = ROUTES.edge.tenant;
  *   agent_edge_turns_total{tenant}
  *   agent_edge_prefix_breaks_total{tenant, cause}       every cause, `none` included
  *   agent_edge_canonical_repairs_total{tenant, kind}    tool_call_ids | json_arguments
+ *   agent_edge_quirk_repairs_total{tenant, quirk}       client quirks repaired (billing-header)
  *   agent_edge_cache_miss_turns_total{tenant, reason}   turns that reused less than they could
  *   agent_edge_cache_miss_tokens_total{tenant, reason}  prompt tokens computed for it (cache-miss.ts)
  */
@@ -34,6 +35,9 @@ export const metricsRoutes = new Hono<{ Bindings: Env; Variables: AuthVariables 
     "# TYPE agent_edge_canonical_repairs_total counter",
     `agent_edge_canonical_repairs_total{${t},kind="tool_call_ids"} ${counters.repairs.toolCallIds}`,
     `agent_edge_canonical_repairs_total{${t},kind="json_arguments"} ${counters.repairs.jsonArguments}`,
+    "# HELP agent_edge_quirk_repairs_total Turns in which the edge repaired a client quirk (e.g. billing-header), by quirk.",
+    "# TYPE agent_edge_quirk_repairs_total counter",
+    ...Object.entries(counters.quirks).map(([quirk, n]) => `agent_edge_quirk_repairs_total{${t},quirk="${quirk.replace(/[^a-z0-9_-]/gi, "_")}"} ${n}`),
     "# HELP agent_edge_cache_miss_turns_total Turns whose cached prompt tokens fell short of what they could reuse, by reason.",
     "# TYPE agent_edge_cache_miss_turns_total counter",
     ...MISS_REASONS.map((r) => `agent_edge_cache_miss_turns_total{${t},reason="${r}"} ${counters.misses[r].turns}`),

@@ -13,6 +13,9 @@ import { messageItems } from "../http/responses-items";
 import { parseResponsesBody } from "../http/responses-request";
 import { idOf, responseJson, responsesAnswer, type ResponseMeta } from "../http/responses-response";
 import { dispatchTurn, type TurnRequest } from "../http/turn-dispatch";
+import { isStrictTenant } from "../http/model-names";
+import { warningHeader } from "../http/warnings";
+import { edgeSettings } from "../../durable-objects/settings";
 
 const O = ROUTES.edge.openai;
 
@@ -30,7 +33,7 @@ const O = ROUTES.edge.openai;
  */
 export const responsesRoutes = new Hono<{ Bindings: Env; Variables: AuthVariables }>()
   .post(O.responses, async (c) => {
-    const parsed = parseResponsesBody(await readJson(c));
+    const parsed = parseResponsesBody(await readJson(c), { strict: isStrictTenant(edgeSettings(c.env), c.get("tenant")) });
     const previous = parsed.previousResponseId === undefined ? undefined : parseResponseId(parsed.previousResponseId);
     const idempotency = idempotencyKey(c.req.header("idempotency-key"));
     // The instructions lead the transcript; a continuation puts them in place of the previous ones.
@@ -41,6 +44,8 @@ export const responsesRoutes = new Hono<{ Bindings: Env; Variables: AuthVariable
       sampling: parsed.sampling,
       constraint: parsed.constraint,
       model: parsed.model,
+      thinking: parsed.thinking,
+      warnings: parsed.warnings,
       hints: { promptCacheKey: parsed.promptCacheKey },
       ...(previous ? { previousTrajectory: previous.trajectoryId } : {}),
       // Stored and named by nothing: a new trajectory, named by the Idempotency-Key when there is one, so a retry finds the first try's.
@@ -52,7 +57,7 @@ export const responsesRoutes = new Hono<{ Bindings: Env; Variables: AuthVariable
       c,
       request,
       (d) => {
-        meta = { token: responseToken(), trajectoryId: d.trajectoryId, stored: parsed.store && d.trajectoryId !== undefined, createdAt, model: d.echoModel, echo: parsed.echo, hasTools: parsed.tools.length > 0 };
+        meta = { token: responseToken(), trajectoryId: d.trajectoryId, stored: parsed.store && d.trajectoryId !== undefined, createdAt, model: d.echoModel, echo: withWarnings(parsed.echo, parsed.warnings), hasTools: parsed.tools.length > 0, shapes: parsed };
         return responsesAnswer(meta, parsed.stream, {});
       },
       () => ({
@@ -90,6 +95,13 @@ export const responsesRoutes = new Hono<{ Bindings: Env; Variables: AuthVariable
     if (!(await trajectoryStub(c.env, c.get("tenant"), trajectoryId).deleteResponse(token))) throw noSuchResponse(id);
     return c.json({ id, object: "response", deleted: true });
   });
+
+/** The response's `metadata` also says what the edge dropped (`agent_edge_warning`, as the header). */
+function withWarnings(echo: Record<string, unknown>, warnings: string[]): Record<string, unknown> {
+  const warning = warningHeader(warnings);
+  if (warning === undefined) return echo;
+  return { ...echo, metadata: { ...(echo.metadata as Record<string, string> | undefined), agent_edge_warning: warning.slice(0, 512) } };
+}
 
 const listQuery = z.object({
   order: z.enum(["asc", "desc"]).default("desc"),

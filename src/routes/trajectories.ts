@@ -67,7 +67,7 @@ export const trajectoryRoutes = new Hono<App>()
         finish_reason: t.finishReason,
         request_bytes: t.requestBytes,
         prefix_break: t.prefixBreak ? prefixBreakJson(t.prefixBreak) : null,
-        repaired: t.repaired ? { tool_call_ids: t.repaired.toolCallIds, json_arguments: t.repaired.jsonArguments } : null,
+        repaired: t.repaired ? { tool_call_ids: t.repaired.toolCallIds, json_arguments: t.repaired.jsonArguments, quirks: t.repaired.quirks ?? [] } : null,
         route: t.route ?? null,
         host_tier_tokens: t.hostTierTokens ?? null,
         evicted: t.evicted ? { ago_ms: t.evicted.agoMs, by: t.evicted.by, from: t.evicted.from } : null,
