@@ -75,7 +75,7 @@ describe("safe canonicalization (on by default)", () => {
     expect(t.c2.usage.prompt_tokens_details.cached_tokens).toBeGreaterThan(t.c1.usage.prompt_tokens - 16);
     const turn2 = t.state.turns[1]!;
     expect(turn2.prefix_break).toEqual({ cause: "none" });
-    expect(turn2.repaired).toEqual({ tool_call_ids: 1, json_arguments: 1 });
+    expect(turn2.repaired).toEqual({ tool_call_ids: 1, json_arguments: 1, quirks: [] });
     // Stored canonically: positional ids, sorted keys.
     const s = await stored("a", t.id);
     expect(s.messages[2]!.tool_calls![0]).toMatchObject({ id: "call_0", function: { arguments: '{"path":"src","pattern":"parseConfig"}' } });
