@@ -82,4 +82,25 @@ describe("client sessions", () => {
     await completion(await chat({ messages: [uniqueSystem(), { role: "user", content: "Explore." }], tools: TOOLS, ...SMALL }, { headers: { "x-session-id": child, "x-parent-session-id": "ses_parent" } }));
     expect((await getState("a", child)).parent).toEqual({ id: "ses_parent", turn: null, relation: "subagent" });
   });
+
+  it("Claude Code's billing block is repaired away: a second session reuses the first one's prompt, and the repair is counted", async () => {
+    const system = (version: string) => [
+      { type: "text", text: `x-anthropic-billing-header: cc_version=2.1.332.${version}; cc_entrypoint=sdk-cli;` },
+      { type: "text", text: uniqueSystemText, cache_control: { type: "ephemeral" } },
+    ];
+    const uniqueSystemText = uniqueSystem(120).content!;
+    const body = (version: string) => ({ model: "claude-opus-5-5", max_tokens: 2, temperature: 0, system: system(version), tools: ANTHROPIC_TOOLS, messages: [{ role: "user", content: "List the files." }] });
+    const first = crypto.randomUUID();
+    const r1 = await messages(body("4a6"), { "x-claude-code-session-id": first });
+    expect(r1.status, await r1.clone().text()).toBe(200);
+    const second = crypto.randomUUID();
+    const r2 = await messages(body("76f"), { "x-claude-code-session-id": second });
+    const usage = ((await r2.json()) as { usage: { input_tokens: number; cache_read_input_tokens: number } }).usage;
+    const prompt = usage.input_tokens + usage.cache_read_input_tokens;
+    expect(usage.cache_read_input_tokens / prompt).toBeGreaterThanOrEqual(0.9);
+    const turn = (await getState("a", second)).turns[0]!;
+    expect(turn.repaired).toMatchObject({ quirks: ["billing-header"] });
+    const metrics = await (await call("/v1/tenants/tenant-a/metrics")).text();
+    expect(metrics).toMatch(/agent_edge_quirk_repairs_total\{tenant="tenant-a",quirk="billing-header"\} [1-9]/);
+  });
 });
