@@ -25,7 +25,9 @@ export function diffTranscript(stored: readonly ChatMessage[], incoming: readonl
 
 /** A message as the edge stores and compares it: known fields only, fixed order. */
 export function normalizeMessage(m: ChatMessage): ChatMessage {
-  const out: ChatMessage = { role: m.role, content: m.content ?? null };
+  // A reply of only tool calls has no content: null as stored, "" as the AI SDK sends it back.
+  const callsOnly = m.role === "assistant" && (m.tool_calls?.length ?? 0) > 0 && m.content === "";
+  const out: ChatMessage = { role: m.role, content: callsOnly ? null : (m.content ?? null) };
   if (m.tool_calls && m.tool_calls.length > 0) {
     out.tool_calls = m.tool_calls.map((c) => ({ id: c.id, type: "function", function: { name: c.function.name, arguments: c.function.arguments } }));
   }

@@ -10,8 +10,11 @@ import type { ChatCodec } from "./chat-codec";
  * meaning):
  *
  * - a turn with tools, no constraint of its own (none, or `tool_choice` auto without a JSON
- *   answer) and the user's message last is constrained to exactly one tool call
- *   (`tool_choice: "required"`, not parallel): {@link demoConstraint};
+ *   answer) and the user's message last (system messages after it aside: Claude Code puts one
+ *   there) is constrained to exactly one tool call (`tool_choice: "required"`, not parallel); any
+ *   other turn without a constraint of its own is constrained to visible words ({@link
+ *   VISIBLE_TEXT}: a random model's greedy text is whitespace, which agent CLIs take for no answer
+ *   and ask again): {@link demoConstraint};
  * - every reply's budget is at most `replyTokens` (N, default 48); a free-text reply that reaches
  *   it ends with the end-of-turn token ({@link endOfTurnTokenId}) appended as a real one would be
  *   (finish `stop`; the kept tokens are what a trained model's end of turn leaves), a constrained
@@ -27,16 +30,26 @@ export interface DemoAgent {
 export const DEFAULT_DEMO_AGENT_TOKENS = 48;
 
 /**
- * The constraint a turn runs under in demo agent mode: one tool call when the turn has tools,
- * asks for no constraint of its own and ends with the user's message, and the template's calls
- * can be constrained (`constrainable`: not Gemma 3's pythonic ones); else the turn's own.
+ * A demo reply's free text: a JSON string of letters and spaces, starting with a letter (at most
+ * 40 characters, so it closes within any budget of 48 tokens).
+ */
+export const VISIBLE_TEXT: ReplyConstraint = { type: "json_schema", schema: { type: "string", pattern: "^[A-Za-z][A-Za-z ]{0,39}$" }, strict: true };
+
+/**
+ * The constraint a turn runs under in demo agent mode, when it asks for none of its own (none, or
+ * `tool_choice` auto without a JSON answer; else the turn's own): one tool call when the turn has
+ * tools, its last message but system ones is the user's, and the template's calls can be
+ * constrained (`constrainable`: not Gemma 3's pythonic ones); else visible words
+ * ({@link VISIBLE_TEXT}).
  *
  * @example demoConstraint(undefined, tools, [{ role: "user", content: "hi" }], true) // { type: "tool_calls", choice: "required", parallel: false }
  */
 export function demoConstraint(own: ReplyConstraint | undefined, tools: readonly ToolDefinition[] | undefined, messages: readonly ChatMessage[], constrainable: boolean): ReplyConstraint | undefined {
   const free = own === undefined || (own.type === "tool_calls" && own.choice === "auto" && own.answer === undefined);
-  if (!free || !constrainable || (tools?.length ?? 0) === 0 || messages.at(-1)?.role !== "user") return own;
-  return { type: "tool_calls", choice: "required", parallel: false };
+  if (!free) return own;
+  const last = messages.findLast((m) => m.role !== "system");
+  if (constrainable && (tools?.length ?? 0) > 0 && last?.role === "user") return { type: "tool_calls", choice: "required", parallel: false };
+  return VISIBLE_TEXT;
 }
 
 /** Greedy sampling: demo runs are reproducible. */
