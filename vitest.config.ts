@@ -70,6 +70,7 @@ export default defineConfig({
                 // Agents' vendor names reach the tiny model by alias; for tenant b (not strict) any
                 // name serves the one model (src/http/model-names.ts).
                 STRICT_TENANTS: TENANTS.a.name,
+                DERIVED_SESSIONS: TENANTS.derived.name,
                 MODEL_ALIASES: JSON.stringify({ "*": { "claude-*": "tiny-llama-random", "gpt-*": "tiny-llama-random" } }),
               },
             },

@@ -50,6 +50,13 @@ export interface EdgeVars {
    * arguments, tool definitions; docs/prefix-breaks.md). Default: every tenant is.
    */
   CANONICALIZE_OFF_TENANTS?: string;
+  /**
+   * `on` (every tenant) or a comma-separated list of tenants: a request with tools that names no trajectory (an agent that sends no session id, such
+   * as Qwen Code) runs in one derived from its start (`conv_<hash of the first two messages and
+   * the tools>`), so its later turns are delta turns; while that one is busy it runs statelessly.
+   * Default `off` (`npm start` turns it on); docs/edge.md, Sessions.
+   */
+  DERIVED_SESSIONS?: string;
   /** Tool-pause leases: `on` (default: after a turn that ends in tool calls), `off`, or `always` (after every turn; also true/false, 1/0). */
   LEASES?: string;
   /** Shortest lease in ms (default 1000). */
@@ -130,6 +137,8 @@ export interface EdgeSettings {
   routingPolicy: RoutingPolicyName | undefined;
   routingPolicyRaw: string | undefined;
   canonicalizeOffTenants: ReadonlySet<string>;
+  /** The tenants DERIVED_SESSIONS is on for (`"all"`: every one). */
+  derivedSessions: "all" | ReadonlySet<string>;
   leases: LeaseSettings;
   /** Turns an `Idempotency-Key` is remembered for (IDEMPOTENCY_TURNS). */
   idempotencyTurns: number;
@@ -172,6 +181,7 @@ export function edgeSettings(env: EdgeVars): EdgeSettings {
     routingPolicy: env.ROUTING_POLICY ? parsePolicy(env.ROUTING_POLICY) : "affinity",
     routingPolicyRaw: env.ROUTING_POLICY,
     canonicalizeOffTenants: new Set(list(env.CANONICALIZE_OFF_TENANTS)),
+    derivedSessions: ["on", "true", "1"].includes((env.DERIVED_SESSIONS ?? "").trim().toLowerCase()) ? "all" : new Set(list(env.DERIVED_SESSIONS).filter((t) => !["off", "false", "0"].includes(t.toLowerCase()))),
     leases: leaseSettings(env),
     idempotencyTurns: Math.floor(positive(env.IDEMPOTENCY_TURNS, 64)),
     modelAliases: parseModelAliases(env.MODEL_ALIASES),

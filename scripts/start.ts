@@ -74,6 +74,8 @@ try {
     ...(values.weights !== undefined ? { weights: values.weights } : {}),
     noPrefixCache: values["no-prefix-cache"],
     ...(demoAgent !== undefined ? { backendArgs: ["--demo-agent", demoAgent] } : {}),
+    // Local agents that name no session (Qwen Code) get delta turns too (docs/edge.md, Sessions).
+    vars: { DERIVED_SESSIONS: "on" },
     devtools: !values["no-devtools"],
     // N backends on one machine: share the cores instead of each taking all of them.
     threads: backends > 1 ? Math.max(1, Math.floor(availableParallelism() / backends)) : undefined,

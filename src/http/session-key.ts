@@ -18,6 +18,9 @@ import { ProtocolError } from "../../protocol";
  * | 7    | body `prompt_cache_key`                 | OpenAI clients, Codex CLI       | explicit |
  * | 8    | body `metadata.user_id`'s session       | Claude Code (Messages API)      | session  |
  *
+ * `derived` (DERIVED_SESSIONS on): a request with tools that names nothing runs in a trajectory
+ * named by its start (`turn-dispatch.ts`).
+ *
  * `explicit`: the client names the trajectory itself; every turn under it is a trajectory turn,
  * whatever it holds. `session`: the client names its session, under which it also sends side
  * requests (titles, summaries, topic checks) that are not turns of the conversation: those run
@@ -31,7 +34,7 @@ import { ProtocolError } from "../../protocol";
 export interface SessionKey {
   /** The trajectory id (checked: 1-128 of [A-Za-z0-9._:-]). */
   id: string;
-  kind: "explicit" | "session";
+  kind: "explicit" | "session" | "derived";
   /** Where the id came from (a header name, `prompt_cache_key` or `metadata.user_id`). */
   source: string;
   /** The parent trajectory of a subagent's. */

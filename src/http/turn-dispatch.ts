@@ -1,6 +1,8 @@
 import type { Context } from "hono";
 import type { CachePoint, ChatMessage, ReplyConstraint, SamplingParams, ToolDefinition } from "../../protocol/messages";
-import type { TurnInput } from "../../durable-objects/turn/turn-types";
+import { edgeSettings } from "../../durable-objects/settings";
+import { prefixKey } from "../../durable-objects/turn/transcript-diff";
+import type { TurnEvent, TurnInput } from "../../durable-objects/turn/turn-types";
 import { noteTurns } from "../inspect/index-updates";
 import type { AuthVariables } from "./auth";
 import { idempotencyKey } from "./idempotency-key";
@@ -70,18 +72,17 @@ export async function dispatchTurn(c: Ctx, request: TurnRequest, shape: (d: Turn
   const tenant = c.get("tenant");
   const named: SessionKey | undefined = request.previousTrajectory !== undefined ? { id: request.previousTrajectory, kind: "explicit", source: "previous_response_id" } : sessionKey((h) => c.req.header(h), request.hints);
   const side = named?.kind === "session" && (request.tools?.length ?? 0) === 0;
-  const trajectoryId = side ? undefined : (named?.id ?? (await request.newTrajectory?.()));
   const served = await servedModels(c.env);
   const model = resolveModel({ requested: request.model, served, tenant, env: c.env });
-  const decision: TurnDecision = { trajectoryId, key: side ? undefined : named, side, model, echoModel: request.model ?? model };
+  const key = side ? undefined : (named ?? (request.newTrajectory ? { id: await request.newTrajectory(), kind: "explicit" as const, source: "new" } : await derivedKey(c, request, model)));
+  const trajectoryId = key?.id;
+  const decision: TurnDecision = { trajectoryId, key, side, model, echoModel: request.model ?? model };
   const answer = shape(decision);
   const warning = warningHeader(request.warnings ?? []);
   answer.headers = { ...answer.headers, ...(warning !== undefined ? { [WARNING_HEADER]: warning } : {}), ...(side ? { "x-agent-edge-side": "true" } : {}) };
   const common = { tenant, cacheSalt: c.get("cacheSalt"), sampling: request.sampling, constraint: request.constraint, model, ...(request.thinking !== undefined ? { thinking: request.thinking } : {}) };
-  if (trajectoryId === undefined) {
-    const events = statelessTurn(c.env, { ...common, messages: request.messages, tools: request.tools, ...(request.cachePoints ? { cachePoints: request.cachePoints } : {}) }, c.req.raw.signal);
-    return answerTurn(c, events, answer);
-  }
+  const stateless = () => statelessTurn(c.env, { ...common, messages: request.messages, tools: request.tools, ...(request.cachePoints ? { cachePoints: request.cachePoints } : {}) }, c.req.raw.signal);
+  if (trajectoryId === undefined) return answerTurn(c, stateless(), answer);
   const input: TurnInput = {
     ...common,
     trajectoryId,
@@ -94,6 +95,38 @@ export async function dispatchTurn(c: Ctx, request: TurnRequest, shape: (d: Turn
     ...(named?.parent !== undefined ? { parent: named.parent } : {}),
     ...extend?.(decision),
   };
-  answer.headers["x-trajectory-id"] ??= trajectoryId;
-  return answerTurn(c, noteTurns(c, tenant, trajectoryId, trajectoryTurn(c.env, input, c.req.raw.signal)), answer);
+  let events = noteTurns(c, tenant, trajectoryId, trajectoryTurn(c.env, input, c.req.raw.signal));
+  // A derived trajectory is only a cache handle: while it runs another turn, this one runs beside it.
+  if (key?.kind === "derived") {
+    events = statelessWhileBusy(events, stateless);
+    // Named only once it runs there (its start event).
+    const shaped = answer.onStart;
+    answer.onStart = (start) => ({ ...(start.trajectoryId !== undefined ? { "x-trajectory-id": start.trajectoryId } : {}), ...shaped?.(start) });
+  } else answer.headers["x-trajectory-id"] ??= trajectoryId;
+  return answerTurn(c, events, answer);
+}
+
+/**
+ * The trajectory a request with tools that names none runs in when DERIVED_SESSIONS is on: named
+ * by its start (the first two messages, the tools and the model, salted per tenant:
+ * `prefixKey`), so an agent that sends no session id (Qwen Code) still gets delta turns.
+ */
+async function derivedKey(c: Ctx, request: TurnRequest, model: string): Promise<SessionKey | undefined> {
+  const on = edgeSettings(c.env).derivedSessions;
+  if ((request.tools?.length ?? 0) === 0 || request.messages.length === 0 || (on !== "all" && !on.has(c.get("tenant")))) return undefined;
+  const hash = await prefixKey({ cacheSalt: c.get("cacheSalt"), model, first: request.messages[0], second: request.messages[1], tools: request.tools });
+  return { id: `conv_${hash}`, kind: "derived", source: "transcript" };
+}
+
+/** The trajectory turn's events; when it is refused as busy before anything else, a stateless turn's instead. */
+async function* statelessWhileBusy(events: AsyncGenerator<TurnEvent>, stateless: () => AsyncGenerator<TurnEvent>): AsyncGenerator<TurnEvent> {
+  const first = await events.next();
+  if (first.done) return;
+  if (first.value.type === "error" && first.value.code === "trajectory_busy") {
+    await events.return(undefined);
+    yield* stateless();
+    return;
+  }
+  yield first.value;
+  yield* events;
 }

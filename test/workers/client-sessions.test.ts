@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { ChatMessage } from "../../protocol/messages";
-import { call, chat, completion, getState, SMALL, stored, uid, uniqueSystem } from "./helpers";
+import { call, chat, completion, getState, replyOf, SMALL, stored, uid, uniqueSystem } from "./helpers";
 
 /**
  * Sessions the way agent CLIs name them (src/http/session-key.ts): their session headers name the
@@ -102,5 +102,31 @@ describe("client sessions", () => {
     expect(turn.repaired).toMatchObject({ quirks: ["billing-header"] });
     const metrics = await (await call("/v1/tenants/tenant-a/metrics")).text();
     expect(metrics).toMatch(/agent_edge_quirk_repairs_total\{tenant="tenant-a",quirk="billing-header"\} [1-9]/);
+  });
+
+  it("DERIVED_SESSIONS: an agent that names no session (Qwen Code) gets a trajectory named by its start, delta turns, and a stateless turn while it is busy", async () => {
+    const base: ChatMessage[] = [uniqueSystem(), { role: "user", content: "Read the README." }];
+    const r1 = await chat({ messages: base, tools: TOOLS, tool_choice: "required", max_tokens: 48, temperature: 0 }, { tenant: "derived" });
+    expect(r1.status, await r1.clone().text()).toBe(200);
+    const id = r1.headers.get("x-trajectory-id")!;
+    expect(id).toMatch(/^conv_[0-9a-f]{32}$/);
+    const c1 = await completion(r1);
+    const reply = replyOf(c1);
+    const second: ChatMessage[] = [...base, reply, { role: "tool", tool_call_id: reply.tool_calls![0]!.id, content: "# Agent Edge" }];
+    const r2 = await chat({ messages: second, tools: TOOLS, ...SMALL }, { tenant: "derived" });
+    expect(r2.headers.get("x-trajectory-id")).toBe(id);
+    await completion(r2);
+    const state = await getState("derived", id);
+    expect(state.turns.map((t) => t.mode)).toEqual(["full", "delta"]);
+    expect(state.turns[1]!.cached_tokens / state.turns[1]!.prompt_tokens).toBeGreaterThan(0.9);
+    // While a turn runs there, a request with the same start runs statelessly beside it.
+    const running = chat({ messages: base, tools: TOOLS, max_tokens: 48, temperature: 0, stream: true }, { tenant: "derived" });
+    const beside = await chat({ messages: base, tools: TOOLS, ...SMALL }, { tenant: "derived" });
+    expect(beside.status).toBe(200);
+    await beside.text();
+    await (await running).text();
+    // Without tools, or for a tenant without the setting: stateless.
+    expect((await chat({ messages: base, ...SMALL }, { tenant: "derived" })).headers.get("x-trajectory-id")).toBeNull();
+    expect((await chat({ messages: base, tools: TOOLS, ...SMALL }, { tenant: "b" })).headers.get("x-trajectory-id")).toBeNull();
   });
 });

@@ -8,6 +8,8 @@ export const TENANTS = {
   b: { name: "tenant-b", key: "sk-test-tenant-b-9876543210" },
   /** A tenant with safe canonicalization off (CANONICALIZE_OFF_TENANTS). */
   raw: { name: "tenant-raw", key: "sk-test-tenant-raw-5555555555" },
+  /** A tenant whose session-less agents get derived trajectories (DERIVED_SESSIONS). */
+  derived: { name: "tenant-derived", key: "sk-test-tenant-derived-7777777777" },
 } as const;
 
 /** Largest accepted request body in the workers tests (MAX_BODY_BYTES): 4 MiB. */
