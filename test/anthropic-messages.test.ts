@@ -148,7 +148,8 @@ describe("Anthropic Messages API end to end (wrangler dev + backend + @anthropic
     expect(image).toBeInstanceOf(Anthropic.BadRequestError);
     expect((image as APIError).type).toBe("invalid_request_error");
     expect((image as APIError).message).toMatch(/content block type "image" is not supported/);
-    const unknownModel = await client.messages.create({ model: "no-such-model", max_tokens: 1, messages: [{ role: "user", content: "hi" }] }).catch((e: unknown) => e);
-    expect(unknownModel).toBeInstanceOf(Anthropic.NotFoundError);
+    // One model served and a tenant that is not strict: any name serves it (workers tests cover a strict tenant's 404).
+    const anyName = await client.messages.create({ model: "claude-no-such-model", max_tokens: 1, messages: [{ role: "user", content: "hi" }] });
+    expect(anyName.model).toBe("claude-no-such-model");
   }, 60_000);
 });
