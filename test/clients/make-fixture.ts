@@ -43,13 +43,14 @@ const entries = readFileSync(values.log!, "utf8")
 function scrub(text: string): string {
   return text
     .replace(/("?device_id\\?"?\s*:\s*\\?")[0-9a-f]{64}/g, "$1<device-id>")
-    .replace(/("?installation_id\\?"?\s*:\s*\\?")[0-9a-f-]{36}/g, "$1<installation-id>");
+    .replace(/("?(?:x-codex-)?installation[_-]id\\?"?\s*:\s*\\?")[0-9a-f-]{36}/g, "$1<installation-id>");
 }
 
 function shorten(v: unknown): unknown {
   if (typeof v === "string") return v.length > MAX ? `${scrub(v.slice(0, MAX))}…[+${v.length - MAX} chars]` : scrub(v);
   if (Array.isArray(v)) return v.map(shorten);
-  if (v !== null && typeof v === "object") return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, shorten(x)]));
+  if (v !== null && typeof v === "object")
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, /installation[_-]id|device_id/.test(k) && typeof x === "string" ? `<${k}>` : shorten(x)]));
   return v;
 }
 
