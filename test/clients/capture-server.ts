@@ -193,7 +193,7 @@ function anthropic(res: ServerResponse, body: Json): void {
     { event: "message_start", data: { type: "message_start", message: { id, type: "message", role: "assistant", model, content: [], stop_reason: null, stop_sequence: null, usage: { ...usage, output_tokens: 1 } } } },
   ];
   if (p.kind === "tool") {
-    events.push({ event: "content_block_start", data: { type: "content_block_start", index: 0, content_block: { type: "tool_use", id: content[0]!.id, name: p.tool!.name, input: {} } } });
+    events.push({ event: "content_block_start", data: { type: "content_block_start", index: 0, content_block: { type: "tool_use", id: `toolu_capture_${seq}`, name: p.tool!.name, input: {} } } });
     events.push({ event: "content_block_delta", data: { type: "content_block_delta", index: 0, delta: { type: "input_json_delta", partial_json: JSON.stringify(p.tool!.args) } } });
   } else {
     events.push({ event: "content_block_start", data: { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } } });
@@ -263,7 +263,7 @@ function chat(res: ServerResponse, body: Json): void {
     return;
   }
   const chunk = (delta: Json, finish_reason: string | null, extra: Json = {}) => ({ data: { id, object: "chat.completion.chunk", created, model, choices: [{ index: 0, delta, finish_reason, logprobs: null }], ...extra } });
-  const events = [chunk({ role: "assistant", content: "" }, null)];
+  const events: { data: unknown }[] = [chunk({ role: "assistant", content: "" }, null)];
   if (toolCall) events.push(chunk({ tool_calls: [{ index: 0, ...toolCall }] }, null));
   else events.push(chunk({ content: p.text }, null));
   events.push(chunk({}, finish));
@@ -281,7 +281,7 @@ function models(res: ServerResponse, query: URLSearchParams): void {
 async function readBody(req: IncomingMessage): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const c of req) chunks.push(c as Buffer);
-  let buf = Buffer.concat(chunks);
+  let buf: Buffer = Buffer.concat(chunks);
   const enc = req.headers["content-encoding"];
   if (enc === "zstd" || enc === "gzip" || enc === "br" || enc === "deflate") {
     const zlib = await import("node:zlib");
