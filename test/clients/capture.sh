@@ -33,7 +33,7 @@ claude)
 codex)
   mkdir -p "$home/.codex"
   printf 'openai_base_url = "%s/v1"\ncheck_for_update_on_startup = false\n\n[analytics]\nenabled = false\n' "$base" >"$home/.codex/config.toml"
-  envs=(CODEX_HOME="$home/.codex" OPENAI_API_KEY=$KEY)
+  envs=(CODEX_HOME="$home/.codex" CODEX_API_KEY=$KEY)
   cmd=("$bin/codex" exec "$prompt")
   ;;
 opencode)

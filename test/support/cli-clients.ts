@@ -4,6 +4,7 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 
 import { createServer, request as httpRequest, type IncomingHttpHeaders } from "node:http";
 import { connect } from "node:net";
 import { tmpdir } from "node:os";
+import { brotliDecompressSync, gunzipSync, inflateSync } from "node:zlib";
 import { dirname, join } from "node:path";
 import { repoRoot } from "../../scripts/stack";
 
@@ -56,7 +57,8 @@ export const CLIS: CliSpec[] = [
     setup: (home, base) => {
       mkdirSync(join(home, ".codex"), { recursive: true });
       writeFileSync(join(home, ".codex", "config.toml"), `openai_base_url = "${base}/v1"\ncheck_for_update_on_startup = false\n\n[analytics]\nenabled = false\n`);
-      return { env: { CODEX_HOME: join(home, ".codex"), OPENAI_API_KEY: API_KEY }, args: (prompt) => ["exec", prompt] };
+      // `codex exec` reads its key from CODEX_API_KEY (0.171.0 sends no Authorization with OPENAI_API_KEY alone).
+      return { env: { CODEX_HOME: join(home, ".codex"), CODEX_API_KEY: API_KEY }, args: (prompt) => ["exec", prompt] };
     },
     hasToolResult: (b) => /"type":"(function_call_output|custom_tool_call_output)"/.test(json(b.input ?? [])),
   },
@@ -153,6 +155,18 @@ export function cachedShare(endpoint: CliSpec["endpoint"], u: Json | undefined):
   return { cached: n((u.prompt_tokens_details as Json | undefined)?.cached_tokens), prompt: n(u.prompt_tokens) };
 }
 
+/** An answer body as text, decompressed by its content-encoding (the edge compresses for clients that accept it). */
+function decoded(buf: Buffer, encoding: string | undefined): string {
+  try {
+    if (encoding === "gzip") return gunzipSync(buf).toString("utf8");
+    if (encoding === "br") return brotliDecompressSync(buf).toString("utf8");
+    if (encoding === "deflate") return inflateSync(buf).toString("utf8");
+  } catch (e) {
+    return `<undecodable ${encoding} body: ${String(e)}>`;
+  }
+  return buf.toString("utf8");
+}
+
 /**
  * A loopback reverse proxy in front of `target` that records every exchange (request headers and
  * JSON body, answer status, headers and usage) and passes bodies through as they stream. A
@@ -186,7 +200,7 @@ export async function startRecordingProxy(target: string): Promise<RecordingProx
           res.write(c);
         });
         answer.on("end", () => {
-          const text = Buffer.concat(seen).toString("utf8");
+          const text = decoded(Buffer.concat(seen), answer.headers["content-encoding"]);
           ex.responseHead = text.slice(0, 2000);
           ex.usage = usageOf(text);
           res.end();
