@@ -27,6 +27,7 @@ for cli in ${CLIS:-claude codex opencode qwen}; do
   node --import tsx "$here/capture-server.ts" --port "$port" --log "$log" >"$OUT/$cli.server.log" 2>&1 &
   srv=$!
   for _ in $(seq 50); do grep -q "capture server on" "$OUT/$cli.server.log" && break; sleep 0.2; done
+  grep -q "capture server on" "$OUT/$cli.server.log" || { cat "$OUT/$cli.server.log" >&2; exit 1; }
   echo "== $cli"
   "$here/capture.sh" "$cli" "http://127.0.0.1:$port" | tee "$OUT/$cli.runs.txt"
   kill "$srv"
