@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { materializeModel, tinyDemoConfig } from "../gpu-backend/model/checkpoint/demo-model";
-import { freePort, startStack, type Stack } from "../scripts/stack";
+import { freePort, repoRoot, startStack, type Stack } from "../scripts/stack";
 import {
   API_KEY,
   cachedShare,
@@ -14,6 +14,7 @@ import {
   runCli,
   startRecordingProxy,
   type CliRun,
+  writeExchanges,
   type Exchange,
   type RecordingProxy,
 } from "./support/cli-clients";
@@ -39,7 +40,8 @@ import {
  * 4. session 2's first main turn reuses the shared prefix: cached/prompt >= SECOND_SESSION_SHARE
  *    (read from its trajectory, or from the answer's usage when the turn was stateless).
  *
- * Wall times per run are printed. Without `npm ci --prefix test/clients` the file is skipped
+ * Wall times per run are printed; every exchange of every run (request bodies, answers) is written to
+ * test/artifacts/agent-clis/<cli>#<run>.jsonl. Without `npm ci --prefix test/clients` the file is skipped
  * (outside CI) or fails (in CI).
  */
 const RUN_TIMEOUT_MS = 300_000;
@@ -54,14 +56,20 @@ const DELTA_SHARE = 0.95;
 const SECOND_SESSION_SHARE: Record<string, number> = { "claude-code": 0.9, codex: 0.9, opencode: 0.9, "qwen-code": 0.9 };
 const PROMPTS = ["List the files in this folder, then say done.", "Read README.md and tell me in one line what it says."];
 
+const ARTIFACTS = join(repoRoot, "test", "artifacts", "agent-clis");
+
 const versions = new Map(CLIS.map((c) => [c.name, installedVersion(c)] as const));
 const missing = CLIS.filter((c) => versions.get(c.name) === undefined).map((c) => c.name);
 const INSTALL = "npm ci --prefix test/clients --no-audit --no-fund";
 const SKIP = missing.length > 0 && !process.env.CI;
 if (SKIP) console.warn(`[agent-clis] skipped: ${missing.join(", ")} not installed in ${CLIENTS_DIR} (run: ${INSTALL})`);
 
+/** Whether a request offers tools (Codex 0.171: in an `additional_tools` input item). */
+const hasTools = (b: Record<string, unknown> | undefined): boolean =>
+  !!b && ((Array.isArray(b.tools) && b.tools.length > 0) || (Array.isArray(b.input) && b.input.some((i) => (i as { type?: unknown }).type === "additional_tools")));
+
 interface SessionState {
-  turns: { turn: number; mode: string; full_reason: string | null; prompt_tokens: number; cached_tokens: number; prefix_break: { cause: string } | null }[];
+  turns: { turn: number; mode: string; full_reason: string | null; prompt_tokens: number; cached_tokens: number; prefix_break: Record<string, unknown> | null }[];
 }
 
 describe.skipIf(SKIP)("coding-agent CLIs against the local stack (wrangler dev + backend --demo-agent)", () => {
@@ -134,6 +142,7 @@ describe.skipIf(SKIP)("coding-agent CLIs against the local stack (wrangler dev +
       }, 2 * RUN_TIMEOUT_MS + 60_000);
 
       afterAll(() => {
+        for (const r of runs) writeExchanges(join(ARTIFACTS, `${r.label}.jsonl`), r.exchanges);
         if (folders) rmSync(folders.root, { recursive: true, force: true });
       });
 
@@ -172,7 +181,7 @@ describe.skipIf(SKIP)("coding-agent CLIs against the local stack (wrangler dev +
         const id = trajectoryOf(0);
         expect(id, `no x-trajectory-id on ${spec.name}'s turns: the edge kept no trajectory for its session\n${context(0)}`).toBeDefined();
         const state = await trajectory(id!);
-        const turns = state.turns.map((t) => ({ turn: t.turn, mode: t.mode, full_reason: t.full_reason, share: t.prompt_tokens > 0 ? t.cached_tokens / t.prompt_tokens : 0, cached: t.cached_tokens, prompt: t.prompt_tokens, prefix_break: t.prefix_break?.cause ?? null }));
+        const turns = state.turns.map((t) => ({ turn: t.turn, mode: t.mode, full_reason: t.full_reason, share: t.prompt_tokens > 0 ? t.cached_tokens / t.prompt_tokens : 0, cached: t.cached_tokens, prompt: t.prompt_tokens, prefix_break: t.prefix_break }));
         console.log(`[agent-clis] ${spec.name} trajectory ${id}: ${JSON.stringify(turns)}`);
         expect(turns.length, JSON.stringify(turns)).toBeGreaterThanOrEqual(2);
         for (const t of turns.slice(1)) {
@@ -191,8 +200,9 @@ describe.skipIf(SKIP)("coding-agent CLIs against the local stack (wrangler dev +
           share = first && { cached: first.cached_tokens, prompt: first.prompt_tokens };
           source = `trajectory ${id} turn 1`;
         } else {
-          // Stateless turns (no session id): the answer's usage says what the backend reused.
-          const first = mainCalls(1).find((x) => x.status === 200);
+          // Stateless turns (no session id): the answer's usage says what the backend reused. The
+          // first main turn is the first request with tools (a side request has none).
+          const first = mainCalls(1).find((x) => x.status === 200 && hasTools(x.body));
           share = cachedShare(spec.endpoint, first?.usage);
           source = `usage of the first ${spec.endpoint} answer (stateless)`;
         }

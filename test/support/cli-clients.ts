@@ -109,7 +109,7 @@ export interface Exchange {
   responseHeaders: IncomingHttpHeaders;
   /** The usage object of the answer (the last one seen in the JSON or SSE body), if any. */
   usage: Json | undefined;
-  /** The first 2,000 characters of the answer (for failure messages). */
+  /** The answer's first 20,000 characters, decompressed (for failure messages and the artifacts). */
   responseHead: string;
   upgrade: boolean;
 }
@@ -201,7 +201,7 @@ export async function startRecordingProxy(target: string): Promise<RecordingProx
         });
         answer.on("end", () => {
           const text = decoded(Buffer.concat(seen), answer.headers["content-encoding"]);
-          ex.responseHead = text.slice(0, 2000);
+          ex.responseHead = text.slice(0, 20_000);
           ex.usage = usageOf(text);
           res.end();
         });
@@ -247,6 +247,12 @@ export async function startRecordingProxy(target: string): Promise<RecordingProx
       server.close(() => resolve());
     });
   return proxy;
+}
+
+/** Writes exchanges as JSON lines (request body included) to `file`, for reading after a failure. */
+export function writeExchanges(file: string, exchanges: Exchange[]): void {
+  mkdirSync(dirname(file), { recursive: true });
+  writeFileSync(file, exchanges.map((x) => JSON.stringify(x)).join("\n") + "\n");
 }
 
 /** A fresh temp folder with a git repository holding a README, and a throwaway HOME beside it. */
