@@ -23,7 +23,8 @@ import {
  * The real coding-agent CLIs (Claude Code, Codex CLI, OpenCode, Qwen Code; pinned in
  * test/clients/package.json) run unchanged against the local stack (a backend process and
  * `wrangler dev`), each in its default configuration (docs/clients.md): only the base URL, the key
- * and telemetry / update switches, a throwaway HOME, a fresh git folder to work in. They reach the
+ * and telemetry / update switches, a throwaway HOME (shared by its two sessions, as one user's
+ * are), a fresh git folder to work in. They reach the
  * edge through a recording loopback proxy, so every request and answer is on record.
  *
  * The backend serves a tiny random model with a 32k context (the CLIs' prompts are 12-14k tokens)
@@ -127,7 +128,7 @@ describe.skipIf(SKIP)("coding-agent CLIs against the local stack (wrangler dev +
         folders = makeCliFolders(spec.name);
         for (const [i, prompt] of PROMPTS.entries()) {
           const label = `${spec.name}#${i + 1}`;
-          const home = folders.home(String(i + 1));
+          const home = folders.home;
           const { env, args } = spec.setup(home, proxy!.url);
           proxy!.label = label;
           const run = await runCli(join(CLIENTS_DIR, "node_modules", ".bin", spec.bin), args(prompt), { cwd: folders.work, home, env, timeoutMs: RUN_TIMEOUT_MS });

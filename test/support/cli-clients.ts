@@ -255,25 +255,23 @@ export function writeExchanges(file: string, exchanges: Exchange[]): void {
   writeFileSync(file, exchanges.map((x) => JSON.stringify(x)).join("\n") + "\n");
 }
 
-/** A fresh temp folder with a git repository holding a README, and a throwaway HOME beside it. */
-export function makeCliFolders(name: string): { root: string; work: string; home: (run: string) => string } {
+/**
+ * A fresh temp folder with a git repository holding a README (`work`) and a throwaway HOME beside
+ * it (`home`), which both sessions of a CLI share, as one user's sessions do (Qwen Code's system
+ * prompt names a file under HOME, so a HOME per session would split the shared prefix).
+ */
+export function makeCliFolders(name: string): { root: string; work: string; home: string } {
   const root = mkdtempSync(join(tmpdir(), `agent-edge-cli-${name}-`));
   const work = join(root, "work");
+  const home = join(root, "home");
   mkdirSync(work);
+  mkdirSync(home);
   writeFileSync(join(work, "README.md"), "# Scratch\n\nA file for the agent to read.\n");
   const git = (...args: string[]) => execFileSync("git", ["-c", "user.email=test@example.invalid", "-c", "user.name=test", ...args], { cwd: work, stdio: "ignore" });
   git("init", "-q");
   git("add", "-A");
   git("commit", "-qm", "init");
-  return {
-    root,
-    work,
-    home: (run) => {
-      const h = join(root, `home-${run}`);
-      mkdirSync(h, { recursive: true });
-      return h;
-    },
-  };
+  return { root, work, home };
 }
 
 export interface CliRun {
