@@ -39,7 +39,8 @@ import {
  * 3. session 1's trajectory (the id the edge answered in `x-trajectory-id`, the CLI's session id)
  *    has >= 2 turns and every turn after the first is a delta turn with cached/prompt >= 0.95;
  * 4. session 2's first main turn reuses the shared prefix: cached/prompt >= SECOND_SESSION_SHARE
- *    (read from its trajectory, or from the answer's usage when the turn was stateless).
+ *    (0.75 for Claude Code, 0.9 for the others; read from its trajectory, or from the answer's usage
+ *    when the turn was stateless).
  *
  * Wall times per run are printed; every exchange of every run (request bodies, answers) is written to
  * test/artifacts/agent-clis/<cli>#<run>.jsonl. Without `npm ci --prefix test/clients` the file is skipped
@@ -48,13 +49,18 @@ import {
 const RUN_TIMEOUT_MS = 300_000;
 const DELTA_SHARE = 0.95;
 /**
- * Session 2's first turn, cached/prompt. Claude Code: its first system block
- * (`x-anthropic-billing-header: cc_version=<version>.<hash of the first prompt>`) differs between
- * sessions with different prompts and is left out of the prompt by the edge; after it, the system
- * prompt and tools are shared. The others send nothing session-specific before the user's prompt
- * but ids the edge does not render (Codex's item ids and metadata).
+ * Session 2's first turn, cached/prompt (its prompt differs from session 1's).
+ * - Claude Code: its first system block (`x-anthropic-billing-header: cc_version=<version>.<3 hex
+ *   that follow the first prompt>`) differs between the sessions and is left out of the prompt by
+ *   the edge. Even so the prefix ends at the user's prompt, and after it comes the ~9 kB
+ *   `system`-role message (environment, skills): the two requests share 81% of their characters
+ *   (40.6k of 50.2k, measured on 2.1.332), so about 0.8 of the tokens is the most a second session
+ *   can reuse; 0.75 asserts that reuse.
+ * - Codex, OpenCode, Qwen Code: nothing session-specific comes before the user's prompt but ids the
+ *   edge does not render (Codex's item ids and metadata); their prompts end near the end of the
+ *   request (measured on main c6d43b7: OpenCode 7184 of 7208, Qwen Code 13664 of 13697).
  */
-const SECOND_SESSION_SHARE: Record<string, number> = { "claude-code": 0.9, codex: 0.9, opencode: 0.9, "qwen-code": 0.9 };
+const SECOND_SESSION_SHARE: Record<string, number> = { "claude-code": 0.75, codex: 0.9, opencode: 0.9, "qwen-code": 0.9 };
 const PROMPTS = ["List the files in this folder, then say done.", "Read README.md and tell me in one line what it says."];
 
 const ARTIFACTS = join(repoRoot, "test", "artifacts", "agent-clis");

@@ -12,6 +12,7 @@ set -u
 cli=$1
 base=$2 # e.g. http://127.0.0.1:8790 (no /v1)
 prompt=${3:-"List the files in this folder, then say done."}
+prompt2=${4:-$prompt} # the second session's prompt
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$here/node_modules/.bin
 tmp=$(mktemp -d /tmp/agent-edge-cli-$cli-XXXXXX)
@@ -71,6 +72,7 @@ if [ -n "${CAPTURE_SETUP:-}" ]; then . "$CAPTURE_SETUP"; fi
 extra=(${CAPTURE_ENV:-})
 
 for n in 1 2; do
+  [ "$n" = 2 ] && cmd=("${cmd[@]/#$prompt/$prompt2}")
   start=$(date +%s.%N)
   (cd "$work" && env -i "${common[@]}" "${envs[@]}" "${extra[@]}" timeout -k 5 ${CAPTURE_TIMEOUT:-120} "${cmd[@]}" </dev/null >"$tmp/run-$n.out" 2>"$tmp/run-$n.err")
   rc=$?
