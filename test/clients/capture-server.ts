@@ -31,11 +31,21 @@ const { values } = parseArgs({
     log: { type: "string", default: "capture.jsonl" },
     /** Text of the final (non-tool) reply. */
     text: { type: "string", default: "Done: I listed the folder." },
+    /** Answer the first request that offers a subagent tool (Agent, task, spawn_agent) with a call of it, once. */
+    subagent: { type: "boolean", default: false },
   },
 });
 const PORT = Number(values.port);
 const LOG = values.log!;
 const FINAL_TEXT = values.text!;
+let subagentSpawned = !values.subagent;
+
+/** The subagent tools, with arguments that start one small read-only task. */
+const SUBAGENT_TOOLS: { name: string; args: Json }[] = [
+  { name: "Agent", args: { description: "List files", prompt: "List the files in this folder.", subagent_type: "general-purpose", run_in_background: false } }, // Claude Code
+  { name: "task", args: { description: "List files", prompt: "List the files in this folder.", subagent_type: "general" } }, // OpenCode
+  { name: "spawn_agent", args: { task_name: "list_files", message: "List the files in this folder.", fork_turns: "none" } }, // Codex
+];
 
 type Json = Record<string, unknown>;
 let seq = 0;
@@ -84,6 +94,11 @@ function offeredTools(body: Json): Map<string, { namespace?: string }> {
 
 function pickTool(body: Json): { name: string; args: Json; namespace?: string } | undefined {
   const offered = offeredTools(body);
+  const sub = subagentSpawned ? undefined : SUBAGENT_TOOLS.find((h) => offered.has(h.name));
+  if (sub) {
+    subagentSpawned = true;
+    return { ...sub, namespace: offered.get(sub.name)!.namespace };
+  }
   const tool = HARMLESS_TOOLS.find((h) => offered.has(h.name));
   return tool && { ...tool, namespace: offered.get(tool.name)!.namespace };
 }
