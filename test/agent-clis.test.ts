@@ -24,8 +24,8 @@ import {
  * test/clients/package.json) run unchanged against the local stack (a backend process and
  * `wrangler dev`), each in its default configuration (docs/clients.md): only the base URL, the key
  * and telemetry / update switches, a throwaway HOME (shared by its two sessions, as one user's
- * are), a fresh git folder to work in. They reach the
- * edge through a recording loopback proxy, so every request and answer is on record.
+ * are), a fresh git folder to work in. They reach the edge through a recording loopback proxy, so
+ * every request and answer is on record.
  *
  * The backend serves a tiny random model with a 32k context (the CLIs' prompts are 12-14k tokens)
  * and runs with `--demo-agent`: a reply to a request with tools whose last message is the user's
@@ -42,9 +42,9 @@ import {
  *    (0.75 for Claude Code, 0.9 for the others; read from its trajectory, or from the answer's usage
  *    when the turn was stateless).
  *
- * Wall times per run are printed; every exchange of every run (request bodies, answers) is written to
- * test/artifacts/agent-clis/<cli>#<run>.jsonl. Without `npm ci --prefix test/clients` the file is skipped
- * (outside CI) or fails (in CI).
+ * Wall times per run are printed; every exchange of every run (request bodies, answers) is written
+ * to test/artifacts/agent-clis/<cli>#<run>.jsonl. Without `npm ci --prefix test/clients` the file
+ * is skipped (outside CI) or fails (in CI).
  */
 const RUN_TIMEOUT_MS = 300_000;
 const DELTA_SHARE = 0.95;
@@ -96,11 +96,12 @@ describe.skipIf(SKIP)("coding-agent CLIs against the local stack (wrangler dev +
     modelRoot = mkdtempSync(join(tmpdir(), "agent-edge-clis-"));
     // The tiny test model with a context that holds the CLIs' 12-14k-token prompts.
     const modelDir = await materializeModel({ dir: join(modelRoot, "tiny-32k"), config: { ...tinyDemoConfig(), maxPositionEmbeddings: 32768 }, seed: 1, modelId: "tiny-llama-random-32k" });
-    const [edgePort, backendPort] = [await freePort(), await freePort()];
+    const [edgePort, inspectorPort, backendPort] = [await freePort(), await freePort(), await freePort()];
     stack = await startStack({
       modelDir,
-      backendPorts: [backendPort!],
-      edgePort: edgePort!,
+      backendPorts: [backendPort],
+      edgePort,
+      inspectorPort,
       persistTo: join(modelRoot, "wrangler-state"),
       kvMemory: "512MiB",
       threads: 1,
@@ -187,6 +188,9 @@ describe.skipIf(SKIP)("coding-agent CLIs against the local stack (wrangler dev +
       it(`continues its trajectory in delta turns (cached/prompt >= ${DELTA_SHARE})`, async () => {
         const id = trajectoryOf(0);
         expect(id, `no x-trajectory-id on ${spec.name}'s turns: the edge kept no trajectory for its session\n${context(0)}`).toBeDefined();
+        // The trajectory is the CLI's session: the id its session header names.
+        const sessions = new Set(mainCalls(0).map((x) => (spec.sessionHeader ? x.requestHeaders[spec.sessionHeader] : undefined)));
+        if (spec.sessionHeader) expect([...sessions].some((s) => typeof s === "string" && id!.includes(s)), `${id} vs ${spec.sessionHeader}: ${[...sessions].join(", ")}`).toBe(true);
         const state = await trajectory(id!);
         const turns = state.turns.map((t) => ({ turn: t.turn, mode: t.mode, full_reason: t.full_reason, share: t.prompt_tokens > 0 ? t.cached_tokens / t.prompt_tokens : 0, cached: t.cached_tokens, prompt: t.prompt_tokens, prefix_break: t.prefix_break }));
         console.log(`[agent-clis] ${spec.name} trajectory ${id}: ${JSON.stringify(turns)}`);

@@ -33,6 +33,8 @@ export interface CliSpec {
   setup(home: string, baseUrl: string): { env: Record<string, string>; args(prompt: string): string[] };
   /** Whether a request body's transcript holds a tool result. */
   hasToolResult(body: Json): boolean;
+  /** The request header that names its session (none: Qwen Code names none). */
+  sessionHeader?: string;
 }
 
 const json = (v: unknown) => JSON.stringify(v);
@@ -48,6 +50,7 @@ export const CLIS: CliSpec[] = [
       args: (prompt) => ["-p", prompt],
     }),
     hasToolResult: (b) => json(b.messages ?? []).includes('"type":"tool_result"'),
+    sessionHeader: "x-claude-code-session-id",
   },
   {
     name: "codex",
@@ -61,6 +64,7 @@ export const CLIS: CliSpec[] = [
       return { env: { CODEX_HOME: join(home, ".codex"), CODEX_API_KEY: API_KEY }, args: (prompt) => ["exec", prompt] };
     },
     hasToolResult: (b) => /"type":"(function_call_output|custom_tool_call_output)"/.test(json(b.input ?? [])),
+    sessionHeader: "session-id",
   },
   {
     name: "opencode",
@@ -75,6 +79,7 @@ export const CLIS: CliSpec[] = [
       return { env: { OPENCODE_DISABLE_AUTOUPDATE: "1", OPENCODE_DISABLE_MODELS_FETCH: "1" }, args: (prompt) => ["run", prompt] };
     },
     hasToolResult: (b) => json(b.messages ?? []).includes('"role":"tool"'),
+    sessionHeader: "x-session-id",
   },
   {
     name: "qwen-code",
