@@ -162,14 +162,13 @@ describe.skipIf(SKIP)("coding-agent CLIs against the local stack (wrangler dev +
         return [`exit ${r.run.code ?? r.run.signal} timedOut=${r.run.timedOut}`, `stdout: ${r.run.stdout.slice(-1500)}`, `stderr: ${r.run.stderr.slice(-1500)}`, ...xs, "stack log tail:", ...logTail.slice(-30)].join("\n");
       };
       const mainCalls = (i: number) => (runs[i]?.exchanges ?? []).filter((x) => x.path.split("?")[0] === spec.endpoint && x.responseHeaders["x-agent-edge-side"] !== "true" && x.method === "POST");
-      /** The trajectory a run's main turns ran in: the `x-trajectory-id` most of them answered. */
+      /**
+       * The trajectory a run's session ran in: the `x-trajectory-id` answered to its first main
+       * turn (a subagent, which starts later, has a trajectory of its own).
+       */
       const trajectoryOf = (i: number): string | undefined => {
-        const counts = new Map<string, number>();
-        for (const x of mainCalls(i)) {
-          const id = x.responseHeaders["x-trajectory-id"];
-          if (typeof id === "string") counts.set(id, (counts.get(id) ?? 0) + 1);
-        }
-        return [...counts.entries()].sort((a, b) => b[1] - a[1])[0]?.[0];
+        const id = mainCalls(i).find((x) => typeof x.responseHeaders["x-trajectory-id"] === "string")?.responseHeaders["x-trajectory-id"];
+        return typeof id === "string" ? id : undefined;
       };
 
       it("runs a non-interactive prompt to completion (exit 0), twice", () => {
