@@ -36,8 +36,9 @@ import {
  * Per CLI, two sessions in the same folder (different prompts), then:
  * 1. each run exits 0 within RUN_TIMEOUT_MS;
  * 2. session 1 sent a request whose transcript carries the CLI's tool result;
- * 3. session 1's trajectory (the id the edge answered in `x-trajectory-id`, the CLI's session id)
- *    has >= 2 turns and every turn after the first is a delta turn with cached/prompt >= 0.95;
+ * 3. session 1's trajectory (the id the edge answered in `x-trajectory-id`: the CLI's session id,
+ *    or for Qwen Code, which names none, the derived `conv_<hash>` of DERIVED_SESSIONS) has >= 2
+ *    turns and every turn after the first is a delta turn with cached/prompt >= 0.95;
  * 4. session 2's first main turn reuses the shared prefix: cached/prompt >= SECOND_SESSION_SHARE
  *    (0.75 for Claude Code, 0.9 for the others; read from its trajectory, or from the answer's usage
  *    when the turn was stateless).
@@ -106,6 +107,9 @@ describe.skipIf(SKIP)("coding-agent CLIs against the local stack (wrangler dev +
       kvMemory: "512MiB",
       threads: 1,
       backendArgs: ["--demo-agent"],
+      // As under `npm start`: a request with tools that names no session (Qwen Code) runs in a
+      // trajectory named by its start (`conv_<hash>`), so its later turns can be delta turns.
+      vars: { DERIVED_SESSIONS: "on" },
       onLine: (line) => {
         logTail.push(line);
         if (logTail.length > 200) logTail.shift();
