@@ -225,6 +225,16 @@ describe.skipIf(SKIP)("coding-agent CLIs against the local stack (wrangler dev +
         expect(share, `${source}\n${context(1)}`).toBeDefined();
         expect(share!.prompt, source).toBeGreaterThan(0);
         expect(share!.cached / share!.prompt, `${source}: ${JSON.stringify(share)}`).toBeGreaterThanOrEqual(SECOND_SESSION_SHARE[spec.name]!);
+        if (spec.name === "claude-code") {
+          // Of the prefix the two sessions share (their system blocks, billing block repaired away,
+          // and tools: counted by the edge's count_tokens with a one-word user message), >= 0.9 is reused.
+          const body = mainCalls(1).find((x) => x.status === 200 && hasTools(x.body))!.body as { model: string; system: unknown; tools: unknown[] };
+          const counted = await fetch(`${stack!.edgeUrl}/v1/messages/count_tokens`, { method: "POST", headers: { "x-api-key": API_KEY, "content-type": "application/json" }, body: JSON.stringify({ model: body.model, system: body.system, tools: body.tools, messages: [{ role: "user", content: "x" }] }) });
+          expect(counted.status, await counted.clone().text()).toBe(200);
+          const shared = ((await counted.json()) as { input_tokens: number }).input_tokens;
+          console.log(`[agent-clis] claude-code second session: ${share!.cached} cached of the ${shared}-token shared prefix (system and tools)`);
+          expect(share!.cached / shared).toBeGreaterThanOrEqual(0.9);
+        }
       });
     });
   }
