@@ -1,39 +1,18 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { Ajv2020 } from "ajv/dist/2020";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { decodeTokenizeResponse, encode, FrameDecoder } from "../../protocol/codec";
 import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type DoneFrame, type ErrorFrame, type Frame, type GenerateRequest, type ReplyConstraint, type ToolDefinition } from "../../protocol/messages";
 import { ROUTES } from "../../protocol/routes";
-import type { Engine } from "../engine/engine";
-import type { CpuExecutor } from "../model/executors/cpu-executor";
-import { materializeTinyModel } from "../model/checkpoint/demo-model";
-import { testEngine } from "./testing/test-engine";
-import { createBackendApp } from "./app";
+import { testApp, TEST_SECRET } from "./testing/test-app";
 
 /**
  * What real coding CLIs (Claude Code, Codex, OpenCode, Qwen Code) send, through the real app and
  * engine (tiny model): tool schemas in every JSON Schema dialect, broken ones (400 naming the
  * tool, never a 5xx), model names the backend does not serve, the thinking switch.
  */
-const SECRET = "s3cret";
-let dir: string;
-let executor: CpuExecutor;
-let engine: Engine;
-let app: ReturnType<typeof createBackendApp>;
-
-beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "agent-edge-agent-clients-"));
-  ({ engine, executor } = await testEngine({ modelDir: await materializeTinyModel(join(dir, "tiny")) }));
-  app = createBackendApp({ engine, secret: SECRET, backendId: "t" });
-});
-
-afterAll(async () => {
-  await executor?.dispose();
-  rmSync(dir, { recursive: true, force: true });
-});
+const t = testApp("agent-clients");
+const SECRET = TEST_SECRET;
 
 const tool = (name: string, parameters: Record<string, unknown>, strict = false): ToolDefinition => ({ type: "function", function: { name, description: name, parameters, ...(strict ? { strict } : {}) } });
 
@@ -62,7 +41,7 @@ const required = { type: "tool_calls", choice: "required", parallel: false } as 
 const auto = { type: "tool_calls", choice: "auto", parallel: true } as const;
 
 async function generate(req: GenerateRequest): Promise<{ status: number; last: Frame }> {
-  const res = await app.request(ROUTES.backend.generate, { method: "POST", headers: { "content-type": MSGPACK_CONTENT_TYPE, [SECRET_HEADER]: SECRET }, body: encode(req) });
+  const res = await t.app.request(ROUTES.backend.generate, { method: "POST", headers: { "content-type": MSGPACK_CONTENT_TYPE, [SECRET_HEADER]: SECRET }, body: encode(req) });
   return { status: res.status, last: new FrameDecoder().push(new Uint8Array(await res.arrayBuffer())).at(-1)! };
 }
 
@@ -117,19 +96,19 @@ describe("requests agent CLIs make", () => {
   it("renders the template with enable_thinking when the request sets thinking (Qwen3: false adds an empty think block)", async () => {
     const messages = [{ role: "user" as const, content: "hi" }];
     const count = async (thinking?: boolean) => {
-      const res = await app.request(ROUTES.backend.tokenize, { method: "POST", headers: { "content-type": MSGPACK_CONTENT_TYPE, [SECRET_HEADER]: SECRET }, body: encode({ messages, ...(thinking === undefined ? {} : { thinking }) }) });
+      const res = await t.app.request(ROUTES.backend.tokenize, { method: "POST", headers: { "content-type": MSGPACK_CONTENT_TYPE, [SECRET_HEADER]: SECRET }, body: encode({ messages, ...(thinking === undefined ? {} : { thinking }) }) });
       const decoded = decodeTokenizeResponse(new Uint8Array(await res.arrayBuffer()));
       if (!decoded.ok) throw decoded.error;
       return decoded.value.promptTokens;
     };
-    const { codec } = engine.options;
+    const { codec } = t.engine.options;
     const think = codec.encode("<think>\n\n</think>\n\n").length;
     expect(await count(false)).toBe((await count()) + think);
     expect(await count(true)).toBe(await count());
     const off = (await generate(request([], undefined, { messages, thinking: false, trajectoryId: "think-off" }))).last as DoneFrame;
-    expect(engine.states.get(off.stateId)!.promptText.endsWith("<|im_start|>assistant\n<think>\n\n</think>\n\n")).toBe(true);
+    expect(t.engine.states.get(off.stateId)!.promptText.endsWith("<|im_start|>assistant\n<think>\n\n</think>\n\n")).toBe(true);
     expect(off.usage.promptTokens).toBe(await count(false));
     const on = (await generate(request([], undefined, { messages, thinking: true }))).last as DoneFrame;
-    expect(engine.states.get(on.stateId)!.promptText.endsWith("<|im_start|>assistant\n")).toBe(true);
+    expect(t.engine.states.get(on.stateId)!.promptText.endsWith("<|im_start|>assistant\n")).toBe(true);
   });
 });

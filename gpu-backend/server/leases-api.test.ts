@@ -1,37 +1,16 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { decodeFrame, decodeLeaseResponse, decodeReleaseLeaseResponse, encode, FrameDecoder } from "../../protocol/codec";
 import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type DoneFrame, type GenerateRequest, type SamplingParams } from "../../protocol/messages";
 import { ROUTES } from "../../protocol/routes";
-import type { Engine } from "../engine/engine";
-import type { CpuExecutor } from "../model/executors/cpu-executor";
-import { materializeTinyModel } from "../model/checkpoint/demo-model";
-import { testEngine } from "./testing/test-engine";
-import { createBackendApp } from "./app";
+import { testApp, TEST_SECRET } from "./testing/test-app";
 
-const SECRET = "s3cret";
-let dir: string;
-let executor: CpuExecutor;
-let engine: Engine;
-let app: ReturnType<typeof createBackendApp>;
-
-beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "agent-edge-leases-"));
-  ({ engine, executor } = await testEngine({ modelDir: await materializeTinyModel(join(dir, "tiny")) }));
-  app = createBackendApp({ engine, secret: SECRET, backendId: "t" });
-});
-
-afterAll(async () => {
-  await executor?.dispose();
-  rmSync(dir, { recursive: true, force: true });
-});
+const t = testApp("leases");
+const SECRET = TEST_SECRET;
 
 const sampling: SamplingParams = { maxTokens: 4, temperature: 0, topP: 1, topK: 0, stop: [], stopTokenIds: [], ignoreEos: true };
 
 function post(path: string, body: unknown, secret = SECRET): Promise<Response> {
-  return Promise.resolve(app.request(path, { method: "POST", headers: { "content-type": MSGPACK_CONTENT_TYPE, [SECRET_HEADER]: secret }, body: encode(body) }));
+  return Promise.resolve(t.app.request(path, { method: "POST", headers: { "content-type": MSGPACK_CONTENT_TYPE, [SECRET_HEADER]: secret }, body: encode(body) }));
 }
 
 async function generate(req: GenerateRequest): Promise<DoneFrame> {
@@ -59,7 +38,7 @@ async function release(stateId: string, expired?: boolean) {
 }
 
 async function metric(name: string): Promise<number> {
-  const text = await (await app.request(ROUTES.backend.metrics, { headers: { [SECRET_HEADER]: SECRET } })).text();
+  const text = await (await t.app.request(ROUTES.backend.metrics, { headers: { [SECRET_HEADER]: SECRET } })).text();
   const line = text.split("\n").find((l) => l.startsWith(`${name} `));
   return Number(line?.split(" ")[1] ?? NaN);
 }
@@ -80,7 +59,7 @@ describe("POST /v1/leases", () => {
     expect(r.leased).toBe(true);
     expect(r.blocks).toBe(Math.floor((done.usage.promptTokens + done.usage.completionTokens - 1) / 16));
     expect(r.expiresAt).toBeGreaterThan(Date.now() + 50_000);
-    const listed = (await (await app.request(ROUTES.backend.leases, { headers: { [SECRET_HEADER]: SECRET } })).json()) as { leases: { stateId: string; blocks: number }[] };
+    const listed = (await (await t.app.request(ROUTES.backend.leases, { headers: { [SECRET_HEADER]: SECRET } })).json()) as { leases: { stateId: string; blocks: number }[] };
     expect(listed.leases).toContainEqual(expect.objectContaining({ stateId: done.stateId, blocks: r.blocks }));
     expect(await metric("agent_edge_leases_active")).toBeGreaterThanOrEqual(1);
     expect(await metric("agent_edge_leased_blocks")).toBeGreaterThanOrEqual(r.blocks);
@@ -89,7 +68,7 @@ describe("POST /v1/leases", () => {
     // The leased full blocks, and the partial last block the state keeps (the exact tail).
     expect(next.usage.cachedTokens).toBe(done.usage.promptTokens + done.usage.completionTokens - 1);
     expect(next.usage.cachedTokens).toBeGreaterThan(r.blocks * 16);
-    expect(engine.leases.table.get(done.stateId)).toBeUndefined();
+    expect(t.engine.leases.table.get(done.stateId)).toBeUndefined();
     expect(await metric("agent_edge_lease_hits_total")).toBe(before + 1);
     expect(await release(done.stateId)).toEqual({ released: false, hit: true });
   });
@@ -100,8 +79,8 @@ describe("POST /v1/leases", () => {
     const t0 = Date.now();
     expect((await post(ROUTES.backend.leases, { stateId: a.stateId, ttlMs: 60_000, expectedReturnMs: 5000 })).status).toBe(200);
     await lease(b.stateId, 60_000);
-    const la = engine.leases.table.get(a.stateId)!;
-    const lb = engine.leases.table.get(b.stateId)!;
+    const la = t.engine.leases.table.get(a.stateId)!;
+    const lb = t.engine.leases.table.get(b.stateId)!;
     expect(la.returnAt - t0).toBeGreaterThanOrEqual(5000);
     expect(la.returnAt - t0).toBeLessThan(15_000);
     expect(la.expiresAt - t0).toBeGreaterThanOrEqual(60_000);

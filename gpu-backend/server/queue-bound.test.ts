@@ -1,38 +1,17 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { encode, FrameDecoder } from "../../protocol/codec";
 import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type Frame, type GenerateRequest } from "../../protocol/messages";
 import { ROUTES } from "../../protocol/routes";
-import type { Engine } from "../engine/engine";
-import type { CpuExecutor } from "../model/executors/cpu-executor";
-import { materializeTinyModel } from "../model/checkpoint/demo-model";
-import { testEngine } from "./testing/test-engine";
-import { createBackendApp } from "./app";
+import { testApp, TEST_SECRET } from "./testing/test-app";
 
 /**
  * The queue bound through the real app and engine (tiny model): a turn arriving while another's
  * prompt is still queued past the bound gets HTTP 429 with an `overloaded` frame, nothing of it
  * is kept, and the backend serves the next turn once the queue drained.
  */
-const SECRET = "s3cret";
-let dir: string;
-let executor: CpuExecutor;
-let engine: Engine;
-let app: ReturnType<typeof createBackendApp>;
-
-beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "agent-edge-queue-bound-"));
-  // Small steps: the first turn's prompt stays queued over many steps.
-  ({ engine, executor } = await testEngine({ modelDir: await materializeTinyModel(join(dir, "tiny")), scheduler: { maxBatchTokens: 16, maxQueuedTokens: 100 } }));
-  app = createBackendApp({ engine, secret: SECRET, backendId: "t" });
-});
-
-afterAll(async () => {
-  await executor?.dispose();
-  rmSync(dir, { recursive: true, force: true });
-});
+// Small steps: the first turn's prompt stays queued over many steps.
+const t = testApp("queue-bound", { scheduler: { maxBatchTokens: 16, maxQueuedTokens: 100 } });
+const SECRET = TEST_SECRET;
 
 const request = (text: string): GenerateRequest => ({
   requestId: crypto.randomUUID(),
@@ -42,7 +21,7 @@ const request = (text: string): GenerateRequest => ({
 });
 
 async function generate(req: GenerateRequest): Promise<{ status: number; frames: Frame[] }> {
-  const res = await app.request(ROUTES.backend.generate, { method: "POST", headers: { "content-type": MSGPACK_CONTENT_TYPE, [SECRET_HEADER]: SECRET }, body: encode(req) });
+  const res = await t.app.request(ROUTES.backend.generate, { method: "POST", headers: { "content-type": MSGPACK_CONTENT_TYPE, [SECRET_HEADER]: SECRET }, body: encode(req) });
   return { status: res.status, frames: new FrameDecoder().push(new Uint8Array(await res.arrayBuffer())) };
 }
 
@@ -59,14 +38,14 @@ describe("backend queue bound (--max-queued-tokens)", () => {
     expect(second.frames).toHaveLength(1);
     expect(second.frames[0]).toMatchObject({ type: "error", code: "overloaded", retryable: true });
     expect((second.frames[0] as { message: string }).message).toMatch(/prompt tokens queued; \d+ more would pass its bound of 100/);
-    expect(engine.scheduler.refused).toBe(1);
-    expect(engine.numRunning + engine.numWaiting).toBe(0);
-    expect(engine.scheduler.queuedTokens()).toBe(0);
+    expect(t.engine.scheduler.refused).toBe(1);
+    expect(t.engine.numRunning + t.engine.numWaiting).toBe(0);
+    expect(t.engine.scheduler.queuedTokens()).toBe(0);
 
     const again = await generate(request(`other ${long}`));
     expect(again.status).toBe(200);
     expect(again.frames.at(-1)?.type).toBe("done");
-    const metrics = await (await app.request(ROUTES.backend.metrics, { headers: { [SECRET_HEADER]: SECRET } })).text();
+    const metrics = await (await t.app.request(ROUTES.backend.metrics, { headers: { [SECRET_HEADER]: SECRET } })).text();
     expect(metrics).toMatch(/^agent_edge_overloaded_total 1$/m);
     expect(metrics).toMatch(/^agent_edge_queued_tokens 0$/m);
   });

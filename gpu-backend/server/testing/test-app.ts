@@ -1,0 +1,42 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll } from "vitest";
+import type { Engine } from "../../engine/engine";
+import { materializeTinyModel } from "../../model/checkpoint/demo-model";
+import { createBackendApp } from "../app";
+import { testEngine } from "./test-engine";
+
+/** The backend app's shared secret in tests. */
+export const TEST_SECRET = "s3cret";
+
+/** What `testApp` gives a test file once its `beforeAll` ran. */
+export interface TestApp {
+  app: ReturnType<typeof createBackendApp>;
+  engine: Engine;
+}
+
+/**
+ * The real backend app over an in-process engine (`testEngine`) on the tiny model in a temp dir
+ * named `agent-edge-<name>-...`, for one test file: made in `beforeAll`, disposed in `afterAll`.
+ * Read its fields inside tests (they are set once `beforeAll` ran).
+ *
+ * @example const t = testApp("leases"); it("...", async () => { await t.app.request(...) });
+ */
+export function testApp(name: string, options: Omit<Parameters<typeof testEngine>[0], "modelDir"> = {}): TestApp {
+  const fixture = {} as TestApp;
+  let dir: string | undefined;
+  let dispose: (() => Promise<void>) | undefined;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), `agent-edge-${name}-`));
+    const { engine, executor } = await testEngine({ modelDir: await materializeTinyModel(join(dir, "tiny")), ...options });
+    dispose = () => executor.dispose();
+    fixture.engine = engine;
+    fixture.app = createBackendApp({ engine, secret: TEST_SECRET, backendId: "t" });
+  });
+  afterAll(async () => {
+    await dispose?.();
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+  return fixture;
+}
