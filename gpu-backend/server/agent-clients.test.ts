@@ -5,13 +5,14 @@ import { decodeTokenizeResponse, encode, FrameDecoder } from "../../protocol/cod
 import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type DoneFrame, type ErrorFrame, type Frame, type GenerateRequest, type ReplyConstraint, type ToolDefinition } from "../../protocol/messages";
 import { ROUTES } from "../../protocol/routes";
 import { testApp, TEST_SECRET } from "./testing/test-app";
+import { createBackendApp } from "./app";
 
 /**
  * What real coding CLIs (Claude Code, Codex, OpenCode, Qwen Code) send, through the real app and
  * engine (tiny model): tool schemas in every JSON Schema dialect, broken ones (400 naming the
  * tool, never a 5xx), model names the backend does not serve, the thinking switch.
  */
-const t = testApp("agent-clients");
+const t = testApp("agent-clients", (engine) => createBackendApp({ engine, secret: TEST_SECRET, backendId: "t" }));
 const SECRET = TEST_SECRET;
 
 const tool = (name: string, parameters: Record<string, unknown>, strict = false): ToolDefinition => ({ type: "function", function: { name, description: name, parameters, ...(strict ? { strict } : {}) } });

@@ -3,8 +3,9 @@ import { decodeFrame, decodeLeaseResponse, decodeReleaseLeaseResponse, encode, F
 import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type DoneFrame, type GenerateRequest, type SamplingParams } from "../../protocol/messages";
 import { ROUTES } from "../../protocol/routes";
 import { testApp, TEST_SECRET } from "./testing/test-app";
+import { createBackendApp } from "./app";
 
-const t = testApp("leases");
+const t = testApp("leases", (engine) => createBackendApp({ engine, secret: TEST_SECRET, backendId: "t" }));
 const SECRET = TEST_SECRET;
 
 const sampling: SamplingParams = { maxTokens: 4, temperature: 0, topP: 1, topK: 0, stop: [], stopTokenIds: [], ignoreEos: true };

@@ -3,6 +3,7 @@ import { encode, FrameDecoder } from "../../protocol/codec";
 import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type Frame, type GenerateRequest } from "../../protocol/messages";
 import { ROUTES } from "../../protocol/routes";
 import { testApp, TEST_SECRET } from "./testing/test-app";
+import { createBackendApp } from "./app";
 
 /**
  * The queue bound through the real app and engine (tiny model): a turn arriving while another's
@@ -10,7 +11,7 @@ import { testApp, TEST_SECRET } from "./testing/test-app";
  * is kept, and the backend serves the next turn once the queue drained.
  */
 // Small steps: the first turn's prompt stays queued over many steps.
-const t = testApp("queue-bound", { scheduler: { maxBatchTokens: 16, maxQueuedTokens: 100 } });
+const t = testApp("queue-bound", (engine) => createBackendApp({ engine, secret: TEST_SECRET, backendId: "t" }), { scheduler: { maxBatchTokens: 16, maxQueuedTokens: 100 } });
 const SECRET = TEST_SECRET;
 
 const request = (text: string): GenerateRequest => ({
