@@ -22,6 +22,7 @@ const EXPECTED: [ErrorCode, number, boolean][] = [
   ["max_tokens_too_small", 400, false],
   ["limit_exceeded", 400, false],
   ["headers_too_large", 431, false],
+  ["websocket_unsupported", 426, false],
 ];
 
 describe("error code table", () => {

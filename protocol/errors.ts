@@ -41,9 +41,11 @@ export const ERROR_CODE_INFO = {
   limit_exceeded: { httpStatus: 400, retryable: false },
   /** The request's headers pass the edge's cap on header bytes. */
   headers_too_large: { httpStatus: 431, retryable: false },
+  /** A WebSocket upgrade (Codex's Responses transport): answered 426 at once, so the client falls back to HTTP. */
+  websocket_unsupported: { httpStatus: 426, retryable: false },
 } as const satisfies Record<ErrorCode, ErrorCodeInfo>;
 
-/** The HTTP statuses error codes answer with (400, 401, 404, 409, 413, 429, 431, 500, 503). */
+/** The HTTP statuses error codes answer with (400, 401, 404, 409, 413, 426, 429, 431, 500, 503). */
 export type ErrorHttpStatus = (typeof ERROR_CODE_INFO)[ErrorCode]["httpStatus"];
 
 /** All error codes, in the order of {@link ERROR_CODE_INFO}. */

@@ -463,4 +463,5 @@ export type ErrorCode =
   | "unknown_tool"
   | "max_tokens_too_small"
   | "limit_exceeded"
-  | "headers_too_large";
+  | "headers_too_large"
+  | "websocket_unsupported";

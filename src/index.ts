@@ -33,6 +33,11 @@ openaiRoutes
     if (models.length === 0) throw new ProtocolError("backend_unavailable", "no backend is up, so no model is served right now; retry shortly");
     return c.json({ object: "list", data: models.map(modelListEntry) });
   })
+  // Codex CLI first tries the Responses API over a WebSocket: a 426 makes it fall back to HTTP at
+  // once (anything else costs it ~6 s of retries).
+  .get(E.openai.responses, () => {
+    throw new ProtocolError("websocket_unsupported", "the Responses API's WebSocket transport is not served here; use HTTP (POST /v1/responses)");
+  })
   .route("/", chatRoutes)
   .route("/", responsesRoutes);
 

@@ -54,6 +54,7 @@ const ANTHROPIC_ERROR_TYPES: Record<ErrorCode, string> = {
   max_tokens_too_small: "invalid_request_error",
   limit_exceeded: "invalid_request_error",
   headers_too_large: "request_too_large",
+  websocket_unsupported: "invalid_request_error",
   unauthorized: "authentication_error",
   not_found: "not_found_error",
   unknown_model: "not_found_error",
