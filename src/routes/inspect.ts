@@ -1,3 +1,4 @@
+import { trajectoryStub } from "../../durable-objects/trajectory/trajectory-do";
 import { Hono } from "hono";
 import { ROUTES } from "../../protocol/routes";
 import { ProtocolError } from "../../protocol";
@@ -47,7 +48,7 @@ export const inspectRoutes = new Hono<App>()
 
 async function viewOf(env: Env, tenant: string, id: string): Promise<InspectView> {
   checkTrajectoryId(id);
-  const stub = env.TRAJECTORY.get(env.TRAJECTORY.idFromName(`${tenant}/${id}`));
+  const stub = trajectoryStub(env, tenant, id);
   const [state, messages] = await Promise.all([stub.state(), stub.messages()]);
   if (!state) throw new ProtocolError("not_found", `trajectory ${id} does not exist`);
   return inspectView(state, messages);

@@ -3,6 +3,7 @@ import { env, exports } from "cloudflare:workers";
 import { expect } from "vitest";
 import type { ChatMessage } from "../../protocol/messages";
 import { TrajectoryStore } from "../../durable-objects/trajectory/trajectory-store";
+import { trajectoryStub } from "../../durable-objects/trajectory/trajectory-do";
 import type { TrajectoryMeta } from "../../durable-objects/turn/turn-types";
 import type { CommitTurn, TurnRecord } from "../../durable-objects/turn/turn-types";
 import { TENANTS } from "./tenants";
@@ -103,7 +104,7 @@ export function replyOf(c: ChatCompletion): ChatMessage {
 }
 
 export function stubOf(tenant: TenantName, id: string) {
-  return env.TRAJECTORY.get(env.TRAJECTORY.idFromName(`${TENANTS[tenant].name}/${id}`));
+  return trajectoryStub(env, TENANTS[tenant].name, id);
 }
 
 export interface Stored {
