@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { hashRoot, shortBlockHash, type BlockHash } from "../../protocol/block-hash";
 import { ProtocolError, toProtocolError } from "../../protocol/errors";
-import { MAX_PROMPT_BLOCK_HASHES, type AssistantMessage, type DoneFrame, type FinishReason, type Frame, type GenerateRequest, type KvPullReport } from "../../protocol/messages";
+import { MAX_PROMPT_BLOCK_HASHES, type FinishReason, type Frame, type GenerateRequest, type KvPullReport } from "../../protocol/messages";
 import type { KvEventBatch, KvFetchRequest, TokenizeRequest, TokenLogprob } from "../../protocol/messages";
 import { KVCacheManager } from "../kv/kv-cache-manager";
 import { KvEventLog } from "../kv/kv-events";
@@ -19,6 +19,8 @@ import { LeaseTable } from "../kv/lease-table";
 import { StateLeases } from "./state-leases";
 import { stepRecord } from "./step-trace";
 import { timingsOf, usageOf } from "./turn-figures";
+import { doneFrameOf, keptState } from "./turn-output";
+import type { Job, SequenceCache } from "./job";
 import { EvictionLog } from "../kv/eviction-log";
 import { KvPuller } from "../transfer/kv-pull";
 import { KvServer } from "../transfer/kv-serve";
@@ -30,39 +32,6 @@ import { errorFrame, guarded } from "./turn-errors";
 import type { EngineCounters, EngineOptions, TokenRequest, TokenResult } from "./engine-options";
 
 export type { EngineCounters, EngineOptions, TokenRequest, TokenResult } from "./engine-options";
-
-interface Job {
-  seq: Sequence;
-  sampler: Sampler;
-  /** Alternatives per token when logprobs were asked (`sampling.logprobs`); undefined: none. */
-  logprobs: number | undefined;
-  stops: StopChecker;
-  decoder: { push(tokenId: number): string; flush(): string };
-  stopTokenIds: Set<number>;
-  sink: (frame: Frame) => void;
-  signal: AbortSignal | undefined;
-  firstTokenMs: number | undefined;
-  lastTokenMs: number | undefined;
-  onFinish: (reason: FinishReason, job: Job) => void;
-  finished: boolean;
-  /** Short hashes of the prompt's full blocks, taken when the job finishes (for the done frame). */
-  promptBlockHashes: string[];
-  /** Structured outputs (constraint/): masks this job's logits and ends it when the structure is complete. */
-  constraint: ConstrainedReply | null;
-  /** The turn state this job's turn becomes (chat turns; raw token requests keep none): its partial last block is kept under it. */
-  stateId: string | undefined;
-  /** Demo agent mode's cap ends this reply: its last token is this end-of-turn token (demo-agent.ts). */
-  endTurn: number | undefined;
-}
-
-/** Where a sequence's KV comes from and goes: its hash root, the kept tail it continues, the turn state it becomes. */
-interface SequenceCache {
-  root: BlockHash;
-  resumeTail?: string | undefined;
-  stateId?: string | undefined;
-  /** What pulling the prompt's missing blocks did (with `kvSource`). */
-  kvPull?: KvPullReport;
-}
 
 /**
  * The step loop: turns requests into sequences, schedules them (continuous batching, chunked
@@ -167,26 +136,14 @@ export class Engine {
       const cache: SequenceCache = { root, resumeTail: prompt.base, stateId: randomUUID() };
       const onFinish = (reason: FinishReason, job: Job) => {
         if (reason === "cancelled") return;
-        const generated = job.seq.tokenIds.slice(job.seq.numPromptTokens);
         const stateId = cache.stateId!;
         const text = job.stops.fullText;
         // The reply as the template will render it next turn: a well-formed tool call re-renders
         // to the very text generated, so the next turn's prompt keeps the generated ids.
         const message = plan.parseToolCalls ? this.options.codec.parseAssistant(text) : { role: "assistant" as const, content: text };
-        this.states.put({
-          stateId,
-          trajectoryId: req.trajectoryId,
-          hashRoot: root,
-          cacheSalt: req.cacheSalt ?? "",
-          messages: [...prompt.messages, message],
-          tools: prompt.tools,
-          promptText: prompt.promptText,
-          promptTokenIds: job.seq.tokenIds.slice(0, job.seq.numPromptTokens),
-          generatedTokenIds: reason === "stop_sequence" ? [] : generated,
-          generatedText: reason === "stop_sequence" ? "" : this.options.codec.decode(generated),
-        });
+        this.states.put(keptState(job, { reason, stateId, message, prompt, root, trajectoryId: req.trajectoryId, cacheSalt: req.cacheSalt ?? "" }, codec));
         const cacheWrites = req.cachePoints?.length ? this.leases.prefix.afterTurn(req.cachePoints, { ...prompt, tokenIds: job.seq.tokenIds.slice(0, job.seq.numPromptTokens), root, cachedTokens: job.seq.numCachedTokens }) : undefined;
-        sink({ ...this.doneFrame(job, reason, stateId, text, message), ...(cacheWrites ? { cacheWrites } : {}), ...(cache.kvPull ? { kvPull: cache.kvPull } : {}) });
+        sink({ ...doneFrameOf(job, { reason, stateId, text, message }, { backendId: this.options.backendId, blockSize: this.kv.blockSize, evictions: this.evictions, hostTier: this.hostTier !== undefined }), ...(cacheWrites ? { cacheWrites } : {}), ...(cache.kvPull ? { kvPull: cache.kvPull } : {}) });
       };
       const start = () => {
         if (!plan.grammar && plan.bannedTexts.length === 0) return this.enqueue(prompt.tokenIds, budget, cache, sink, signal, null, onFinish);
@@ -479,21 +436,4 @@ export class Engine {
     job.sink({ type: "error", code: err.code, message: err.message, retryable: err.retryable });
   }
 
-  private doneFrame(job: Job, reason: FinishReason, stateId: string, text: string, message: AssistantMessage): DoneFrame {
-    return {
-      type: "done",
-      finishReason: reason,
-      stateId,
-      text,
-      ...(reason === "stop_sequence" ? { stopSequence: job.stops.matched } : {}),
-      message,
-      usage: usageOf(job.seq),
-      timings: timingsOf(job.seq, job.firstTokenMs, job.lastTokenMs),
-      backendId: this.options.backendId,
-      promptBlockHashes: job.promptBlockHashes,
-      blockSize: this.kv.blockSize,
-      ...this.evictions.doneField(job.seq.blockHashes[Math.floor(job.seq.numCachedTokens / this.kv.blockSize)]),
-      ...(this.hostTier ? { hostTierTokens: job.seq.hostTierTokens ?? 0 } : {}),
-    };
-  }
 }

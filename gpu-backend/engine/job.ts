@@ -1,0 +1,40 @@
+import type { BlockHash } from "../../protocol/block-hash";
+import type { FinishReason, Frame, KvPullReport } from "../../protocol/messages";
+import type { ConstrainedReply } from "../constraint/constrained-reply";
+import type { Sequence } from "../scheduler/sequence";
+import type { Sampler } from "./sampler";
+import type { StopChecker } from "./stop-checker";
+
+/** One generation in flight: its sequence, sampler, stop checks, output and how it ends. */
+export interface Job {
+  seq: Sequence;
+  sampler: Sampler;
+  /** Alternatives per token when logprobs were asked (`sampling.logprobs`); undefined: none. */
+  logprobs: number | undefined;
+  stops: StopChecker;
+  decoder: { push(tokenId: number): string; flush(): string };
+  stopTokenIds: Set<number>;
+  sink: (frame: Frame) => void;
+  signal: AbortSignal | undefined;
+  firstTokenMs: number | undefined;
+  lastTokenMs: number | undefined;
+  onFinish: (reason: FinishReason, job: Job) => void;
+  finished: boolean;
+  /** Short hashes of the prompt's full blocks, taken when the job finishes (for the done frame). */
+  promptBlockHashes: string[];
+  /** Structured outputs (constraint/): masks this job's logits and ends it when the structure is complete. */
+  constraint: ConstrainedReply | null;
+  /** The turn state this job's turn becomes (chat turns; raw token requests keep none): its partial last block is kept under it. */
+  stateId: string | undefined;
+  /** Demo agent mode's cap ends this reply: its last token is this end-of-turn token (demo-agent.ts). */
+  endTurn: number | undefined;
+}
+
+/** Where a sequence's KV comes from and goes: its hash root, the kept tail it continues, the turn state it becomes. */
+export interface SequenceCache {
+  root: BlockHash;
+  resumeTail?: string | undefined;
+  stateId?: string | undefined;
+  /** What pulling the prompt's missing blocks did (with `kvSource`). */
+  kvPull?: KvPullReport;
+}
