@@ -3,6 +3,10 @@ import { FreeBlockQueue } from "./free-block-queue";
 import { EVICTED_BY } from "../../protocol/messages";
 import type { EvictedBy, EvictionLog } from "./eviction-log";
 import type { KvEventSink } from "./kv-events";
+import { checkPoolInvariants } from "./block-pool-invariants";
+import { blocksForBudget, type KvBudgetParams } from "./kv-budget";
+
+export { blocksForBudget, bytesPerBlock, type KvBudgetParams } from "./kv-budget";
 
 /**
  * The block pool owns every KV block: its reference count, its content hash (when it is a cached
@@ -356,40 +360,8 @@ export class BlockPool {
    * @example pool.checkInvariants()
    */
   checkInvariants(): void {
-    this.freeQueue.checkIntegrity();
-    this.held.checkIntegrity();
-    let zeroRef = 0;
-    let leased = 0;
-    for (let id = 0; id < this.numBlocks; id++) {
-      const rc = this.refCounts[id]!;
-      const isHeld = this.held.has(id);
-      const queued = this.freeQueue.has(id) || isHeld;
-      if (rc < 0) throw new Error(`BlockPool invariant: block ${id} has negative refCount ${rc}`);
-      const leases = this.leaseCounts[id]!;
-      if (leases < 0) throw new Error(`BlockPool invariant: block ${id} has negative lease count ${leases}`);
-      if (leases > 0) leased++;
-      if (leases > 0 && this.hashes[id] === null) throw new Error(`BlockPool invariant: block ${id} is leased but not cached`);
-      if (isHeld && this.freeQueue.has(id)) throw new Error(`BlockPool invariant: block ${id} is both held and in the free queue`);
-      if (isHeld !== (rc === 0 && leases > 0)) throw new Error(`BlockPool invariant: block ${id} (refCount ${rc}, ${leases} leases) is ${isHeld ? "" : "not "}held`);
-      if (rc > 0 && queued) throw new Error(`BlockPool invariant: block ${id} has refCount ${rc} but is in the free queue`);
-      if (rc === 0) {
-        zeroRef++;
-        if (!queued) throw new Error(`BlockPool invariant: block ${id} has refCount 0 but is not in the free queue (leak)`);
-      }
-      const hash = this.hashes[id]!;
-      if (hash !== null && this.hashToBlock.get(hash) !== id) {
-        throw new Error(`BlockPool invariant: block ${id} has hash ${hash} but the map sends it to ${this.hashToBlock.get(hash)}`);
-      }
-    }
-    if (this.numFree !== zeroRef) {
-      throw new Error(`BlockPool invariant: free queue and held hold ${this.numFree} blocks, ${zeroRef} have refCount 0`);
-    }
-    if (leased !== this.numLeasedBlocks) throw new Error(`BlockPool invariant: ${leased} blocks have leases, numLeased says ${this.numLeasedBlocks}`);
-    for (const [hash, id] of this.hashToBlock) {
-      if (this.hashes[id] !== hash) {
-        throw new Error(`BlockPool invariant: map sends ${hash} to block ${id}, whose hash is ${this.hashes[id]}`);
-      }
-    }
+    const { numBlocks, numFree, refCounts, leaseCounts, hashes, hashToBlock, freeQueue, held } = this;
+    checkPoolInvariants({ numBlocks, numFree, numLeased: this.numLeasedBlocks, refCounts, leaseCounts, hashes, hashToBlock, freeQueue, held });
   }
 
   private assertId(blockId: number, op: string): void {
@@ -405,17 +377,6 @@ export interface BlockPoolParams {
   blockSize: number;
 }
 
-export interface KvBudgetParams {
-  /** Bytes available for the KV pool (K and V, all layers). */
-  budgetBytes: number;
-  blockSize: number;
-  numLayers: number;
-  numKvHeads: number;
-  headDim: number;
-  /** 4 for fp32, 2 for fp16. */
-  bytesPerElement: number;
-}
-
 export interface BlockPoolStats {
   evictions: number;
 }
@@ -428,29 +389,6 @@ export interface PoolLeaseHooks {
   reclaim(): boolean;
   /** A cached block was evicted; `releaseStamp` says when it had become free. */
   evicted(releaseStamp: number): void;
-}
-
-/**
- * How many blocks fit in a byte budget: one block costs
- * `2 (K and V) * numLayers * blockSize * numKvHeads * headDim * bytesPerElement` bytes.
- * Returns 0 when not even one block fits.
- *
- * @example
- * blocksForBudget({ budgetBytes: 64 << 20, blockSize: 16, numLayers: 2, numKvHeads: 2, headDim: 64, bytesPerElement: 4 })
- * // 64 MiB / (2 * 2 * 16 * 2 * 64 * 4 = 32 KiB) = 2048
- */
-export function blocksForBudget(params: KvBudgetParams): number {
-  const { budgetBytes, blockSize, numLayers, numKvHeads, headDim, bytesPerElement } = params;
-  for (const [name, v] of Object.entries({ blockSize, numLayers, numKvHeads, headDim, bytesPerElement })) {
-    if (!Number.isInteger(v) || v < 1) throw new Error(`blocksForBudget: ${name} must be a positive integer, got ${v}`);
-  }
-  if (!Number.isFinite(budgetBytes) || budgetBytes < 0) throw new Error(`blocksForBudget: bad budgetBytes ${budgetBytes}`);
-  return Math.floor(budgetBytes / bytesPerBlock(params));
-}
-
-/** Bytes of K and V for one block across all layers. @example bytesPerBlock({ blockSize: 16, numLayers: 2, numKvHeads: 2, headDim: 64, bytesPerElement: 4 }) // 32768 */
-export function bytesPerBlock(params: Omit<KvBudgetParams, "budgetBytes">): number {
-  return 2 * params.numLayers * params.blockSize * params.numKvHeads * params.headDim * params.bytesPerElement;
 }
 
 /** `leaseEnds` codes are indexes into EVICTED_BY: 0 (`lru`) is a block whose lease did not end early or run out. */

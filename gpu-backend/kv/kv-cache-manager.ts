@@ -1,10 +1,15 @@
-import { hashBlock, type BlockHash } from "../../protocol/block-hash";
+import type { BlockHash } from "../../protocol/block-hash";
 import type { BlockPool } from "./block-pool";
-import type { HostTier } from "./host-tier";
+import { KvBlockTransfer, type HostTierLink } from "./host-tier-link";
 import { KeptTails, type KeptTail } from "./kept-tails";
+import type { CachedPrefix, KVCacheManagerParams, KVCacheStats } from "./kv-cache-types";
 import { checkManagerInvariants } from "./kv-invariants";
+import { PrefixLookup } from "./prefix-lookup";
 import type { SequenceState } from "./sequence-state";
 import type { KVSequence } from "./kv-sequence";
+
+export type { CachedPrefix, KVCacheManagerParams, KVCacheStats } from "./kv-cache-types";
+export type { HostTierLink } from "./host-tier-link";
 
 /**
  * Per-sequence block tables over a `BlockPool`, with exact prefix reuse by chained block hashes.
@@ -42,10 +47,10 @@ export class KVCacheManager {
   private readonly sequences = new Map<number, SequenceState>();
   /** Kept tails by key, oldest first (the order they are given back under pressure). */
   private readonly tails: KeptTails;
-  private host: HostTierLink | null = null;
-  /** References held outside any table: blocks being read out for another backend (`pinCachedPrefix`). */
-  private readonly pins = new Map<number, number>();
-  private readonly scratch: number[];
+  /** Chained hashes and the cached-prefix lookup (prefix-lookup.ts). */
+  private readonly lookup: PrefixLookup;
+  /** The host-tier link, pins and block import (host-tier-link.ts). */
+  private readonly transfer: KvBlockTransfer;
   private queriedTokens = 0;
   private hitTokens = 0;
 
@@ -57,7 +62,8 @@ export class KVCacheManager {
     this.blockSize = params.pool.blockSize;
     this.enablePrefixCache = params.enablePrefixCache;
     this.tails = new KeptTails(params.pool);
-    this.scratch = new Array<number>(this.blockSize).fill(0);
+    this.lookup = new PrefixLookup(params.pool, params.enablePrefixCache);
+    this.transfer = new KvBlockTransfer(params.pool, this.tails, this.lookup);
   }
 
   /** Prefix-cache counters in tokens: every start/restart adds its prompt length to `queriedTokens` and its hit to `hitTokens`. */
@@ -100,7 +106,7 @@ export class KVCacheManager {
    * const { numCachedTokens } = kv.findCachedPrefix({ tokenIds, root: hashRoot({ modelId, salt }) });
    */
   findCachedPrefix(params: { tokenIds: ArrayLike<number>; root: BlockHash; memo?: BlockHash[] }): CachedPrefix {
-    return this.longestCachedPrefix(params.tokenIds, params.root, params.memo ?? []);
+    return this.lookup.longestCachedPrefix(params.tokenIds, params.root, params.memo ?? []);
   }
 
   /**
@@ -177,7 +183,7 @@ export class KVCacheManager {
     const firstNewFull = Math.floor(before / this.blockSize);
     const fullAfter = Math.floor(after / this.blockSize);
     for (let b = firstNewFull; b < fullAfter; b++) {
-      this.pool.cache(seq.blockTable[b]!, this.blockHashAt(seq.sequence.tokenIds, seq.sequence.hashRoot, seq.sequence.blockHashes, b));
+      this.pool.cache(seq.blockTable[b]!, this.lookup.blockHashAt(seq.sequence.tokenIds, seq.sequence.hashRoot, seq.sequence.blockHashes, b));
     }
   }
 
@@ -196,18 +202,12 @@ export class KVCacheManager {
   /**
    * Connects the host tier (null: none): every cached block the pool evicts is copied there
    * (`io.read`), and a sequence's prefix lookup brings blocks it finds there back into the pool
-   * (`io.write`) before it acquires its prefix.
+   * (`io.write`) before it acquires its prefix. See host-tier-link.ts.
    *
    * @example kv.setHostTier({ tier: new HostTier(2 ** 30), bytesPerBlock, read: (id, out) => io.read(id, out), write: (id, b) => io.write(id, b) });
    */
   setHostTier(link: HostTierLink | null): void {
-    this.host = link;
-    if (!link) return this.pool.setEvictionSink(null);
-    const scratch = new Uint8Array(link.bytesPerBlock);
-    this.pool.setEvictionSink((blockId, hash) => {
-      link.read(blockId, scratch);
-      link.tier.put(hash, scratch);
-    });
+    this.transfer.setHostTier(link);
   }
 
   /**
@@ -217,45 +217,23 @@ export class KVCacheManager {
    * @example const { blockIds } = kv.pinCachedPrefix({ tokenIds, root, fromBlock: 3 }); ...; kv.unpin(blockIds);
    */
   pinCachedPrefix(params: { tokenIds: ArrayLike<number>; root: BlockHash; fromBlock: number }): { blockIds: number[]; blockHashes: BlockHash[] } {
-    const prefix = this.longestCachedPrefix(params.tokenIds, params.root, [], Math.floor(params.tokenIds.length / this.blockSize));
-    const blockIds = prefix.blockIds.slice(params.fromBlock);
-    this.pool.acquire(blockIds);
-    for (const id of blockIds) this.pins.set(id, (this.pins.get(id) ?? 0) + 1);
-    return { blockIds, blockHashes: prefix.blockHashes.slice(params.fromBlock) };
+    return this.transfer.pinCachedPrefix(params);
   }
 
   /** Gives back what `pinCachedPrefix` took. */
   unpin(blockIds: readonly number[]): void {
-    for (const id of blockIds) {
-      const n = this.pins.get(id);
-      if (n === undefined) throw new Error(`KVCacheManager.unpin: block ${id} is not pinned`);
-      if (n === 1) this.pins.delete(id);
-      else this.pins.set(id, n - 1);
-    }
-    this.pool.release(blockIds);
+    this.transfer.unpin(blockIds);
   }
 
   /**
    * Adds a block computed elsewhere (pulled from another backend, or back from a slower tier) to
-   * the prefix cache under `blockHash`: a free block is filled by `fill(blockId)` and cached, then
-   * released to the most recently used end, where the next prefix lookup finds it. `present`: the
-   * hash was cached already (nothing written); `full`: no block could be freed for it.
+   * the prefix cache under `blockHash` (see `KvBlockTransfer.importBlock`). `present`: the hash
+   * was cached already (nothing written); `full`: no block could be freed for it.
    *
    * @example kv.importBlock(hash, (id) => io.write(id, bytes));
    */
   importBlock(blockHash: BlockHash, fill: (blockId: number) => void): "imported" | "present" | "full" {
-    if (!this.enablePrefixCache) throw new Error("KVCacheManager.importBlock: the prefix cache is off");
-    if (this.pool.lookup(blockHash) !== undefined) return "present";
-    if (this.pool.numFree === 0) this.tails.dropOldest(1);
-    const ids = this.pool.allocate(1);
-    if (ids === null) return "full";
-    try {
-      fill(ids[0]!);
-      this.pool.cache(ids[0]!, blockHash);
-    } finally {
-      this.pool.release(ids);
-    }
-    return "imported";
+    return this.transfer.importBlock(blockHash, fill);
   }
 
   /**
@@ -267,7 +245,6 @@ export class KVCacheManager {
   dropTail(key: string): boolean {
     return this.tails.drop(key);
   }
-
 
   /**
    * Releases the sequence's blocks but keeps it registered (status "preempted"; its tokens and
@@ -332,14 +309,14 @@ export class KVCacheManager {
    * @example kv.checkInvariants()
    */
   checkInvariants(): void {
-    checkManagerInvariants({ pool: this.pool, blockSize: this.blockSize, enablePrefixCache: this.enablePrefixCache, sequences: this.sequences, tails: this.tails, pins: this.pins });
+    checkManagerInvariants({ pool: this.pool, blockSize: this.blockSize, enablePrefixCache: this.enablePrefixCache, sequences: this.sequences, tails: this.tails, pins: this.transfer.pins });
   }
 
   private attachCachedPrefix(seq: SequenceState): number {
     const { tokenIds, hashRoot, blockHashes } = seq.sequence;
-    const restored = this.restoreFromHostTier(tokenIds, hashRoot, blockHashes);
-    const prefix = this.longestCachedPrefix(tokenIds, hashRoot, blockHashes);
-    if (this.host) seq.sequence.hostTierTokens = restored.filter((b) => b < prefix.blockIds.length).length * this.blockSize;
+    const restored = this.transfer.restoreFromHostTier(tokenIds, hashRoot, blockHashes);
+    const prefix = this.lookup.longestCachedPrefix(tokenIds, hashRoot, blockHashes);
+    if (this.transfer.hasHostTier) seq.sequence.hostTierTokens = restored.filter((b) => b < prefix.blockIds.length).length * this.blockSize;
     this.pool.acquire(prefix.blockIds);
     seq.blockTable = prefix.blockIds;
     seq.numComputedTokens = prefix.numCachedTokens;
@@ -347,31 +324,6 @@ export class KVCacheManager {
     this.queriedTokens += tokenIds.length;
     this.hitTokens += seq.numComputedTokens;
     return seq.numComputedTokens;
-  }
-
-  /**
-   * Brings the blocks of this prompt's chain that the host tier holds back into the pool, walking
-   * from block 0 while each block is in the pool or the tier. Returns the restored block indexes.
-   */
-  private restoreFromHostTier(tokenIds: ArrayLike<number>, root: BlockHash, hashes: BlockHash[]): number[] {
-    const host = this.host;
-    const restored: number[] = [];
-    if (!host || !this.enablePrefixCache || host.tier.numBlocks === 0) return restored;
-    const maxBlocks = Math.max(0, Math.floor((tokenIds.length - 1) / this.blockSize));
-    for (let b = 0; b < maxBlocks; b++) {
-      const hash = this.blockHashAt(tokenIds, root, hashes, b);
-      if (this.pool.lookup(hash) !== undefined) continue;
-      if (!host.tier.has(hash)) break;
-      // Out of the tier first: making room in the pool evicts into the tier, which may drop its oldest.
-      const bytes = host.tier.take(hash)!;
-      if (this.importBlock(hash, (id) => host.write(id, bytes)) !== "imported") {
-        host.tier.put(hash, bytes);
-        break;
-      }
-      host.tier.stats.hitBlocks++;
-      restored.push(b);
-    }
-    return restored;
   }
 
   /** Appends the sequence's kept tail to its table when it continues the cached prefix exactly; a tail that cannot be used is given back. */
@@ -406,7 +358,7 @@ export class KVCacheManager {
     let kept: [string, KeptTail] | undefined;
     if (this.enablePrefixCache && keepTailAs !== undefined && seq.numComputedTokens % B !== 0) {
       const fullBlocks = Math.floor(seq.numComputedTokens / B);
-      const parent = fullBlocks === 0 ? hashRoot : this.blockHashAt(tokenIds, hashRoot, blockHashes, fullBlocks - 1);
+      const parent = fullBlocks === 0 ? hashRoot : this.lookup.blockHashAt(tokenIds, hashRoot, blockHashes, fullBlocks - 1);
       kept = [keepTailAs, { blockId: seq.blockTable[fullBlocks]!, fullBlocks, parent, tokenIds: tokenIds.slice(fullBlocks * B, seq.numComputedTokens) }];
     } else if (seq.resumed !== undefined && seq.blockTable[seq.resumed.tail.fullBlocks] === seq.resumed.tail.blockId) {
       kept = [seq.resumed.key, seq.resumed.tail];
@@ -427,39 +379,6 @@ export class KVCacheManager {
     this.pool.release(seq.blockTable.filter((id) => id !== tail.blockId));
   }
 
-  /** `hashes` is a memo of the chain for these tokens; it is extended in place as blocks are hashed. */
-  private longestCachedPrefix(
-    tokenIds: ArrayLike<number>,
-    root: BlockHash,
-    hashes: BlockHash[],
-    maxBlocks = Math.max(0, Math.floor((tokenIds.length - 1) / this.blockSize)),
-  ): CachedPrefix {
-    const blockIds: number[] = [];
-    const blockHashes: BlockHash[] = [];
-    if (!this.enablePrefixCache) return { blockIds, blockHashes, numCachedTokens: 0 };
-    for (let b = 0; b < maxBlocks; b++) {
-      const hash = this.blockHashAt(tokenIds, root, hashes, b);
-      const id = this.pool.lookup(hash);
-      if (id === undefined) break;
-      blockIds.push(id);
-      blockHashes.push(hash);
-    }
-    return { blockIds, blockHashes, numCachedTokens: blockIds.length * this.blockSize };
-  }
-
-  /** Hash of full block `b`, from the memo or computed (extending the memo up to `b`). */
-  private blockHashAt(tokenIds: ArrayLike<number>, root: BlockHash, hashes: BlockHash[], b: number): BlockHash {
-    const B = this.blockSize;
-    const scratch = this.scratch;
-    while (hashes.length <= b) {
-      const k = hashes.length;
-      const parent = k === 0 ? root : hashes[k - 1]!;
-      for (let i = 0; i < B; i++) scratch[i] = tokenIds[k * B + i]!;
-      hashes.push(hashBlock(parent, scratch));
-    }
-    return hashes[b]!;
-  }
-
   private get(seqId: number, op: string): SequenceState {
     const seq = this.sequences.get(seqId);
     if (seq === undefined) throw new Error(`KVCacheManager.${op}: unknown sequence ${seqId}`);
@@ -471,30 +390,4 @@ export class KVCacheManager {
     if (seq.sequence.status === "preempted") throw new Error(`KVCacheManager.${op}: sequence ${seqId} is preempted; call restartSequence first`);
     return seq;
   }
-}
-
-export interface KVCacheManagerParams {
-  pool: BlockPool;
-  enablePrefixCache: boolean;
-}
-
-export interface CachedPrefix {
-  blockIds: number[];
-  blockHashes: BlockHash[];
-  /** blockIds.length * blockSize */
-  numCachedTokens: number;
-}
-
-export interface KVCacheStats {
-  queriedTokens: number;
-  hitTokens: number;
-}
-
-
-/** The host tier and how a block's bytes leave and re-enter the pool (the executor's block I/O). */
-export interface HostTierLink {
-  tier: HostTier;
-  bytesPerBlock: number;
-  read(blockId: number, out: Uint8Array): void;
-  write(blockId: number, bytes: Uint8Array): void;
 }

@@ -1,0 +1,20 @@
+import type { BlockHash } from "../../protocol/block-hash";
+import type { BlockPool } from "./block-pool";
+
+/** The types `KVCacheManager` takes and gives (re-exported from kv-cache-manager.ts). */
+export interface KVCacheManagerParams {
+  pool: BlockPool;
+  enablePrefixCache: boolean;
+}
+
+export interface CachedPrefix {
+  blockIds: number[];
+  blockHashes: BlockHash[];
+  /** blockIds.length * blockSize */
+  numCachedTokens: number;
+}
+
+export interface KVCacheStats {
+  queriedTokens: number;
+  hitTokens: number;
+}
