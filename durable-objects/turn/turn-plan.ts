@@ -24,12 +24,6 @@ export interface TurnPlan {
 }
 
 /**
- * A turn's input with the client quirks the edge repaired before building its transcript (the
- * request parsers' `repairs`, e.g. `"billing-header"`), recorded in the turn's `repaired.quirks`.
- */
-export type PlannedInput = TurnInput & { quirks?: readonly string[] };
-
-/**
  * Plans a turn (pure): canonicalizes the incoming messages (when `canonical`), compares them with
  * the stored transcript, names the prefix break, and decides delta or full: full on the first
  * turn (or without a state), when the transcript diverged, the tools changed, or the turn goes
@@ -39,7 +33,7 @@ export type PlannedInput = TurnInput & { quirks?: readonly string[] };
  *
  * @example planTurn({ meta, stored, input, backendUrl: meta.backendUrl, canonical: true }).mode // "delta"
  */
-export function planTurn(p: { meta: TrajectoryMeta; stored: ChatMessage[]; input: PlannedInput; backendUrl: string; canonical: boolean }): TurnPlan {
+export function planTurn(p: { meta: TrajectoryMeta; stored: ChatMessage[]; input: TurnInput; backendUrl: string; canonical: boolean }): TurnPlan {
   const { meta, stored, input, canonical } = p;
   // Safe canonicalization: tool-call ids by position, JSON arguments and tools with sorted keys.
   // On an append turn the stored messages (already canonical) give the new ones their positions.

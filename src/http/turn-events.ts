@@ -1,4 +1,4 @@
-import { ProtocolError, toProtocolError } from "../../protocol";
+import { toProtocolError } from "../../protocol";
 import type { CachePoint, ChatMessage, ReplyConstraint, SamplingParams, ToolDefinition } from "../../protocol/messages";
 import { poolOf } from "../../durable-objects/pool/pool-do";
 import { chooseBackend, routedBackends } from "../../durable-objects/routing/placement";
