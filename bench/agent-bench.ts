@@ -1,16 +1,14 @@
-import { mkdirSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
-import type { DoneFrame, Frame, GenerateRequest } from "../protocol/messages";
+import type { GenerateRequest } from "../protocol/messages";
 import { commonPrefixLength } from "../protocol/common-prefix";
-import { Engine } from "../gpu-backend/engine/engine";
-import { BlockPool, blocksForBudget } from "../gpu-backend/kv/block-pool";
-import { CpuExecutor } from "../gpu-backend/model/executors/cpu-executor";
+import type { Engine } from "../gpu-backend/engine/engine";
+import { blocksForBudget } from "../gpu-backend/kv/block-pool";
 import { loadModel } from "../gpu-backend/engine/load-model";
-import { prefillWastePerToken } from "../gpu-backend/model/graph/decoder-spec";
-import { defaultPrecision, precisionRefusal, quantBits, quantizedWeightsFor, type WeightPrecision } from "../gpu-backend/engine/weight-precision";
-import { makeAgentWorkload, type AgentTrajectory } from "./agent-workload";
-import { Progress, note } from "./progress";
-import { lineChart } from "./svg-plot";
+import type { WeightPrecision } from "../gpu-backend/engine/weight-precision";
+import { BLOCK_SIZE, benchEngine, benchExecutor, benchWeights, greedy, submitTurn } from "./kit/engine";
+import { lineChart } from "./kit/plot";
+import { Progress, note } from "./kit/progress";
+import { mean, round, sum, table, writeOut } from "./kit/report";
+import { makeWorkload, type WorkloadTrajectory } from "./kit/workload";
 
 export interface AgentBenchOptions {
   quick: boolean;
@@ -43,42 +41,18 @@ interface TurnRecord {
  * then without it (the `--no-prefix-cache` baseline), and measures batch-1 vs batch-8 decode.
  */
 export async function runAgentBench(o: AgentBenchOptions): Promise<Record<string, unknown>> {
-  const model = await loadModel({ dir: o.model, log: (line: string) => note("agent", line) });
+  const log = (line: string) => note("agent", line);
+  const model = await loadModel({ dir: o.model, log });
   const { spec, codec } = model;
   const trajectories = o.trajectories ?? (o.quick ? 2 : 4);
   const turns = o.turns ?? (o.quick ? 20 : 24);
-  const blockSize = 16;
-  const numBlocks = blocksForBudget({ budgetBytes: 1.5 * 2 ** 30, blockSize, numLayers: spec.numLayers, numKvHeads: spec.numKvHeads, headDim: spec.headDim, bytesPerElement: 4 });
-  const precision = o.weights ?? defaultPrecision("cpu");
-  const refusal = precisionRefusal("cpu", precision);
-  if (refusal) throw new Error(refusal);
-  const bits = quantBits(precision);
-  const cache = bits ? quantizedWeightsFor(model.checkpoint, bits, (line) => note("agent", line)) : null;
-  const quantized = cache?.weights ?? null;
-  note("agent", `building the executor (${numBlocks} KV blocks, ${precision} weights)`);
-  const executor = await CpuExecutor.create({ spec, weights: model.weights, quantized, numBlocks, blockSize });
-  cache?.save();
-  const countTokens = (t: string) => codec.encode(t).length;
-  const workload = makeAgentWorkload({
-    trajectories,
-    turns,
-    systemTokens: 2100,
-    observationTokens: [100, 400],
-    replyTokens: o.quick ? [16, 32] : [16, 64],
-    seed: 7,
-    countTokens,
-  });
-
-  const makeEngine = (enablePrefixCache: boolean) =>
-    new Engine({
-      executor,
-      pool: new BlockPool({ numBlocks, blockSize }),
-      codec,
-      modelId: spec.modelId,
-      scheduler: { maxBatchTokens: 512, maxRunningSequences: 64, blockSize, prefillWastePerToken: prefillWastePerToken(spec) },
-      enablePrefixCache,
-      backendId: "bench",
-    });
+  const numBlocks = blocksForBudget({ budgetBytes: 1.5 * 2 ** 30, blockSize: BLOCK_SIZE, numLayers: spec.numLayers, numKvHeads: spec.numKvHeads, headDim: spec.headDim, bytesPerElement: 4 });
+  const weights = benchWeights(model, o.weights, log);
+  note("agent", `building the executor (${numBlocks} KV blocks, ${weights.precision} weights)`);
+  const executor = await benchExecutor(model, weights, numBlocks);
+  weights.save();
+  const workload = makeWorkload({ trajectories, turns, systemTokens: 2100, observationTokens: [100, 400], replyTokens: o.quick ? [16, 32] : [16, 64], seed: 7, countTokens: (t) => codec.encode(t).length });
+  const makeEngine = (enablePrefixCache: boolean) => benchEngine(model, executor, { numBlocks, enablePrefixCache });
 
   const runs: Record<"cache" | "noCache", { records: TurnRecord[]; wallMs: number }> = {
     cache: await runWorkload(makeEngine(true), workload, "prefix cache on"),
@@ -89,17 +63,10 @@ export async function runAgentBench(o: AgentBenchOptions): Promise<Record<string
   const decodeEngine = makeEngine(true);
   const base = codec.encode(codec.render({ messages: workload[0]!.turns[0]!.newMessages, tools: workload[0]!.tools, addGenerationPrompt: true }));
   const decodeRate = async (batch: number) => {
-    const results = await Promise.all(
-      Array.from({ length: batch }, (_, b) =>
-        decodeEngine.generateTokens({
-          tokenIds: [...base, ...codec.encode(` variant ${b} ${"x ".repeat(b)}`)],
-          sampling: { maxTokens: 48, temperature: 0, topP: 1, topK: 0, stop: [], stopTokenIds: [], ignoreEos: true },
-        }),
-      ),
-    );
+    const results = await Promise.all(Array.from({ length: batch }, (_, b) => decodeEngine.generateTokens({ tokenIds: [...base, ...codec.encode(` variant ${b} ${"x ".repeat(b)}`)], sampling: greedy(48) })));
     // Aggregate decode throughput: each sequence's tokens after its first over its own decode
     // time, summed over the sequences decoding together (prefill time is not decode time).
-    return results.reduce((a, r) => a + ((r.tokenIds.length - 1) / r.timings.decodeMs) * 1000, 0);
+    return sum(results.map((r) => ((r.tokenIds.length - 1) / r.timings.decodeMs) * 1000));
   };
   await decodeRate(1); // warm the shared prefix
   const decode1 = await decodeRate(1);
@@ -108,37 +75,24 @@ export async function runAgentBench(o: AgentBenchOptions): Promise<Record<string
   note("agent", `prefill speed: ${base.length} prompt tokens, no cache`);
   const prefillEngine = makeEngine(false);
   let prefillMs = Infinity;
-  for (let i = 0; i < 2; i++) {
-    const r = await prefillEngine.generateTokens({ tokenIds: base, sampling: { maxTokens: 1, temperature: 0, topP: 1, topK: 0, stop: [], stopTokenIds: [], ignoreEos: true } });
-    prefillMs = Math.min(prefillMs, r.timings.prefillMs);
-  }
+  for (let i = 0; i < 2; i++) prefillMs = Math.min(prefillMs, (await prefillEngine.generateTokens({ tokenIds: base, sampling: greedy(1) })).timings.prefillMs);
   await executor.dispose();
 
-  // Report.
-  const byTurn = (records: TurnRecord[], k: number) => records.filter((r) => r.turn === k);
-  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
-  const rows: string[] = [];
-  rows.push("turn | prompt | cached (on) | computed (on) | TTFT ms (on) | cached (off) | computed (off) | TTFT ms (off)");
-  for (let k = 0; k < turns; k++) {
-    const on = byTurn(runs.cache.records, k);
-    const off = byTurn(runs.noCache.records, k);
-    rows.push(
-      [k + 1, mean(on.map((r) => r.promptTokens)), mean(on.map((r) => r.cachedTokens)), mean(on.map((r) => r.computedTokens)), mean(on.map((r) => r.ttftMs)), mean(off.map((r) => r.cachedTokens)), mean(off.map((r) => r.computedTokens)), mean(off.map((r) => r.ttftMs))]
-        .map((v) => Math.round(v))
-        .join(" | "),
-    );
-  }
-  const sum = (rs: TurnRecord[], f: (r: TurnRecord) => number) => rs.reduce((a, r) => a + f(r), 0);
-  const computedOverNew = sum(runs.cache.records, (r) => r.computedTokens) / sum(runs.cache.records, (r) => r.newTokens);
-  const lastOn = mean(byTurn(runs.cache.records, turns - 1).map((r) => r.ttftMs));
-  const lastOff = mean(byTurn(runs.noCache.records, turns - 1).map((r) => r.ttftMs));
+  // Report: per turn, the means over trajectories.
+  const at = (run: "cache" | "noCache", k: number, f: (r: TurnRecord) => number) => mean(runs[run].records.filter((r) => r.turn === k).map(f));
+  const rows = Array.from({ length: turns }, (_, k) =>
+    [k + 1, at("cache", k, (r) => r.promptTokens), at("cache", k, (r) => r.cachedTokens), at("cache", k, (r) => r.computedTokens), at("cache", k, (r) => r.ttftMs), at("noCache", k, (r) => r.cachedTokens), at("noCache", k, (r) => r.computedTokens), at("noCache", k, (r) => r.ttftMs)].map(Math.round),
+  );
+  const total = (f: (r: TurnRecord) => number) => sum(runs.cache.records.map(f));
+  const lastOn = at("cache", turns - 1, (r) => r.ttftMs);
+  const lastOff = at("noCache", turns - 1, (r) => r.ttftMs);
   const summary = {
     model: spec.modelId,
-    weights: precision,
+    weights: weights.precision,
     trajectories,
     turns,
-    computedOverNew: round(computedOverNew, 3),
-    hitRate: round(sum(runs.cache.records, (r) => r.cachedTokens) / sum(runs.cache.records, (r) => r.promptTokens), 3),
+    computedOverNew: round(total((r) => r.computedTokens) / total((r) => r.newTokens), 3),
+    hitRate: round(total((r) => r.cachedTokens) / total((r) => r.promptTokens), 3),
     totalTimeSpeedup: round(runs.noCache.wallMs / runs.cache.wallMs, 2),
     ttftSpeedupLastTurn: round(lastOff / lastOn, 2),
     ttftLastTurnMs: { cache: Math.round(lastOn), noCache: Math.round(lastOff) },
@@ -147,28 +101,25 @@ export async function runAgentBench(o: AgentBenchOptions): Promise<Record<string
     batchDecodeSpeedup: round(decode8 / decode1, 2),
     prefillTokPerS: round((base.length / prefillMs) * 1000, 1),
   };
-
-  mkdirSync(o.outDir, { recursive: true });
-  const plot = join(o.outDir, "agent-ttft.svg");
-  writeFileSync(
-    plot,
+  const series = (run: "cache" | "noCache", name: string, color: string) => ({ name, color, points: Array.from({ length: turns }, (_, k) => ({ x: k + 1, y: at(run, k, (r) => r.ttftMs) })) });
+  const plot = writeOut(
+    o.outDir,
+    "agent-ttft.svg",
     lineChart({
       title: `Time to first token per turn (${spec.modelId}, ${trajectories} concurrent trajectories, CPU)`,
       xLabel: "turn",
       yLabel: "TTFT (ms, mean over trajectories)",
       logY: true,
-      series: [
-        { name: "prefix cache on", color: "#1f77b4", points: Array.from({ length: turns }, (_, k) => ({ x: k + 1, y: mean(byTurn(runs.cache.records, k).map((r) => r.ttftMs)) })) },
-        { name: "prefix cache off (--no-prefix-cache)", color: "#d62728", points: Array.from({ length: turns }, (_, k) => ({ x: k + 1, y: mean(byTurn(runs.noCache.records, k).map((r) => r.ttftMs)) })) },
-      ],
+      series: [series("cache", "prefix cache on", "#1f77b4"), series("noCache", "prefix cache off (--no-prefix-cache)", "#d62728")],
     }),
   );
-  process.stderr.write(`\n${rows.join("\n")}\n\n${JSON.stringify(summary, null, 2)}\nplot: ${plot}\n`);
+  const head = ["turn", "prompt", "cached (on)", "computed (on)", "TTFT ms (on)", "cached (off)", "computed (off)", "TTFT ms (off)"];
+  process.stderr.write(`\n${table(head, rows)}\n\n${JSON.stringify(summary, null, 2)}\nplot: ${plot}\n`);
   return summary;
 }
 
-async function runWorkload(engine: Engine, workload: AgentTrajectory[], label: string): Promise<{ records: TurnRecord[]; wallMs: number }> {
-  const progress = new Progress("agent", workload.reduce((a, t) => a + t.turns.length, 0));
+async function runWorkload(engine: Engine, workload: WorkloadTrajectory[], label: string): Promise<{ records: TurnRecord[]; wallMs: number }> {
+  const progress = new Progress("agent", sum(workload.map((t) => t.turns.length)));
   const records: TurnRecord[] = [];
   // Per record, in submission order: prompt ids and prompt + reply ids, for "strictly new tokens".
   const submitted: { record: TurnRecord; prompt: number[]; all: number[] }[] = [];
@@ -184,23 +135,15 @@ async function runWorkload(engine: Engine, workload: AgentTrajectory[], label: s
           mode: k === 0 ? "full" : "delta",
           messages: turn.newMessages,
           tools: traj.tools,
-          sampling: { maxTokens: turn.maxTokens, temperature: 0, topP: 1, topK: 0, stop: [], stopTokenIds: [], ignoreEos: true },
+          sampling: greedy(turn.maxTokens),
           ...(stateId ? { stateId } : {}),
         };
         const slot = submitted.length;
         submitted.push(undefined as never);
-        const done = await submit(engine, req);
+        const { done } = await submitTurn(engine, req);
         const state = engine.states.get(done.stateId)!;
-        const record: TurnRecord = {
-          trajectory: t,
-          turn: k,
-          promptTokens: done.usage.promptTokens,
-          cachedTokens: done.usage.cachedTokens,
-          computedTokens: done.usage.computedTokens,
-          newTokens: 0,
-          completionTokens: done.usage.completionTokens,
-          ttftMs: done.timings.ttftMs,
-        };
+        const { promptTokens, cachedTokens, computedTokens, completionTokens } = done.usage;
+        const record: TurnRecord = { trajectory: t, turn: k, promptTokens, cachedTokens, computedTokens, newTokens: 0, completionTokens, ttftMs: done.timings.ttftMs };
         records.push(record);
         // What the turn computed: its prompt and every generated token but the last (sampled, never fed to the model).
         submitted[slot] = { record, prompt: state.promptTokenIds, all: [...state.promptTokenIds, ...state.generatedTokenIds.slice(0, -1)] };
@@ -218,18 +161,4 @@ async function runWorkload(engine: Engine, workload: AgentTrajectory[], label: s
     cur.record.newTokens = cur.prompt.length - lcp;
   });
   return { records, wallMs };
-}
-
-function submit(engine: Engine, req: GenerateRequest): Promise<DoneFrame> {
-  return new Promise((resolve, reject) => {
-    engine.submit(req, (f: Frame) => {
-      if (f.type === "done") resolve(f);
-      else if (f.type === "error") reject(new Error(`${f.code}: ${f.message}`));
-    });
-  });
-}
-
-function round(v: number, digits: number): number {
-  const p = Math.pow(10, digits);
-  return Math.round(v * p) / p;
 }

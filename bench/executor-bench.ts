@@ -3,7 +3,7 @@ import { CpuExecutor } from "../gpu-backend/model/executors/cpu-executor";
 import { cudaProviderInstalled, webGpuAdapter } from "../gpu-backend/model/executors/device";
 import type { Executor } from "../gpu-backend/model/executors/executor";
 import { loadModel } from "../gpu-backend/engine/load-model";
-import { note, Progress } from "./progress";
+import { note, Progress } from "./kit/progress";
 
 /**
  * `npm run bench -- executors [--quick] [--json] [--model DIR]`: prefill and decode tokens/s and

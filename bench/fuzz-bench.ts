@@ -10,7 +10,7 @@ import { testEngine } from "../gpu-backend/server/testing/test-engine";
 import { freePort, startStack } from "../scripts/stack";
 import { fuzzBackend, type FuzzFindings } from "./fuzz-backend";
 import { fuzzEdge, type EdgeFuzzContext, type EdgeFuzzFindings } from "./fuzz-edge";
-import { note } from "./progress";
+import { note } from "./kit/progress";
 
 /**
  * `npm run bench -- fuzz [--cases N] [--seed S] [--json]`: N (10,000) seeded cases against every

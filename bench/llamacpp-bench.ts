@@ -10,10 +10,10 @@ import type { DecoderSpec } from "../gpu-backend/model/graph/decoder-spec";
 import { spawnSide } from "./llamacpp-child";
 import type { EngineFigures } from "./llamacpp-ours";
 import type { LlamaCppSideResult } from "./llamacpp-side";
-import { memoryBandwidth } from "./memory-bandwidth";
-import { note } from "./progress";
-import { lineChart } from "./svg-plot";
-import { round } from "./round";
+import { memoryBandwidth } from "./kit/machine";
+import { note } from "./kit/progress";
+import { lineChart } from "./kit/plot";
+import { round } from "./kit/report";
 
 export interface LlamaCppBenchOptions {
   quick: boolean;

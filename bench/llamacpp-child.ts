@@ -7,7 +7,7 @@ import type { DeviceRequest } from "../gpu-backend/model/executors/device";
 import { runLlamaCppSide } from "./llamacpp-side";
 import { runOurSide } from "./llamacpp-ours";
 import { makeLlamaCppWorkloads } from "./llamacpp-workload";
-import { note } from "./progress";
+import { note } from "./kit/progress";
 
 /**
  * One side of `npm run bench -- llamacpp` in a process of its own, so that each side's resident

@@ -1,13 +1,12 @@
 import { createBackend } from "../gpu-backend/server/backend";
 import type { DeviceRequest } from "../gpu-backend/model/executors/device";
 import type { Engine } from "../gpu-backend/engine/engine";
-import type { SamplingParams } from "../protocol/messages";
 import type { WeightPrecision } from "../gpu-backend/engine/weight-precision";
 import type { LlamaCppWorkloads, TokenTrajectory } from "./llamacpp-workload";
-import { startCpuMeter, type CpuShare } from "./cpu-meter";
-import { residentMemory, type ResidentMemory } from "./resident-memory";
-import { note } from "./progress";
-import { round } from "./round";
+import { greedy } from "./kit/engine";
+import { residentMemory, startCpuMeter, type CpuShare, type ResidentMemory } from "./kit/machine";
+import { note } from "./kit/progress";
+import { round } from "./kit/report";
 
 export interface OurSideOptions {
   /** Model folder; undefined: the embedded demo model. */
@@ -79,7 +78,6 @@ export async function runOurSide(o: OurSideOptions): Promise<EngineFigures> {
     const { engine, executor } = backend;
     const loaded = residentMemory();
     const stopMeter = startCpuMeter();
-    const greedy = (maxTokens: number): SamplingParams => ({ maxTokens, temperature: 0, topP: 1, topK: 0, stop: [], stopTokenIds: [], ignoreEos: true });
     await engine.generateTokens({ tokenIds: w.decode.prompt.slice(0, 8), sampling: greedy(2), cacheSalt: "warm-up" });
 
     let prefillMs = Infinity;
@@ -97,7 +95,7 @@ export async function runOurSide(o: OurSideOptions): Promise<EngineFigures> {
       decodeTokensPerS = Math.max(decodeTokensPerS, tokensPerS);
     }
 
-    const trajectory = await runTrajectory(engine, w.trajectory, greedy, (k, line) => (k + 1) % 5 === 0 && log(`trajectory: turn ${k + 1}/${w.trajectory.prompts.length}, ${line}`));
+    const trajectory = await runTrajectory(engine, w.trajectory, (k, line) => (k + 1) % 5 === 0 && log(`trajectory: turn ${k + 1}/${w.trajectory.prompts.length}, ${line}`));
     log(`trajectory (${w.trajectory.prompts.length} turns): ${(trajectory.wallMs / 1000).toFixed(2)} s, last-turn TTFT ${trajectory.ttftMs.at(-1)!.toFixed(0)} ms`);
 
     let turnsDone = 0;
@@ -105,7 +103,7 @@ export async function runOurSide(o: OurSideOptions): Promise<EngineFigures> {
     const t0 = performance.now();
     const runs = await Promise.all(
       w.concurrent.trajectories.map((t) =>
-        runTrajectory(engine, t, greedy, () => {
+        runTrajectory(engine, t, () => {
           if (++turnsDone % 10 === 0) log(`concurrent: ${turnsDone}/${turnsTotal} turns, ${((performance.now() - t0) / 1000).toFixed(1)} s`);
         }),
       ),
@@ -148,7 +146,7 @@ export async function runOurSide(o: OurSideOptions): Promise<EngineFigures> {
 }
 
 /** Runs a trajectory's turns in order, counting the prompt tokens each turn computed (not served from cache). */
-async function runTrajectory(engine: Engine, t: TokenTrajectory, greedy: (n: number) => SamplingParams, onTurn: (k: number, line: string) => void) {
+async function runTrajectory(engine: Engine, t: TokenTrajectory, onTurn: (k: number, line: string) => void) {
   const ttftMs: number[] = [];
   let evaluatedPromptTokens = 0;
   const t0 = performance.now();

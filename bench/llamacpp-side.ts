@@ -1,12 +1,11 @@
 import { availableParallelism } from "node:os";
 import { getLlama, LlamaLogLevel, type LlamaContextSequence, type LlamaModel } from "node-llama-cpp";
-import { measureCpu, startCpuMeter, type CpuShare } from "./cpu-meter";
+import { measureCpu, residentMemory, startCpuMeter, type CpuShare } from "./kit/machine";
 import type { EngineFigures } from "./llamacpp-ours";
-import { residentMemory } from "./resident-memory";
 import { generateGreedy, runTurn } from "./llamacpp-turns";
 import type { LlamaCppWorkloads, TokenTrajectory } from "./llamacpp-workload";
-import { note } from "./progress";
-import { round } from "./round";
+import { note } from "./kit/progress";
+import { round } from "./kit/report";
 
 export interface LlamaCppSideOptions {
   ggufPath: string;

@@ -2,12 +2,12 @@ import type { ChatMessage, ToolDefinition } from "../protocol/messages";
 import { commonPrefixLength } from "../protocol/common-prefix";
 import { mulberry32 } from "../protocol/random";
 import type { ChatCodec } from "../gpu-backend/engine/chat-codec";
-import { makeAgentWorkload, type AgentTrajectory } from "./agent-workload";
+import { makeWorkload, type WorkloadTrajectory } from "./kit/workload";
 
 /**
  * The workloads of `npm run bench -- llamacpp`, as TOKEN ID arrays, so our engine and llama.cpp
  * are fed exactly the same tokens whatever either generates. Built from the model's chat codec
- * (template + tokenizer) and seeded agent text (`makeAgentWorkload`); deterministic.
+ * (template + tokenizer) and seeded agent text (`makeWorkload`); deterministic.
  *
  *   decode      one ~1,000-token chat prompt, then `generate` tokens (quick 32, full 128)
  *   prefill     one ~2,000-token chat prompt, evaluated fresh
@@ -84,23 +84,23 @@ export function makeLlamaCppWorkloads(o: LlamaCppWorkloadOptions): LlamaCppWorkl
 }
 
 /**
- * Tools offered in every workload (`makeAgentWorkload` defines 12 of ~220 tokens each); with the
+ * Tools offered in every workload (`makeWorkload` defines 12 of ~220 tokens each); with the
  * shortest system text (50 tokens) and a task, a first prompt is at least ~1,030 tokens.
  */
 const TOOLS = 4;
 
 /**
- * `makeAgentWorkload` with its first tools only and a system prompt sized so that the first
+ * `makeWorkload` with its first tools only and a system prompt sized so that the first
  * turn's rendered prompt (system, tools, task) is within 3% of `firstPromptTokens` (calibrated on
  * one turn: the system text is drawn before anything else, so the same `systemTokens` gives the
  * same system prompt).
  */
-function sizedAgentWorkload(codec: Codec, trajectories: number, turns: number, firstPromptTokens: number, seed: number): AgentTrajectory[] {
+function sizedAgentWorkload(codec: Codec, trajectories: number, turns: number, firstPromptTokens: number, seed: number): WorkloadTrajectory[] {
   const countTokens = (text: string) => codec.encode(text).length;
   const make = (n: number, k: number, systemTokens: number) =>
-    makeAgentWorkload({ trajectories: n, turns: k, systemTokens, observationTokens: LLAMACPP_WORKLOAD_SIZES.observationTokens, replyTokens: [16, 16], seed, countTokens });
-  const withTools = (trajectories: AgentTrajectory[]) => trajectories.map((t) => ({ ...t, tools: t.tools.slice(0, TOOLS) }));
-  // makeAgentWorkload subtracts all 12 tools from systemTokens (its system text is at least 50
+    makeWorkload({ trajectories: n, turns: k, systemTokens, observationTokens: LLAMACPP_WORKLOAD_SIZES.observationTokens, replyTokens: [16, 16], seed, countTokens });
+  const withTools = (trajectories: WorkloadTrajectory[]) => trajectories.map((t) => ({ ...t, tools: t.tools.slice(0, TOOLS) }));
+  // makeWorkload subtracts all 12 tools from systemTokens (its system text is at least 50
   // tokens); only TOOLS of them are rendered.
   const probe = make(1, 1, 0)[0]!;
   let systemTokens = countTokens(JSON.stringify(probe.tools)) + 50 + firstPromptTokens - renderTurn(codec, withTools([probe])[0]!, 0).length;
@@ -117,7 +117,7 @@ function sizedAgentWorkload(codec: Codec, trajectories: number, turns: number, f
 type Codec = Pick<ChatCodec, "render" | "encode">;
 
 /** Turn k's prompt of a trajectory without assistant replies (k = 0: system and task). */
-function renderTurn(codec: Codec, traj: AgentTrajectory, k: number): number[] {
+function renderTurn(codec: Codec, traj: WorkloadTrajectory, k: number): number[] {
   return renderMessages(codec, traj.tools, traj.turns.slice(0, k + 1).flatMap((t) => t.newMessages));
 }
 
@@ -132,7 +132,7 @@ function renderMessages(codec: Codec, tools: ToolDefinition[], messages: ChatMes
  *
  * @throws Error when a turn's prompt does not extend the previous one (a template that rewrites history)
  */
-function scriptedTrajectories(codec: Codec, workload: AgentTrajectory[], generate: number, seed: number): TokenTrajectory[] {
+function scriptedTrajectories(codec: Codec, workload: WorkloadTrajectory[], generate: number, seed: number): TokenTrajectory[] {
   const rand = mulberry32(seed);
   return workload.map((traj, t) => {
     const words = (traj.turns[0]!.newMessages[0]!.content ?? "").split(" ").slice(5);

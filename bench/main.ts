@@ -1,23 +1,18 @@
 import { parseArgs } from "node:util";
-import { runAccuracyBench } from "./accuracy-bench";
 import { runAgentBench } from "./agent-bench";
+import { runCrashRecoveryBench } from "./crash-recovery-bench";
 import { runEdgeBench } from "./edge-bench";
 import { runExecutorBench } from "./executor-bench";
 import { runFuzzBench } from "./fuzz-bench";
-import { runLeaseBench } from "./lease-bench";
 import { BENCH_PRECISIONS, runLlamaCppBench, type BenchPrecision } from "./llamacpp-bench";
 import { runLlamaCppChild, useBenchEntry } from "./llamacpp-child";
-import { runMigrationBench } from "./migration-bench";
 import { runOverloadBench } from "./overload-bench";
-import { runRestartBench } from "./restart-bench";
-import { runRestartsBench } from "./restarts-bench";
+import { runRollingRestartBench } from "./rolling-restart-bench";
 import { runRoutingBench } from "./routing-bench";
-import { runSessionlessBench } from "./sessionless-bench";
 import { runSoakBench } from "./soak-bench";
 import { SOAK_KINDS, type SoakKind } from "./soak-clients";
-import { runStepCosts } from "./step-costs";
-import { runStructuredBench } from "./structured-bench";
-import { runTraceBench } from "./trace-replay";
+import { runAccuracyBench } from "./studies/accuracy-bench";
+import { runSessionlessBench } from "./studies/sessionless-bench";
 import { parsePrecision } from "../gpu-backend/engine/weight-precision";
 import { DEMO_FAMILIES, type DemoFamily } from "../gpu-backend/model/checkpoint/demo-families";
 import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durable-objects/routing/routing-policy";
@@ -44,19 +39,15 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *            policy (affinity, round-robin, least-loaded, consistent-hash): hit rate vs ideal,
  *            tokens/s, TTFT p50/p99, max/mean backend load; flags: --backends N (4),
  *            --trajectories M (32), --turns T, --observation-tokens LO,HI, --policies a,b, --quick,
- *            --json, --model DIR, --out DIR, --step-trace DIR (backends trace every engine step),
- *            --kv-pull auto|always|never (the backends'; never: no KV transfer)
+ *            --json, --model DIR, --out DIR, --kv-pull auto|always|never (the backends'; never: no KV transfer)
  *   sessionless  M clients naming no session, sharing a system prompt, over N backends: the edge's
  *            cache-aware placement of stateless turns vs round-robin: hit rate, tokens computed,
  *            spread; flags: --backends N (4), --trajectories M (32), --turns T, --quick, --json, --model DIR
- *   migration  trajectories of ~4k tokens moved from backend A to B: TTFT of the first turn after the
- *            move with B pulling A's blocks over HTTP vs recomputing them, bytes moved, pull GB/s;
- *            flags: --quick, --json, --trajectories N (16), --model DIR, --weights P
- *   restart  a rolling restart of N backends under M agent trajectories (each backend drained by
+ *   rolling-restart  a rolling restart of N backends under M agent trajectories (each backend drained by
  *            SIGTERM, restarted on its port, one after another): cached / ideal prompt tokens and
  *            TTFT before, during and after, with drained blocks pushed and pulled vs recomputed;
  *            flags: --quick, --json, --backends N (4), --trajectories M (32), --turns T, --model DIR
- *   restarts wrangler dev restarted (SIGTERM) and the backend SIGKILLed and restarted under M
+ *   crash-recovery  wrangler dev restarted (SIGTERM) and the backend SIGKILLed and restarted under M
  *            concurrent trajectories: failed turns store nothing, retries succeed, stored transcripts
  *            equal the clients', replies equal the stateless oracle's, delta/full of the first turns
  *            after each restart; flags: --json, --trajectories M (16), --turns T (6, at least 6), --out DIR
@@ -75,24 +66,19 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *            (closed loop), then Poisson arrivals at 1x, 2x, 4x it: 429 share, p50/p99 TTFT, turns
  *            moved to another backend, most queued tokens; flags: --backends N, --seconds S (30),
  *            --max-queued-tokens N (the backends' bound), --quick, --json, --model DIR
- *   step-costs  fit where the engine steps' CPU went from a --step-trace folder: step-costs DIR
  *   executors  prefill/decode tokens/s and bytes per decode step of every executor here (cpu
  *            baseline, webgpu, cuda); flags: --quick, --json, --model DIR
- *   leases   M agent trajectories with heavy-tailed tool pauses on a pool holding ~1/3 of them:
- *            plain LRU vs tool-pause leases vs leases with pauses 3x longer than predicted;
- *            flags: --quick, --json, --trajectories M (24), --turns T, --model DIR|tiny, --lease-cap F
- *   structured  structured outputs' cost: decode tok/s with tool_choice required/auto over 14 airline
- *            tools vs unconstrained at batch 1 and 8, the grammar's share of wall time, grammar
- *            compile cold and cached; flags: --quick, --json, --model DIR|FAMILY, --weights P
- *   trace    replay a Mooncake trace through the block pool: trace FILE --capacity N --policy P
- *            [--json], or --sweep (every policy and capacity, plot)
+ *
+ * accuracy and sessionless are studies (bench/studies/): their figures are in docs/benchmarks.md,
+ * rerun when what they measure gains a case (a model family, a routing policy). Retired studies
+ * (leases, trace, step-costs, migration, structured) are named there with the commit that has them.
  *
  * Progress goes to stderr; with --json the last stdout line is one JSON object.
  */
 const [name, ...rest] = process.argv.slice(2);
 useBenchEntry(process.argv[1]!);
-const { values } = parseArgs({
-  args: name === "trace" || name === "step-costs" || name === "llamacpp-child" ? [] : rest, // these parse their own arguments (a FILE or DIR, flags)
+const { values: v } = parseArgs({
+  args: name === "llamacpp-child" ? [] : rest, // the child parses its own arguments
   options: {
     quick: { type: "boolean", default: false },
     json: { type: "boolean", default: false },
@@ -103,9 +89,7 @@ const { values } = parseArgs({
     model: { type: "string" },
     weights: { type: "string" },
     out: { type: "string", default: "bench/out" },
-    "lease-cap": { type: "string" },
     "observation-tokens": { type: "string" },
-    "step-trace": { type: "string" },
     device: { type: "string" },
     "llama-gpu": { type: "string" },
     threads: { type: "string" },
@@ -123,181 +107,75 @@ const { values } = parseArgs({
   },
   strict: true,
 });
+const quick = v.quick!;
+const json = v.json!;
+const outDir = v.out!;
+const model = v.model;
+const num = (flag: string | undefined) => (flag === undefined ? undefined : Number(flag));
+const trajectories = num(v.trajectories);
+const backends = num(v.backends);
+const turns = num(v.turns);
 
-switch (name) {
-  case "agent": {
-    const summary = await runAgentBench({
-      quick: values.quick!,
-      json: values.json!,
-      trajectories: values.trajectories ? Number(values.trajectories) : undefined,
-      turns: values.turns ? Number(values.turns) : undefined,
-      model: values.model,
-      weights: values.weights ? parsePrecision(values.weights) : undefined,
-      outDir: values.out!,
-    });
-    console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
-    break;
-  }
-  case "llamacpp": {
-    const precisions = values.weights ? values.weights.split(",").map(benchPrecision) : undefined;
-    const llamaGpu = values["llama-gpu"];
-    if (llamaGpu !== undefined && llamaGpu !== "cuda" && llamaGpu !== "vulkan") throw new Error(`--llama-gpu must be cuda or vulkan, got ${JSON.stringify(llamaGpu)}`);
-    const device = values.device;
-    if (device !== undefined && device !== "cpu" && device !== "webgpu" && device !== "cuda") throw new Error(`--device must be cpu, webgpu or cuda, got ${JSON.stringify(device)}`);
-    const summary = await runLlamaCppBench({
-      quick: values.quick!,
-      model: values.model,
-      outDir: values.out!,
-      precisions,
-      device,
-      llamaGpu: llamaGpu ?? false,
-      threads: values.threads ? Number(values.threads) : undefined,
-      bandwidth: values.bandwidth ? { bytesPerS: Number(values.bandwidth) * 1e9, source: "given (--bandwidth)" } : undefined,
-      cudaExecutionProvider: values["cuda-ep"] === undefined ? undefined : values["cuda-ep"] === "cuda" || values["cuda-ep"] === "webgpu" ? values["cuda-ep"] : badFlag("--cuda-ep", "cuda or webgpu", values["cuda-ep"]),
-      only: values.only === undefined ? undefined : values.only === "ours" || values.only === "llamacpp" ? values.only : badFlag("--only", "ours or llamacpp", values.only),
-    });
-    console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
-    break;
-  }
-  case "accuracy": {
-    const families = values.families?.split(",").map((f) => (DEMO_FAMILIES as readonly string[]).includes(f) ? (f as DemoFamily) : badFlag("--families", DEMO_FAMILIES.join(", "), f));
-    const figures = await runAccuracyBench({ families });
-    console.log(values.json ? JSON.stringify(figures) : JSON.stringify(figures, null, 2));
-    break;
-  }
-  case "llamacpp-child":
-    await runLlamaCppChild(rest);
-    break;
-  case "edge": {
-    const summary = await runEdgeBench({ quick: values.quick!, turns: values.turns ? Number(values.turns) : undefined, model: values.model });
-    console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
-    break;
-  }
-  case "routing": {
-    const { summary, details } = await runRoutingBench({
-      quick: values.quick!,
-      backends: values.backends ? Number(values.backends) : undefined,
-      trajectories: values.trajectories ? Number(values.trajectories) : undefined,
-      turns: values.turns ? Number(values.turns) : undefined,
-      observationTokens: values["observation-tokens"] ? parseRange(values["observation-tokens"]) : undefined,
-      policies: values.policies ? parsePolicies(values.policies) : undefined,
-      model: values.model,
-      outDir: values.out!,
-      stepTraceDir: values["step-trace"],
-      kvPull: values["kv-pull"] === undefined ? undefined : values["kv-pull"] === "auto" || values["kv-pull"] === "always" || values["kv-pull"] === "never" ? values["kv-pull"] : badFlag("--kv-pull", "auto, always or never", values["kv-pull"]),
-    });
-    console.log(values.json ? JSON.stringify(summary) : JSON.stringify({ ...summary, details }, null, 2));
-    break;
-  }
-  case "sessionless": {
-    const summary = await runSessionlessBench({
-      quick: values.quick!,
-      backends: values.backends ? Number(values.backends) : undefined,
-      trajectories: values.trajectories ? Number(values.trajectories) : undefined,
-      turns: values.turns ? Number(values.turns) : undefined,
-      model: values.model,
-    });
-    console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
-    break;
-  }
-  case "migration": {
-    const summary = await runMigrationBench({
-      quick: values.quick!,
-      json: values.json!,
-      trajectories: values.trajectories ? Number(values.trajectories) : undefined,
-      model: values.model,
-      weights: values.weights ? parsePrecision(values.weights) : undefined,
-    });
-    console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
-    break;
-  }
-  case "restart": {
-    const summary = await runRestartBench({
-      quick: values.quick!,
-      backends: values.backends ? Number(values.backends) : undefined,
-      trajectories: values.trajectories ? Number(values.trajectories) : undefined,
-      turns: values.turns ? Number(values.turns) : undefined,
-      model: values.model,
-      outDir: values.out!,
-    });
-    console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
-    break;
-  }
-  case "restarts": {
-    const summary = await runRestartsBench({ trajectories: values.trajectories ? Number(values.trajectories) : undefined, turns: values.turns ? Number(values.turns) : undefined, outDir: values.out! });
-    console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
-    break;
-  }
-  case "fuzz": {
-    const summary = await runFuzzBench({ cases: values.cases ? Number(values.cases) : undefined, seed: values.seed ? Number(values.seed) : undefined });
-    console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
-    break;
-  }
-  case "soak": {
-    const summary = await runSoakBench({
-      trajectories: values.trajectories ? Number(values.trajectories) : 64,
-      seconds: values.seconds ? Number(values.seconds) : values.quick ? 60 : 300,
-      backends: values.backends ? Number(values.backends) : undefined,
-      workerHeap: values["worker-heap"]!,
-      kinds: values.kinds?.split(",").map((k) => ((SOAK_KINDS as readonly string[]).includes(k) ? (k as SoakKind) : badFlag("--kinds", SOAK_KINDS.join(", "), k))),
-      model: values.model,
-      outDir: values.out!,
-    });
-    console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
-    break;
-  }
-  case "overload": {
-    const summary = await runOverloadBench({
-      quick: values.quick!,
-      backends: values.backends ? Number(values.backends) : undefined,
-      seconds: values.seconds ? Number(values.seconds) : undefined,
-      maxQueuedTokens: values["max-queued-tokens"] ? Number(values["max-queued-tokens"]) : undefined,
-      model: values.model,
-      outDir: values.out!,
-    });
-    console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
-    break;
-  }
-  case "step-costs": {
-    let result: Record<string, unknown>;
-    try {
-      result = runStepCosts(rest);
-    } catch (e) {
-      // A missing or unreadable folder, or too few steps: say so, no stack trace.
-      console.error(`step-costs: ${(e as Error).message}`);
-      process.exit(2);
-    }
-    console.log(rest.includes("--json") ? JSON.stringify(result) : JSON.stringify(result, null, 2));
-    break;
-  }
-  case "executors": {
-    const summary = await runExecutorBench({ quick: values.quick!, model: values.model });
-    console.log(values.json ? JSON.stringify(summary) : JSON.stringify(summary, null, 2));
-    break;
-  }
-  case "leases": {
-    const { summary, details } = await runLeaseBench({
-      quick: values.quick!,
-      trajectories: values.trajectories ? Number(values.trajectories) : undefined,
-      turns: values.turns ? Number(values.turns) : undefined,
-      model: values.model,
-      leaseCap: values["lease-cap"] ? Number(values["lease-cap"]) : undefined,
-      outDir: values.out!,
-    });
-    console.log(values.json ? JSON.stringify(summary) : JSON.stringify({ ...summary, details }, null, 2));
-    break;
-  }
-  case "structured": {
-    const summary = await runStructuredBench({ quick: values.quick!, json: values.json!, model: values.model, weights: values.weights ? parsePrecision(values.weights) : undefined });
-    console.log(JSON.stringify(summary));
-    break;
-  }
-  case "trace":
-    await runTraceBench(rest);
-    break;
-  default:
-    console.error(`unknown benchmark ${JSON.stringify(name ?? "")}; available: accuracy, agent, edge, executors, fuzz, leases, llamacpp, migration, overload, restart, restarts, routing, sessionless, soak, step-costs, structured, trace`);
-    process.exit(2);
+/** Each benchmark by name; what it answers is printed (indented, or one line with --json; `details` only without). */
+const BENCHES: Record<string, () => Promise<unknown>> = {
+  agent: () => runAgentBench({ quick, json, trajectories, turns, model, weights: v.weights === undefined ? undefined : parsePrecision(v.weights), outDir }),
+  accuracy: () => runAccuracyBench({ families: v.families?.split(",").map((f) => oneOf("--families", DEMO_FAMILIES, f) as DemoFamily) }),
+  llamacpp: () =>
+    runLlamaCppBench({
+      quick,
+      model,
+      outDir,
+      precisions: v.weights?.split(",").map((w) => oneOf("--weights", BENCH_PRECISIONS, w) as BenchPrecision),
+      device: v.device === undefined ? undefined : oneOf("--device", ["cpu", "webgpu", "cuda"] as const, v.device),
+      llamaGpu: v["llama-gpu"] === undefined ? false : oneOf("--llama-gpu", ["cuda", "vulkan"] as const, v["llama-gpu"]),
+      threads: num(v.threads),
+      bandwidth: v.bandwidth ? { bytesPerS: Number(v.bandwidth) * 1e9, source: "given (--bandwidth)" } : undefined,
+      cudaExecutionProvider: v["cuda-ep"] === undefined ? undefined : oneOf("--cuda-ep", ["cuda", "webgpu"] as const, v["cuda-ep"]),
+      only: v.only === undefined ? undefined : oneOf("--only", ["ours", "llamacpp"] as const, v.only),
+    }),
+  "llamacpp-child": () => runLlamaCppChild(rest),
+  edge: () => runEdgeBench({ quick, turns, model }),
+  routing: () =>
+    runRoutingBench({
+      quick,
+      backends,
+      trajectories,
+      turns,
+      observationTokens: v["observation-tokens"] ? parseRange(v["observation-tokens"]) : undefined,
+      policies: v.policies ? parsePolicies(v.policies) : undefined,
+      model,
+      outDir,
+      kvPull: v["kv-pull"] === undefined ? undefined : oneOf("--kv-pull", ["auto", "always", "never"] as const, v["kv-pull"]),
+    }),
+  sessionless: () => runSessionlessBench({ quick, backends, trajectories, turns, model }),
+  "rolling-restart": () => runRollingRestartBench({ quick, backends, trajectories, turns, model, outDir }),
+  "crash-recovery": () => runCrashRecoveryBench({ trajectories, turns, outDir }),
+  fuzz: () => runFuzzBench({ cases: num(v.cases), seed: num(v.seed) }),
+  soak: () =>
+    runSoakBench({
+      trajectories: trajectories ?? 64,
+      seconds: num(v.seconds) ?? (quick ? 60 : 300),
+      backends,
+      workerHeap: v["worker-heap"]!,
+      kinds: v.kinds?.split(",").map((k) => oneOf("--kinds", SOAK_KINDS, k) as SoakKind),
+      model,
+      outDir,
+    }),
+  overload: () => runOverloadBench({ quick, backends, seconds: num(v.seconds), maxQueuedTokens: num(v["max-queued-tokens"]), model, outDir }),
+  executors: () => runExecutorBench({ quick, model }),
+};
+
+const bench = BENCHES[name ?? ""];
+if (!bench) {
+  console.error(`unknown benchmark ${JSON.stringify(name ?? "")}; available: ${Object.keys(BENCHES).filter((b) => b !== "llamacpp-child").sort().join(", ")}`);
+  process.exit(2);
+}
+const result = await bench();
+if (result !== undefined) {
+  // A `{ summary, details }` answer prints its summary alone with --json.
+  const r = result as { summary?: object; details?: object };
+  const shown = r.summary && r.details ? (json ? r.summary : { ...r.summary, details: r.details }) : result;
+  console.log(json ? JSON.stringify(shown) : JSON.stringify(shown, null, 2));
 }
 
 function parsePolicies(list: string): RoutingPolicyName[] {
@@ -315,11 +193,8 @@ function parseRange(text: string): [number, number] {
   return [lo!, hi!];
 }
 
-function benchPrecision(v: string): BenchPrecision {
-  if ((BENCH_PRECISIONS as readonly string[]).includes(v)) return v as BenchPrecision;
-  throw new Error(`--weights takes a comma list of ${BENCH_PRECISIONS.join(", ")}, got ${JSON.stringify(v)}`);
-}
-
-function badFlag(flag: string, want: string, got: string): never {
-  throw new Error(`${flag} must be ${want}, got ${JSON.stringify(got)}`);
+/** `value` if it is one of `allowed`, else an error naming the flag. */
+function oneOf<T extends string>(flag: string, allowed: readonly T[], value: string): T {
+  if ((allowed as readonly string[]).includes(value)) return value as T;
+  throw new Error(`${flag} must be one of ${allowed.join(", ")}, got ${JSON.stringify(value)}`);
 }

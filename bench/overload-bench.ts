@@ -1,14 +1,11 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { mulberry32 } from "../protocol/random";
-import { percentile } from "../durable-objects/trajectory/lease-policy";
 import { DEFAULT_MAX_QUEUED_TOKENS } from "../gpu-backend/scheduler/scheduler";
-import type { Stack } from "../scripts/stack";
-import { startBenchStack } from "./bench-stack";
-import { scrapeBackends, waitIdle } from "./backend-scrape";
-import { note } from "./progress";
-import { round } from "./round";
-import { sleep } from "./routing-policy-run";
-import { waitForPool } from "./routing-stack-meters";
-import { sseJson } from "./sse";
+import { scrapeBackends, waitIdle, type BackendAccess } from "./kit/backend-metrics";
+import { note } from "./kit/progress";
+import { percentile, round, table } from "./kit/report";
+import { startBenchStack } from "./kit/stack";
+import { sendTurn, TurnFailed } from "./kit/turn-client";
 
 /**
  * `npm run bench -- overload [--backends N] [--seconds S] [--max-queued-tokens N] [--quick] [--json]`
@@ -95,15 +92,9 @@ export async function runOverloadBench(o: OverloadBenchOptions): Promise<Overloa
   const numBackends = o.backends ?? 2;
   const seconds = o.seconds ?? (o.quick ? 12 : 30);
   const queueBound = o.maxQueuedTokens ?? DEFAULT_MAX_QUEUED_TOKENS;
-  const { stack, logPath, close } = await startBenchStack({
-    name: "overload",
-    backends: numBackends,
-    outDir: o.outDir,
-    options: { ...(o.model ? { modelDir: o.model } : {}), backendArgs: ["--max-queued-tokens", String(queueBound)] },
-  });
-  note("overload", `${numBackends} backends (--max-queued-tokens ${queueBound}), ${seconds} s per window; log: ${logPath}`);
+  const stack = await startBenchStack({ name: "overload", backends: numBackends, outDir: o.outDir, ...(o.model ? { model: o.model } : {}), backend: { threads: 1, backendArgs: ["--max-queued-tokens", String(queueBound)] } });
+  note("overload", `${numBackends} backends (--max-queued-tokens ${queueBound}), ${seconds} s per window; log: ${stack.logPath}`);
   try {
-    await waitForPool(stack, numBackends, 60_000);
     const prompts = promptSource(7);
     const send = (): Promise<Outcome> => streamOne(stack.edgeUrl, prompts());
     // Warm-up: every backend compiles and runs its first shapes.
@@ -144,10 +135,10 @@ export async function runOverloadBench(o: OverloadBenchOptions): Promise<Overloa
       errorSamples: errorSamples.slice(0, 10),
       wallS: round((performance.now() - t0) / 1000, 1),
     };
-    process.stderr.write(`\n${table(summary)}\n`);
+    process.stderr.write(`\n${overloadTable(summary)}\n`);
     return summary;
   } finally {
-    await close();
+    await stack.close();
   }
 }
 
@@ -185,28 +176,13 @@ function promptSource(seed: number): () => string {
 
 /** One streaming stateless chat completion: its status, TTFT (first chunk with content, else the end), and a refusal's code and Retry-After. */
 async function streamOne(edgeUrl: string, prompt: string): Promise<Outcome> {
-  const start = performance.now();
   try {
-    const res = await fetch(`${edgeUrl}/v1/chat/completions`, {
-      method: "POST",
-      headers: { authorization: "Bearer sk-local-dev", "content-type": "application/json" },
-      body: JSON.stringify({ messages: [{ role: "user", content: prompt }], max_tokens: MAX_TOKENS, temperature: 0, stream: true, stream_options: { include_usage: true } }),
-    });
-    if (!res.ok || !res.body) {
-      const body = (await res.json().catch(() => ({}))) as { error?: { code?: string; message?: string } };
-      return { status: res.status, code: body.error?.code ?? "", retryAfter: res.headers.get("retry-after"), error: body.error?.message ?? "" };
-    }
-    let ttftMs: number | undefined;
-    let promptTokens: number | undefined;
-    for await (const raw of sseJson(res.body)) {
-      const chunk = raw as { error?: { code: string; message: string }; choices?: { delta?: { content?: string } }[]; usage?: { prompt_tokens: number } };
-      if (chunk.error) return { status: -1, code: chunk.error.code, error: `mid-stream: ${chunk.error.message}` };
-      if (chunk.choices?.[0]?.delta?.content) ttftMs ??= performance.now() - start;
-      if (chunk.usage) promptTokens = chunk.usage.prompt_tokens;
-    }
-    return { status: 200, ttftMs: ttftMs ?? performance.now() - start, ...(promptTokens !== undefined ? { promptTokens } : {}) };
+    const reply = await sendTurn({ edgeUrl, messages: [{ role: "user", content: prompt }], maxTokens: MAX_TOKENS, stream: true });
+    return { status: 200, ttftMs: reply.ttftMs, promptTokens: reply.promptTokens };
   } catch (e) {
-    return { status: 0, error: (e as Error).message };
+    if (!(e instanceof TurnFailed)) throw e;
+    if (e.answer) return { status: e.answer.status, code: e.answer.errorCode, retryAfter: e.answer.retryAfter, error: e.message };
+    return e.code === "connection" ? { status: 0, error: e.message } : { status: -1, code: e.code, error: `mid-stream: ${e.message}` };
   }
 }
 
@@ -245,13 +221,13 @@ async function openLoop(send: () => Promise<Outcome>, perS: number, ms: number, 
   return Promise.all(pending);
 }
 
-async function backendFigures(stack: Stack): Promise<{ refusals: number }> {
+async function backendFigures(stack: BackendAccess): Promise<{ refusals: number }> {
   const all = await scrapeBackends(stack);
   return { refusals: all.reduce((n, m) => n + m("agent_edge_overloaded_total"), 0) };
 }
 
 /** Samples every backend's queued tokens every 250 ms; `stop` answers the most seen. */
-function sampleQueued(stack: Stack): { stop: () => Promise<number> } {
+function sampleQueued(stack: BackendAccess): { stop: () => Promise<number> } {
   let max = 0;
   let running = true;
   const loop = (async () => {
@@ -270,8 +246,8 @@ function sampleQueued(stack: Stack): { stop: () => Promise<number> } {
   };
 }
 
-function table(s: OverloadSummary): string {
+function overloadTable(s: OverloadSummary): string {
   const head = `Overload, ${s.backends} backends, ~${s.promptTokens} prompt tokens per turn, queue bound ${s.queueBound} tokens; sustainable ${s.sustainablePerS} turns/s (${s.sustainablePrefillTokPerS} prompt tok/s)`;
-  const rows = s.rates.map((r) => [`${r.multiple}x`, r.offeredPerS, r.sent, r.served, r.overloaded, `${round(100 * r.overloadedShare, 1)}%`, r.moved, r.errors, r.p50TtftMs, r.p99TtftMs, r.maxQueuedTokens].join("\t"));
-  return [head, ["rate", "offered/s", "sent", "served", "429", "429 share", "moved", "errors", "p50 TTFT ms", "p99 TTFT ms", "most queued"].join("\t"), ...rows].join("\n");
+  const rows = s.rates.map((r) => [`${r.multiple}x`, r.offeredPerS, r.sent, r.served, r.overloaded, `${round(100 * r.overloadedShare, 1)}%`, r.moved, r.errors, r.p50TtftMs, r.p99TtftMs, r.maxQueuedTokens]);
+  return `${head}\n${table(["rate", "offered/s", "sent", "served", "429", "429 share", "moved", "errors", "p50 TTFT ms", "p99 TTFT ms", "most queued"], rows)}`;
 }

@@ -1,17 +1,15 @@
-import { appendFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
 import { commonPrefixLength } from "../protocol/common-prefix";
 import { ROUTING_POLICIES, type RoutingPolicyName } from "../durable-objects/routing/routing-policy";
-import { loadModel } from "../gpu-backend/engine/load-model";
 import { generateFrames } from "../durable-objects/backend/backend-client";
-import { freePort, startStack, type Stack } from "../scripts/stack";
-import { makeRoutingWorkload } from "./routing-workload";
-import { note } from "./progress";
+import { loadModel, type LoadedModel } from "../gpu-backend/engine/load-model";
+import { BLOCK_SIZE, greedy } from "./kit/engine";
+import { note } from "./kit/progress";
+import { writeOut } from "./kit/report";
+import { startBenchStack, type BenchStack } from "./kit/stack";
+import { makeWorkload, WORDS, type WorkloadOptions, type WorkloadTrajectory } from "./kit/workload";
 import { runPolicy } from "./routing-policy-run";
 import { writePlots } from "./routing-plots";
 import { checkTargets, cpuTable, idealCachedTokens, policyTable, summarizePolicy, summaryJson, type PolicyDetails, type RoutingSummary, type TurnResult } from "./routing-report";
-import type { TraceWindow } from "./step-costs";
 
 /**
  * `npm run bench -- routing [--backends N] [--trajectories M] [--turns T] [--quick] [--json]`
@@ -22,9 +20,9 @@ import type { TraceWindow } from "./step-costs";
  * pauses between turns), reads every turn's record from the session URLs, and stops the stack.
  * Each policy starts from cold caches on fresh backends.
  *
- * Workload: bench/routing-workload.ts; one policy's run: routing-policy-run.ts (what it reads
- * from the stack: routing-stack-meters.ts); figures, targets and tables: routing-report.ts
- * (definitions there and in docs/benchmarks.md); plots: routing-plots.ts.
+ * Workload: `routingWorkload` below (kit/workload.ts); one policy's run: routing-policy-run.ts;
+ * figures, targets and tables: routing-report.ts (definitions there and in docs/benchmarks.md);
+ * plots: routing-plots.ts.
  */
 export interface RoutingBenchOptions {
   quick: boolean;
@@ -36,13 +34,9 @@ export interface RoutingBenchOptions {
   policies?: RoutingPolicyName[];
   model?: string;
   outDir: string;
-  /** Backends trace every engine step into this folder (`--step-trace`), with `windows.json`: each policy's run. */
-  stepTraceDir?: string | undefined;
   /** The backends' `--kv-pull` (default theirs, auto): `never` turns KV transfer off. */
   kvPull?: "auto" | "always" | "never";
 }
-
-const BLOCK_SIZE = 16; // the backends' default --block-size
 
 /**
  * Sizes. --quick fits the four policies in about 5 minutes on the 2-core CPU machine with the
@@ -56,38 +50,50 @@ export function workloadSizes(quick: boolean) {
     : { turns: 8, systemTokens: 600, tools: 10, observationTokens: [200, 400] as [number, number], replyTokens: [8, 16] as [number, number] };
 }
 
+/**
+ * The routing workload (also the rolling restart's): trajectories in four groups (one popular,
+ * three smaller), each group with its own system prompt and tools, tool pauses between turns,
+ * starts spread over 2 s. Its words: the first 56 of `WORDS` (the vocabulary it was written with).
+ */
+export function routingWorkload(model: LoadedModel, o: { trajectories: number; turns: number; quick: boolean; observationTokens?: [number, number]; pauseMs?: [number, number]; seed?: number }): WorkloadTrajectory[] {
+  const sizes = workloadSizes(o.quick);
+  const options: WorkloadOptions = {
+    trajectories: o.trajectories,
+    turns: o.turns,
+    groupShares: [0.5, 0.2, 0.15, 0.15],
+    systemTokens: sizes.systemTokens,
+    tools: { count: sizes.tools, descriptionWords: 24, args: 3, argWords: 8 },
+    taskTokens: 40,
+    observationTokens: o.observationTokens ?? sizes.observationTokens,
+    replyTokens: sizes.replyTokens,
+    pauseMs: o.pauseMs ?? [50, 300],
+    startSpreadMs: 2000,
+    vocabulary: WORDS.slice(0, 56),
+    seed: o.seed ?? 17,
+    countTokens: (t) => model.codec.encode(t).length,
+  };
+  return makeWorkload(options);
+}
+
+/** Tokens two trajectories' first prompts share (their group's system prompt and tools), for `idealCachedTokens`. */
+export function sharedFirstPrefix(model: LoadedModel, workload: readonly WorkloadTrajectory[]): { firstIds: Map<string, number[]>; sharedPrefix: (a: string, b: string) => number } {
+  const { codec } = model;
+  const firstIds = new Map(workload.map((t) => [t.id, codec.encode(codec.render({ messages: t.turns[0]!.newMessages, tools: t.tools, addGenerationPrompt: true }))]));
+  return { firstIds, sharedPrefix: (a, b) => commonPrefixLength(firstIds.get(a)!, firstIds.get(b)!) };
+}
+
 export async function runRoutingBench(o: RoutingBenchOptions): Promise<{ summary: RoutingSummary; details: Partial<Record<RoutingPolicyName, PolicyDetails>> }> {
   const numBackends = o.backends ?? 4;
   const numTrajectories = o.trajectories ?? 32;
-  const sizes = workloadSizes(o.quick);
-  const turns = o.turns ?? sizes.turns;
+  const turns = o.turns ?? workloadSizes(o.quick).turns;
   const policies = o.policies ?? [...ROUTING_POLICIES];
   const t0 = performance.now();
 
   // Default: the embedded demo model (materialized on first use), as the backends serve it.
-  const modelDir = o.model;
-  const model = await loadModel({ dir: modelDir, log: () => {} });
+  const model = await loadModel({ dir: o.model, log: () => {} });
   const modelId = model.spec.modelId;
-  const { codec } = model;
-  const countTokens = (t: string) => codec.encode(t).length;
-  const workload = makeRoutingWorkload({
-    trajectories: numTrajectories,
-    turns,
-    groupShares: [0.5, 0.2, 0.15, 0.15],
-    systemTokens: sizes.systemTokens,
-    tools: sizes.tools,
-    observationTokens: o.observationTokens ?? sizes.observationTokens,
-    replyTokens: sizes.replyTokens,
-    pauseMs: [50, 300],
-    startSpreadMs: 2000,
-    seed: 17,
-    countTokens,
-  });
-  // First prompts as token ids, for the shared prefix of two first turns.
-  const firstIds = new Map(
-    workload.map((t) => [t.id, codec.encode(codec.render({ messages: t.turns[0]!.newMessages, tools: t.tools, addGenerationPrompt: true }))]),
-  );
-  const sharedPrefix = (a: string, b: string) => commonPrefixLength(firstIds.get(a)!, firstIds.get(b)!);
+  const workload = routingWorkload(model, { trajectories: numTrajectories, turns, quick: o.quick, ...(o.observationTokens ? { observationTokens: o.observationTokens } : {}) });
+  const { firstIds, sharedPrefix } = sharedFirstPrefix(model, workload);
   const meanFirst = [...firstIds.values()].reduce((s, ids) => s + ids.length, 0) / firstIds.size;
   note(
     "routing",
@@ -97,34 +103,22 @@ export async function runRoutingBench(o: RoutingBenchOptions): Promise<{ summary
   const details: Partial<Record<RoutingPolicyName, PolicyDetails>> = {};
   const perTurn: Partial<Record<RoutingPolicyName, { results: TurnResult[]; ideal: number[] }>> = {};
   const allTurns: Record<string, unknown[]> = {};
-  const dir = mkdtempSync(join(tmpdir(), "agent-edge-routing-"));
-  const edgePort = await freePort();
-  const backendPorts: number[] = [];
-  for (let i = 0; i < numBackends; i++) backendPorts.push(await freePort());
-  mkdirSync(o.outDir, { recursive: true });
-  const logPath = join(o.outDir, "routing-stack.log");
-  writeFileSync(logPath, "");
-  const onLine = (line: string) => {
-    appendFileSync(logPath, `${new Date().toISOString()} ${line}\n`);
-    if (process.env.BENCH_VERBOSE) note("routing", line);
-  };
   // The backends run once for all policies (each policy's edge gets its own cache salt, so no
   // policy reuses another's blocks); only the edge restarts, with ROUTING_POLICY set.
   note("routing", `starting ${numBackends} backends`);
-  const traceDir = o.stepTraceDir === undefined ? undefined : resolve(o.stepTraceDir);
-  if (traceDir) {
-    mkdirSync(traceDir, { recursive: true });
-    if (readdirSync(traceDir).some((f) => f.endsWith(".jsonl"))) throw new Error(`--step-trace ${traceDir} already holds step traces: give an empty folder`);
-  }
-  const backendArgs = [...(traceDir ? ["--step-trace", traceDir] : []), ...(o.kvPull ? ["--kv-pull", o.kvPull] : [])];
-  const backendStack = await startStack({ ...(modelDir ? { modelDir } : {}), backendPorts, edgePort, kvMemory: "1GiB", threads: 1, startEdge: false, backendArgs, onLine });
-  const windows: TraceWindow[] = [];
+  const stack = await startBenchStack({
+    name: "routing",
+    backends: numBackends,
+    outDir: o.outDir,
+    ...(o.model ? { model: o.model } : {}),
+    backend: { kvMemory: "1GiB", threads: 1, backendArgs: o.kvPull ? ["--kv-pull", o.kvPull] : [] },
+    edge: false,
+  });
   try {
-    await warmUp(backendStack, modelId);
+    await warmUp(stack, modelId);
     for (const policy of policies) {
-      onLine(`[routing] ---- ${policy} ----`);
-      const run = await runPolicy({ policy, backendStack, edgePort, inspectorPort: await freePort(), persistTo: join(dir, policy), workload, modelId, onLine });
-      windows.push({ name: policy, fromMs: run.startedAt, toMs: run.startedAt + run.wallMs });
+      stack.onLine(`[routing] ---- ${policy} ----`);
+      const run = await runPolicy({ policy, stack, workload, modelId });
       const ideal = idealCachedTokens(run.results, sharedPrefix, BLOCK_SIZE);
       const firstMismatch = run.results.find((r) => r.turn === 1 && r.promptTokens !== firstIds.get(r.trajectory)!.length);
       if (firstMismatch) note("routing", `note: ${firstMismatch.trajectory} turn 1 has ${firstMismatch.promptTokens} prompt tokens, the local render ${firstIds.get(firstMismatch.trajectory)!.length}`);
@@ -135,12 +129,7 @@ export async function runRoutingBench(o: RoutingBenchOptions): Promise<{ summary
       process.stderr.write(`\n${policyTable({ [policy]: d })}\nturns per backend: ${JSON.stringify(d.turnsPerBackend)}; computed prompt tokens per backend: ${JSON.stringify(d.computedPerBackend)}; mean sampled load (pool view): ${JSON.stringify(d.sampledLoadPerBackend)}; full turns ${d.fullTurns}; DO-side TTFT p50/p99 ${d.p50DoTtftMs}/${d.p99DoTtftMs} ms; ideal - cached tokens: ${JSON.stringify(d.lostVsIdeal)}; backend CPU ${d.backendCpuS} s, executor steps ${d.executorS} s in ${d.wallS} s wall; moves by route: ${JSON.stringify(d.movesByRoute)}; pool samples showing a backend down: ${JSON.stringify(d.downSamples)}; resent turns ${d.retries}; CPU s (machine busy/total, backends, edge, client): ${JSON.stringify(d.cpu)}\n\n`);
     }
   } finally {
-    await backendStack.stop();
-    rmSync(dir, { recursive: true, force: true });
-    if (traceDir) {
-      writeFileSync(join(traceDir, "windows.json"), `${JSON.stringify(windows)}\n`);
-      process.stderr.write(`step traces: ${traceDir} (npm run bench -- step-costs ${o.stepTraceDir})\n`);
-    }
+    await stack.close();
   }
 
   const summary = summaryJson(details);
@@ -148,29 +137,17 @@ export async function runRoutingBench(o: RoutingBenchOptions): Promise<{ summary
   process.stderr.write(`CPU during each run (core-seconds):\n${cpuTable(details)}\n`);
   process.stderr.write(`targets: ${JSON.stringify(checkTargets(summary.policies))}\n`);
   const plots = writePlots(o.outDir, perTurn, turns, { numBackends, numTrajectories, modelId });
-  const turnsPath = join(o.outDir, "routing-turns.json");
-  writeFileSync(turnsPath, `${JSON.stringify({ numBackends, numTrajectories, turns, modelId, details, turnsByPolicy: allTurns })}\n`);
+  const turnsPath = writeOut(o.outDir, "routing-turns.json", `${JSON.stringify({ numBackends, numTrajectories, turns, modelId, details, turnsByPolicy: allTurns })}\n`);
   process.stderr.write(`plots: ${plots.join(", ")}; every turn: ${turnsPath}\n`);
   return { summary, details };
 }
+
 /** One short request straight to each backend, so the first policy does not pay first-run costs. */
-async function warmUp(stack: Stack, modelId: string): Promise<void> {
+async function warmUp(stack: BenchStack, modelId: string): Promise<void> {
   await Promise.all(
     stack.backendUrls.map(async (url, i) => {
-      const frames = generateFrames(
-        { url, secret: stack.secret },
-        {
-          requestId: `warm-${i}`,
-          trajectoryId: `warm-${i}`,
-          cacheSalt: "routing-bench-warm-up",
-          mode: "full",
-          messages: [{ role: "user", content: "warm up ".repeat(100) }],
-          model: modelId,
-          sampling: { maxTokens: 4, temperature: 0, topP: 1, topK: 0, stop: [], stopTokenIds: [], ignoreEos: true },
-        },
-        { timeoutMs: 120_000 },
-      );
-      for await (const f of frames) if (f.type === "error") throw new Error(`warm-up on ${url}: ${f.code}: ${f.message}`);
+      const request = { requestId: `warm-${i}`, trajectoryId: `warm-${i}`, cacheSalt: "routing-bench-warm-up", mode: "full" as const, messages: [{ role: "user" as const, content: "warm up ".repeat(100) }], model: modelId, sampling: greedy(4) };
+      for await (const f of generateFrames({ url, secret: stack.secret }, request, { timeoutMs: 120_000 })) if (f.type === "error") throw new Error(`warm-up on ${url}: ${f.code}: ${f.message}`);
     }),
   );
 }

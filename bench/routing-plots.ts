@@ -1,8 +1,7 @@
-import { mkdirSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
 import type { RoutingPolicyName } from "../durable-objects/routing/routing-policy";
 import type { TurnResult } from "./routing-report";
-import { lineChart, type Series } from "./svg-plot";
+import { lineChart, type Series } from "./kit/plot";
+import { mean, writeOut } from "./kit/report";
 
 /** Writes the hit-rate and TTFT plots of a run (also from a saved routing-turns.json). */
 export function writePlots(
@@ -11,7 +10,6 @@ export function writePlots(
   turns: number,
   info: { numBackends: number; numTrajectories: number; modelId: string },
 ): string[] {
-  mkdirSync(outDir, { recursive: true });
   const colors: Record<RoutingPolicyName, string> = { affinity: "#1f77b4", "round-robin": "#d62728", "least-loaded": "#2ca02c", "consistent-hash": "#ff7f0e" };
   const ks = Array.from({ length: turns }, (_, i) => i + 1);
   const entries = Object.entries(perTurn) as [RoutingPolicyName, { results: TurnResult[]; ideal: number[] }][];
@@ -29,12 +27,10 @@ export function writePlots(
   const first = entries[0];
   if (first) hitSeries.push({ name: "ideal", color: "#7f7f7f", dashed: true, points: ks.map((k) => ({ x: k, y: hitAt(first[1].results, k, (_r, i) => first[1].ideal[i]!) })) });
   const title = `${info.numBackends} backends, ${info.numTrajectories} agent trajectories (${info.modelId}, CPU)`;
-  const hitPath = join(outDir, "routing-hit-rate.svg");
-  writeFileSync(hitPath, lineChart({ title: `Prefix hit rate per turn: ${title}`, xLabel: "turn", yLabel: "cached / prompt tokens", series: hitSeries, legend: "bottom-right" }));
-  const ttftPath = join(outDir, "routing-ttft.svg");
-  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
-  writeFileSync(
-    ttftPath,
+  const hitPath = writeOut(outDir, "routing-hit-rate.svg", lineChart({ title: `Prefix hit rate per turn: ${title}`, xLabel: "turn", yLabel: "cached / prompt tokens", series: hitSeries, legend: "bottom-right" }));
+  const ttftPath = writeOut(
+    outDir,
+    "routing-ttft.svg",
     lineChart({
       title: `Mean time to first token per turn: ${title}`,
       xLabel: "turn",

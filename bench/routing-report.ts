@@ -1,5 +1,6 @@
 import type { RoutingPolicyName } from "../durable-objects/routing/routing-policy";
-import { percentile } from "../durable-objects/trajectory/lease-policy";
+import type { CpuBreakdown } from "./kit/machine";
+import { percentile, round } from "./kit/report";
 
 /**
  * The routing bench's report: one policy's turns summarized into its figures, the JSON line
@@ -92,14 +93,6 @@ export interface PolicyDetails extends PolicyFigures {
   retries?: number;
   /** CPU seconds during the run: the machine (busy of total), backends, edge (wrangler + workerd), this client. */
   cpu?: CpuBreakdown;
-}
-
-export interface CpuBreakdown {
-  machineBusyS: number;
-  machineTotalS: number;
-  backendsS: number;
-  edgeS: number;
-  clientS: number;
 }
 
 /** Ideal minus cached tokens by kind of turn: first turns, turns on another backend than the previous, the rest. */
@@ -289,9 +282,4 @@ export function cpuTable(details: Partial<Record<RoutingPolicyName, PolicyDetail
       return `| ${name} | ${c.machineTotalS.toFixed(0)} | ${c.machineBusyS.toFixed(0)} | ${c.backendsS.toFixed(1)} | ${d.executorS.toFixed(1)} | ${c.edgeS.toFixed(1)} | ${c.clientS.toFixed(1)} | ${others.toFixed(1)} |`;
     });
   return ["| policy | machine core-s | busy | backends | (executor steps, wall) | edge (wrangler+workerd) | client | other processes |", "|---|---:|---:|---:|---:|---:|---:|---:|", ...rows].join("\n");
-}
-
-export function round(v: number, digits: number): number {
-  const p = Math.pow(10, digits);
-  return Math.round(v * p) / p;
 }

@@ -1,15 +1,13 @@
-import { writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { SECRET_HEADER } from "../protocol/messages";
-import type { Stack } from "../scripts/stack";
-import { startBenchStack } from "./bench-stack";
-import { residentBytes, scrapeBackends, waitIdle } from "./backend-scrape";
-import { note } from "./progress";
-import { lineChart } from "./svg-plot";
+import { scrapeBackends, waitIdle } from "./kit/backend-metrics";
+import { residentBytes } from "./kit/machine";
+import { lineChart } from "./kit/plot";
+import { note } from "./kit/progress";
+import { mean, round, writeOut } from "./kit/report";
+import { startBenchStack, type BenchStack } from "./kit/stack";
+import { servedModel } from "./kit/trajectory-view";
 import { openWorkerHeap, type WorkerHeap } from "./worker-heap";
-import { round } from "./round";
-import { sleep } from "./routing-policy-run";
-import { waitForPool } from "./routing-stack-meters";
 import { emptyCounts, runSoakClient, SOAK_KINDS, type SoakCounts, type SoakKind } from "./soak-clients";
 
 /**
@@ -92,39 +90,35 @@ const LEASE_MAX_MS = Number(SOAK_VARS.LEASE_MAX_MS);
 export async function runSoakBench(o: SoakOptions): Promise<SoakSummary> {
   const t0 = performance.now();
   const numBackends = o.backends ?? 2;
-  const { stack, logPath, inspectorPort, close } = await startBenchStack({
+  const stack = await startBenchStack({
     name: "soak",
     backends: numBackends,
     outDir: o.outDir,
-    options: { ...(o.model ? { modelDir: o.model } : {}), kvMemory: "512MiB", vars: SOAK_VARS, ...(o.workerHeap ? { devtools: true } : {}) },
+    ...(o.model ? { model: o.model } : {}),
+    backend: { kvMemory: "512MiB", threads: 1 },
+    edge: { vars: SOAK_VARS, devtools: o.workerHeap ?? false },
   });
-  note("soak", `${o.trajectories} clients x ${o.seconds} s, ${numBackends} backends; log: ${logPath}`);
+  note("soak", `${o.trajectories} clients x ${o.seconds} s, ${numBackends} backends; log: ${stack.logPath}`);
   try {
-    await waitForPool(stack, numBackends, 60_000);
-    const heap = o.workerHeap ? await openWorkerHeap(inspectorPort) : undefined;
+    const heap = o.workerHeap ? await openWorkerHeap(stack.inspectorPort) : undefined;
     const summary = await soak(stack, o, numBackends, t0, heap).finally(() => heap?.close());
-    const plot = join(o.outDir, "soak-rss.svg");
-    writeFileSync(plot, rssChart(summary));
-    note("soak", `resident memory plot: ${plot}`);
+    note("soak", `resident memory plot: ${writeOut(o.outDir, "soak-rss.svg", rssChart(summary))}`);
     return summary;
   } finally {
-    await close();
+    await stack.close();
   }
 }
 
-async function soak(stack: Stack, o: SoakOptions, numBackends: number, t0: number, heap: WorkerHeap | undefined): Promise<SoakSummary> {
-  const apiKey = "sk-local-dev";
-  const models = (await (await fetch(`${stack.edgeUrl}/v1/models`, { headers: { authorization: `Bearer ${apiKey}` } })).json()) as { data: { id: string }[] };
-  const model = models.data[0]!.id;
+async function soak(stack: BenchStack, o: SoakOptions, numBackends: number, t0: number, heap: WorkerHeap | undefined): Promise<SoakSummary> {
+  const model = await servedModel(stack.edgeUrl);
   const counts = emptyCounts();
   const start = performance.now();
   const deadline = start + o.seconds * 1000;
   const samples: RssSample[] = [];
   const measure = async (): Promise<RssSample> => {
     const workerHeapMiB = heap ? await heap.usedAfterGcMiB() : undefined;
-    const backendsMiB = stack.parts.filter((p) => p.kind === "backend").map((p) => residentBytes(p.process.groupPids()) / 2 ** 20);
-    const edge = stack.parts.find((p) => p.kind === "edge")!;
-    const workerdMiB = residentBytes(edge.process.groupPids(), (comm) => comm.startsWith("workerd")) / 2 ** 20;
+    const backendsMiB = stack.backends.map((b) => residentBytes(b.pids()) / 2 ** 20);
+    const workerdMiB = residentBytes(stack.edge!.pids(), (comm) => comm.startsWith("workerd")) / 2 ** 20;
     return { atS: round((performance.now() - start) / 1000, 1), backendsMiB: backendsMiB.map((m) => round(m, 1)), workerdMiB: round(workerdMiB, 1), ...(workerHeapMiB !== undefined ? { workerHeapMiB } : {}) };
   };
   const sample = async () => {
@@ -142,8 +136,6 @@ async function soak(stack: Stack, o: SoakOptions, numBackends: number, t0: numbe
         runSoakClient(
           {
             edgeUrl: stack.edgeUrl,
-            apiKey,
-            tenant: "local",
             model,
             kind: (o.kinds ?? SOAK_KINDS)[i % (o.kinds ?? SOAK_KINDS).length]!,
             index: i,
@@ -228,17 +220,13 @@ export function rssGrowth(samples: readonly RssSample[], seconds: number, pick: 
 }
 
 /** Active tool-pause leases on all backends (`GET /v1/leases`). */
-async function activeLeases(stack: Stack): Promise<number> {
+async function activeLeases(stack: BenchStack): Promise<number> {
   let n = 0;
-  for (const p of stack.parts.filter((part) => part.kind === "backend")) {
-    const res = await fetch(`${p.url}/v1/leases`, { headers: { [SECRET_HEADER]: stack.secret } });
+  for (const url of stack.backendUrls) {
+    const res = await fetch(`${url}/v1/leases`, { headers: { [SECRET_HEADER]: stack.secret } });
     n += ((await res.json()) as { leases: unknown[] }).leases.length;
   }
   return n;
-}
-
-function mean(xs: number[]): number {
-  return xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
 }
 
 /** Resident memory of each backend and of workerd over the run, with the end of warm-up marked. */

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ChatMessage } from "../protocol/messages";
-import { createTrajectory, sendTurn, servedModel, storedMessages, trajectoryState, transcriptDifference, TurnFailed, type TurnParams, type TurnReply } from "../bench/restarts-client";
-import { startRestartStack, type RestartStack } from "../bench/restarts-stack";
+import { startBenchStack, type BenchStack } from "../bench/kit/stack";
+import { createTrajectory, servedModel, storedMessages, trajectoryState, transcriptDifference } from "../bench/kit/trajectory-view";
+import { sendTurn, TurnFailed, type TurnParams, type TurnReply } from "../bench/kit/turn-client";
 
 /**
  * Restarts with nothing lost (issue 19): one real backend and `wrangler dev` with its Durable
@@ -19,7 +20,7 @@ import { startRestartStack, type RestartStack } from "../bench/restarts-stack";
 const MAX_TOKENS = 16;
 
 describe("restarts: wrangler dev and the backend restarted mid-trajectory", () => {
-  let stack: RestartStack | undefined;
+  let stack: BenchStack | undefined;
   let edgeUrl: string;
   let model: string;
   const lines: string[] = [];
@@ -27,9 +28,10 @@ describe("restarts: wrangler dev and the backend restarted mid-trajectory", () =
   const held = new Map<string, ChatMessage[]>();
 
   beforeAll(async () => {
-    stack = await startRestartStack({
+    stack = await startBenchStack({
       name: "restarts",
-      kvMemory: "64MiB",
+      backends: 1,
+      backend: { kvMemory: "64MiB", threads: 1 },
       onLine: (line) => {
         lines.push(line);
         if (lines.length > 300) lines.shift();
@@ -40,7 +42,7 @@ describe("restarts: wrangler dev and the backend restarted mid-trajectory", () =
   }, 300_000);
 
   afterAll(async () => {
-    await stack?.stop();
+    await stack?.close();
   });
 
   /** One turn of trajectory `id` with one new user message; appends it and the reply to what the client holds. */
@@ -135,8 +137,8 @@ describe("restarts: wrangler dev and the backend restarted mid-trajectory", () =
   it("resends the full transcript once a restarted backend no longer knows the state, and goes on as deltas", async () => {
     const id = "edge-restart-session";
     const before = await trajectoryState(edgeUrl, id);
-    await stack!.killBackend();
-    await stack!.startBackend();
+    await stack!.stopBackend(0, "SIGKILL");
+    await stack!.startBackend(0);
 
     const reply = await turn(id, "session", "After the backend restart.");
     const state = await trajectoryState(edgeUrl, id);

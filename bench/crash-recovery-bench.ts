@@ -1,14 +1,13 @@
-import { appendFileSync, mkdirSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import type { ChatMessage } from "../protocol/messages";
-import { note } from "./progress";
-import { round } from "./routing-report";
-import { sleep } from "./routing-policy-run";
-import { createTrajectory, sendTurn, servedModel, storedMessages, trajectoryState, transcriptDifference, TurnFailed, type TrajectoryView } from "./restarts-client";
-import { startRestartStack, type RestartStack } from "./restarts-stack";
+import { note } from "./kit/progress";
+import { round } from "./kit/report";
+import { startBenchStack, type BenchStack } from "./kit/stack";
+import { createTrajectory, servedModel, storedMessages, trajectoryState, transcriptDifference, type TrajectoryView } from "./kit/trajectory-view";
+import { sendTurn, TurnFailed } from "./kit/turn-client";
 
 /**
- * `npm run bench -- restarts [--trajectories N] [--turns T] [--json] [--out DIR]`
+ * `npm run bench -- crash-recovery [--trajectories N] [--turns T] [--json] [--out DIR]`
  *
  * Restarts with nothing lost (issue 19): one backend and `wrangler dev` (Durable Object storage
  * in a folder on disk), N trajectories (16; half through session URLs, half through chat
@@ -24,7 +23,7 @@ import { startRestartStack, type RestartStack } from "./restarts-stack";
  * so its prompt can differ from the re-rendered one: such turns (oracle prompt tokens differ) are
  * counted as not comparable, not as mismatches.
  */
-export interface RestartsBenchOptions {
+export interface CrashRecoveryOptions {
   trajectories?: number;
   turns?: number;
   outDir: string;
@@ -58,7 +57,7 @@ export interface RestartFigures {
   firstTurns: FirstTurnsAfter;
 }
 
-export interface RestartsSummary {
+export interface CrashRecoverySummary {
   trajectories: number;
   turnsPerTrajectory: number;
   turnsOk: number;
@@ -118,17 +117,13 @@ interface Client {
   attempts: Attempt[][];
 }
 
-export async function runRestartsBench(o: RestartsBenchOptions): Promise<RestartsSummary> {
+export async function runCrashRecoveryBench(o: CrashRecoveryOptions): Promise<CrashRecoverySummary> {
   const n = o.trajectories ?? 16;
   const turns = o.turns ?? 6;
   if (turns < 6) throw new Error("--turns must be at least 6 (the edge restarts after turn 2, the backend after turn 4)");
-  mkdirSync(o.outDir, { recursive: true });
-  const logPath = join(o.outDir, "restarts-stack.log");
-  writeFileSync(logPath, "");
-  const onLine = (line: string) => appendFileSync(logPath, `${new Date().toISOString()} ${line}\n`);
   const t0 = performance.now();
-  note("restarts", `starting a backend and wrangler dev; ${n} trajectories x ${turns} turns; log: ${logPath}`);
-  const stack = await startRestartStack({ name: "restarts-bench", kvMemory: "512MiB", onLine });
+  note("crash-recovery", `starting a backend and wrangler dev; ${n} trajectories x ${turns} turns; log: ${o.outDir}/crash-recovery-stack.log`);
+  const stack = await startBenchStack({ name: "crash-recovery", backends: 1, outDir: o.outDir, backend: { kvMemory: "512MiB", threads: 1 } });
   try {
     const model = await servedModel(stack.edgeUrl);
     const run = Date.now().toString(36);
@@ -136,7 +131,7 @@ export async function runRestartsBench(o: RestartsBenchOptions): Promise<Restart
     const clients: Client[] = Array.from({ length: n }, (_, i) => ({ id: `restarts-${run}-${i}`, via: i % 2 === 0 ? "session" : "chat", transcript: [system], done: 0, inFlightSince: null, attempts: [] }));
     for (const c of clients) if (c.via === "session") await createTrajectory(stack.edgeUrl, c.id);
 
-    const counters: Counters = { storedByFailed: 0, replayed: 0, log: onLine };
+    const counters: Counters = { storedByFailed: 0, replayed: 0, log: stack.onLine };
     const events = { edge: { at: Infinity, downS: 0, inFlight: 0 }, backend: { at: Infinity, downS: 0, inFlight: 0 } };
     const everyDone = (k: number) => clients.every((c) => c.done >= k);
     const restarts = (async () => {
@@ -147,7 +142,7 @@ export async function runRestartsBench(o: RestartsBenchOptions): Promise<Restart
       await whileFewInFlight(clients);
       events.backend = await restart("backend", stack, clients);
     })();
-    const progress = setInterval(() => note("restarts", `${clients.reduce((a, c) => a + c.done, 0)}/${n * turns} turns done, ${((performance.now() - t0) / 1000).toFixed(0)} s`), 5000);
+    const progress = setInterval(() => note("crash-recovery", `${clients.reduce((a, c) => a + c.done, 0)}/${n * turns} turns done, ${((performance.now() - t0) / 1000).toFixed(0)} s`), 5000);
     try {
       await Promise.all([
         restarts,
@@ -164,7 +159,7 @@ export async function runRestartsBench(o: RestartsBenchOptions): Promise<Restart
     } finally {
       clearInterval(progress);
     }
-    note("restarts", `all turns done in ${((performance.now() - t0) / 1000).toFixed(1)} s; checking transcripts and the oracle`);
+    note("crash-recovery", `all turns done in ${((performance.now() - t0) / 1000).toFixed(1)} s; checking transcripts and the oracle`);
     const states = new Map<string, TrajectoryView>();
     let transcriptsVerified = 0;
     let duplicates = 0;
@@ -174,9 +169,9 @@ export async function runRestartsBench(o: RestartsBenchOptions): Promise<Restart
       duplicates += Math.max(0, state.message_count - c.transcript.length) + Math.max(0, state.turns.length - turns);
       const diff = transcriptDifference(await storedMessages(stack.edgeUrl, c.id), c.transcript);
       if (diff === undefined && state.turns.length === turns) transcriptsVerified++;
-      else note("restarts", `${c.id}: ${diff ?? `${state.turns.length} turn records`}`);
+      else note("crash-recovery", `${c.id}: ${diff ?? `${state.turns.length} turn records`}`);
     }
-    const oracle: RestartsSummary["oracle"] = { checked: 0, mismatches: [], notComparable: 0 };
+    const oracle: CrashRecoverySummary["oracle"] = { checked: 0, mismatches: [], notComparable: 0 };
     for (const c of clients) {
       for (let k = 1; k <= turns; k++) {
         const record = states.get(c.id)!.turns[k - 1]!;
@@ -193,7 +188,7 @@ export async function runRestartsBench(o: RestartsBenchOptions): Promise<Restart
           while (same < reply.length && reply[same] === answer.content[same]) same++;
           const touched = c.attempts[k - 1]!.length > 1 || [events.edge.at, events.backend.at].some((at) => firstTurnAfter(c, at) === k - 1);
           oracle.mismatches.push({ trajectory: c.id, turn: k, mode: record.mode, fullReason: record.full_reason, touched, sameChars: same, chars: reply.length });
-          note("restarts", `${c.id} turn ${k} (${record.mode} ${record.full_reason ?? ""}): the reply differs from the oracle's after ${same} of ${reply.length} characters`);
+          note("crash-recovery", `${c.id} turn ${k} (${record.mode} ${record.full_reason ?? ""}): the reply differs from the oracle's after ${same} of ${reply.length} characters`);
         }
       }
     }
@@ -233,7 +228,7 @@ export async function runRestartsBench(o: RestartsBenchOptions): Promise<Restart
       wallS: round((performance.now() - t0) / 1000, 1),
     };
   } finally {
-    await stack.stop();
+    await stack.close();
   }
 }
 
@@ -246,7 +241,7 @@ interface Counters {
 }
 
 /** One turn of a client: tries until it succeeds; after a failed try, waits for the edge to answer and checks the try stored nothing. */
-async function clientTurn(stack: RestartStack, model: string, c: Client, k: number, counters: Counters): Promise<void> {
+async function clientTurn(stack: BenchStack, model: string, c: Client, k: number, counters: Counters): Promise<void> {
   const message: ChatMessage = { role: "user", content: `Step ${k} of ${c.id}: look at file ${(k * 7919) % 97}.` };
   const before = c.transcript.length;
   const tries: Attempt[] = [];
@@ -303,19 +298,19 @@ async function whileFewInFlight(clients: Client[]): Promise<void> {
 }
 
 /** Stops a part (edge: SIGTERM; backend: SIGKILL) and starts it again; `at`: when the signal went. */
-async function restart(part: "edge" | "backend", stack: RestartStack, clients: Client[]): Promise<{ at: number; downS: number; inFlight: number }> {
+async function restart(part: "edge" | "backend", stack: BenchStack, clients: Client[]): Promise<{ at: number; downS: number; inFlight: number }> {
   const inFlight = clients.filter((c) => c.inFlightSince !== null).length;
-  note("restarts", `${part === "edge" ? "SIGTERM to wrangler dev" : "SIGKILL to the backend"} with ${inFlight} turns in flight`);
+  note("crash-recovery", `${part === "edge" ? "SIGTERM to wrangler dev" : "SIGKILL to the backend"} with ${inFlight} turns in flight`);
   const at = performance.now();
   if (part === "edge") {
     await stack.stopEdge("SIGTERM");
     await stack.startEdge();
   } else {
-    await stack.killBackend();
-    await stack.startBackend();
+    await stack.stopBackend(0, "SIGKILL");
+    await stack.startBackend(0);
   }
   const downS = round((performance.now() - at) / 1000, 1);
-  note("restarts", `${part} back after ${downS} s`);
+  note("crash-recovery", `${part} back after ${downS} s`);
   return { at, downS, inFlight };
 }
 

@@ -1,12 +1,12 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { loadModel, type LoadedModel } from "../gpu-backend/engine/load-model";
-import { DEMO_FAMILIES, TOKENIZER_OF, tinyFamilyConfig, type DemoFamily } from "../gpu-backend/model/checkpoint/demo-families";
-import { materializeModel } from "../gpu-backend/model/checkpoint/demo-model";
-import { writeFamilyTokenizer } from "../gpu-backend/model/checkpoint/family-tokenizers";
+import { loadModel, type LoadedModel } from "../../gpu-backend/engine/load-model";
+import { DEMO_FAMILIES, TOKENIZER_OF, tinyFamilyConfig, type DemoFamily } from "../../gpu-backend/model/checkpoint/demo-families";
+import { materializeModel } from "../../gpu-backend/model/checkpoint/demo-model";
+import { writeFamilyTokenizer } from "../../gpu-backend/model/checkpoint/family-tokenizers";
 import { accuracyCorpus, accuracyPrompts, precisionAccuracy, type AccuracyFigures } from "./precision-accuracy";
-import { note } from "./progress";
+import { note } from "../kit/progress";
 
 /**
  * Weights ~N(0, 0.08²): at the materializer's default 0.02 the next-token distributions are nearly

@@ -1,11 +1,11 @@
-import type { ChatMessage } from "../protocol/messages";
-import type { ChatCodec } from "../gpu-backend/engine/chat-codec";
-import type { DecoderSpec, WeightSource } from "../gpu-backend/model/graph/decoder-spec";
-import { CpuExecutor } from "../gpu-backend/model/executors/cpu-executor";
-import { executorGreedy } from "../gpu-backend/model/executors/executor-greedy";
-import type { QuantBits } from "../gpu-backend/model/quant/block-quant";
-import { QuantizedWeights } from "../gpu-backend/model/quant/quantized-weights";
-import { makeAgentWorkload } from "./agent-workload";
+import type { ChatMessage } from "../../protocol/messages";
+import type { ChatCodec } from "../../gpu-backend/engine/chat-codec";
+import type { DecoderSpec, WeightSource } from "../../gpu-backend/model/graph/decoder-spec";
+import { CpuExecutor } from "../../gpu-backend/model/executors/cpu-executor";
+import { executorGreedy } from "../../gpu-backend/model/executors/executor-greedy";
+import type { QuantBits } from "../../gpu-backend/model/quant/block-quant";
+import { QuantizedWeights } from "../../gpu-backend/model/quant/quantized-weights";
+import { makeWorkload } from "../kit/workload";
 
 /**
  * How far int8/int4 weights move a model from its float32 self:
@@ -33,7 +33,7 @@ export interface AccuracyFigures {
 
 /** `tokens` tokens of rendered agent transcript (system prompt, tools, observations, replies). */
 export function accuracyCorpus(codec: ChatCodec, tokens = 2000): number[] {
-  const [trajectory] = makeAgentWorkload({ trajectories: 1, turns: 12, systemTokens: 900, observationTokens: [100, 200], replyTokens: [16, 32], seed: 11, countTokens: (t) => codec.encode(t).length });
+  const [trajectory] = makeWorkload({ trajectories: 1, turns: 12, systemTokens: 900, observationTokens: [100, 200], replyTokens: [16, 32], seed: 11, countTokens: (t) => codec.encode(t).length });
   // Before each tool observation, the assistant's call that asked for it (templates such as
   // Gemma 3's refuse a tool result that answers no call).
   const tool = trajectory!.tools[0]!.function.name;

@@ -1,20 +1,17 @@
-import { appendFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import type { ChatMessage } from "../protocol/messages";
-import { commonPrefixLength } from "../protocol/common-prefix";
 import { loadModel } from "../gpu-backend/engine/load-model";
-import { freePort, startStack, type Stack } from "../scripts/stack";
-import { note } from "./progress";
-import { percentile } from "../durable-objects/trajectory/lease-policy";
-import { idealCachedTokens, round } from "./routing-report";
-import { workloadSizes } from "./routing-bench";
-import { sendAgentTurn, sleep } from "./routing-policy-run";
-import { waitForPool } from "./routing-stack-meters";
-import { makeRoutingWorkload, type RoutingTrajectory } from "./routing-workload";
+import { BLOCK_SIZE } from "./kit/engine";
+import { note } from "./kit/progress";
+import { percentile, round, table } from "./kit/report";
+import { startBenchStack } from "./kit/stack";
+import { sendAgentTurn } from "./kit/turn-client";
+import type { WorkloadTrajectory } from "./kit/workload";
+import { routingWorkload, sharedFirstPrefix } from "./routing-bench";
+import { idealCachedTokens } from "./routing-report";
 
 /**
- * `npm run bench -- restart [--backends N] [--trajectories M] [--turns T] [--quick] [--json]`
+ * `npm run bench -- rolling-restart [--backends N] [--trajectories M] [--turns T] [--quick] [--json]`
  *
  * A rolling restart under load: N backends (4) and `wrangler dev`, M agent trajectories (32) in
  * flight at all times (closed loop: a client whose trajectory ends starts the next one), each of
@@ -31,7 +28,7 @@ import { makeRoutingWorkload, type RoutingTrajectory } from "./routing-workload"
  * prompt tokens (ideal: routing-report.ts `idealCachedTokens`), cached / prompt tokens, TTFT
  * p50/p99, turns. A turn that fails 3 times stops the run; resent turns are counted.
  */
-export interface RestartBenchOptions {
+export interface RollingRestartOptions {
   quick: boolean;
   backends?: number;
   trajectories?: number;
@@ -77,7 +74,7 @@ export interface RestartModeFigures {
   wallS: number;
 }
 
-export interface RestartSummary {
+export interface RollingRestartSummary {
   backends: number;
   trajectories: number;
   turns: number;
@@ -86,56 +83,34 @@ export interface RestartSummary {
   duringHitTransferOverRecompute: number;
 }
 
-const BLOCK_SIZE = 16;
 const PUSH_LINE = /drain push: (\d+) trajectories, (\d+) blocks .* (\d+) failed, (\d+) left/;
 
-export async function runRestartBench(o: RestartBenchOptions): Promise<RestartSummary> {
+export async function runRollingRestartBench(o: RollingRestartOptions): Promise<RollingRestartSummary> {
   const numBackends = o.backends ?? 4;
   const numTrajectories = o.trajectories ?? 32;
-  const sizes = workloadSizes(true);
   const turns = o.turns ?? (o.quick ? 4 : 6);
   const model = await loadModel({ dir: o.model, log: () => {} });
-  const { codec } = model;
   // Enough trajectories for the clients never to run out (each client runs them one after another).
-  const workload = makeRoutingWorkload({
-    trajectories: numTrajectories * 40,
-    turns,
-    groupShares: [0.5, 0.2, 0.15, 0.15],
-    systemTokens: sizes.systemTokens,
-    tools: sizes.tools,
-    observationTokens: sizes.observationTokens,
-    replyTokens: sizes.replyTokens,
-    pauseMs: [200, 800],
-    startSpreadMs: 2000,
-    seed: 23,
-    countTokens: (t) => codec.encode(t).length,
-  });
-  const firstIds = new Map(workload.map((t) => [t.id, codec.encode(codec.render({ messages: t.turns[0]!.newMessages, tools: t.tools, addGenerationPrompt: true }))]));
-  const sharedPrefix = (a: string, b: string) => commonPrefixLength(firstIds.get(a)!, firstIds.get(b)!);
-  mkdirSync(o.outDir, { recursive: true });
-  const logPath = join(o.outDir, "restart-stack.log");
-  writeFileSync(logPath, "");
-  note("restart", `${model.spec.modelId}, ${numBackends} backends x ${numTrajectories} trajectories x ${turns} turns; log: ${logPath}`);
+  const workload = routingWorkload(model, { trajectories: numTrajectories * 40, turns, quick: true, pauseMs: [200, 800], seed: 23 });
+  const { sharedPrefix } = sharedFirstPrefix(model, workload);
+  note("rolling-restart", `${model.spec.modelId}, ${numBackends} backends x ${numTrajectories} trajectories x ${turns} turns; logs: ${o.outDir}/rolling-restart-*-stack.log`);
 
   const modes = {} as Record<RestartMode, RestartModeFigures>;
   for (const mode of ["transfer", "recompute"] as const) {
-    modes[mode] = await runMode({ mode, numBackends, clients: numTrajectories, workload, modelDir: o.model, modelId: model.spec.modelId, logPath, sharedPrefix });
+    modes[mode] = await runMode({ mode, numBackends, clients: numTrajectories, workload, modelDir: o.model, modelId: model.spec.modelId, outDir: o.outDir, sharedPrefix });
     const m = modes[mode];
-    process.stderr.write(`\n${mode}: restarts took ${m.restartS} s; pushed ${JSON.stringify(m.pushed)}; resent ${m.resent}\n${phaseTable(m.phases)}\n`);
+    const rows = Object.entries(m.phases).map(([name, f]) => [name, f.turns, f.hitOverIdeal, f.hitRate, f.p50TtftMs, f.p99TtftMs]);
+    process.stderr.write(`\n${mode}: restarts took ${m.restartS} s; pushed ${JSON.stringify(m.pushed)}; resent ${m.resent}\n${table(["phase", "turns", "cached/ideal", "cached/prompt", "TTFT p50 ms", "TTFT p99 ms"], rows)}\n`);
   }
-  const summary: RestartSummary = {
+  const summary: RollingRestartSummary = {
     backends: numBackends,
     trajectories: numTrajectories,
     turns,
     modes,
     duringHitTransferOverRecompute: round(modes.transfer.phases.during.hitOverIdeal / Math.max(1e-9, modes.recompute.phases.during.hitOverIdeal), 2),
   };
-  process.stderr.write(`\nRolling restart, ${numBackends} backends x ${numTrajectories} trajectories x ${turns} turns (cached / ideal prompt tokens):\n`);
-  process.stderr.write(`${["mode", "before", "during", "after"].join("\t")}\n`);
-  for (const mode of ["transfer", "recompute"] as const) {
-    const p = modes[mode].phases;
-    process.stderr.write(`${[mode, p.before.hitOverIdeal, p.during.hitOverIdeal, p.after.hitOverIdeal].join("\t")}\n`);
-  }
+  const rows = (["transfer", "recompute"] as const).map((mode) => [mode, ...(["before", "during", "after"] as const).map((ph) => modes[mode].phases[ph].hitOverIdeal)]);
+  process.stderr.write(`\nRolling restart, ${numBackends} backends x ${numTrajectories} trajectories x ${turns} turns (cached / ideal prompt tokens):\n${table(["mode", "before", "during", "after"], rows)}\n`);
   return summary;
 }
 
@@ -144,47 +119,32 @@ async function runMode(p: {
   numBackends: number;
   /** Trajectories in flight at once. */
   clients: number;
-  workload: RoutingTrajectory[];
+  workload: WorkloadTrajectory[];
   modelDir: string | undefined;
   modelId: string;
-  logPath: string;
+  outDir: string;
   sharedPrefix: (a: string, b: string) => number;
 }): Promise<RestartModeFigures> {
   const t0 = performance.now();
-  const dir = mkdtempSync(join(tmpdir(), "agent-edge-restart-"));
-  const edgePort = await freePort();
-  const ports: number[] = [];
-  for (let i = 0; i < p.numBackends; i++) ports.push(await freePort());
   const pushed = { trajectories: 0, blocks: 0, failures: 0, left: 0 };
-  const onLine = (line: string) => {
-    appendFileSync(p.logPath, `${new Date().toISOString()} [${p.mode}] ${line}\n`);
-    const m = PUSH_LINE.exec(line);
-    if (m) {
+  note("rolling-restart", `${p.mode}: starting ${p.numBackends} backends and wrangler dev`);
+  const stack = await startBenchStack({
+    name: `rolling-restart-${p.mode}`,
+    backends: p.numBackends,
+    outDir: p.outDir,
+    ...(p.modelDir ? { model: p.modelDir } : {}),
+    backend: { kvMemory: "1GiB", threads: 1, backendArgs: ["--kv-pull", p.mode === "transfer" ? "auto" : "never", "--drain-grace", "1000"] },
+    edge: { vars: { CACHE_SALT_SECRET: `rolling-restart-${p.mode}-${Date.now()}` } },
+    onLine: (line) => {
+      const m = PUSH_LINE.exec(line);
+      if (!m) return;
       pushed.trajectories += Number(m[1]);
       pushed.blocks += Number(m[2]);
       pushed.failures += Number(m[3]);
       pushed.left += Number(m[4]);
-    }
-  };
-  const secret = `restart-bench-${Date.now()}`;
-  const backendArgs = ["--kv-pull", p.mode === "transfer" ? "auto" : "never", "--drain-grace", "1000"];
-  const startBackend = (port: number) =>
-    startStack({ ...(p.modelDir ? { modelDir: p.modelDir } : {}), backendPorts: [port], edgePort, secret, kvMemory: "1GiB", threads: 1, startEdge: false, backendArgs, onLine });
-  note("restart", `${p.mode}: starting ${p.numBackends} backends and wrangler dev`);
-  const backends: Stack[] = await Promise.all(ports.map(startBackend));
-  let edge: Stack | undefined;
+    },
+  });
   try {
-    edge = await startStack({
-      backendUrls: backends.map((b) => b.backendUrls[0]!),
-      secret,
-      edgePort,
-      inspectorPort: await freePort(),
-      devtools: false,
-      persistTo: join(dir, "edge"),
-      vars: { CACHE_SALT_SECRET: `restart-bench-${p.mode}-${Date.now()}` },
-      onLine,
-    });
-    await waitForPool(edge, ports.length, 60_000);
     const outcomes: TurnOutcome[] = [];
     let resent = 0;
     const start = performance.now();
@@ -195,23 +155,17 @@ async function runMode(p: {
     const restarts = (async () => {
       while (outcomes.length < p.clients * 2) await sleep(100);
       window.from = performance.now() - start;
-      for (let i = 0; i < backends.length; i++) {
-        const old = backends[i]!;
-        const proc = old.parts[0]!.process;
-        note("restart", `${p.mode}: SIGTERM to ${old.parts[0]!.name} (${outcomes.length} turns done)`);
-        proc.signalGroup("SIGTERM");
-        const exit = await Promise.race([proc.exited, sleep(180_000).then(() => undefined)]);
-        if (!exit) throw new Error(`${old.parts[0]!.name} did not exit within 180 s of SIGTERM`);
-        await old.stop();
-        backends[i] = await startBackend(ports[i]!);
-        await waitForPool(edge!, ports.length, 60_000);
-        note("restart", `${p.mode}: ${old.parts[0]!.name} is back (${outcomes.length} turns done)`);
+      for (let i = 0; i < p.numBackends; i++) {
+        const name = stack.backends[i]!.parts[0]!.name;
+        note("rolling-restart", `${p.mode}: SIGTERM to ${name} (${outcomes.length} turns done)`);
+        await stack.stopBackend(i, "SIGTERM");
+        await stack.startBackend(i);
+        note("rolling-restart", `${p.mode}: ${name} is back (${outcomes.length} turns done)`);
       }
       window.to = performance.now() - start;
       stopAfter = outcomes.length + p.clients * 2;
-      note("restart", `${p.mode}: all ${backends.length} backends restarted in ${((window.to - window.from) / 1000).toFixed(1)} s`);
+      note("rolling-restart", `${p.mode}: all ${p.numBackends} backends restarted in ${((window.to - window.from) / 1000).toFixed(1)} s`);
     })();
-    const headers = { authorization: "Bearer sk-local-dev", "content-type": "application/json" };
     const run = `${p.mode}-${Date.now().toString(36)}`;
     const queue = [...p.workload];
     const client = async (slot: number) => {
@@ -221,23 +175,15 @@ async function runMode(p: {
         if (!traj) throw new Error(`the workload ran out after ${outcomes.length} turns: give fewer --trajectories or more turns`);
         const transcript: ChatMessage[] = [];
         for (let k = 0; k < traj.turns.length && outcomes.length < stopAfter; k++) {
-          const turn = traj.turns[k]!;
-          const { reply, sentAt: sent } = await sendAgentTurn({ edgeUrl: edge!.edgeUrl, headers, trajectoryId: `${run}-${traj.id}`, modelId: p.modelId, tools: traj.tools, turn, transcript }, (e) => {
+          const { reply, sentAt } = await sendAgentTurn({ edgeUrl: stack.edgeUrl, trajectoryId: `${run}-${traj.id}`, modelId: p.modelId, tools: traj.tools, turn: traj.turns[k]!, transcript }, (e) => {
             resent++;
-            onLine(`[restart] resending ${traj.id} turn ${k + 1}: ${e.message}`);
+            stack.onLine(`[rolling-restart] resending ${traj.id} turn ${k + 1}: ${e.message}`);
           });
-          outcomes.push({
-            trajectory: traj.id,
-            turn: k + 1,
-            sentAtMs: sent - start,
-            ttftMs: reply.ttftMs,
-            promptTokens: reply.usage.prompt_tokens,
-            cachedTokens: reply.usage.prompt_tokens_details?.cached_tokens ?? 0,
-            completionTokens: reply.usage.completion_tokens,
-          });
+          const { ttftMs, promptTokens, cachedTokens, completionTokens } = reply;
+          outcomes.push({ trajectory: traj.id, turn: k + 1, sentAtMs: sentAt - start, ttftMs, promptTokens, cachedTokens, completionTokens });
           if (performance.now() - lastNote > 5000) {
             lastNote = performance.now();
-            note("restart", `${p.mode}: ${outcomes.length} turns done (${window.from === Infinity ? "before" : window.to === Infinity ? "during" : "after"} the restarts), ${((performance.now() - start) / 1000).toFixed(0)} s`);
+            note("rolling-restart", `${p.mode}: ${outcomes.length} turns done (${window.from === Infinity ? "before" : window.to === Infinity ? "during" : "after"} the restarts), ${((performance.now() - start) / 1000).toFixed(0)} s`);
           }
         }
       }
@@ -250,9 +196,7 @@ async function runMode(p: {
     ) as Record<Phase, PhaseFigures>;
     return { phases, restartS: round((window.to - window.from) / 1000, 1), resent, pushed, wallS: round((performance.now() - t0) / 1000, 1) };
   } finally {
-    await edge?.stop();
-    await Promise.all(backends.map((b) => b.stop()));
-    rmSync(dir, { recursive: true, force: true });
+    await stack.close();
   }
 }
 
@@ -273,10 +217,4 @@ export function phaseFigures(turns: readonly { t: TurnOutcome; ideal: number }[]
     p50TtftMs: ttfts.length > 0 ? round(percentile(ttfts, 0.5), 1) : Number.NaN,
     p99TtftMs: ttfts.length > 0 ? round(percentile(ttfts, 0.99), 1) : Number.NaN,
   };
-}
-
-function phaseTable(phases: Record<Phase, PhaseFigures>): string {
-  const rows = [["phase", "turns", "cached/ideal", "cached/prompt", "TTFT p50 ms", "TTFT p99 ms"].join("\t")];
-  for (const [name, f] of Object.entries(phases)) rows.push([name, f.turns, f.hitOverIdeal, f.hitRate, f.p50TtftMs, f.p99TtftMs].join("\t"));
-  return rows.join("\n");
 }

@@ -19,12 +19,12 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as ort from "onnxruntime-node";
-import { DataType, GraphBuilder } from "../gpu-backend/model/graph/graph-builder";
-import { concatTransposed, transpose } from "../gpu-backend/model/graph/weight-layout";
-import { MOE_KERNELS, moeBlockModel, pickMoeKernel, type MoeKernel, type MoeProvider } from "../gpu-backend/model/graph/moe-block";
-import { moeReference, randomMoeWeights, randomRows, type MoeShape } from "../gpu-backend/model/testing/moe-reference";
-import { mulberry32 } from "../protocol/random";
-import { QuantizedWeights } from "../gpu-backend/model/quant/quantized-weights";
+import { DataType, GraphBuilder } from "../../gpu-backend/model/graph/graph-builder";
+import { concatTransposed, transpose } from "../../gpu-backend/model/graph/weight-layout";
+import { MOE_KERNELS, moeBlockModel, pickMoeKernel, type MoeKernel, type MoeProvider } from "../../gpu-backend/model/graph/moe-block";
+import { moeReference, randomMoeWeights, randomRows, type MoeShape } from "../../gpu-backend/model/testing/moe-reference";
+import { mulberry32 } from "../../protocol/random";
+import { QuantizedWeights } from "../../gpu-backend/model/quant/quantized-weights";
 
 const quick = process.argv.includes("--quick");
 const webgpuTimings = process.argv.includes("--webgpu-timings");

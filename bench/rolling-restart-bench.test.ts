@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { phaseFigures } from "./restart-bench";
+import { phaseFigures } from "./rolling-restart-bench";
 
 const turn = (cachedTokens: number, promptTokens: number, ttftMs: number) => ({ trajectory: "t", turn: 2, sentAtMs: 0, ttftMs, promptTokens, cachedTokens, completionTokens: 8 });
 

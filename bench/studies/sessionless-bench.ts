@@ -1,16 +1,14 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { commonPrefixLength } from "../protocol/common-prefix";
-import type { ChatMessage } from "../protocol/messages";
-import type { RoutingPolicyName } from "../durable-objects/routing/routing-policy";
-import { loadModel } from "../gpu-backend/engine/load-model";
-import { freePort, startStack, type Stack } from "../scripts/stack";
-import { answeringReply } from "./agent-workload";
-import { makeRoutingWorkload, type RoutingTrajectory } from "./routing-workload";
-import { Progress, note } from "./progress";
-import { round } from "./routing-report";
-import { waitForPool } from "./routing-stack-meters";
+import { setTimeout as sleep } from "node:timers/promises";
+import { commonPrefixLength } from "../../protocol/common-prefix";
+import type { ChatMessage } from "../../protocol/messages";
+import type { RoutingPolicyName } from "../../durable-objects/routing/routing-policy";
+import { loadModel } from "../../gpu-backend/engine/load-model";
+import { BLOCK_SIZE } from "../kit/engine";
+import { Progress, note } from "../kit/progress";
+import { round, sum } from "../kit/report";
+import { startBenchStack, type BenchStack } from "../kit/stack";
+import { sendAgentTurn } from "../kit/turn-client";
+import { makeWorkload, WORDS, type WorkloadTrajectory } from "../kit/workload";
 
 /**
  * `npm run bench -- sessionless [--backends N] [--trajectories M] [--turns T] [--quick] [--json]`
@@ -64,40 +62,36 @@ export interface SessionlessSummary {
   computedRatio: number;
 }
 
-const API_KEY = "sk-local-dev";
-const BLOCK_SIZE = 16; // the backends' default --block-size
 
 export async function runSessionlessBench(o: SessionlessBenchOptions): Promise<SessionlessSummary> {
   const numBackends = o.backends ?? 4;
   const clients = o.trajectories ?? 32;
   const turns = o.turns ?? (o.quick ? 3 : 5);
   const model = await loadModel({ dir: o.model, log: () => {} });
-  const countTokens = (t: string) => model.codec.encode(t).length;
-  const workload = makeRoutingWorkload({
+  const workload = makeWorkload({
     trajectories: clients,
     turns,
-    groupShares: [1],
+    groupNames: true,
     systemTokens: o.quick ? 300 : 600,
-    tools: o.quick ? 6 : 10,
+    systemCountsTools: false,
+    tools: { count: o.quick ? 6 : 10, descriptionWords: 24, args: 3, argWords: 8 },
+    taskTokens: 40,
     observationTokens: o.quick ? [100, 200] : [150, 300],
     replyTokens: [6, 10],
+    replyLengthFirst: false,
     pauseMs: [50, 300],
     startSpreadMs: 2000,
+    vocabulary: WORDS.slice(0, 56),
     seed: 23,
-    countTokens,
+    countTokens: (t) => model.codec.encode(t).length,
   });
   note("sessionless", `${model.spec.modelId}, ${numBackends} backends x ${clients} sessionless clients x ${turns} turns, one shared system prompt`);
-  const dir = mkdtempSync(join(tmpdir(), "agent-edge-sessionless-"));
-  const edgePort = await freePort();
-  const backendPorts: number[] = [];
-  for (let i = 0; i < numBackends; i++) backendPorts.push(await freePort());
   note("sessionless", `starting ${numBackends} backends`);
-  const backendStack = await startStack({ ...(o.model ? { modelDir: o.model } : {}), backendPorts, edgePort, kvMemory: "1GiB", threads: 1, startEdge: false, onLine: () => {} });
+  const stack = await startBenchStack({ name: "sessionless", backends: numBackends, ...(o.model ? { model: o.model } : {}), backend: { kvMemory: "1GiB", threads: 1 }, edge: false });
   try {
     const firstIds = workload.map((t) => model.codec.encode(model.codec.render({ messages: t.turns[0]!.newMessages, tools: t.tools, addGenerationPrompt: true })));
     const sharedFirst = firstIds.slice(1).reduce((n, ids) => Math.min(n, commonPrefixLength(firstIds[0]!, ids)), firstIds[0]!.length);
-    const run = async (policy: RoutingPolicyName) =>
-      runPolicy({ policy, backendStack, edgePort, inspectorPort: await freePort(), persistTo: join(dir, policy), workload, modelId: model.spec.modelId, backends: numBackends, sharedFirst });
+    const run = (policy: RoutingPolicyName) => runPolicy({ policy, stack, workload, modelId: model.spec.modelId, sharedFirst });
     const affinity = await run("affinity");
     const roundRobin = await run("round-robin");
     return {
@@ -110,26 +104,15 @@ export async function runSessionlessBench(o: SessionlessBenchOptions): Promise<S
       computedRatio: round(roundRobin.computedTokens / Math.max(affinity.computedTokens, 1), 2),
     };
   } finally {
-    await backendStack.stop();
-    rmSync(dir, { recursive: true, force: true });
+    await stack.close();
   }
 }
 
-async function runPolicy(p: { policy: RoutingPolicyName; backendStack: Stack; edgePort: number; inspectorPort: number; persistTo: string; workload: RoutingTrajectory[]; modelId: string; backends: number; sharedFirst: number }): Promise<SessionlessPolicyFigures> {
+async function runPolicy(p: { policy: RoutingPolicyName; stack: BenchStack; workload: WorkloadTrajectory[]; modelId: string; sharedFirst: number }): Promise<SessionlessPolicyFigures> {
   note("sessionless", `${p.policy}: starting wrangler dev`);
-  const stack = await startStack({
-    backendUrls: p.backendStack.backendUrls,
-    secret: p.backendStack.secret,
-    edgePort: p.edgePort,
-    inspectorPort: p.inspectorPort,
-    devtools: false,
-    persistTo: p.persistTo,
-    vars: { ROUTING_POLICY: p.policy, CACHE_SALT_SECRET: `sessionless-bench-${p.policy}-${Date.now()}` },
-    onLine: () => {},
-  });
+  await p.stack.startEdge({ vars: { ROUTING_POLICY: p.policy, CACHE_SALT_SECRET: `sessionless-bench-${p.policy}-${Date.now()}` }, state: p.policy });
   try {
-    await waitForPool(stack, p.backends);
-    const progress = new Progress("sessionless", p.workload.reduce((a, t) => a + t.turns.length, 0));
+    const progress = new Progress("sessionless", sum(p.workload.map((t) => t.turns.length)));
     const figures = { turns: 0, promptTokens: 0, cachedTokens: 0, computedTokens: 0 };
     const perBackend = new Map<string, number>();
     const routes: Record<string, number> = {};
@@ -142,46 +125,28 @@ async function runPolicy(p: { policy: RoutingPolicyName; backendStack: Stack; ed
         const transcript: ChatMessage[] = [];
         let previousPrompt = 0;
         for (const turn of client.turns) {
-          await sleep(turn.pauseMs);
-          transcript.push(...answeringReply(turn.newMessages, transcript.at(-1)));
-          const body = { model: p.modelId, messages: transcript, tools: client.tools, max_tokens: turn.maxTokens, temperature: 0 };
-          // A failed turn stores nothing, so a client may resend it (wrangler dev restarts when
-          // watched files change); every resend is counted.
-          let res: Response;
-          let text: string;
-          for (let attempt = 1; ; attempt++) {
-            res = await fetch(`${stack.edgeUrl}/v1/chat/completions`, { method: "POST", headers: { authorization: `Bearer ${API_KEY}`, "content-type": "application/json" }, body: JSON.stringify(body) });
-            text = await res.text();
-            if (res.ok) break;
-            if (attempt >= 3 || res.status < 500) throw new Error(`${p.policy}: ${client.id} answered ${res.status}: ${text.slice(0, 300)}`);
-            retries++;
-            await sleep(500);
-          }
-          const c = JSON.parse(text) as { choices: { message: ChatMessage }[]; usage: { prompt_tokens: number; prompt_tokens_details: { cached_tokens: number } } };
-          transcript.push({ role: "assistant", content: c.choices[0]!.message.content, ...(c.choices[0]!.message.tool_calls ? { tool_calls: c.choices[0]!.message.tool_calls } : {}) });
+          // No trajectory id, not streamed; a failed turn stores nothing, so it is resent (counted).
+          const { reply } = await sendAgentTurn({ edgeUrl: p.stack.edgeUrl, modelId: p.modelId, tools: client.tools, turn, transcript, stream: false }, () => void retries++);
           idealCached += blockFloor(previousPrompt === 0 ? p.sharedFirst : previousPrompt);
-          previousPrompt = c.usage.prompt_tokens;
+          previousPrompt = reply.promptTokens;
           figures.turns++;
-          figures.promptTokens += c.usage.prompt_tokens;
-          figures.cachedTokens += c.usage.prompt_tokens_details.cached_tokens;
-          figures.computedTokens += c.usage.prompt_tokens - c.usage.prompt_tokens_details.cached_tokens;
-          const backend = res.headers.get("x-agent-edge-backend") ?? "?";
-          perBackend.set(backend, (perBackend.get(backend) ?? 0) + 1);
-          const route = res.headers.get("x-agent-edge-route") ?? "?";
-          routes[route] = (routes[route] ?? 0) + 1;
+          figures.promptTokens += reply.promptTokens;
+          figures.cachedTokens += reply.cachedTokens;
+          figures.computedTokens += reply.promptTokens - reply.cachedTokens;
+          perBackend.set(reply.backend ?? "?", (perBackend.get(reply.backend ?? "?") ?? 0) + 1);
+          routes[reply.route ?? "?"] = (routes[reply.route ?? "?"] ?? 0) + 1;
           progress.tick(p.policy);
         }
       }),
     );
     const counts = [...perBackend.values()];
-    while (counts.length < p.backends) counts.push(0);
-    const mean = counts.reduce((a, b) => a + b, 0) / counts.length;
+    while (counts.length < p.stack.backendUrls.length) counts.push(0);
     const result: SessionlessPolicyFigures = {
       policy: p.policy,
       ...figures,
       hitRate: round(figures.cachedTokens / figures.promptTokens, 3),
       idealHitRate: round(idealCached / figures.promptTokens, 3),
-      maxOverMeanTurns: round(Math.max(...counts) / mean, 2),
+      maxOverMeanTurns: round(Math.max(...counts) / (sum(counts) / counts.length), 2),
       routes,
       retries,
       wallS: round((performance.now() - start) / 1000, 1),
@@ -189,14 +154,10 @@ async function runPolicy(p: { policy: RoutingPolicyName; backendStack: Stack; ed
     note("sessionless", `${p.policy}: hit rate ${result.hitRate} (ideal ${result.idealHitRate}), computed ${result.computedTokens} tokens, turns per backend max/mean ${result.maxOverMeanTurns}, ${result.wallS} s`);
     return result;
   } finally {
-    await stack.stop();
+    await p.stack.stopEdge();
   }
 }
 
 function blockFloor(tokens: number): number {
   return Math.floor(tokens / BLOCK_SIZE) * BLOCK_SIZE;
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

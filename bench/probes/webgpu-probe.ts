@@ -25,15 +25,15 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as ort from "onnxruntime-node";
-import { DataType, GraphBuilder } from "../gpu-backend/model/graph/graph-builder";
-import { webGpuRuntime } from "../gpu-backend/model/executors/webgpu-executor";
+import { DataType, GraphBuilder } from "../../gpu-backend/model/graph/graph-builder";
+import { webGpuRuntime } from "../../gpu-backend/model/executors/webgpu-executor";
 import {
   checkPagedAttention,
   feedShapes,
   makePagedAttentionCase,
   pagedAttentionGraph,
   type PagedAttentionCase,
-} from "../gpu-backend/model/testing/paged-attention-case";
+} from "../../gpu-backend/model/testing/paged-attention-case";
 
 /** fp16 tolerance against the float64 reference: inputs are fp16 in [-1, 1], outputs are
  * convex combinations of fp16 values in [-1, 1]; one fp16 ulp at 1 is ~1e-3. */

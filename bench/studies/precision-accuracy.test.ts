@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import type { DemoFamily } from "../gpu-backend/model/checkpoint/demo-families";
+import type { DemoFamily } from "../../gpu-backend/model/checkpoint/demo-families";
 import { accuracyModel } from "./accuracy-bench";
 import { accuracyCorpus, accuracyPrompts, klDivergence, precisionAccuracy } from "./precision-accuracy";
 

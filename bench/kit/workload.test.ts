@@ -1,17 +1,17 @@
 import { describe, expect, it } from "vitest";
-import { groupSizes, makeRoutingWorkload } from "./routing-workload";
+import { groupSizes, makeWorkload } from "./workload";
 
-describe("routing bench workload", () => {
+describe("the benchmark workload", () => {
   it("the workload: group sizes, shared prefixes per group, seeded", () => {
     expect(groupSizes(32, [0.5, 0.2, 0.15, 0.15])).toEqual([16, 6, 5, 5]);
     expect(groupSizes(3, [0.5, 0.2, 0.15, 0.15]).reduce((a, b) => a + b, 0)).toBe(3);
     const make = () =>
-      makeRoutingWorkload({
+      makeWorkload({
         trajectories: 8,
         turns: 3,
         groupShares: [0.5, 0.25, 0.25],
         systemTokens: 50,
-        tools: 2,
+        tools: { count: 2, descriptionWords: 24, args: 3, argWords: 8 },
         observationTokens: [20, 40],
         replyTokens: [4, 8],
         pauseMs: [50, 300],
