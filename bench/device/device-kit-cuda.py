@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Makes node-llama-cpp's prebuilt libggml-cuda.so usable on an H200 with driver 580 (CUDA 13.0),
-for the device kit (scripts/device-kit.sh).
+for the device kit (bench/device/device-kit.sh).
 
 The prebuilt (node-llama-cpp 3.21.1, llama.cpp v0.4.0 build) was compiled by CUDA 13.1: its
 .nv_fatbin holds, per translation unit, SASS for sm_86/89/120/121 and zstd-compressed PTX for
@@ -11,8 +11,8 @@ an unsupported toolchain"). This rewrites each fatbin in place to its compute_90
 nvcc 13.0 writes it (content size, single segment, no checksum). Each fatbin keeps its offset, so
 the pointers to it stay valid; the bytes freed are zeroed (xz then squeezes them away).
 
-  python3 scripts/device-kit-cuda.py IN.so OUT.so [--ptx-dir DIR]   (DIR: the patched PTX, one file per fatbin)
-  python3 scripts/device-kit-cuda.py --check OUT.so                  (re-parse and check every fatbin)
+  python3 bench/device/device-kit-cuda.py IN.so OUT.so [--ptx-dir DIR]   (DIR: the patched PTX, one file per fatbin)
+  python3 bench/device/device-kit-cuda.py --check OUT.so                  (re-parse and check every fatbin)
 
 Needs the `zstd` command. The driver JIT-compiles the PTX for sm_90 on first use of each module
 (lazily, cached in CUDA_CACHE_PATH).

@@ -1,9 +1,9 @@
 // Stages the minimal node_modules that the device kit's bundles load at run time (see
-// scripts/device-kit.sh): the externals of bench.mjs / probe.mjs with only their linux-x64 files,
+// bench/device/device-kit.sh): the externals of bench.mjs / probe.mjs with only their linux-x64 files,
 // node-llama-cpp with its runtime dependency closure, and the data files the bundled code resolves
 // through createRequire (tokenizer models).
 //
-//   node scripts/device-kit-modules.mjs REPO STAGE_DIR
+//   node bench/device/device-kit-modules.mjs REPO STAGE_DIR
 //
 // Writes STAGE_DIR/node_modules/... (paths as under REPO/node_modules) and prints one line per
 // package: `<bytes> <path>`. libggml-cuda.so is left out: device-kit.sh ships it as chunks.
@@ -13,7 +13,7 @@ import path from "node:path";
 
 const [repo, stage] = process.argv.slice(2);
 if (!repo || !stage) {
-  console.error("usage: node scripts/device-kit-modules.mjs REPO STAGE_DIR");
+  console.error("usage: node bench/device/device-kit-modules.mjs REPO STAGE_DIR");
   process.exit(2);
 }
 const nm = path.join(repo, "node_modules");

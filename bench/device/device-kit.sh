@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Builds .devkit/: everything `npm run bench` needs on the device machine (x86-64, H200, CUDA 13,
 # no network, no node), cut into `run` calls of at most 64 MiB each (the repo's working tree is
-# sent with every call). scripts/device-run.sh is the device side; .devkit/PLAN.md lists the calls.
+# sent with every call). bench/device/device-run.sh is the device side; .devkit/PLAN.md lists the calls.
 #
-#   bash scripts/device-kit.sh           build (cached parts are reused: a rebuild after a change of
+#   bash bench/device/device-kit.sh           build (cached parts are reused: a rebuild after a change of
 #                                        bench code re-bundles in seconds)
-#   bash scripts/device-kit.sh --check   re-measure the working tree against the plan, build nothing
-#   bash scripts/device-kit.sh --recut   build, cutting the CUDA library anew (the cut is otherwise kept
+#   bash bench/device/device-kit.sh --check   re-measure the working tree against the plan, build nothing
+#   bash bench/device/device-kit.sh --recut   build, cutting the CUDA library anew (the cut is otherwise kept
 #                                        while it fits, so that pieces already on the device still match)
 #
 # Parts (sizes printed at the end):
@@ -15,12 +15,12 @@
 #                             webgpu, node-llama-cpp, msgpackr-extract
 #   .devkit/base/node.xz      this machine's node, stripped
 #   .devkit/base/modules.txz  node_modules for those externals, linux-x64 only
-#                             (scripts/device-kit-modules.mjs), ELF files stripped, duplicates hard-linked
+#                             (bench/device/device-kit-modules.mjs), ELF files stripped, duplicates hard-linked
 #   .devkit/base/xlibs.txz    libX11/libXext & co, put on LD_LIBRARY_PATH only if NVIDIA's Vulkan ICD lacks them
 #   .devkit/base/manifest.txt sha256 of every part
 #   .gl/*.deb                 Vulkan loader + glvnd (the device README's recipe), dpkg -x'd to /
 #   .devkit/cuda-N/part       libggml-cuda.so (node-llama-cpp's CUDA 13 build), its fatbins rewritten to
-#                             compute_90 PTX ISA 9.0 (scripts/device-kit-cuda.py: the prebuilt cannot run
+#                             compute_90 PTX ISA 9.0 (bench/device/device-kit-cuda.py: the prebuilt cannot run
 #                             on an H200 with driver 580 as it is), stripped, xz, cut into the calls' room
 #
 # Env: KIT_TOKENIZERS (default qwen3,llama2; add gemma3 for the gemma3 demo, +7 MB),
@@ -29,7 +29,7 @@
 #      KIT_FAST=1 (xz -0 everywhere: for testing these scripts; the calls may not fit then).
 set -euo pipefail
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$REPO"
 KIT=.devkit
 CACHE=$KIT/cache
@@ -59,7 +59,7 @@ tree_bytes() {
 dir_bytes() { find "$@" -type f -printf '%s\n' 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'; }
 
 if [ "${1:-}" = "--check" ]; then
-  [ -f $KIT/plan.env ] || { echo "no plan: run bash scripts/device-kit.sh first" >&2; exit 1; }
+  [ -f $KIT/plan.env ] || { echo "no plan: run bash bench/device/device-kit.sh first" >&2; exit 1; }
   . $KIT/plan.env
   now=$(tree_bytes)
   echo "working tree: $(mib "$now") now, $(mib "$PLAN_TREE") when the plan was made"
@@ -85,9 +85,9 @@ T0=$SECONDS
 # --- 1. bundles -------------------------------------------------------------------------------
 # `require` in the banner: bundled CommonJS code (msgpackr's native extractor, node:module look-ups)
 # calls require() at run time, which an ES module lacks.
-log "bundling bench/main.ts, scripts/webgpu-probe.ts, scripts/device-probe.ts"
+log "bundling bench/main.ts, bench/probes/webgpu-probe.ts, bench/device/device-probe.ts"
 rm -rf $CACHE/js && mkdir -p $CACHE/js
-for pair in bench/main.ts:bench.mjs scripts/webgpu-probe.ts:webgpu-probe.mjs scripts/device-probe.ts:device-probe.mjs; do
+for pair in bench/main.ts:bench.mjs bench/probes/webgpu-probe.ts:webgpu-probe.mjs bench/device/device-probe.ts:device-probe.mjs; do
   node_modules/.bin/esbuild "${pair%%:*}" --bundle --platform=node --format=esm --target=node20 \
     --outfile="$CACHE/js/${pair##*:}" --log-level=warning \
     --external:onnxruntime-node --external:onnxruntime-web --external:webgpu --external:node-llama-cpp --external:msgpackr-extract \
@@ -110,11 +110,11 @@ if [ "$(cat $CACHE/node.key 2>/dev/null)" != "$key" ] || [ ! -f $KIT/base/node.x
 fi
 
 # --- 3. node_modules subset --------------------------------------------------------------------
-key="$(cat package-lock.json scripts/device-kit-modules.mjs | sha256sum | cut -d' ' -f1) $TOKENIZERS $MODULES_XZ"
+key="$(cat package-lock.json bench/device/device-kit-modules.mjs | sha256sum | cut -d' ' -f1) $TOKENIZERS $MODULES_XZ"
 if [ "$(cat $CACHE/modules.key 2>/dev/null)" != "$key" ] || [ ! -f $KIT/base/modules.txz ]; then
-  log "staging node_modules (scripts/device-kit-modules.mjs)"
+  log "staging node_modules (bench/device/device-kit-modules.mjs)"
   rm -rf $CACHE/stage
-  KIT_TOKENIZERS=$TOKENIZERS node scripts/device-kit-modules.mjs . $CACHE/stage >$CACHE/modules.txt
+  KIT_TOKENIZERS=$TOKENIZERS node bench/device/device-kit-modules.mjs . $CACHE/stage >$CACHE/modules.txt
   find $CACHE/stage -type f \( -name '*.so' -o -name '*.so.*' -o -name '*.node' \) -print0 |
     while IFS= read -r -d '' f; do
       if file -b "$f" | grep -q 'ELF.*not stripped'; then strip --strip-unneeded "$f"; fi
@@ -164,21 +164,21 @@ if [ "$(ls .gl/*.deb 2>/dev/null | wc -l)" -lt 7 ] || [ ! -f $KIT/base/xlibs.txz
 fi
 
 # --- 5. libggml-cuda.so ---------------------------------------------------------------------------
-# patched (default): scripts/device-kit-cuda.py keeps per fatbin only the compute_90 PTX, made ISA
+# patched (default): bench/device/device-kit-cuda.py keeps per fatbin only the compute_90 PTX, made ISA
 #   9.0 (the prebuilt's SASS has no sm_90 and its PTX is ISA 9.1, which driver 580 cannot JIT), then
 #   strip + xz: ~24 MiB, JIT-compiled for sm_90 on the device on first use.
 # prebuilt: the file as npm installed it (strip + xz: ~118 MiB, three calls); it cannot run kernels
 #   on an H200 with driver 580 (see device-kit-cuda.py), kept for a newer driver.
 # none: no CUDA build at all (one call).
 if [ "$CUDA_MODE" != none ]; then
-  key="$(sha "$CUDA_SRC") $CUDA_MODE $CUDA_XZ $(sha scripts/device-kit-cuda.py)"
+  key="$(sha "$CUDA_SRC") $CUDA_MODE $CUDA_XZ $(sha bench/device/device-kit-cuda.py)"
   if [ "$(cat $CACHE/cuda.key 2>/dev/null)" != "$key" ] || [ ! -f $CACHE/libggml-cuda.so.xz ]; then
     src=$CUDA_SRC
     if [ "$CUDA_MODE" = patched ]; then
       command -v zstd >/dev/null || { log "zstd missing: apt-get install zstd"; exit 1; }
       log "rewriting libggml-cuda.so's fatbins to compute_90 PTX ISA 9.0 (zstd -19 of 265 MB of PTX: about two minutes on two cores, once)"
-      $NICE python3 scripts/device-kit-cuda.py "$CUDA_SRC" $CACHE/libggml-cuda.patched.so
-      python3 scripts/device-kit-cuda.py --check $CACHE/libggml-cuda.patched.so >&2
+      $NICE python3 bench/device/device-kit-cuda.py "$CUDA_SRC" $CACHE/libggml-cuda.patched.so
+      python3 bench/device/device-kit-cuda.py --check $CACHE/libggml-cuda.patched.so >&2
       src=$CACHE/libggml-cuda.patched.so
     fi
     log "packing libggml-cuda.so ($CUDA_MODE, $(mib "$(fsize "$src")")): strip + xz $CUDA_XZ"
@@ -307,7 +307,7 @@ done
 } >$KIT/plan.env
 . $KIT/plan.env
 
-R="bash scripts/device-run.sh"
+R="bash bench/device/device-run.sh"
 if [ "$CUDA_MODE" = none ]; then BENCH="llamacpp --quick --json --llama-gpu vulkan --device webgpu"; else BENCH="llamacpp --quick --json --llama-gpu cuda --device webgpu"; fi
 call_total() { local v=PLAN_CARRY_$1; echo $((TREE + ${!v})); }
 call_cmd() { # the command string of call $1
@@ -333,9 +333,9 @@ call_timeout() { if [ "$1" -eq "$N" ]; then echo 600; elif [ "$1" -eq 1 ]; then 
 {
   echo "# Device kit plan"
   echo
-  echo "Built $(date -u '+%Y-%m-%d %H:%M UTC') from $(git rev-parse --short HEAD) (plus the working tree's changes) by scripts/device-kit.sh; CUDA build: $CUDA_MODE."
+  echo "Built $(date -u '+%Y-%m-%d %H:%M UTC') from $(git rev-parse --short HEAD) (plus the working tree's changes) by bench/device/device-kit.sh; CUDA build: $CUDA_MODE."
   echo "Working tree sent with every call: $(mib "$TREE"). Budget per call: $(mib "$BUDGET") of the 64 MiB limit."
-  echo "Check before calling (the tree may have grown): \`bash scripts/device-kit.sh --check\`."
+  echo "Check before calling (the tree may have grown): \`bash bench/device/device-kit.sh --check\`."
   echo
   if [ "$N" -gt 1 ]; then
     echo "Make the calls back to back: the machine stays warm only 30 s after each call returns, and what"
@@ -354,7 +354,7 @@ call_timeout() { if [ "$1" -eq "$N" ]; then echo 600; elif [ "$1" -eq 1 ]; then 
   cat <<TXT
 Call 1 unpacks node, node_modules and the Vulkan loader (the .gl debs the image lacks) into /tmp/kit
 and /, and probes, each step under \`timeout\`: nvidia-smi, the Vulkan loader and ICD, vulkaninfo,
-the cu13 libraries, Dawn's adapter, scripts/webgpu-probe.ts --quick (onnxruntime-node's WebGPU EP
+the cu13 libraries, Dawn's adapter, bench/probes/webgpu-probe.ts --quick (onnxruntime-node's WebGPU EP
 and onnxruntime-web on Dawn), node-llama-cpp with gpu false and vulkan (and cuda once assembled).
 Its output is also in \$OUT/probe.log.
 
@@ -367,14 +367,14 @@ call 1 (the machine is held either way), e.g. append
 \`$R exec CMD...\` runs any command in the kit's environment (node on PATH,
 LD_LIBRARY_PATH with the cu13 libraries, VK_DRIVER_FILES, CUDA_CACHE_PATH), e.g.
 \`$R exec node /tmp/kit/js/bench.mjs executors --quick\`.
-After a change of bench code: \`bash scripts/device-kit.sh\` (seconds) and carry .devkit/js again.
+After a change of bench code: \`bash bench/device/device-kit.sh\` (seconds) and carry .devkit/js again.
 TXT
   if [ "$CUDA_MODE" = patched ]; then
     cat <<TXT
 
 CUDA: node-llama-cpp's prebuilt libggml-cuda.so was built by CUDA 13.1 with SASS for sm_86/89/120/121
 only and PTX ISA 9.1; driver 580 (CUDA 13.0) cannot JIT ISA 9.1, so unmodified it could not run one
-kernel on the H200. scripts/device-kit-cuda.py keeps only its compute_90 PTX, relabelled ISA 9.0
+kernel on the H200. bench/device/device-kit-cuda.py keeps only its compute_90 PTX, relabelled ISA 9.0
 (all 143 modules assemble with ptxas 13.0 for sm_90). The driver JIT-compiles a module on its
 first use; the cache (CUDA_CACHE_PATH=/tmp/kit/cuda-jit-cache, 4 GiB) keeps it for later processes
 and calls. \`probe-cuda\` checks the library with cuobjdump, loads it, then runs a small model as

@@ -1,6 +1,6 @@
 /**
- * Device probe for the device kit (scripts/device-kit.sh bundles it to `.devkit/js/device-probe.mjs`,
- * scripts/device-run.sh runs it): one check per process, so that a crash or a hang in one native
+ * Device probe for the device kit (bench/device/device-kit.sh bundles it to `.devkit/js/device-probe.mjs`,
+ * bench/device/device-run.sh runs it): one check per process, so that a crash or a hang in one native
  * library is reported by its own `timeout` and the others still run.
  *
  *   node device-probe.mjs dawn                 the WebGPU adapter Dawn (the `webgpu` package) finds: vendor, device, description
@@ -14,7 +14,7 @@
  *                                              holds the CUDA JIT / Vulkan pipeline compiles of first use
  *
  * Prints `ok ...` lines, or `FAIL ...` with the error, and exits 0 / 1. Runs as well under tsx here:
- * `npx tsx scripts/device-probe.ts llama false`.
+ * `npx tsx bench/device/device-probe.ts llama false`.
  */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";

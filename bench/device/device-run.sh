@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# The device side of the device kit (scripts/device-kit.sh builds it; .devkit/PLAN.md lists the
+# The device side of the device kit (bench/device/device-kit.sh builds it; .devkit/PLAN.md lists the
 # calls). Run from the repo copy on the device machine, as root:
 #
-#   bash scripts/device-run.sh unpack-base    node, node_modules, X-lib fallback -> /tmp/kit (/var/lib/devkit if /tmp
+#   bash bench/device/device-run.sh unpack-base    node, node_modules, X-lib fallback -> /tmp/kit (/var/lib/devkit if /tmp
 #                                             is noexec); Vulkan loader debs (.gl) -> / (those the image lacks)
-#   bash scripts/device-run.sh add-cuda N     store CUDA piece N; with all pieces there, assemble libggml-cuda.so
-#   bash scripts/device-run.sh probe          GPU, Vulkan, Dawn, onnxruntime WebGPU, node-llama-cpp cpu/vulkan (+cuda if assembled)
-#   bash scripts/device-run.sh probe-cuda     node-llama-cpp's CUDA build only
-#   bash scripts/device-run.sh bench ARGS...  node /tmp/kit/js/bench.mjs ARGS (= npm run bench -- ARGS) from the repo root
-#   bash scripts/device-run.sh exec CMD...    any command in the kit's environment
-#   bash scripts/device-run.sh env            print that environment
+#   bash bench/device/device-run.sh add-cuda N     store CUDA piece N; with all pieces there, assemble libggml-cuda.so
+#   bash bench/device/device-run.sh probe          GPU, Vulkan, Dawn, onnxruntime WebGPU, node-llama-cpp cpu/vulkan (+cuda if assembled)
+#   bash bench/device/device-run.sh probe-cuda     node-llama-cpp's CUDA build only
+#   bash bench/device/device-run.sh bench ARGS...  node /tmp/kit/js/bench.mjs ARGS (= npm run bench -- ARGS) from the repo root
+#   bash bench/device/device-run.sh exec CMD...    any command in the kit's environment
+#   bash bench/device/device-run.sh env            print that environment
 #
 # Logs go to $OUT (probe.log, bench.log, bench-out.tgz). Every subcommand that needs an earlier
 # call's work checks for it and exits 3 with "COLD MACHINE" when it is gone.
@@ -20,7 +20,7 @@
 set -uo pipefail
 export PATH=$PATH:/usr/sbin:/sbin:/usr/local/nvidia/bin:/usr/local/cuda/bin # ldconfig, nvidia-smi, cuobjdump
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 ROOT=${ROOT:-/}
 if [ -z "${KIT_DIR:-}" ]; then
   # /tmp/kit, unless /tmp cannot hold executables (node, .so and .node files must be mapped executable).
@@ -234,7 +234,7 @@ kit_env() {
   export PATH=$KIT_DIR/node/bin:$PATH
   export AGENT_EDGE_CACHE_DIR=${AGENT_EDGE_CACHE_DIR:-$REPO/.cache}
   export NODE_LLAMA_CPP_SKIP_DOWNLOAD=true
-  # libggml-cuda.so's kernels are PTX (see scripts/device-kit-cuda.py): the driver's JIT cache, kept
+  # libggml-cuda.so's kernels are PTX (see bench/device/device-kit-cuda.py): the driver's JIT cache, kept
   # with the kit (across processes and warm calls) and large enough for all of it.
   export CUDA_CACHE_PATH=${CUDA_CACHE_PATH:-$KIT_DIR/cuda-jit-cache} CUDA_CACHE_MAXSIZE=${CUDA_CACHE_MAXSIZE:-4294967296}
   unset CUDA_CACHE_DISABLE

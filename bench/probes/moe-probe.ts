@@ -4,12 +4,12 @@
  * what each costs per call against a dense SwiGLU MLP with the same ACTIVE parameters
  * (intermediate = k x moe_intermediate, built with the decoder's own ops).
  *
- *   npx tsx scripts/moe-probe.ts                   availability + CPU timings (1 and 2 threads), with
+ *   npx tsx bench/probes/moe-probe.ts                   availability + CPU timings (1 and 2 threads), with
  *                                                  the int8/int4 experts of QMoE as rows of their own
- *   npx tsx scripts/moe-probe.ts --webgpu-timings  also time the WebGPU kernels (lavapipe: slow)
- *   npx tsx scripts/moe-probe.ts --quick           availability only
+ *   npx tsx bench/probes/moe-probe.ts --webgpu-timings  also time the WebGPU kernels (lavapipe: slow)
+ *   npx tsx bench/probes/moe-probe.ts --quick           availability only
  *
- *   npx tsx scripts/moe-probe.ts --shape 512,128,8,128 --threads 1   another shape, one thread count
+ *   npx tsx bench/probes/moe-probe.ts --shape 512,128,8,128 --threads 1   another shape, one thread count
  *
  * Shape: hidden 512, 16 experts, k 4, moe_intermediate 256 (dense twin: intermediate 1024).
  * WebGPU needs an adapter (scripts/install-webgpu-deps.sh on a CPU-only machine) and
