@@ -4,6 +4,7 @@ import { cudaProviderInstalled, webGpuAdapter } from "../gpu-backend/model/execu
 import type { Executor } from "../gpu-backend/model/executors/executor";
 import { loadModel } from "../gpu-backend/engine/load-model";
 import { note, Progress } from "./kit/progress";
+import { round, table } from "./kit/report";
 
 /**
  * `npm run bench -- executors [--quick] [--json] [--model DIR]`: prefill and decode tokens/s and
@@ -137,9 +138,9 @@ export async function runExecutorBench(o: ExecutorBenchOptions): Promise<{ model
       results[t.name] = {
         adapter: t.adapter,
         createMs: Math.round(createMs),
-        prefillTokPerS: round((P / prefillMs) * 1000),
-        decodeTokPerS: round((D / decodeMs) * 1000),
-        decodeBatch8TokPerS: round(((8 * D) / batchMs) * 1000),
+        prefillTokPerS: round((P / prefillMs) * 1000, 2),
+        decodeTokPerS: round((D / decodeMs) * 1000, 2),
+        decodeBatch8TokPerS: round(((8 * D) / batchMs) * 1000, 2),
         h2dBytesPerDecodeStep: Math.round(h2d),
         d2hBytesPerDecodeStep: Math.round(d2h),
         kvBytes: exec.kvBytes,
@@ -151,23 +152,15 @@ export async function runExecutorBench(o: ExecutorBenchOptions): Promise<{ model
   const cpu = results.cpu!;
   for (const [name, r] of Object.entries(results)) {
     if (name === "cpu") continue;
-    r.prefillVsCpu = round(r.prefillTokPerS / cpu.prefillTokPerS);
-    r.decodeBatch8VsCpu = round(r.decodeBatch8TokPerS / cpu.decodeBatch8TokPerS);
+    r.prefillVsCpu = round(r.prefillTokPerS / cpu.prefillTokPerS, 2);
+    r.decodeBatch8VsCpu = round(r.decodeBatch8TokPerS / cpu.decodeBatch8TokPerS, 2);
   }
   printTable(results, P, D);
   return { model: spec.modelId, promptTokens: P, decodeSteps: D, executors: results };
 }
 
 function printTable(results: Record<string, ExecutorFigures>, P: number, D: number): void {
-  const rows = Object.entries(results).map(([name, r]) =>
-    [name, r.prefillTokPerS, r.decodeTokPerS, r.decodeBatch8TokPerS, r.h2dBytesPerDecodeStep, r.d2hBytesPerDecodeStep, r.prefillVsCpu ?? 1, r.decodeBatch8VsCpu ?? 1].map(String),
-  );
+  const rows = Object.entries(results).map(([name, r]) => [name, r.prefillTokPerS, r.decodeTokPerS, r.decodeBatch8TokPerS, r.h2dBytesPerDecodeStep, r.d2hBytesPerDecodeStep, r.prefillVsCpu ?? 1, r.decodeBatch8VsCpu ?? 1]);
   const head = ["executor", "prefill tok/s", "decode tok/s", "decode x8 tok/s", "up B/step", "down B/step", "prefill/cpu", "x8/cpu"];
-  const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
-  const line = (r: string[]) => r.map((c, i) => c.padStart(widths[i]!)).join("  ");
-  process.stderr.write(`\nprompt ${P} tokens, ${D} decode steps (bytes per step: the batch-1 decode)\n${line(head)}\n${rows.map(line).join("\n")}\n\n`);
-}
-
-function round(x: number): number {
-  return Math.round(x * 100) / 100;
+  process.stderr.write(`\nprompt ${P} tokens, ${D} decode steps (bytes per step: the batch-1 decode)\n${table(head, rows)}\n\n`);
 }

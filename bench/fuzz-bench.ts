@@ -7,10 +7,10 @@ import { materializeTinyModel } from "../gpu-backend/model/checkpoint/demo-model
 import { createBackendApp } from "../gpu-backend/server/app";
 import { Drain } from "../gpu-backend/server/drain";
 import { testEngine } from "../gpu-backend/server/testing/test-engine";
-import { freePort, startStack } from "../scripts/stack";
 import { fuzzBackend, type FuzzFindings } from "./fuzz-backend";
 import { fuzzEdge, type EdgeFuzzContext, type EdgeFuzzFindings } from "./fuzz-edge";
 import { note } from "./kit/progress";
+import { startBenchStack } from "./kit/stack";
 
 /**
  * `npm run bench -- fuzz [--cases N] [--seed S] [--json]`: N (10,000) seeded cases against every
@@ -36,7 +36,7 @@ export async function runFuzzBench(o: { cases?: number; seed?: number }): Promis
   try {
     const modelDir = await materializeTinyModel(join(dir, "tiny"));
     const backend = await fuzzBackendInProcess(modelDir, cases, seed);
-    const edge = await fuzzEdgeStack(modelDir, dir, cases, seed);
+    const edge = await fuzzEdgeStack(modelDir, cases, seed);
     return {
       seed,
       cases: backend.cases + edge.cases,
@@ -68,13 +68,12 @@ async function fuzzBackendInProcess(modelDir: string, cases: number, seed: numbe
   return { ...findings, wallS: secondsSince(t0) };
 }
 
-async function fuzzEdgeStack(modelDir: string, dir: string, cases: number, seed: number): Promise<EdgeFuzzFindings & { wallS: number }> {
-  const [edgePort, backendPort] = [await freePort(), await freePort()];
+async function fuzzEdgeStack(modelDir: string, cases: number, seed: number): Promise<EdgeFuzzFindings & { wallS: number }> {
   note("fuzz", "edge: starting a backend and wrangler dev");
   // Two tenants, so a key is also tried on the other tenant's routes.
   const tenants = { "fuzz-a": "sk-fuzz-tenant-a-0123456789", "fuzz-b": "sk-fuzz-tenant-b-9876543210" };
   const apiKeys = JSON.stringify(Object.fromEntries(Object.entries(tenants).map(([name, key]) => [createHash("sha256").update(key).digest("hex"), name])));
-  const stack = await startStack({ modelDir, backendPorts: [backendPort], edgePort, kvMemory: "64MiB", threads: 1, devtools: false, persistTo: join(dir, "edge"), vars: { API_KEYS: apiKeys }, onLine: () => {} });
+  const stack = await startBenchStack({ name: "fuzz", backends: 1, model: modelDir, backend: { kvMemory: "64MiB", threads: 1 }, edge: { vars: { API_KEYS: apiKeys } } });
   try {
     const headers = { authorization: `Bearer ${tenants["fuzz-a"]}`, "content-type": "application/json" };
     const probe = `fuzz-probe-${seed}`;
@@ -92,7 +91,7 @@ async function fuzzEdgeStack(modelDir: string, dir: string, cases: number, seed:
     const findings = await fuzzEdge({ fetch: (req) => fetch(req), base: stack.edgeUrl, ctx, seed, cases, state, onProgress: (n) => note("fuzz", `edge: ${n}/${cases} cases`) });
     return { ...findings, wallS: secondsSince(t0) };
   } finally {
-    await stack.stop();
+    await stack.close();
   }
 }
 

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, statSync } from "node:fs";
 import { availableParallelism, cpus } from "node:os";
 import { join } from "node:path";
 import { loadModel } from "../gpu-backend/engine/load-model";
@@ -13,7 +13,7 @@ import type { LlamaCppSideResult } from "./llamacpp-side";
 import { memoryBandwidth } from "./kit/machine";
 import { note } from "./kit/progress";
 import { lineChart } from "./kit/plot";
-import { round } from "./kit/report";
+import { round, writeOut } from "./kit/report";
 
 export interface LlamaCppBenchOptions {
   quick: boolean;
@@ -169,25 +169,22 @@ function ratiosOf(r: PrecisionRun): PrecisionRatios {
 
 /** Decode and prefill tokens/s by bits per weight, both engines, and decode's bandwidth limit. */
 function writePlots(outDir: string, precisions: BenchPrecision[], runs: Partial<Record<BenchPrecision, PrecisionRun>>, device: string, llamaBuild: string): string[] {
-  mkdirSync(outDir, { recursive: true });
   const points = (side: "ours" | "llamacpp", f: (x: EngineFigures) => number) =>
     precisions.flatMap((p) => {
       const figures = runs[p]![side];
       return "decode" in figures ? [{ x: side === "ours" ? PRECISION_PAIRS[p].ourBits : PRECISION_PAIRS[p].ggufBits, y: f(figures) }] : [];
     });
   const limit = (side: "ours" | "llamacpp") => precisions.map((p) => ({ x: side === "ours" ? PRECISION_PAIRS[p].ourBits : PRECISION_PAIRS[p].ggufBits, y: runs[p]!.decodeLimitTokensPerS[side] }));
-  const paths: string[] = [];
   const chart = (file: string, title: string, f: (x: EngineFigures) => number, withLimit: boolean) => {
     const series = [
       { name: `Agent Edge (${device})`, color: "#1f77b4", points: points("ours", f) },
       { name: `llama.cpp (${llamaBuild})`, color: "#d62728", points: points("llamacpp", f) },
       ...(withLimit ? [{ name: "bandwidth limit (ours)", color: "#1f77b4", dashed: true, points: limit("ours") }, { name: "bandwidth limit (llama.cpp)", color: "#d62728", dashed: true, points: limit("llamacpp") }] : []),
     ].filter((s) => s.points.length > 0);
-    const path = join(outDir, file);
-    writeFileSync(path, lineChart({ title, xLabel: "bits per weight (scales included)", yLabel: "tokens/s", series, logX: true, logY: withLimit }));
-    paths.push(path);
+    return writeOut(outDir, file, lineChart({ title, xLabel: "bits per weight (scales included)", yLabel: "tokens/s", series, logX: true, logY: withLimit }));
   };
-  chart("llamacpp-decode.svg", "Single-stream decode at 1k context, by weight precision", (x) => x.decode.tokensPerS, true);
-  chart("llamacpp-prefill.svg", "Prefill of a 2,000-token prompt, by weight precision", (x) => x.prefill.tokensPerS, false);
-  return paths;
+  return [
+    chart("llamacpp-decode.svg", "Single-stream decode at 1k context, by weight precision", (x) => x.decode.tokensPerS, true),
+    chart("llamacpp-prefill.svg", "Prefill of a 2,000-token prompt, by weight precision", (x) => x.prefill.tokensPerS, false),
+  ];
 }
