@@ -13,6 +13,7 @@ import { runSoakBench } from "./soak-bench";
 import { SOAK_KINDS, type SoakKind } from "./soak-clients";
 import { runAccuracyBench } from "./studies/accuracy-bench";
 import { runSessionlessBench } from "./studies/sessionless-bench";
+import { runStepCosts } from "./studies/step-costs";
 import { parsePrecision } from "../gpu-backend/engine/weight-precision";
 import { DEMO_FAMILIES, type DemoFamily } from "../gpu-backend/model/checkpoint/demo-families";
 import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durable-objects/routing/routing-policy";
@@ -39,7 +40,8 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *            policy (affinity, round-robin, least-loaded, consistent-hash): hit rate vs ideal,
  *            tokens/s, TTFT p50/p99, max/mean backend load; flags: --backends N (4),
  *            --trajectories M (32), --turns T, --observation-tokens LO,HI, --policies a,b, --quick,
- *            --json, --model DIR, --out DIR, --kv-pull auto|always|never (the backends'; never: no KV transfer)
+ *            --json, --model DIR, --out DIR, --step-trace DIR (backends trace every engine step),
+ *            --kv-pull auto|always|never (the backends'; never: no KV transfer)
  *   sessionless  M clients naming no session, sharing a system prompt, over N backends: the edge's
  *            cache-aware placement of stateless turns vs round-robin: hit rate, tokens computed,
  *            spread; flags: --backends N (4), --trajectories M (32), --turns T, --quick, --json, --model DIR
@@ -66,19 +68,21 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *            (closed loop), then Poisson arrivals at 1x, 2x, 4x it: 429 share, p50/p99 TTFT, turns
  *            moved to another backend, most queued tokens; flags: --backends N, --seconds S (30),
  *            --max-queued-tokens N (the backends' bound), --quick, --json, --model DIR
+ *   step-costs  fit where the engine steps' CPU went from a --step-trace folder: step-costs DIR [--json]
  *   executors  prefill/decode tokens/s and bytes per decode step of every executor here (cpu
  *            baseline, webgpu, cuda); flags: --quick, --json, --model DIR
  *
- * accuracy and sessionless are studies (bench/studies/): their figures are in docs/benchmarks.md,
- * rerun when what they measure gains a case (a model family, a routing policy). Retired studies
- * (leases, trace, step-costs, migration, structured) are named there with the commit that has them.
+ * accuracy, sessionless and step-costs are studies (bench/studies/): their figures are in
+ * docs/benchmarks.md, rerun when what they measure gains a case (a model family, a routing policy,
+ * a step trace). Retired studies (leases, trace, migration, structured) are named there with the
+ * commit that has them.
  *
  * Progress goes to stderr; with --json the last stdout line is one JSON object.
  */
 const [name, ...rest] = process.argv.slice(2);
 useBenchEntry(process.argv[1]!);
 const { values: v } = parseArgs({
-  args: name === "llamacpp-child" ? [] : rest, // the child parses its own arguments
+  args: name === "llamacpp-child" || name === "step-costs" ? [] : rest, // these parse their own arguments (flags, a DIR)
   options: {
     quick: { type: "boolean", default: false },
     json: { type: "boolean", default: false },
@@ -90,6 +94,7 @@ const { values: v } = parseArgs({
     weights: { type: "string" },
     out: { type: "string", default: "bench/out" },
     "observation-tokens": { type: "string" },
+    "step-trace": { type: "string" },
     device: { type: "string" },
     "llama-gpu": { type: "string" },
     threads: { type: "string" },
@@ -145,6 +150,7 @@ const BENCHES: Record<string, () => Promise<unknown>> = {
       policies: v.policies ? parsePolicies(v.policies) : undefined,
       model,
       outDir,
+      stepTraceDir: v["step-trace"],
       kvPull: v["kv-pull"] === undefined ? undefined : oneOf("--kv-pull", ["auto", "always", "never"] as const, v["kv-pull"]),
     }),
   sessionless: () => runSessionlessBench({ quick, backends, trajectories, turns, model }),
@@ -163,6 +169,15 @@ const BENCHES: Record<string, () => Promise<unknown>> = {
     }),
   overload: () => runOverloadBench({ quick, backends, seconds: num(v.seconds), maxQueuedTokens: num(v["max-queued-tokens"]), model, outDir }),
   executors: () => runExecutorBench({ quick, model }),
+  "step-costs": async () => {
+    try {
+      return runStepCosts(rest);
+    } catch (e) {
+      // A missing or unreadable folder, or too few steps: say so, no stack trace.
+      console.error(`step-costs: ${(e as Error).message}`);
+      process.exit(2);
+    }
+  },
 };
 
 const bench = BENCHES[name ?? ""];
@@ -175,7 +190,7 @@ if (result !== undefined) {
   // A `{ summary, details }` answer prints its summary alone with --json.
   const r = result as { summary?: object; details?: object };
   const shown = r.summary && r.details ? (json ? r.summary : { ...r.summary, details: r.details }) : result;
-  console.log(json ? JSON.stringify(shown) : JSON.stringify(shown, null, 2));
+  console.log(json || rest.includes("--json") ? JSON.stringify(shown) : JSON.stringify(shown, null, 2));
 }
 
 function parsePolicies(list: string): RoutingPolicyName[] {

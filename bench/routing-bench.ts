@@ -1,3 +1,5 @@
+import { mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
 import { commonPrefixLength } from "../protocol/common-prefix";
 import { ROUTING_POLICIES, type RoutingPolicyName } from "../durable-objects/routing/routing-policy";
 import { generateFrames } from "../durable-objects/backend/backend-client";
@@ -9,6 +11,7 @@ import { startBenchStack, type BenchStack } from "./kit/stack";
 import { makeWorkload, WORDS, type WorkloadOptions, type WorkloadTrajectory } from "./kit/workload";
 import { runPolicy } from "./routing-policy-run";
 import { writePlots } from "./routing-plots";
+import type { TraceWindow } from "./studies/step-costs";
 import { checkTargets, cpuTable, idealCachedTokens, policyTable, summarizePolicy, summaryJson, type PolicyDetails, type RoutingSummary, type TurnResult } from "./routing-report";
 
 /**
@@ -34,6 +37,8 @@ export interface RoutingBenchOptions {
   policies?: RoutingPolicyName[];
   model?: string;
   outDir: string;
+  /** Backends trace every engine step into this folder (`--step-trace`), with `windows.json`: each policy's run. */
+  stepTraceDir?: string | undefined;
   /** The backends' `--kv-pull` (default theirs, auto): `never` turns KV transfer off. */
   kvPull?: "auto" | "always" | "never";
 }
@@ -106,12 +111,18 @@ export async function runRoutingBench(o: RoutingBenchOptions): Promise<{ summary
   // The backends run once for all policies (each policy's edge gets its own cache salt, so no
   // policy reuses another's blocks); only the edge restarts, with ROUTING_POLICY set.
   note("routing", `starting ${numBackends} backends`);
+  const traceDir = o.stepTraceDir === undefined ? undefined : resolve(o.stepTraceDir);
+  if (traceDir) {
+    mkdirSync(traceDir, { recursive: true });
+    if (readdirSync(traceDir).some((f) => f.endsWith(".jsonl"))) throw new Error(`--step-trace ${traceDir} already holds step traces: give an empty folder`);
+  }
+  const windows: TraceWindow[] = [];
   const stack = await startBenchStack({
     name: "routing",
     backends: numBackends,
     outDir: o.outDir,
     ...(o.model ? { model: o.model } : {}),
-    backend: { kvMemory: "1GiB", threads: 1, backendArgs: o.kvPull ? ["--kv-pull", o.kvPull] : [] },
+    backend: { kvMemory: "1GiB", threads: 1, backendArgs: [...(traceDir ? ["--step-trace", traceDir] : []), ...(o.kvPull ? ["--kv-pull", o.kvPull] : [])] },
     edge: false,
   });
   try {
@@ -119,6 +130,7 @@ export async function runRoutingBench(o: RoutingBenchOptions): Promise<{ summary
     for (const policy of policies) {
       stack.onLine(`[routing] ---- ${policy} ----`);
       const run = await runPolicy({ policy, stack, workload, modelId });
+      windows.push({ name: policy, fromMs: run.startedAt, toMs: run.startedAt + run.wallMs });
       const ideal = idealCachedTokens(run.results, sharedPrefix, BLOCK_SIZE);
       const firstMismatch = run.results.find((r) => r.turn === 1 && r.promptTokens !== firstIds.get(r.trajectory)!.length);
       if (firstMismatch) note("routing", `note: ${firstMismatch.trajectory} turn 1 has ${firstMismatch.promptTokens} prompt tokens, the local render ${firstIds.get(firstMismatch.trajectory)!.length}`);
@@ -130,6 +142,10 @@ export async function runRoutingBench(o: RoutingBenchOptions): Promise<{ summary
     }
   } finally {
     await stack.close();
+    if (traceDir) {
+      writeFileSync(join(traceDir, "windows.json"), `${JSON.stringify(windows)}\n`);
+      process.stderr.write(`step traces: ${traceDir} (npm run bench -- step-costs ${o.stepTraceDir})\n`);
+    }
   }
 
   const summary = summaryJson(details);

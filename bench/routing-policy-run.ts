@@ -20,6 +20,8 @@ import { setTimeout as sleep } from "node:timers/promises";
  */
 export async function runPolicy(params: { policy: RoutingPolicyName; stack: BenchStack; workload: WorkloadTrajectory[]; modelId: string }): Promise<{
   results: TurnResult[];
+  /** Epoch ms when the workload started. */
+  startedAt: number;
   wallMs: number;
   backends: string[];
   sampledLoad: Record<string, number>;
@@ -45,6 +47,7 @@ export async function runPolicy(params: { policy: RoutingPolicyName; stack: Benc
     const pids = () => ({ backends: stack.backendPids(), edge: edge.pids() });
     const cpuBefore = cpuSeconds(pids());
     const start = performance.now();
+    const startedAt = Date.now();
     await Promise.all(
       workload.map(async (traj) => {
         await sleep(traj.startDelayMs);
@@ -78,7 +81,7 @@ export async function runPolicy(params: { policy: RoutingPolicyName; stack: Benc
       return { ...c, computedTokens: r.computed_tokens, backend: r.backend, mode: r.mode, fullReason: r.full_reason, route: r.route ?? null, doTtftMs: r.ttft_ms, kvPull: r.kv_pull ?? null, miss: r.miss ?? null };
     });
     if (retries.length > 0) note("routing", `${policy}: ${retries.length} turn(s) resent after an error, first: ${retries[0]}`);
-    return { results, wallMs, backends, sampledLoad: sampledLoad.load, downSamples: sampledLoad.down, usage, retries: retries.length, cpu };
+    return { results, startedAt, wallMs, backends, sampledLoad: sampledLoad.load, downSamples: sampledLoad.down, usage, retries: retries.length, cpu };
   } finally {
     await stack.stopEdge();
   }

@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { setTimeout as sleep } from "node:timers/promises";
 
 /**
  * What the benchmarks measure of this machine and its processes: cores kept busy, CPU seconds,
@@ -27,16 +28,15 @@ export interface CpuShare {
  * stop(); // { machineCores: 2.0, ownCores: 1.97, otherCores: 0.03 }
  */
 export function startCpuMeter(): () => CpuShare | null {
-  const machine0 = machineTicks();
+  const machine0 = machineSeconds();
   const own0 = process.cpuUsage();
   const t0 = performance.now();
   return () => {
-    const machine1 = machineTicks();
+    const machine1 = machineSeconds();
     if (machine0 === null || machine1 === null) return null;
     const seconds = (performance.now() - t0) / 1000;
     const own = process.cpuUsage(own0);
-    // /proc/stat counts in USER_HZ (100 per second on Linux).
-    const machineCores = (machine1 - machine0) / 100 / seconds;
+    const machineCores = (machine1.busyS - machine0.busyS) / seconds;
     const ownCores = (own.user + own.system) / 1e6 / seconds;
     const round = (x: number) => Math.round(x * 100) / 100;
     return { machineCores: round(machineCores), ownCores: round(ownCores), otherCores: round(Math.max(0, machineCores - ownCores)) };
@@ -51,14 +51,16 @@ export function startCpuMeter(): () => CpuShare | null {
  */
 export async function measureCpu(ms: number): Promise<CpuShare | null> {
   const stop = startCpuMeter();
-  await new Promise((resolve) => setTimeout(resolve, ms));
+  await sleep(ms);
   return stop();
 }
 
-function machineTicks(): number | null {
+/** The machine's CPU seconds so far (/proc/stat, in USER_HZ: 100 a second): busy (user, nice, system, irq, softirq, steal) of total; null off Linux. */
+function machineSeconds(): { busyS: number; totalS: number } | null {
   try {
-    const [, user, nice, system, , , irq, softirq, steal] = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).map(Number);
-    return user! + nice! + system! + irq! + softirq! + steal!;
+    const ticks = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1, 9).map(Number);
+    const totalS = ticks.reduce((a, b) => a + b, 0) / 100;
+    return { busyS: totalS - (ticks[3]! + ticks[4]!) / 100, totalS }; // minus idle and iowait
   } catch {
     return null;
   }
@@ -151,15 +153,7 @@ export function cpuSeconds(pids: { backends: readonly number[]; edge: readonly n
         return a;
       }
     }, 0);
-  let machineBusyS = 0;
-  let machineTotalS = 0;
-  try {
-    const cpu = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/).slice(1).map(Number);
-    machineTotalS = cpu.slice(0, 8).reduce((a, b) => a + b, 0) / hz;
-    machineBusyS = machineTotalS - (cpu[3]! + cpu[4]!) / hz; // minus idle and iowait
-  } catch {
-    // not Linux
-  }
+  const machine = machineSeconds() ?? { busyS: 0, totalS: 0 };
   const usage = process.cpuUsage();
-  return { machineBusyS, machineTotalS, backendsS: procS(pids.backends), edgeS: procS(pids.edge), clientS: (usage.user + usage.system) / 1e6 };
+  return { machineBusyS: machine.busyS, machineTotalS: machine.totalS, backendsS: procS(pids.backends), edgeS: procS(pids.edge), clientS: (usage.user + usage.system) / 1e6 };
 }

@@ -7,7 +7,7 @@ import { accuracyModel } from "./accuracy-bench";
 import { accuracyCorpus, accuracyPrompts, klDivergence, precisionAccuracy } from "./precision-accuracy";
 
 /**
- * int8 and int4 weights against the same model in float32 (bench/precision-accuracy.ts): mean KL
+ * int8 and int4 weights against the same model in float32 (bench/studies/precision-accuracy.ts): mean KL
  * of the next-token distribution over a 2,000-token agent-text corpus and greedy agreement over
  * 4 prompts x 128 tokens, on the tiny Phi-3 checkpoint (32k vocabulary: the KL over 2,000 rows
  * stays cheap) with weights ~N(0, 0.08²): at the materializer's default 0.02 the distributions

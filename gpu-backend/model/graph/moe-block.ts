@@ -13,7 +13,7 @@ import type { QuantizedWeights } from "../quant/quantized-weights";
  *   top = the k largest p (k = num_experts_per_tok), renormalised to sum 1 if norm_topk_prob
  *   out = Σ_{e in top} p_e · down_e(silu(gate_e(x)) ⊙ up_e(x))
  *
- * Kernels (measured in docs/moe.md; `scripts/moe-probe.ts` reproduces the numbers):
+ * Kernels (measured in docs/moe.md; `bench/probes/moe-probe.ts` reproduces the numbers):
  * - `ort-moe`    one `com.microsoft.MoE` node (router logits in, softmax/top-k/renorm inside, fused
  *                interleaved SwiGLU): onnxruntime's CPU kernel groups tokens by expert and runs
  *                one GEMM pair per used expert. CPU only: onnxruntime 1.30 registers no WebGPU
@@ -57,7 +57,7 @@ export interface MoeBlockArgs {
 }
 
 /**
- * The fastest kernel per execution provider and weight precision, from `scripts/moe-probe.ts` and
+ * The fastest kernel per execution provider and weight precision, from `bench/probes/moe-probe.ts` and
  * whole-model decode (docs/moe.md): on CPU `ort-moe` for float experts (decode at a dense MLP's
  * speed, one node per layer) but `per-expert` for int8/int4 experts, whose MatMulNBits products
  * read the packed codes (onnxruntime 1.30's CPU QMoE dequantizes each used expert to float32 on
@@ -305,7 +305,7 @@ function checkSize(name: string, t: Float32Array, size: number): void {
 
 /**
  * A standalone model around the block: input `x` [T, hidden] float32, output `y` [T, hidden]
- * (tests and `scripts/moe-probe.ts`).
+ * (tests and `bench/probes/moe-probe.ts`).
  *
  * @example const session = await ort.InferenceSession.create(moeBlockModel(args));
  */
