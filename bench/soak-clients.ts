@@ -97,7 +97,7 @@ export async function runSoakClient(p: SoakClientParams, counts: SoakCounts): Pr
               edgeUrl: p.edgeUrl,
               model: p.model,
               via: p.kind === "stateless" ? "chat" : p.kind,
-              ...(p.kind !== "stateless" ? { trajectoryId: id } : {}),
+              ...(p.kind === "chat" || p.kind === "session" || p.kind === "messages" ? { trajectoryId: id } : {}),
               messages,
               maxTokens: p.maxTokens,
               stream,

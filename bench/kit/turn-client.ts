@@ -90,7 +90,7 @@ export async function sendTurn(p: TurnParams): Promise<TurnReply> {
     const res = await fetch(`${p.edgeUrl}${PATHS[via](p)}`, { method: "POST", headers, body: JSON.stringify(requestBody(via, p)) });
     if (!res.ok || !res.body) {
       const text = await res.text();
-      const errorCode = (JSON.parse(/^\s*\{/.test(text) ? text : "{}") as { error?: { code?: string } }).error?.code ?? "";
+      const errorCode = /"code"\s*:\s*"([^"]*)"/.exec(text)?.[1] ?? "";
       throw new TurnFailed(`${res.status}: ${text.slice(0, 300)}`, String(res.status), 0, { status: res.status, errorCode, retryAfter: res.headers.get("retry-after"), text });
     }
     const meta = { replayed: res.headers.get("x-agent-edge-replayed") === "true", backend: res.headers.get("x-agent-edge-backend"), route: res.headers.get("x-agent-edge-route") };
