@@ -2,7 +2,8 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { DoneFrame, Frame, GenerateRequest } from "../protocol/messages";
 import { commonPrefixLength } from "../protocol/common-prefix";
-import { Engine } from "../gpu-backend/engine/engine";
+import type { Engine } from "../gpu-backend/engine/engine";
+import { createEngine } from "../gpu-backend/engine/create-engine";
 import { BlockPool, blocksForBudget } from "../gpu-backend/kv/block-pool";
 import { CpuExecutor } from "../gpu-backend/model/executors/cpu-executor";
 import { loadModel } from "../gpu-backend/engine/load-model";
@@ -70,7 +71,7 @@ export async function runAgentBench(o: AgentBenchOptions): Promise<Record<string
   });
 
   const makeEngine = (enablePrefixCache: boolean) =>
-    new Engine({
+    createEngine({
       executor,
       pool: new BlockPool({ numBlocks, blockSize }),
       codec,

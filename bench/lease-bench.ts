@@ -5,7 +5,8 @@ import type { ChatMessage, DoneFrame, Frame, GenerateRequest } from "../protocol
 import { commonPrefixLength } from "../protocol/common-prefix";
 import { MAX_PAUSE_SAMPLES, percentile, predictLeaseReturn, predictLeaseTtl } from "../durable-objects/trajectory/lease-policy";
 import { LEASE_DEFAULTS, type LeaseSettings } from "../durable-objects/settings";
-import { Engine } from "../gpu-backend/engine/engine";
+import type { Engine } from "../gpu-backend/engine/engine";
+import { createEngine } from "../gpu-backend/engine/create-engine";
 import { BlockPool } from "../gpu-backend/kv/block-pool";
 import { CpuExecutor } from "../gpu-backend/model/executors/cpu-executor";
 import { prefillWastePerToken } from "../gpu-backend/model/graph/decoder-spec";
@@ -272,7 +273,7 @@ async function simulate(p: { model: LoadedModel; executor: Executor; workload: r
   const settings = v.settings ?? LEASE_DEFAULTS;
   const clock = { now: 0 };
   const pool = new BlockPool({ numBlocks: p.numBlocks, blockSize });
-  const engine = new Engine({
+  const engine = createEngine({
     executor: p.executor,
     pool,
     codec: model.codec,

@@ -1,7 +1,8 @@
 import { generateFrames } from "../durable-objects/backend/backend-client";
 import { freePort, startStack } from "../scripts/stack";
 import type { ChatMessage, DoneFrame, Frame, GenerateRequest, KvPullReport } from "../protocol/messages";
-import { Engine } from "../gpu-backend/engine/engine";
+import type { Engine } from "../gpu-backend/engine/engine";
+import { createEngine } from "../gpu-backend/engine/create-engine";
 import { loadModel } from "../gpu-backend/engine/load-model";
 import { defaultPrecision, precisionRefusal, quantBits, quantizedWeightsFor, type WeightPrecision } from "../gpu-backend/engine/weight-precision";
 import { BlockPool } from "../gpu-backend/kv/block-pool";
@@ -50,7 +51,7 @@ export async function runMigrationBench(o: MigrationBenchOptions): Promise<Recor
   const start = async (id: string): Promise<{ engine: Engine; executor: CpuExecutor }> => {
     note("migration", `backend ${id}: ${numBlocks} KV blocks, ${precision} weights`);
     const executor = await CpuExecutor.create({ spec, weights: model.weights, quantized: cache?.weights ?? null, numBlocks, blockSize: BLOCK_SIZE });
-    const engine = new Engine({
+    const engine = createEngine({
       executor,
       pool: new BlockPool({ numBlocks, blockSize: BLOCK_SIZE }),
       codec,

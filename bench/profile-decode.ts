@@ -1,10 +1,10 @@
-import { Engine } from "../gpu-backend/engine/engine";
+import { createEngine } from "../gpu-backend/engine/create-engine";
 import { BlockPool } from "../gpu-backend/kv/block-pool";
 import { CpuExecutor } from "../gpu-backend/model/executors/cpu-executor";
 import { loadModel } from "../gpu-backend/engine/load-model";
 const model = await loadModel({ dir: undefined });
 const executor = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks: 4096, blockSize: 16 });
-const engine = new Engine({ executor, pool: new BlockPool({ numBlocks: 4096, blockSize: 16 }), codec: model.codec, modelId: "demo", scheduler: { maxBatchTokens: 512, maxRunningSequences: 64, blockSize: 16 }, enablePrefixCache: true, backendId: "p" });
+const engine = createEngine({ executor, pool: new BlockPool({ numBlocks: 4096, blockSize: 16 }), codec: model.codec, modelId: "demo", scheduler: { maxBatchTokens: 512, maxRunningSequences: 64, blockSize: 16 }, enablePrefixCache: true, backendId: "p" });
 const base = Array.from({ length: 2100 }, (_, i) => 100 + (i * 7) % 5000);
 const sampling = { maxTokens: 48, temperature: 0, topP: 1, topK: 0, stop: [], stopTokenIds: [], ignoreEos: true };
 await engine.generateTokens({ tokenIds: base, sampling });

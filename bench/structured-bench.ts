@@ -1,5 +1,5 @@
 import type { DoneFrame, Frame, GenerateRequest, ReplyConstraint, ToolDefinition } from "../protocol/messages";
-import { Engine } from "../gpu-backend/engine/engine";
+import { createEngine } from "../gpu-backend/engine/create-engine";
 import { loadModel } from "../gpu-backend/engine/load-model";
 import { defaultPrecision, precisionRefusal, quantBits, quantizedWeightsFor, type WeightPrecision } from "../gpu-backend/engine/weight-precision";
 import { BlockPool } from "../gpu-backend/kv/block-pool";
@@ -61,7 +61,7 @@ export async function runStructuredBench(o: StructuredBenchOptions): Promise<Rec
   note("structured", `building the executor (${precision} weights, vocabulary ${spec.vocabSize})`);
   const executor = await CpuExecutor.create({ spec, weights: model.weights, quantized: cache?.weights ?? null, numBlocks, blockSize });
   cache?.save();
-  const engine = new Engine({
+  const engine = createEngine({
     executor,
     pool: new BlockPool({ numBlocks, blockSize }),
     codec,

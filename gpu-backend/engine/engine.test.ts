@@ -9,7 +9,8 @@ import { CpuExecutor } from "../model/executors/cpu-executor";
 import { materializeTinyModel } from "../model/checkpoint/demo-model";
 import { ScriptedExecutor } from "./testing/scripted-executor";
 import { loadModel, type LoadedModel } from "./load-model";
-import { Engine } from "./engine";
+import type { Engine } from "./engine";
+import { createEngine } from "./create-engine";
 import type { StepRecord } from "./step-trace";
 
 const BLOCK = 16;
@@ -34,7 +35,7 @@ async function makeEngine(options: { numBlocks?: number; prefixCache?: boolean; 
   const executor = new ScriptedExecutor(inner);
   const pool = new BlockPool({ numBlocks, blockSize: BLOCK });
   executor.pool = pool;
-  const engine = new Engine({
+  const engine = createEngine({
     executor,
     pool,
     codec: model.codec,

@@ -10,7 +10,8 @@ import { materializeModel, materializeTinyModel } from "../model/checkpoint/demo
 import { writeFamilyTokenizer, type TokenizerFamily } from "../model/checkpoint/family-tokenizers";
 import { ScriptedExecutor } from "./testing/scripted-executor";
 import { loadModel, type LoadedModel } from "./load-model";
-import { Engine } from "./engine";
+import type { Engine } from "./engine";
+import { createEngine } from "./create-engine";
 
 /** A fork's first turn (`forkOf`) on the real engine and tiny model: the parent's exact ids. */
 
@@ -35,7 +36,7 @@ async function makeEngine(loaded: LoadedModel = model) {
   const executor = new ScriptedExecutor(inner);
   const pool = new BlockPool({ numBlocks: 256, blockSize: BLOCK });
   executor.pool = pool;
-  const engine = new Engine({
+  const engine = createEngine({
     executor,
     pool,
     codec: loaded.codec,

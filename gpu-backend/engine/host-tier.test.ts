@@ -6,7 +6,8 @@ import type { DoneFrame, Frame, GenerateRequest, SamplingParams } from "../../pr
 import { BlockPool } from "../kv/block-pool";
 import { materializeTinyModel } from "../model/checkpoint/demo-model";
 import { CpuExecutor } from "../model/executors/cpu-executor";
-import { Engine } from "./engine";
+import type { Engine } from "./engine";
+import { createEngine } from "./create-engine";
 import { loadModel, type LoadedModel } from "./load-model";
 
 /**
@@ -23,7 +24,7 @@ const executors: CpuExecutor[] = [];
 async function engineWith(numBlocks: number, hostTierBlocks: number): Promise<Engine> {
   const executor = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks, blockSize: B, threads: 1 });
   executors.push(executor);
-  return new Engine({
+  return createEngine({
     executor,
     pool: new BlockPool({ numBlocks, blockSize: B }),
     codec: model.codec,

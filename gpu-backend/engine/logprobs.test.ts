@@ -8,7 +8,7 @@ import { materializeTinyModel } from "../model/checkpoint/demo-model";
 import { CpuExecutor } from "../model/executors/cpu-executor";
 import { RecordingExecutor } from "./testing/scripted-executor";
 import { TokenPieces } from "../tokenizer/token-pieces";
-import { Engine } from "./engine";
+import { createEngine } from "./create-engine";
 import { loadModel, type LoadedModel } from "./load-model";
 import { MIN_LOGPROB, positionLogprobs, tokenLogprob, topIds } from "./logprobs";
 
@@ -149,7 +149,7 @@ async function makeEngine() {
   const inner = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks: 64, blockSize: 16, threads: 1 });
   executors.push(inner);
   const executor = new RecordingExecutor(inner);
-  const engine = new Engine({
+  const engine = createEngine({
     executor,
     pool: new BlockPool({ numBlocks: 64, blockSize: 16 }),
     codec: model.codec,

@@ -7,7 +7,8 @@ import { BlockPool } from "../kv/block-pool";
 import { CpuExecutor } from "../model/executors/cpu-executor";
 import { materializeTinyModel } from "../model/checkpoint/demo-model";
 import { loadModel, type LoadedModel } from "./load-model";
-import { Engine } from "./engine";
+import type { Engine } from "./engine";
+import { createEngine } from "./create-engine";
 
 /** Client-named cache prefixes (`cachePoints`) on a real engine over the tiny model. */
 const BLOCK = 16;
@@ -31,7 +32,7 @@ async function makeEngine(numBlocks: number): Promise<Engine> {
   const executor = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks, blockSize: BLOCK, threads: 1 });
   executors.push(executor);
   const pool = new BlockPool({ numBlocks, blockSize: BLOCK });
-  return new Engine({ executor, pool, codec: model.codec, modelId: model.spec.modelId, scheduler: { maxBatchTokens: 256, maxRunningSequences: 8, blockSize: BLOCK }, enablePrefixCache: true, backendId: "test" });
+  return createEngine({ executor, pool, codec: model.codec, modelId: model.spec.modelId, scheduler: { maxBatchTokens: 256, maxRunningSequences: 8, blockSize: BLOCK }, enablePrefixCache: true, backendId: "test" });
 }
 
 function done(engine: Engine, req: GenerateRequest): Promise<DoneFrame> {

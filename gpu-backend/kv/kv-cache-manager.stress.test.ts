@@ -76,7 +76,7 @@ function runStress(cfg: StressConfig): Record<string, number> {
   const tier = cfg.hostTierBlocks ? new HostTier(cfg.hostTierBlocks * B * 4) : undefined;
   if (tier) {
     const slotsOfBlock = (id: number) => new Uint8Array(kvSlots.buffer, id * B * 4, B * 4);
-    raw.setHostTier({ tier, bytesPerBlock: B * 4, read: (id, out) => out.set(slotsOfBlock(id)), write: (id, bytes) => slotsOfBlock(id).set(bytes) });
+    raw.transfer.setHostTier({ tier, bytesPerBlock: B * 4, read: (id, out) => out.set(slotsOfBlock(id)), write: (id, bytes) => slotsOfBlock(id).set(bytes) });
   }
   const roots: BlockHash[] = [hashRoot({ modelId: "m", salt: "" }), hashRoot({ modelId: "m", salt: "t2" })];
   const systemPrompts = Array.from({ length: 3 }, (_, i) => randomTokens(rand, 3 + i * 2 * B + randInt(rand, 0, B)));

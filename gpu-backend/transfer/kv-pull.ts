@@ -77,7 +77,7 @@ export class KvPuller {
       for (; blocks < n; blocks++) {
         const { payload, ok } = await reader.block(io.bytesPerBlock);
         if (!ok) return this.failed(report("corrupt", blocks, blocks * io.bytesPerBlock));
-        if (kv.importBlock(hashes[local + blocks]!, (id) => io.write(id, payload)) === "full") break;
+        if (kv.transfer.importBlock(hashes[local + blocks]!, (id) => io.write(id, payload)) === "full") break;
       }
       const bytes = blocks * io.bytesPerBlock;
       this.totals.blocks += blocks;

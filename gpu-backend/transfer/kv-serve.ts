@@ -40,7 +40,7 @@ export class KvServer {
       this.stats.refused++;
       throw new ProtocolError("overloaded", `already serving ${this.active} KV pulls`);
     }
-    const { blockIds } = kv.pinCachedPrefix({ tokenIds: req.tokenIds, root: this.params.rootFor(req.cacheSalt ?? ""), fromBlock: req.fromBlock });
+    const { blockIds } = kv.transfer.pinCachedPrefix({ tokenIds: req.tokenIds, root: this.params.rootFor(req.cacheSalt ?? ""), fromBlock: req.fromBlock });
     this.active++;
     this.stats.streams++;
     let next = 0;
@@ -49,7 +49,7 @@ export class KvServer {
       if (ended) return;
       ended = true;
       this.active--;
-      kv.unpin(blockIds);
+      kv.transfer.unpin(blockIds);
     };
     // Up to 1 MiB of blocks per chunk: fewer, larger writes.
     const perChunk = Math.max(1, Math.floor(2 ** 20 / io.bytesPerBlock));
