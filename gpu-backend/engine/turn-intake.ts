@@ -133,7 +133,7 @@ export class TurnIntake {
     if (tokenIds.length === 0) throw new ProtocolError("invalid_request", "the prompt is empty");
     const { codec } = this.parts.options;
     this.queue.add({
-      seq: new Sequence(this.nextSeqId++, [...tokenIds], tokenIds.length, sampling.maxTokens, cache.root, cache.resumeTail),
+      seq: new Sequence({ seqId: this.nextSeqId++, tokenIds: [...tokenIds], maxTokens: sampling.maxTokens, hashRoot: cache.root, resumeTail: cache.resumeTail }),
       sampler: new Sampler(sampling),
       logprobs: sampling.logprobs,
       stops: new StopChecker(sampling.stop),
