@@ -95,7 +95,7 @@ export class DrainPush {
         break;
       }
       const work = pending();
-      if (work.length > 0) await this.pass(peers, work, summary, deadline, pushed);
+      if (work.length > 0) await this.pass({ peers, work, summary, deadline, pushed });
       else if (engine.numRunning + engine.numWaiting === 0) break;
       else await new Promise((r) => setTimeout(r, this.params.pollMs ?? 100));
     }
@@ -103,7 +103,8 @@ export class DrainPush {
     return summary;
   }
 
-  private async pass(peers: string[], work: KeptTokens[], summary: PushSummary, deadline: number, pushed: Set<string>): Promise<void> {
+  /** One pass over `work`: each trajectory pushed to its rendezvous peer, until `deadline`. */
+  private async pass({ peers, work, summary, deadline, pushed }: { peers: string[]; work: KeptTokens[]; summary: PushSummary; deadline: number; pushed: Set<string> }): Promise<void> {
     const { engine } = this.params;
     let next = 0;
     const worker = async () => {
