@@ -85,6 +85,8 @@ export class Engine implements JobQueue {
     return this.intake.contextTokens;
   }
 
+  // Requests come in through the intake (turn-intake.ts), which hands the loop its jobs (`add`).
+
   /**
    * Starts one chat turn. Frames go to `sink` as they are produced: token frames, then exactly
    * one done or error frame. Never throws: bad input becomes an error frame.
