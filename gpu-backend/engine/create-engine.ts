@@ -28,8 +28,8 @@ export function createEngine(options: EngineOptions): Engine {
   return new Engine(engineParts(options));
 }
 
-/** The parts `createEngine` gives the engine, built and wired. @example new Engine(engineParts(options)) */
-export function engineParts(options: EngineOptions): EngineParts {
+/** The parts `createEngine` gives the engine, built and wired. */
+function engineParts(options: EngineOptions): EngineParts {
   const { pool, executor, modelId, enablePrefixCache } = options;
   const io = executor.blockIO;
   const rootFor = hashRoots(modelId);
