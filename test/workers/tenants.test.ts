@@ -1,5 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { trajectoryName } from "../../durable-objects/trajectory-name";
 import type { ChatMessage } from "../../protocol/messages";
 import { call, chat, completion, createTrajectory, expectError, getState, replyOf, sessionPath, SMALL, stored, uid, uniqueSystem } from "./helpers";
 import { TENANTS } from "./tenants";
@@ -28,7 +29,7 @@ describe("tenant isolation", () => {
 
   it("the same trajectory id under two tenants is two objects with their own transcripts", async () => {
     const id = uid("iso-same");
-    expect(env.TRAJECTORY.idFromName(`tenant-a/${id}`).equals(env.TRAJECTORY.idFromName(`tenant-b/${id}`))).toBe(false);
+    expect(env.TRAJECTORY.idFromName(trajectoryName(TENANTS.a.name, id)).equals(env.TRAJECTORY.idFromName(trajectoryName(TENANTS.b.name, id)))).toBe(false);
     const ma: ChatMessage[] = [{ role: "user", content: "I am tenant A" }];
     const mb: ChatMessage[] = [{ role: "user", content: "I am tenant B" }];
     const ca = await completion(await chat({ messages: ma, ...SMALL }, { tenant: "a", headers: { "x-trajectory-id": id } }));
