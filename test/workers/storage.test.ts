@@ -4,7 +4,7 @@ import { TrajectoryStore } from "../../durable-objects/trajectory/trajectory-sto
 import type { ChatMessage } from "../../protocol/messages";
 import { call, chat, completion, createTrajectory, expectError, replyOf, seededTurn, sessionPath, SMALL, stored, stubOf, uid, uniqueSystem } from "./helpers";
 
-/** PART_CHARS in durable-objects/trajectory-store.ts: a message's JSON is split into rows of this many characters. */
+/** PART_CHARS in durable-objects/trajectory/trajectory-store.ts: a message's JSON is split into rows of this many characters. */
 const PART_CHARS = 256 * 1024;
 
 describe("Durable Object storage of long transcripts", () => {
