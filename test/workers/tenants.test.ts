@@ -2,15 +2,15 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { trajectoryName } from "../../durable-objects/trajectory-name";
 import type { ChatMessage } from "../../protocol/messages";
-import { call, chat, completion, createTrajectory, expectError, getState, replyOf, sessionPath, SMALL, stored, uid, uniqueSystem } from "./helpers";
+import { call, chat, completion, createTrajectory, expectError, getState, replyOf, SMALL, stored, trajectoryPath, uid, uniqueSystem } from "./helpers";
 import { TENANTS } from "./tenants";
 
 describe("tenant isolation", () => {
-  it("tenant B gets 404 for tenant A's session URL (GET, POST turns, DELETE) and changes nothing", async () => {
+  it("tenant B gets 404 for tenant A's trajectory URL (GET, POST turns, DELETE) and changes nothing", async () => {
     const id = uid("iso-url");
     await createTrajectory("a", id);
     const messages: ChatMessage[] = [{ role: "user", content: "tenant A's secret plan" }];
-    const c = await completion(await call(sessionPath("a", id, "/turns"), { tenant: "a", body: { messages, ...SMALL } }));
+    const c = await completion(await call(trajectoryPath("a", id, "/turns"), { tenant: "a", body: { messages, ...SMALL } }));
     const before = await stored("a", id);
 
     const aPath = `/v1/tenants/${TENANTS.a.name}/trajectories/${id}`;
@@ -24,7 +24,7 @@ describe("tenant isolation", () => {
     expect(before.messages).toEqual([...messages, replyOf(c)]);
     expect((await getState("a", id)).turns).toHaveLength(1);
     // Tenant B's own URL with that id is a different (nonexistent) trajectory.
-    await expectError(await call(sessionPath("b", id), { tenant: "b" }), 404, "not_found");
+    await expectError(await call(trajectoryPath("b", id), { tenant: "b" }), 404, "not_found");
   });
 
   it("the same trajectory id under two tenants is two objects with their own transcripts", async () => {
