@@ -362,7 +362,7 @@ describe("pool: 3 registered backends, the busiest SIGKILLed mid-trajectory", ()
         }
 
         // The stored transcript is exactly what the client holds: one more turn resending all of it
-        // through chat completions is an append (no "diverged"), and grows it by exactly two.
+        // through chat completions extends it (no "diverged"), and grows it by exactly two.
         const chat = new OpenAI({ apiKey: "sk-local-dev", baseURL: `${stack.edgeUrl}/v1`, maxRetries: 0, defaultHeaders: { "x-trajectory-id": t.id } });
         const probe = await chat.chat.completions.create({ model: MODEL, messages: [...t.expected, { role: "user", content: "Final check." }], max_tokens: 2, temperature: 0 });
         expect(probe.choices[0]?.finish_reason).toMatch(/^(stop|length)$/);
