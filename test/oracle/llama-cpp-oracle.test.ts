@@ -8,10 +8,10 @@ import { loadCheckpoint, type Checkpoint } from "../../gpu-backend/model/checkpo
 import { tinyFamilyConfig, type TokenizerIds } from "../../gpu-backend/model/checkpoint/demo-families";
 import { materializeModel, tinyDemoConfig } from "../../gpu-backend/model/checkpoint/demo-model";
 import { writeFamilyTokenizer, type TokenizerFamily } from "../../gpu-backend/model/checkpoint/family-tokenizers";
-import type { ModelConfig } from "../../gpu-backend/model/checkpoint/model-config";
+import type { ModelConfig } from "../../gpu-backend/model/config/model-config";
 import { CpuExecutor } from "../../gpu-backend/model/executors/cpu-executor";
 import { executorGreedy } from "../../gpu-backend/model/executors/executor-conformance";
-import { exportGguf } from "../../gpu-backend/model/gguf/gguf-export";
+import { exportGguf } from "../../gpu-backend/model/export/gguf-export";
 import { GGUF_TOKEN_TYPES, ggufTokenizerMetadata } from "../../gpu-backend/model/gguf/gguf-vocab";
 import { AGENT_TEXTS, KNOWN_TOKENIZER_DIFFERENCES, RETYPED_AT_LOAD, renderedPrompts } from "./agent-text-corpus";
 import { llamaCppGreedy, llamaCppLogProbs, logSoftmax, randomizeBiases, topK, type LogProbRow } from "./oracle-support";

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { parseModelConfig, type ModelConfig } from "./model-config";
+import type { ModelConfig } from "../config/model-config";
+import { parseModelConfig } from "./parse-model-config";
 import { modelConfigToJson } from "./model-config-json";
-import { ropeInvFreq, type RopeParams } from "./rope-config";
+import { ropeInvFreq, type RopeParams } from "../config/rope-config";
 import { ModelLoadError } from "./model-load-error";
 
 const llama32 = {
@@ -60,6 +61,7 @@ describe("parseModelConfig", () => {
       partialRotaryFactor: 1,
       slidingWindow: null,
       layerTypes: Array.from({ length: 16 }, () => "full_attention"),
+      ropeLayers: Array.from({ length: 16 }, () => true),
       ropeLocalTheta: null,
       queryPreAttnScalar: null,
       moe: null,
