@@ -7,7 +7,7 @@ describe("family registry", () => {
     expect(unique(MODEL_TYPES)).toBe(true);
     expect(unique(FAMILIES.map((f) => f.architecture))).toBe(true);
     expect(unique(DEMO_FAMILIES)).toBe(true);
-    expect(MODEL_TYPES).toEqual(["llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "gemma3_text", "phi3"]);
+    expect(MODEL_TYPES).toEqual(["llama", "mistral", "qwen2", "qwen3", "qwen3_moe", "gemma3_text", "phi3", "smollm3"]);
   });
 
   it("fills the traits a family leaves out with a plain Llama's", () => {
@@ -22,7 +22,7 @@ describe("family registry", () => {
     expect(() => familyOf("gpt2")).toThrow(/model_type "gpt2" is not a registered family \(known: llama, mistral/);
     expect(wrappedFamily("gemma3")?.modelType).toBe("gemma3_text");
     expect(wrappedFamily("gemma3_text")).toBeUndefined();
-    expect(demoOf("qwen3_moe").tokenizer).toBe("qwen3");
+    expect(demoOf("smollm3").tokenizer).toBe("qwen3");
     expect(() => demoOf("mistral")).toThrow(/no demo family "mistral"/);
     expect(tokenizerOf("phi3").files().info.vocabSize).toBe(32011);
   });

@@ -6,6 +6,7 @@ import { phi3 } from "./phi3";
 import { qwen2 } from "./qwen2";
 import { qwen3 } from "./qwen3";
 import { qwen3Moe } from "./qwen3-moe";
+import { smollm3 } from "./smollm3";
 
 /**
  * The model families the engine serves, one file each (model/families/<family>.ts). The one place
@@ -13,7 +14,7 @@ import { qwen3Moe } from "./qwen3-moe";
  * demo models and the tokenizer writer look a family up here. Adding a family is one file plus
  * its tests, and one line in `DEFINITIONS`.
  */
-const DEFINITIONS = [llama, mistral, qwen2, qwen3, qwen3Moe, gemma3, phi3] as const;
+const DEFINITIONS = [llama, mistral, qwen2, qwen3, qwen3Moe, gemma3, phi3, smollm3] as const;
 
 type Definition = (typeof DEFINITIONS)[number];
 
