@@ -5,7 +5,7 @@ import { getLlama, LlamaLogLevel, type Llama } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadCheckpoint, type Checkpoint } from "../../gpu-backend/model/checkpoint/checkpoint";
 import { materializeModel, tinyDemoConfig } from "../../gpu-backend/model/checkpoint/demo-model";
-import { exportGguf } from "../../gpu-backend/model/gguf/gguf-export";
+import { exportGguf } from "../../gpu-backend/model/export/gguf-export";
 import { readGguf } from "../../gpu-backend/model/gguf/gguf-reader";
 import { writeGguf } from "../../gpu-backend/model/gguf/gguf-writer";
 import { dequantizeRows, quantizeRows } from "../../gpu-backend/model/quant/block-quant";
