@@ -32,6 +32,8 @@ export default defineConfig({
           name: "node",
           include: ["protocol/**/*.test.ts", "src/**/*.test.ts", "durable-objects/**/*.test.ts", "gpu-backend/**/*.test.ts", "test/**/*.test.ts", "bench/**/*.test.ts"],
           exclude: [...configDefaults.exclude, "test/workers/**", "**/*.webgpu.test.ts", "**/*.browser.test.ts"],
+          // The tiny model, materialized once per run for the files that only read it.
+          globalSetup: ["test/support/tiny-model-setup.ts"],
           pool: "forks",
           testTimeout: 120_000,
           hookTimeout: 300_000,

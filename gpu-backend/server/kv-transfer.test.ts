@@ -11,7 +11,7 @@ import { ROUTES } from "../../protocol/routes";
 import { Engine } from "../engine/engine";
 import { loadModel, type LoadedModel } from "../engine/load-model";
 import { BlockPool } from "../kv/block-pool";
-import { materializeTinyModel } from "../model/checkpoint/demo-model";
+import { tinyModelDir } from "./testing/tiny-model";
 import { CpuExecutor } from "../model/executors/cpu-executor";
 import { createBackendApp, type BackendAppOptions } from "./app";
 import { Drain } from "./drain";
@@ -140,7 +140,7 @@ function streamHeaderBytes(io: { format: string; bytesPerBlock: number }): numbe
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "agent-edge-transfer-"));
-  model = await loadModel({ dir: await materializeTinyModel(join(dir, "tiny")) });
+  model = await loadModel({ dir: await tinyModelDir(dir) });
 }, 120_000);
 
 afterAll(async () => {

@@ -1,19 +1,21 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { materializeTinyModel } from "../../gpu-backend/model/checkpoint/demo-model";
+import { tinyModelDir } from "../../gpu-backend/server/testing/tiny-model";
 import { freePort, startStack, type Stack, type StackOptions } from "../../scripts/stack";
 
-/** A fresh temp dir with the tiny random model materialized in it (`dir/tiny`). */
+/** A fresh temp dir and the tiny random model (the run's shared copy, or `dir/tiny`: `tinyModelDir`). */
 export interface TestModelDir {
   dir: string;
+  /** Read only: in a vitest run it is the run's one copy, which other files use too. */
   modelDir: string;
   /** Removes the temp dir. */
   remove(): void;
 }
 
 /**
- * Creates a temp dir named `agent-edge-<name>-...` and materializes the tiny random model in it.
+ * Creates a temp dir named `agent-edge-<name>-...` and gives the tiny random model: the one the run
+ * materialized once (test/support/tiny-model-setup.ts), else one materialized in the temp dir.
  *
  * @example
  * const tmp = await makeTestModelDir("stack");
@@ -24,7 +26,7 @@ export async function makeTestModelDir(name: string): Promise<TestModelDir> {
   const dir = mkdtempSync(join(tmpdir(), `agent-edge-${name}-`));
   const remove = () => rmSync(dir, { recursive: true, force: true });
   try {
-    return { dir, modelDir: await materializeTinyModel(join(dir, "tiny")), remove };
+    return { dir, modelDir: await tinyModelDir(dir), remove };
   } catch (e) {
     remove();
     throw e;
@@ -51,7 +53,7 @@ export interface TestStack {
 }
 
 /**
- * The local stack as the end-to-end tests run it: a temp dir with the tiny random model, `backends`
+ * The local stack as the end-to-end tests run it: a temp dir, the tiny random model, `backends`
  * backend processes (heartbeating into the pool) and `wrangler dev` with its Durable Object state
  * in the temp dir, all on free ports (all different). Output lines go nowhere unless `onLine` is
  * given. If anything fails to start, what did start is stopped and the temp dir removed.
