@@ -20,6 +20,13 @@ const apiKeys = JSON.stringify(
  */
 const MAX_WORKERS = Math.max(3, availableParallelism());
 
+/**
+ * End-to-end files that only read (their own trajectory ids, no global counts, nothing killed or
+ * restarted): the `e2e` project runs them against one stack for the run (`sharedTestStack`).
+ * A file that kills, restarts or needs its own pool or KV size keeps its own stack (`startTestStack`).
+ */
+const SHARED_STACK_FILES = ["test/edge-e2e.test.ts", "test/openai-responses.test.ts", "test/anthropic-messages.test.ts", "test/agent-frameworks.test.ts"];
+
 export default defineConfig({
   test: {
     maxWorkers: MAX_WORKERS,
@@ -31,9 +38,21 @@ export default defineConfig({
         test: {
           name: "node",
           include: ["protocol/**/*.test.ts", "src/**/*.test.ts", "durable-objects/**/*.test.ts", "gpu-backend/**/*.test.ts", "test/**/*.test.ts", "bench/**/*.test.ts"],
-          exclude: [...configDefaults.exclude, "test/workers/**", "**/*.webgpu.test.ts", "**/*.browser.test.ts"],
+          exclude: [...configDefaults.exclude, "test/workers/**", "**/*.webgpu.test.ts", "**/*.browser.test.ts", ...SHARED_STACK_FILES],
           // The tiny model, materialized once per run for the files that only read it.
           globalSetup: ["test/support/tiny-model-setup.ts"],
+          pool: "forks",
+          testTimeout: 120_000,
+          hookTimeout: 300_000,
+        },
+      },
+      {
+        // End-to-end files that only read, against one stack for the run, which this project's
+        // global setup starts only when one of these files runs.
+        test: {
+          name: "e2e",
+          include: SHARED_STACK_FILES,
+          globalSetup: ["test/support/shared-stack-setup.ts"],
           pool: "forks",
           testTimeout: 120_000,
           hookTimeout: 300_000,

@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { inject } from "vitest";
 import { tinyModelDir } from "../../gpu-backend/server/testing/tiny-model";
 import { freePort, startStack, type Stack, type StackOptions } from "../../scripts/stack";
 
@@ -101,4 +102,51 @@ async function freePorts(n: number): Promise<number[]> {
   const ports: number[] = [];
   for (let i = 0; i < n; i++) ports.push(await freePort());
   return ports;
+}
+
+/** What a file that only reads gets of a stack: the edge's URL and what its checks need. */
+export interface SharedStack {
+  edgeUrl: string;
+  backendUrls: string[];
+  secret: string;
+  /** wrangler's devtools inspector port (listening: the shared stack keeps devtools on). */
+  inspectorPort: number;
+  /** Stops the stack if this file started it; a no-op on the run's shared stack. */
+  stop(): Promise<void>;
+}
+
+/** The options of the run's shared stack, and of a file's own when it runs without one. */
+export const SHARED_STACK_OPTIONS: TestStackOptions = { name: "shared", kvMemory: "64MiB", threads: 1 };
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    /** The `e2e` project's stack, started once for its files (test/support/shared-stack-setup.ts). */
+    sharedStack?: Omit<SharedStack, "stop">;
+  }
+}
+
+/**
+ * The stack for an end-to-end file that only reads: one that creates trajectories with ids of its
+ * own, checks no global count and kills or restarts nothing. In the `e2e` project (vitest.config.ts)
+ * it is the run's one stack, started by that project's global setup; anywhere else (a file moved
+ * out of that project, a script) the file starts its own with the same options.
+ *
+ * @example
+ * let stack: SharedStack | undefined;
+ * beforeAll(async () => { stack = await sharedTestStack(); });
+ * afterAll(() => stack?.stop());
+ */
+export async function sharedTestStack(): Promise<SharedStack> {
+  const shared = providedStack();
+  if (shared) return { ...shared, stop: async () => {} };
+  const own = await startTestStack(SHARED_STACK_OPTIONS);
+  return { edgeUrl: own.stack.edgeUrl, backendUrls: own.stack.backendUrls, secret: own.stack.secret, inspectorPort: own.inspectorPort, stop: () => own.stop() };
+}
+
+function providedStack(): Omit<SharedStack, "stop"> | undefined {
+  try {
+    return inject("sharedStack");
+  } catch {
+    return undefined; // not in a test file
+  }
 }
