@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { route } from "../durable-objects/routing/routing-policy";
 import { isPortFree, type Stack } from "../scripts/stack";
 import { generate, greedy } from "./support/backend-client";
-import { startTestStack, type TestStack } from "./support/stack-fixture";
+import { sharedTestStack, startTestStack, type SharedStack, type TestStack } from "./support/stack-fixture";
 
 /**
  * End to end: a real backend process and `wrangler dev` (workerd, real Durable Objects with
@@ -13,14 +13,15 @@ import { startTestStack, type TestStack } from "./support/stack-fixture";
 const MODEL = "tiny-llama-random";
 
 describe("edge end to end (wrangler dev + backend + openai client)", () => {
-  let fixture: TestStack | undefined;
-  let stack: Stack;
+  let fixture: SharedStack | undefined;
+  let stack: SharedStack;
   let client: OpenAI;
   let inspectorPort: number;
 
   beforeAll(async () => {
-    fixture = await startTestStack({ name: "e2e", kvMemory: "64MiB", threads: 1 });
-    ({ stack, inspectorPort } = fixture);
+    fixture = await sharedTestStack();
+    stack = fixture;
+    ({ inspectorPort } = fixture);
     client = new OpenAI({ apiKey: "sk-local-dev", baseURL: `${stack.edgeUrl}/v1`, maxRetries: 0 });
   });
 

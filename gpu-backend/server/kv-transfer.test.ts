@@ -12,7 +12,7 @@ import type { Engine } from "../engine/engine";
 import { createEngine } from "../engine/create-engine";
 import { loadModel, type LoadedModel } from "../engine/load-model";
 import { BlockPool } from "../kv/block-pool";
-import { materializeTinyModel } from "../model/checkpoint/demo-model";
+import { tinyModelDir } from "./testing/tiny-model";
 import { CpuExecutor } from "../model/executors/cpu-executor";
 import { createBackendApp, type BackendAppOptions } from "./app";
 import { Drain } from "./drain";
@@ -141,7 +141,7 @@ function streamHeaderBytes(io: { format: string; bytesPerBlock: number }): numbe
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "agent-edge-transfer-"));
-  model = await loadModel({ dir: await materializeTinyModel(join(dir, "tiny")) });
+  model = await loadModel({ dir: await tinyModelDir(dir) });
 }, 120_000);
 
 afterAll(async () => {
