@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeFrame, encode } from "../protocol/codec";
 import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type DoneFrame, type ErrorFrame, type GenerateRequest } from "../protocol/messages";
 import { ROUTES } from "../protocol/routes";
-import { tinyModelDir } from "../gpu-backend/server/testing/tiny-model";
+import { tinyModelDir } from "../gpu-backend/model/testing/tiny-model";
 import { generate, greedy } from "./support/backend-client";
 import { startBackend, type BackendProcess } from "./support/backend-process";
 

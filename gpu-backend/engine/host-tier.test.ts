@@ -4,11 +4,11 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DoneFrame, Frame, GenerateRequest, SamplingParams } from "../../protocol/messages";
 import { BlockPool } from "../kv/block-pool";
-import { materializeTinyModel } from "../model/checkpoint/demo-model";
 import { CpuExecutor } from "../model/executors/cpu-executor";
 import type { Engine } from "./engine";
 import { createEngine } from "./create-engine";
 import { loadModel, type LoadedModel } from "./load-model";
+import { tinyModelDir } from "../model/testing/tiny-model";
 
 /**
  * The host tier on the real engine (tiny model, cpu executor): a prompt's blocks evicted from a
@@ -57,7 +57,7 @@ const agent = (i: number): GenerateRequest => ({
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "agent-edge-tier-"));
-  model = await loadModel({ dir: await materializeTinyModel(join(dir, "tiny")) });
+  model = await loadModel({ dir: await tinyModelDir(dir) });
 }, 120_000);
 
 afterAll(async () => {

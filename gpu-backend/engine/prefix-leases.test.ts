@@ -5,10 +5,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ChatMessage, DoneFrame, Frame, GenerateRequest } from "../../protocol/messages";
 import { BlockPool } from "../kv/block-pool";
 import { CpuExecutor } from "../model/executors/cpu-executor";
-import { materializeTinyModel } from "../model/checkpoint/demo-model";
 import { loadModel, type LoadedModel } from "./load-model";
 import type { Engine } from "./engine";
 import { createEngine } from "./create-engine";
+import { tinyModelDir } from "../model/testing/tiny-model";
 
 /** Client-named cache prefixes (`cachePoints`) on a real engine over the tiny model. */
 const BLOCK = 16;
@@ -20,7 +20,7 @@ const executors: CpuExecutor[] = [];
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "agent-edge-prefix-leases-"));
-  model = await loadModel({ dir: await materializeTinyModel(join(dir, "tiny")) });
+  model = await loadModel({ dir: await tinyModelDir(dir) });
 });
 
 afterAll(async () => {

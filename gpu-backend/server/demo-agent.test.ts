@@ -8,7 +8,7 @@ import type { DoneFrame, Frame, GenerateRequest, SamplingParams, ToolDefinition 
 import { SECRET_HEADER } from "../../protocol/messages";
 import { ROUTES } from "../../protocol/routes";
 import type { CpuExecutor } from "../model/executors/cpu-executor";
-import { tinyModelDir } from "./testing/tiny-model";
+import { tinyModelDir } from "../model/testing/tiny-model";
 import { testEngine } from "./testing/test-engine";
 import { createBackendApp } from "./app";
 import { DEFAULT_DEMO_AGENT_TOKENS, demoConstraint, endOfTurnTokenId, VISIBLE_TEXT } from "../engine/demo-agent";

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { shortBlockHash } from "../../protocol/block-hash";
 import type { KvEventBatch } from "../../protocol/messages";
-import { tinyModelDir } from "./testing/tiny-model";
+import { tinyModelDir } from "../model/testing/tiny-model";
 import { createBackend, type Backend } from "./backend";
 import { startHeartbeat } from "./heartbeat";
 

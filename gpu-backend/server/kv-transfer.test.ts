@@ -12,7 +12,7 @@ import type { Engine } from "../engine/engine";
 import { createEngine } from "../engine/create-engine";
 import { loadModel, type LoadedModel } from "../engine/load-model";
 import { BlockPool } from "../kv/block-pool";
-import { tinyModelDir } from "./testing/tiny-model";
+import { tinyModelDir } from "../model/testing/tiny-model";
 import { CpuExecutor } from "../model/executors/cpu-executor";
 import { createBackendApp, type BackendAppOptions } from "./app";
 import { Drain } from "./drain";

@@ -6,7 +6,7 @@ import { encode, FrameDecoder } from "../../protocol/codec";
 import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type DoneFrame, type ErrorFrame, type Frame, type GenerateRequest, type SamplingParams } from "../../protocol/messages";
 import { ROUTES } from "../../protocol/routes";
 import type { CpuExecutor } from "../model/executors/cpu-executor";
-import { tinyModelDir } from "./testing/tiny-model";
+import { tinyModelDir } from "../model/testing/tiny-model";
 import { testEngine } from "./testing/test-engine";
 import { createBackendApp } from "./app";
 import { replyBudget } from "../engine/reply-budget";

@@ -1,5 +1,5 @@
 import type { TestProject } from "vitest/node";
-import type {} from "../../gpu-backend/server/testing/tiny-model";
+import type {} from "../../gpu-backend/model/testing/tiny-model";
 import { SHARED_STACK_OPTIONS, startTestStack } from "./stack-fixture";
 
 /**

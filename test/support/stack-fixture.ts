@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { inject } from "vitest";
-import { tinyModelDir } from "../../gpu-backend/server/testing/tiny-model";
+import { tinyModelDir } from "../../gpu-backend/model/testing/tiny-model";
 import { freePort, startStack, type Stack, type StackOptions } from "../../scripts/stack";
 
 /** A fresh temp dir and the tiny random model (the run's shared copy, or `dir/tiny`: `tinyModelDir`). */

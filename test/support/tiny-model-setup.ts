@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { TestProject } from "vitest/node";
 import { materializeTinyModel } from "../../gpu-backend/model/checkpoint/demo-model";
-import type {} from "../../gpu-backend/server/testing/tiny-model";
+import type {} from "../../gpu-backend/model/testing/tiny-model";
 
 /**
  * Global setup of the `node` project: materializes the tiny random model once per run into a temp

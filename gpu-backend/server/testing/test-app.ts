@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll } from "vitest";
 import type { Engine } from "../../engine/engine";
-import { tinyModelDir } from "./tiny-model";
+import { tinyModelDir } from "../../model/testing/tiny-model";
 import { testEngine } from "./test-engine";
 
 /** The backend app's shared secret in tests. */

@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { inject } from "vitest";
-import { materializeTinyModel } from "../../model/checkpoint/demo-model";
+import { materializeTinyModel } from "../checkpoint/demo-model";
 
 declare module "vitest" {
   export interface ProvidedContext {
