@@ -2,7 +2,7 @@ import { hashRoot, type BlockHash } from "../../protocol/block-hash";
 import { GrammarCache } from "../constraint/grammar-cache";
 import { EvictionLog } from "../kv/eviction-log";
 import { HostTier } from "../kv/host-tier";
-import { KVCacheManager } from "../kv/kv-cache-manager";
+import { KvCacheManager } from "../kv/kv-cache-manager";
 import { KvEventLog } from "../kv/kv-events";
 import { LeaseTable } from "../kv/lease-table";
 import { Scheduler } from "../scheduler/scheduler";
@@ -33,7 +33,7 @@ function engineParts(options: EngineOptions): EngineParts {
   const { pool, executor, modelId, enablePrefixCache } = options;
   const io = executor.blockIO;
   const rootFor = hashRoots(modelId);
-  const kv = new KVCacheManager({ pool, enablePrefixCache });
+  const kv = new KvCacheManager({ pool, enablePrefixCache });
   const states = new StateStore(options.stateCapacity ?? 4096, (stateId) => kv.dropTail(stateId));
   const kvEvents = new KvEventLog();
   const evictions = new EvictionLog();

@@ -4,7 +4,7 @@ import type { GrammarCache } from "../constraint/grammar-cache";
 import type { BlockPool } from "../kv/block-pool";
 import type { EvictionLog } from "../kv/eviction-log";
 import type { HostTier } from "../kv/host-tier";
-import type { KVCacheManager } from "../kv/kv-cache-manager";
+import type { KvCacheManager } from "../kv/kv-cache-manager";
 import type { KvEventLog } from "../kv/kv-events";
 import type { LeaseTableParams } from "../kv/lease-table";
 import type { Executor } from "../model/executors/executor";
@@ -50,7 +50,7 @@ export interface EngineOptions {
  */
 export interface EngineParts {
   options: EngineOptions;
-  kv: KVCacheManager;
+  kv: KvCacheManager;
   scheduler: Scheduler;
   states: StateStore;
   /** Tool-pause leases on turn states (`POST /v1/leases`). */

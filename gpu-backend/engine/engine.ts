@@ -3,7 +3,7 @@ import type { FinishReason, Frame, GenerateRequest, KvEventBatch, KvFetchRequest
 import type { ConstrainedReply } from "../constraint/constrained-reply";
 import type { EvictionLog } from "../kv/eviction-log";
 import type { HostTier } from "../kv/host-tier";
-import type { KVCacheManager } from "../kv/kv-cache-manager";
+import type { KvCacheManager } from "../kv/kv-cache-manager";
 import type { KvEventLog } from "../kv/kv-events";
 import type { StepSequence } from "../model/executors/executor";
 import type { Scheduler } from "../scheduler/scheduler";
@@ -37,7 +37,7 @@ export type { EngineCounters, EngineOptions, EngineParts, TokenRequest, TokenRes
 export class Engine implements JobQueue {
   // The parts it was given (see `EngineParts`), read by the server: routes, metrics, heartbeats, drains.
   readonly options: EngineOptions;
-  readonly kv: KVCacheManager;
+  readonly kv: KvCacheManager;
   readonly scheduler: Scheduler;
   readonly states: StateStore;
   readonly leases: StateLeases;

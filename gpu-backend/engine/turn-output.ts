@@ -1,7 +1,7 @@
 import { shortBlockHash, type BlockHash } from "../../protocol/block-hash";
 import { MAX_PROMPT_BLOCK_HASHES, type AssistantMessage, type DoneFrame, type FinishReason, type Frame, type GenerateRequest, type TokenLogprob } from "../../protocol/messages";
 import type { EvictionLog } from "../kv/eviction-log";
-import type { KVCacheManager } from "../kv/kv-cache-manager";
+import type { KvCacheManager } from "../kv/kv-cache-manager";
 import type { ChatCodec } from "./chat-codec";
 import type { EngineParts } from "./engine-options";
 import type { Job, SequenceCache } from "./job";
@@ -39,7 +39,7 @@ export function acceptToken(job: Job, tokenId: number, logprob: TokenLogprob | u
  *
  * @example closeOutput(job, "length", kv); scheduler.finish(job.seq);
  */
-export function closeOutput(job: Job, reason: FinishReason, kv: KVCacheManager): void {
+export function closeOutput(job: Job, reason: FinishReason, kv: KvCacheManager): void {
   if (reason !== "cancelled" && kv.has(job.seq.seqId)) {
     const full = Math.min(Math.floor(job.seq.numPromptTokens / kv.blockSize), MAX_PROMPT_BLOCK_HASHES);
     job.promptBlockHashes = kv.blockHashes(job.seq.seqId).slice(0, full).map(shortBlockHash);

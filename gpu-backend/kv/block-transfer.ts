@@ -13,7 +13,7 @@ export interface HostTierLink {
 }
 
 /**
- * How cached blocks cross the pool's edge, beside `KVCacheManager` (vLLM's connector idea): the
+ * How cached blocks cross the pool's edge, beside `KvCacheManager` (vLLM's connector idea): the
  * host tier link (evictions copied out, prefixes restored when a sequence starts), pins on blocks
  * being read out for another backend (`KvServer`), and blocks imported into the prefix cache
  * (`KvPuller`, the host tier). The manager builds it over the kept tails and prefix lookup it

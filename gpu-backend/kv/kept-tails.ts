@@ -18,7 +18,7 @@ export const MAX_TAIL_FRACTION = 1 / 32;
  * moment an allocation would fail without it, or when its key is dropped (`dropTail`). A sequence
  * that resumed a tail and is freed or preempted before filling the block returns it to its key.
  *
- * The kept tails of a `KVCacheManager` by key (a turn state id), oldest first: each holds one
+ * The kept tails of a `KvCacheManager` by key (a turn state id), oldest first: each holds one
  * reference on its block until it is taken (by the turn that continues it) or dropped (given back
  * to the pool). `attach` and `release` are the manager's two moments: a sequence starts on a
  * tail, a sequence's table is released keeping one (see kv-cache-manager.ts).

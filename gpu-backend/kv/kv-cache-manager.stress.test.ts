@@ -3,8 +3,8 @@ import { mulberry32 } from "../../protocol/random";
 import { hashRoot, type BlockHash } from "../../protocol/block-hash";
 import { BlockPool } from "./block-pool";
 import { HostTier } from "./host-tier";
-import { KVCacheManager } from "./kv-cache-manager";
-import { checked, randInt, sequence, slotsOf, type TestSequence } from "./test-support";
+import { KvCacheManager } from "./kv-cache-manager";
+import { checked, randInt, sequence, slotsOf, type TestSequence } from "./testing";
 
 /**
  * Randomized model check. A fake engine writes, for every computed position p of a sequence, a
@@ -27,7 +27,7 @@ const configs = [
   { name: "host tier of 24 blocks, tight pool", seed: 5, blockSize: 4, numBlocks: 40, ops: 10000, enablePrefixCache: true, hostTierBlocks: 24 },
 ];
 
-describe("KVCacheManager randomized stress", () => {
+describe("KvCacheManager randomized stress", () => {
   for (const cfg of configs) {
     it(`keeps every invariant and every sequence's KV intact (${cfg.name})`, () => {
       const counts = runStress(cfg);
@@ -69,7 +69,7 @@ function runStress(cfg: StressConfig): Record<string, number> {
   const pool = new BlockPool({ numBlocks: cfg.numBlocks, blockSize: B });
   // Every call through `kv` is followed by kv.checkInvariants(); `raw` serves the read-only queries
   // of the model check, which would otherwise run the O(numBlocks) check dozens of times per op.
-  const raw = new KVCacheManager({ pool, enablePrefixCache: cfg.enablePrefixCache });
+  const raw = new KvCacheManager({ pool, enablePrefixCache: cfg.enablePrefixCache });
   const kv = checked(raw);
   const kvSlots = new Int32Array(cfg.numBlocks * B);
   // The host tier moves a block's slots (its fingerprints) out of the pool and back, as bytes.

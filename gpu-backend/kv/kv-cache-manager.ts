@@ -2,13 +2,13 @@ import type { BlockHash } from "../../protocol/block-hash";
 import type { BlockPool } from "./block-pool";
 import { KvBlockTransfer } from "./block-transfer";
 import { KeptTails } from "./kept-tails";
-import type { CachedPrefix, KVCacheManagerParams, KVCacheStats } from "./kv-cache-types";
+import type { CachedPrefix, KvCacheManagerParams, KvCacheStats } from "./kv-cache-types";
 import { checkManagerInvariants } from "./kv-invariants";
 import { PrefixLookup } from "./prefix-lookup";
 import type { SequenceState } from "./sequence-state";
-import type { KVSequence } from "./kv-sequence";
+import type { KvSequence } from "./kv-sequence";
 
-export type { CachedPrefix, KVCacheManagerParams, KVCacheStats } from "./kv-cache-types";
+export type { CachedPrefix, KvCacheManagerParams, KvCacheStats } from "./kv-cache-types";
 export type { HostTierLink } from "./block-transfer";
 export { MAX_TAIL_FRACTION } from "./kept-tails";
 
@@ -24,7 +24,7 @@ export { MAX_TAIL_FRACTION } from "./kept-tails";
  *        └─ prefix hit: the cached blocks are acquired, numComputedTokens starts past them
  *   preempt ──> (blocks released; status "preempted") ──> restartSequence ──> as after startSequence
  *
- * The manager keeps a reference to the sequence (`KVSequence`): it reads its tokens, extends its
+ * The manager keeps a reference to the sequence (`KvSequence`): it reads its tokens, extends its
  * block-hash memo and sets its status to "running" (start, restart) or "preempted"; it owns only
  * the block table and the computed-token count. With `enablePrefixCache` off nothing is hashed or
  * cached.
@@ -35,7 +35,7 @@ export { MAX_TAIL_FRACTION } from "./kept-tails";
  * Blocks that cross the pool's edge (the host tier, pins for another backend, imported blocks) go
  * through `transfer` (block-transfer.ts), beside the manager: it shares the tails and the lookup.
  */
-export class KVCacheManager {
+export class KvCacheManager {
   private readonly pool: BlockPool;
   readonly blockSize: number;
   readonly enablePrefixCache: boolean;
@@ -50,9 +50,9 @@ export class KVCacheManager {
   private hitTokens = 0;
 
   /**
-   * @example const kv = new KVCacheManager({ pool: new BlockPool({ numBlocks: 4096, blockSize: 16 }), enablePrefixCache: true });
+   * @example const kv = new KvCacheManager({ pool: new BlockPool({ numBlocks: 4096, blockSize: 16 }), enablePrefixCache: true });
    */
-  constructor(params: KVCacheManagerParams) {
+  constructor(params: KvCacheManagerParams) {
     this.pool = params.pool;
     this.blockSize = params.pool.blockSize;
     this.enablePrefixCache = params.enablePrefixCache;
@@ -62,7 +62,7 @@ export class KVCacheManager {
   }
 
   /** Prefix-cache counters in tokens: every start/restart adds its prompt length to `queriedTokens` and its hit to `hitTokens`. */
-  get stats(): KVCacheStats {
+  get stats(): KvCacheStats {
     return { queriedTokens: this.queriedTokens, hitTokens: this.hitTokens };
   }
 
@@ -110,9 +110,9 @@ export class KVCacheManager {
    *
    * @example const { numCachedTokens } = kv.startSequence(seq);
    */
-  startSequence(sequence: KVSequence): { numCachedTokens: number } {
+  startSequence(sequence: KvSequence): { numCachedTokens: number } {
     const { seqId } = sequence;
-    if (this.sequences.has(seqId)) throw new Error(`KVCacheManager.startSequence: sequence ${seqId} is already registered`);
+    if (this.sequences.has(seqId)) throw new Error(`KvCacheManager.startSequence: sequence ${seqId} is already registered`);
     const seq: SequenceState = { sequence, blockTable: [], numComputedTokens: 0 };
     this.sequences.set(seqId, seq);
     sequence.status = "running";
@@ -127,7 +127,7 @@ export class KVCacheManager {
    */
   restartSequence(seqId: number): { numCachedTokens: number } {
     const seq = this.get(seqId, "restartSequence");
-    if (seq.sequence.status !== "preempted") throw new Error(`KVCacheManager.restartSequence: sequence ${seqId} is not preempted`);
+    if (seq.sequence.status !== "preempted") throw new Error(`KvCacheManager.restartSequence: sequence ${seqId} is not preempted`);
     seq.sequence.status = "running";
     return { numCachedTokens: this.attachCachedPrefix(seq) };
   }
@@ -140,10 +140,10 @@ export class KVCacheManager {
    */
   allocateSlots(seqId: number, numNewTokens: number): boolean {
     const seq = this.getRunning(seqId, "allocateSlots");
-    if (!Number.isInteger(numNewTokens) || numNewTokens < 0) throw new Error(`KVCacheManager.allocateSlots: bad numNewTokens ${numNewTokens}`);
+    if (!Number.isInteger(numNewTokens) || numNewTokens < 0) throw new Error(`KvCacheManager.allocateSlots: bad numNewTokens ${numNewTokens}`);
     const total = seq.numComputedTokens + numNewTokens;
     if (total > seq.sequence.tokenIds.length) {
-      throw new Error(`KVCacheManager.allocateSlots: sequence ${seqId} would cover ${total} tokens but has only ${seq.sequence.tokenIds.length}`);
+      throw new Error(`KvCacheManager.allocateSlots: sequence ${seqId} would cover ${total} tokens but has only ${seq.sequence.tokenIds.length}`);
     }
     const needed = Math.ceil(total / this.blockSize) - seq.blockTable.length;
     if (needed <= 0) return true;
@@ -164,14 +164,14 @@ export class KVCacheManager {
    */
   markComputed(seqId: number, numNewTokens: number): void {
     const seq = this.getRunning(seqId, "markComputed");
-    if (!Number.isInteger(numNewTokens) || numNewTokens < 0) throw new Error(`KVCacheManager.markComputed: bad numNewTokens ${numNewTokens}`);
+    if (!Number.isInteger(numNewTokens) || numNewTokens < 0) throw new Error(`KvCacheManager.markComputed: bad numNewTokens ${numNewTokens}`);
     const before = seq.numComputedTokens;
     const after = before + numNewTokens;
     if (after > seq.sequence.tokenIds.length) {
-      throw new Error(`KVCacheManager.markComputed: sequence ${seqId} has ${seq.sequence.tokenIds.length} tokens, cannot mark ${after} computed`);
+      throw new Error(`KvCacheManager.markComputed: sequence ${seqId} has ${seq.sequence.tokenIds.length} tokens, cannot mark ${after} computed`);
     }
     if (after > seq.blockTable.length * this.blockSize) {
-      throw new Error(`KVCacheManager.markComputed: sequence ${seqId} has slots for ${seq.blockTable.length * this.blockSize} tokens, cannot mark ${after} computed`);
+      throw new Error(`KvCacheManager.markComputed: sequence ${seqId} has slots for ${seq.blockTable.length * this.blockSize} tokens, cannot mark ${after} computed`);
     }
     seq.numComputedTokens = after;
     if (!this.enablePrefixCache) return;
@@ -286,13 +286,13 @@ export class KVCacheManager {
 
   private get(seqId: number, op: string): SequenceState {
     const seq = this.sequences.get(seqId);
-    if (seq === undefined) throw new Error(`KVCacheManager.${op}: unknown sequence ${seqId}`);
+    if (seq === undefined) throw new Error(`KvCacheManager.${op}: unknown sequence ${seqId}`);
     return seq;
   }
 
   private getRunning(seqId: number, op: string): SequenceState {
     const seq = this.get(seqId, op);
-    if (seq.sequence.status === "preempted") throw new Error(`KVCacheManager.${op}: sequence ${seqId} is preempted; call restartSequence first`);
+    if (seq.sequence.status === "preempted") throw new Error(`KvCacheManager.${op}: sequence ${seqId} is preempted; call restartSequence first`);
     return seq;
   }
 }

@@ -1,5 +1,5 @@
 import type { BlockHash } from "../../protocol/block-hash";
-import type { KVSequence } from "./kv-sequence";
+import type { KvSequence } from "./kv-sequence";
 
 /** A partial block kept for the next turn: its first `tokenIds.length` slots hold the KV of those tokens after `fullBlocks` full blocks ending in `parent`. */
 export interface KeptTail {
@@ -12,7 +12,7 @@ export interface KeptTail {
 
 /** What the manager keeps per registered sequence: the sequence itself (tokens, hashes, status) and its blocks. */
 export interface SequenceState {
-  sequence: KVSequence;
+  sequence: KvSequence;
   blockTable: number[];
   numComputedTokens: number;
   /** The kept tail attached at start (returned to its key if the sequence ends before filling it). */

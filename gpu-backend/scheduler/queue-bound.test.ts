@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { hashRoot } from "../../protocol/block-hash";
 import { ProtocolError } from "../../protocol/errors";
 import { BlockPool } from "../kv/block-pool";
-import { KVCacheManager } from "../kv/kv-cache-manager";
+import { KvCacheManager } from "../kv/kv-cache-manager";
 import { Scheduler } from "./scheduler";
 import { Sequence } from "./sequence";
 
@@ -11,12 +11,12 @@ let nextId = 1;
 const seqOf = (n: number, offset = 0) => new Sequence({ seqId: nextId++, tokenIds: Array.from({ length: n }, (_, i) => (i + offset) % 1000), maxTokens: 2, hashRoot: root });
 
 function setup(maxQueuedTokens: number) {
-  const kv = new KVCacheManager({ pool: new BlockPool({ numBlocks: 256, blockSize: 4 }), enablePrefixCache: true });
+  const kv = new KvCacheManager({ pool: new BlockPool({ numBlocks: 256, blockSize: 4 }), enablePrefixCache: true });
   return { kv, s: new Scheduler(kv, { maxBatchTokens: 16, maxRunningSequences: 8, blockSize: 4, maxQueuedTokens }) };
 }
 
 /** Runs steps until nothing is left, marking tokens computed and finishing sequences at their max tokens. */
-function drain(s: Scheduler, kv: KVCacheManager): void {
+function drain(s: Scheduler, kv: KvCacheManager): void {
   while (s.hasWork) {
     for (const item of s.schedule().items) {
       kv.markComputed(item.seq.seqId, item.numTokens);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { hashRoot } from "../../protocol/block-hash";
 import { BlockPool } from "../kv/block-pool";
-import { KVCacheManager } from "../kv/kv-cache-manager";
+import { KvCacheManager } from "../kv/kv-cache-manager";
 import { Scheduler, type StepPlan } from "./scheduler";
 import { Sequence } from "./sequence";
 
@@ -11,7 +11,7 @@ const seqOf = (n: number, maxTokens = 4, offset = 0) =>
   new Sequence({ seqId: nextId++, tokenIds: Array.from({ length: n }, (_, i) => (i + offset) % 1000), maxTokens, hashRoot: root });
 
 /** A stand-in for the engine's side of a step: mark computed, sample a fixed token, finish at max. */
-function runStep(s: Scheduler, kv: KVCacheManager, plan: StepPlan): void {
+function runStep(s: Scheduler, kv: KvCacheManager, plan: StepPlan): void {
   for (const item of plan.items) {
     kv.markComputed(item.seq.seqId, item.numTokens);
     if (item.samples) {
@@ -23,7 +23,7 @@ function runStep(s: Scheduler, kv: KVCacheManager, plan: StepPlan): void {
 }
 
 function setup(numBlocks: number, maxBatchTokens = 64, maxRunningSequences = 8, prefillWastePerToken = 1024) {
-  const kv = new KVCacheManager({ pool: new BlockPool({ numBlocks, blockSize: 4 }), enablePrefixCache: true });
+  const kv = new KvCacheManager({ pool: new BlockPool({ numBlocks, blockSize: 4 }), enablePrefixCache: true });
   return { kv, s: new Scheduler(kv, { maxBatchTokens, maxRunningSequences, blockSize: 4, prefillWastePerToken }) };
 }
 

@@ -1,5 +1,5 @@
 import type { BlockHash } from "../../protocol/block-hash";
-import type { KVSequence, SequenceStatus } from "../kv/kv-sequence";
+import type { KvSequence, SequenceStatus } from "../kv/kv-sequence";
 
 export type { SequenceStatus } from "../kv/kv-sequence";
 
@@ -18,7 +18,7 @@ export interface SequenceParams {
  * manager reads the tokens and keeps the block-hash memo here. The scheduler moves it between its
  * waiting and running queues; `status` says where it is (kv-sequence.ts).
  */
-export class Sequence implements KVSequence {
+export class Sequence implements KvSequence {
   status: SequenceStatus = "waiting";
   /** Memo of the chained hashes of the full blocks (extended by the KV manager). */
   readonly blockHashes: BlockHash[] = [];

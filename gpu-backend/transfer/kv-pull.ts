@@ -2,13 +2,13 @@ import { hashBlocks, type BlockHash } from "../../protocol/block-hash";
 import { encode } from "../../protocol/codec";
 import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type KvPullOutcome, type KvPullReport, type KvPullRequest, type KvSource } from "../../protocol/messages";
 import { ROUTES } from "../../protocol/routes";
-import type { KVCacheManager } from "../kv/kv-cache-manager";
+import type { KvCacheManager } from "../kv/kv-cache-manager";
 import type { BlockIO } from "../model/executors/executor";
 import { KvStreamReader } from "./kv-stream";
 import { TransferCost } from "./transfer-cost";
 
 export interface KvPullerParams {
-  kv: KVCacheManager;
+  kv: KvCacheManager;
   io: BlockIO;
   modelId: string;
   /** The pool's shared secret (backends call each other with it). */

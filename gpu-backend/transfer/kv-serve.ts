@@ -1,7 +1,7 @@
 import type { BlockHash } from "../../protocol/block-hash";
 import { ProtocolError } from "../../protocol/errors";
 import type { KvPullRequest } from "../../protocol/messages";
-import type { KVCacheManager } from "../kv/kv-cache-manager";
+import type { KvCacheManager } from "../kv/kv-cache-manager";
 import type { BlockIO } from "../model/executors/executor";
 import { encodeBlockFrames, encodeStreamHeader } from "./kv-stream";
 
@@ -26,7 +26,7 @@ export class KvServer {
   }
   private readonly maxConcurrent: number;
 
-  constructor(private readonly params: { kv: KVCacheManager; io: BlockIO | undefined; modelId: string; rootFor: (salt: string) => BlockHash; maxConcurrent?: number }) {
+  constructor(private readonly params: { kv: KvCacheManager; io: BlockIO | undefined; modelId: string; rootFor: (salt: string) => BlockHash; maxConcurrent?: number }) {
     this.maxConcurrent = params.maxConcurrent ?? 4;
   }
 
