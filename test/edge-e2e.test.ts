@@ -99,7 +99,7 @@ describe("edge end to end (wrangler dev + backend + openai client)", () => {
       expect(cached[i]!, `turn ${i + 1}`).toBeGreaterThanOrEqual(prompts[i - 1]! + 6 - 16);
     }
 
-    // The session URL of the same tenant and id shows every turn.
+    // The trajectory URL of the same tenant and id shows every turn.
     const state = (await (await fetch(`${stack.edgeUrl}/v1/tenants/local/trajectories/${trajectoryId}`, { headers: { authorization: "Bearer sk-local-dev" } })).json()) as {
       turns: { turn: number; mode: string; prompt_tokens: number; cached_tokens: number; computed_tokens: number; completion_tokens: number; ttft_ms: number; backend: string; finish_reason: string }[];
       message_count: number;
@@ -116,7 +116,7 @@ describe("edge end to end (wrangler dev + backend + openai client)", () => {
     }
     expect(state.message_count).toBe(2 + 10 * 1 + 9); // system, user, 10 replies, 9 tool results (or user messages) before the last turn
 
-    // A delta turn through the session URL gets the same reuse.
+    // A delta turn through the trajectory URL gets the same reuse.
     const res = await fetch(`${stack.edgeUrl}/v1/tenants/local/trajectories/${trajectoryId}/turns`, {
       method: "POST",
       headers: { authorization: "Bearer sk-local-dev", "content-type": "application/json" },
