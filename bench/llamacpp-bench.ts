@@ -5,7 +5,7 @@ import { loadModel } from "../gpu-backend/engine/load-model";
 import { precisionRefusal, type WeightPrecision } from "../gpu-backend/engine/weight-precision";
 import { modelCacheDir } from "../gpu-backend/model/checkpoint/demo-model";
 import type { ExecutorDevice } from "../gpu-backend/model/executors/executor";
-import { exportGguf, type GgufFileType } from "../gpu-backend/model/gguf/gguf-export";
+import { exportGguf, type GgufFileType } from "../gpu-backend/model/export/gguf-export";
 import type { DecoderSpec } from "../gpu-backend/model/graph/decoder-spec";
 import { spawnSide } from "./llamacpp-child";
 import type { EngineFigures } from "./llamacpp-ours";

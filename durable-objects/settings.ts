@@ -123,7 +123,7 @@ export interface EdgeSettings {
   backendSecret: string;
   /** The secret behind tenant salts and inspector sessions. */
   saltSecret: string;
-  /** API_KEYS as configured (src/auth.ts parses the table); "" when unset. */
+  /** API_KEYS as configured (src/http/auth.ts parses the table); "" when unset. */
   apiKeys: string;
   maxBodyBytes: number;
   /** The caps on a turn's messages, tools and characters. */

@@ -105,7 +105,7 @@ export interface GenerateRequest {
   /**
    * Another backend that holds this trajectory's blocks (the one it leaves, or the pool index's
    * holder of its prefix): before prefilling, the backend pulls the blocks it lacks from there
-   * (`POST /v1/kv/pull`) when its cost model says a copy beats recomputing (kv-transfer.ts).
+   * (`POST /v1/kv/pull`) when its cost model says a copy beats recomputing (gpu-backend/transfer/kv-pull.ts).
    */
   kvSource?: KvSource;
 }
@@ -329,7 +329,7 @@ export const FAILED_KV_PULL_OUTCOMES: ReadonlySet<KvPullOutcome> = new Set(["hol
  * `POST /v1/kv/pull` (backend to backend, msgpack): the blocks of a prompt's cached prefix from
  * block `fromBlock` on. The holder hashes `tokenIds` under its own root for `model` and
  * `cacheSalt` and serves only blocks of that chain, so a tenant's blocks never reach a request
- * made with another tenant's salt. The answer is a binary stream (kv-transfer.ts in gpu-backend).
+ * made with another tenant's salt. The answer is a binary stream (gpu-backend/transfer/kv-stream.ts).
  */
 export interface KvPullRequest {
   model?: string;

@@ -36,7 +36,7 @@ export const ROUTES = {
     openai: { base: "/v1", models: "/models", chatCompletions: "/chat/completions", responses: "/responses", response: "/responses/:id", responseInputItems: "/responses/:id/input_items" },
     /** Anthropic Messages API clients, with an API key (`x-api-key` or bearer). Shares `/v1` with the other groups. */
     anthropic: { base: "/v1", messages: "/messages", countTokens: "/messages/count_tokens" },
-    /** Per-tenant session URLs, with an API key (the inspector's GET routes also take its session cookie). */
+    /** Per-tenant trajectory URLs, with an API key (the inspector's GET routes also take its session cookie). */
     tenant: {
       base: "/v1/tenants/:tenant",
       trajectories: "/trajectories",

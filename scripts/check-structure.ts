@@ -2,6 +2,8 @@ import { execFileSync } from "node:child_process";
 import { readFileSync, realpathSync } from "node:fs";
 import { posix } from "node:path";
 import { fileURLToPath } from "node:url";
+import { citedFiles, missingCitations, type Citation } from "./cited-files";
+import { lineAt, maskLiterals } from "./source-scan";
 
 /**
  * The repository's structure rules, checked over every tracked `.ts` file (tests included):
@@ -9,12 +11,14 @@ import { fileURLToPath } from "node:url";
  * - no import cycle between folders (a file's folder is its directory);
  * - layers: `protocol/` imports nothing else of the repo; `gpu-backend/kv/` and
  *   `gpu-backend/scheduler/` import only `protocol/` and each other;
- * - no file over {@link MAX_LINES} lines.
+ * - no file over {@link MAX_LINES} lines;
+ * - a comment that names a `.ts` file names one of the repo (cited-files.ts).
  *
  * An import is any of `import ... from "x"`, `import type ... from "x"`, `export ... from "x"`,
  * `import "x"`, `import("x")` (a dynamic import or an `import("x").T` type reference). Only
- * relative specifiers count (`./x` resolves to x.ts, x/index.ts or x.d.ts; a `.js` ending is
- * dropped); packages, `node:` and `cloudflare:` specifiers are not part of the repo.
+ * relative specifiers count (`./<name>` resolves to `<name>.ts`, `<name>/index.ts` or
+ * `<name>.d.ts`; a `.js` ending is dropped); packages, `node:` and `cloudflare:` specifiers are
+ * not part of the repo.
  *
  * `npx tsx scripts/check-structure.ts` (or `npm run check:structure`) prints the violations and
  * exits 1, or prints a one-line summary and exits 0.
@@ -51,6 +55,8 @@ export interface ImportGraph {
   files: SourceFile[];
   imports: ImportEdge[];
   unresolved: UnresolvedImport[];
+  /** The `.ts` file names the files' comments cite. */
+  citations: Citation[];
 }
 
 /** Files under any of `files` (folder prefixes ending in "/") may import only files under `mayImport`. */
@@ -69,7 +75,7 @@ export const LAYER_RULES: LayerRule[] = [
   },
 ];
 
-export type ViolationRule = "file-cycle" | "folder-cycle" | "layer" | "file-length" | "unresolved-import";
+export type ViolationRule = "file-cycle" | "folder-cycle" | "layer" | "file-length" | "unresolved-import" | "missing-cited-file";
 
 export interface Violation {
   rule: ViolationRule;
@@ -85,10 +91,10 @@ export function trackedTsFiles(root: string): string[] {
     .sort();
 }
 
-/** Reads `paths` under `root` (default: the tracked `.ts` files) and returns their imports between each other. */
+/** Reads `paths` under `root` (default: the tracked `.ts` files) and returns their imports between each other and the files their comments cite. */
 export function collectImports(root: string, paths: string[] = trackedTsFiles(root)): ImportGraph {
   const known = new Set(paths);
-  const graph: ImportGraph = { files: [], imports: [], unresolved: [] };
+  const graph: ImportGraph = { files: [], imports: [], unresolved: [], citations: [] };
   for (const path of paths) {
     let text: string;
     try {
@@ -104,11 +110,12 @@ export function collectImports(root: string, paths: string[] = trackedTsFiles(ro
       if (to === undefined) graph.unresolved.push({ from: path, specifier, line });
       else graph.imports.push({ from: path, to, specifier, line });
     }
+    for (const { name, line } of citedFiles(text)) graph.citations.push({ from: path, name, line });
   }
   return graph;
 }
 
-/** Every rule's violations over `graph`, in the order: cycles, layers, file lengths, unresolved imports. */
+/** Every rule's violations over `graph`, in the order: cycles, layers, file lengths, unresolved imports, missing cited files. */
 export function findViolations(graph: ImportGraph, layers: LayerRule[] = LAYER_RULES, maxLines = MAX_LINES): Violation[] {
   return [
     ...fileCycles(graph),
@@ -118,6 +125,10 @@ export function findViolations(graph: ImportGraph, layers: LayerRule[] = LAYER_R
     ...graph.unresolved.map((u): Violation => ({
       rule: "unresolved-import",
       message: `unresolved import: ${u.from}:${u.line} imports "${u.specifier}", which is no .ts file of the repo`,
+    })),
+    ...missingCitations(graph.citations, new Set(graph.files.map((f) => f.path))).map((c): Violation => ({
+      rule: "missing-cited-file",
+      message: `missing cited file: a comment at ${c.from}:${c.line} names "${c.name}", which is no .ts file of the repo`,
     })),
   ];
 }
@@ -207,122 +218,6 @@ export function extractImports(text: string): { specifier: string; line: number 
     }
   }
   return found.sort((a, b) => a.index - b.index).map(({ specifier, line }) => ({ specifier, line }));
-}
-
-/**
- * `text` with comments removed (their newlines kept), each '...' or "..." literal replaced by
- * `"#i"` where `strings[i]` holds its value, and template literals and regular expression
- * literals emptied (newlines kept), so that line numbers in `code` are those of `text`.
- */
-export function maskLiterals(text: string): { code: string; strings: string[] } {
-  const strings: string[] = [];
-  let code = "";
-  let i = 0;
-  const n = text.length;
-  /** For each `${` still open inside a template literal: the brace depth inside it. */
-  const templateDepths: number[] = [];
-  const newlinesIn = (s: string) => s.replace(/[^\n]/g, "");
-
-  const scanTemplate = (): void => {
-    // at the character after "`" or after the "}" that closes a "${"
-    let body = "";
-    while (i < n) {
-      const c = text[i]!;
-      if (c === "\\") {
-        body += text.slice(i, i + 2);
-        i += 2;
-      } else if (c === "`") {
-        i++;
-        code += newlinesIn(body) + "`";
-        return;
-      } else if (c === "$" && text[i + 1] === "{") {
-        i += 2;
-        code += newlinesIn(body) + "${";
-        templateDepths.push(0);
-        return;
-      } else {
-        body += c;
-        i++;
-      }
-    }
-    code += newlinesIn(body);
-  };
-
-  while (i < n) {
-    const c = text[i]!;
-    const next = text[i + 1];
-    if (c === "/" && next === "/") {
-      while (i < n && text[i] !== "\n") i++;
-    } else if (c === "/" && next === "*") {
-      const end = text.indexOf("*/", i + 2);
-      const stop = end === -1 ? n : end + 2;
-      code += " " + newlinesIn(text.slice(i, stop));
-      i = stop;
-    } else if (c === '"' || c === "'") {
-      let value = "";
-      i++;
-      while (i < n && text[i] !== c && text[i] !== "\n") {
-        if (text[i] === "\\") {
-          value += text[i + 1] ?? "";
-          i += 2;
-        } else value += text[i++];
-      }
-      i++;
-      code += `${c}#${strings.length}${c}`;
-      strings.push(value);
-    } else if (c === "`") {
-      i++;
-      code += "`";
-      scanTemplate();
-    } else if (c === "{" && templateDepths.length > 0) {
-      templateDepths[templateDepths.length - 1]!++;
-      code += c;
-      i++;
-    } else if (c === "}" && templateDepths.length > 0) {
-      i++;
-      if (templateDepths[templateDepths.length - 1] === 0) {
-        templateDepths.pop();
-        code += "}";
-        scanTemplate();
-      } else {
-        templateDepths[templateDepths.length - 1]!--;
-        code += c;
-      }
-    } else if (c === "/" && startsRegex(code)) {
-      let inClass = false;
-      i++;
-      while (i < n && text[i] !== "\n") {
-        const r = text[i]!;
-        if (r === "\\") i += 2;
-        else if (r === "[") (inClass = true), i++;
-        else if (r === "]") (inClass = false), i++;
-        else if (r === "/" && !inClass) break;
-        else i++;
-      }
-      i++;
-      code += "/r/";
-    } else {
-      code += c;
-      i++;
-    }
-  }
-  return { code, strings };
-}
-
-/** Whether a "/" after `code` starts a regular expression literal (not a division). */
-function startsRegex(code: string): boolean {
-  const before = code.trimEnd();
-  if (before === "") return true;
-  const last = before[before.length - 1]!;
-  if ("(,=:[!&|?{};+-*%<>~^".includes(last)) return true;
-  const word = /[\w$]+$/.exec(before)?.[0];
-  return word !== undefined && ["return", "typeof", "case", "do", "else", "in", "of", "yield", "await", "void", "delete", "throw", "new"].includes(word);
-}
-
-function lineAt(text: string, index: number): number {
-  let line = 1;
-  for (let k = text.indexOf("\n"); k !== -1 && k < index; k = text.indexOf("\n", k + 1)) line++;
-  return line;
 }
 
 interface LabelledEdge {
@@ -437,7 +332,7 @@ function main(): void {
   const violations = findViolations(graph);
   const summary = `${graph.files.length} .ts files, ${graph.imports.length} imports between them`;
   if (violations.length === 0) {
-    console.log(`check-structure: OK (${summary}; no cycles, layers kept, no file over ${MAX_LINES} lines)`);
+    console.log(`check-structure: OK (${summary}; no cycles, layers kept, no file over ${MAX_LINES} lines, the ${graph.citations.length} .ts file names in comments all name repo files)`);
     return;
   }
   console.error(`check-structure: ${violations.length} violation(s) (${summary}):`);

@@ -10,7 +10,7 @@ import { chromiumExecutable, DEFAULT_CHROMIUM } from "./chromium";
  * Without one, a developer's run says clearly that those tests did not run; CI (CI=true) fails
  * instead, so CI never passes by skipping them.
  */
-const projects = ["node", "workers", "workers-backend-down"];
+const projects = ["node", "e2e", "workers", "workers-backend-down"];
 const missing: { project: string; why: string; fix: string }[] = [];
 
 const adapter = await webGpuAdapter().catch(() => undefined);

@@ -41,12 +41,12 @@ openaiRoutes
   .route("/", chatRoutes)
   .route("/", responsesRoutes);
 
-/** Per-tenant session URLs, the inspector and metrics under `/v1/tenants/:tenant`, all behind an API key (or the inspector's session). */
+/** Per-tenant trajectory URLs, the inspector and metrics under `/v1/tenants/:tenant`, all behind an API key (or the inspector's session). */
 const tenantRoutes = new Hono<App>().use(auth()).route("/", trajectoryRoutes).route("/", inspectRoutes).route("/", metricsRoutes);
 
 /**
  * The edge Worker: the HTTP surface clients talk to (OpenAI-compatible chat completions and
- * Responses, Anthropic's Messages API, per-tenant session URLs), in front of one Durable Object per
+ * Responses, Anthropic's Messages API, per-tenant trajectory URLs), in front of one Durable Object per
  * trajectory. Route groups, each behind its own guard (the paths are `ROUTES.edge` in
  * protocol/routes.ts):
  *

@@ -4,8 +4,7 @@ import { generateText, stepCountIs, tool as aiTool } from "ai";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import type { Stack } from "../scripts/stack";
-import { startTestStack, type TestStack } from "./support/stack-fixture";
+import { sharedTestStack, type SharedStack } from "./support/stack-fixture";
 
 /**
  * Two real agent frameworks against the local stack (a backend process and `wrangler dev`): the
@@ -127,12 +126,12 @@ function expectedPreviews(messages: WireMessage[]): { role: string; text: string
 }
 
 describe("agent frameworks against the local stack (wrangler dev + backend)", () => {
-  let fixture: TestStack | undefined;
-  let stack: Stack;
+  let fixture: SharedStack | undefined;
+  let stack: SharedStack;
 
   beforeAll(async () => {
-    fixture = await startTestStack({ name: "frameworks", kvMemory: "64MiB", threads: 1 });
-    ({ stack } = fixture);
+    fixture = await sharedTestStack();
+    stack = fixture;
   });
 
   afterAll(() => fixture?.stop());

@@ -2,9 +2,8 @@ import Anthropic, { APIError } from "@anthropic-ai/sdk";
 import type { ContentBlock, Message, MessageCreateParamsNonStreaming, MessageParam, Tool, ToolResultBlockParam, ToolUseBlock } from "@anthropic-ai/sdk/resources/messages";
 import { Ajv } from "ajv";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Stack } from "../scripts/stack";
 import { AIRLINE_TOOLS } from "./support/airline-tools";
-import { startTestStack, type TestStack } from "./support/stack-fixture";
+import { sharedTestStack, type SharedStack } from "./support/stack-fixture";
 
 /**
  * The Messages API end to end: a real backend process and `wrangler dev`, driven by Anthropic's
@@ -43,13 +42,13 @@ function shape(value: unknown): unknown {
 }
 
 describe("Anthropic Messages API end to end (wrangler dev + backend + @anthropic-ai/sdk)", () => {
-  let fixture: TestStack | undefined;
-  let stack: Stack;
+  let fixture: SharedStack | undefined;
+  let stack: SharedStack;
   let client: Anthropic;
 
   beforeAll(async () => {
-    fixture = await startTestStack({ name: "anthropic", kvMemory: "64MiB", threads: 1 });
-    ({ stack } = fixture);
+    fixture = await sharedTestStack();
+    stack = fixture;
     client = new Anthropic({ apiKey: "sk-local-dev", baseURL: stack.edgeUrl, maxRetries: 0 });
   });
 

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { decodeFrame, encode } from "../protocol/codec";
 import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type DoneFrame, type ErrorFrame, type GenerateRequest } from "../protocol/messages";
 import { ROUTES } from "../protocol/routes";
-import { materializeTinyModel } from "../gpu-backend/model/checkpoint/demo-model";
+import { tinyModelDir } from "../gpu-backend/model/testing/tiny-model";
 import { generate, greedy } from "./support/backend-client";
 import { startBackend, type BackendProcess } from "./support/backend-process";
 
@@ -16,7 +16,7 @@ describe("backend server (real process, msgpack over HTTP)", () => {
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "agent-edge-tiny-"));
-    const modelDir = await materializeTinyModel(join(dir, "tiny"));
+    const modelDir = await tinyModelDir(dir);
     backend = await startBackend(["--model", modelDir, "--kv-memory", "32MiB", "--threads", "1"]);
   });
 

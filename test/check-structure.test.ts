@@ -12,6 +12,7 @@ import {
   trackedTsFiles,
   type Violation,
 } from "../scripts/check-structure";
+import { citedFiles, citesKnownFile } from "../scripts/cited-files";
 
 const dirs: string[] = [];
 afterEach(() => {
@@ -225,6 +226,50 @@ describe("file length", () => {
 describe("unresolved relative imports", () => {
   it("are reported, since they would hide an edge", () => {
     expect(rules(violationsOf({ "a.ts": 'import { b } from "./missing";\n' }))).toEqual(["unresolved-import"]);
+  });
+});
+
+describe("cited files", () => {
+  it("finds .ts names in line and block comments, with their lines, and not in code, strings, URLs, patterns or node_modules", () => {
+    const text = [
+      "// see turn-runner.ts and `routing/placement.ts`.", // 1
+      'const a = "strings.ts"; const b = `template.ts`;', // 2
+      "/**", // 3
+      " * ../protocol/messages.ts, https://github.com/x/y/blob/main/remote.ts, *.test.ts,", // 4
+      " * <family>.ts, ${name}.ts, .d.ts, node_modules/pkg/index.ts, a.tsx, worker-configuration.d.ts", // 5
+      " */", // 6
+      "const c = 1; // kv-stream.ts:12", // 7
+    ].join("\n");
+    expect(citedFiles(text)).toEqual([
+      { name: "turn-runner.ts", line: 1 },
+      { name: "routing/placement.ts", line: 1 },
+      { name: "../protocol/messages.ts", line: 4 },
+      { name: "worker-configuration.d.ts", line: 5 },
+      { name: "kv-stream.ts", line: 7 },
+    ]);
+  });
+
+  it("resolves a name from the citing file's folder, from the root, as a path's tail, or as a bare file name", () => {
+    const known = new Set(["durable-objects/routing/placement.ts", "durable-objects/turn/turn-runner.ts", "protocol/messages.ts"]);
+    const cites = (from: string, name: string) => citesKnownFile(from, name, known);
+    expect(cites("durable-objects/pool/pool-do.ts", "../routing/placement.ts")).toBe(true);
+    expect(cites("durable-objects/pool/pool-do.ts", "./placement.ts")).toBe(false);
+    expect(cites("src/index.ts", "protocol/messages.ts")).toBe(true);
+    expect(cites("durable-objects/pool/pool-do.ts", "routing/placement.ts")).toBe(true);
+    expect(cites("src/index.ts", "turn-runner.ts")).toBe(true);
+    expect(cites("src/index.ts", "durable-objects/turn-runner.ts")).toBe(false);
+    expect(cites("src/index.ts", "runner.ts")).toBe(false);
+  });
+
+  it("fails on a comment naming a missing file and passes one naming a file of the repo", () => {
+    const vs = violationsOf({
+      "a/one.ts": "// Parsed by b/two.ts, as three.ts says.\nexport const x = 1;\n",
+      "b/two.ts": "/** Like one.ts, not like gone.ts. */\nexport const y = 2;\n",
+    });
+    expect(vs.map((v) => [v.rule, v.message])).toEqual([
+      ["missing-cited-file", 'missing cited file: a comment at a/one.ts:1 names "three.ts", which is no .ts file of the repo'],
+      ["missing-cited-file", 'missing cited file: a comment at b/two.ts:1 names "gone.ts", which is no .ts file of the repo'],
+    ]);
   });
 });
 

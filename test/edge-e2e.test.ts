@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { route } from "../durable-objects/routing/routing-policy";
 import { isPortFree, type Stack } from "../scripts/stack";
 import { generate, greedy } from "./support/backend-client";
-import { startTestStack, type TestStack } from "./support/stack-fixture";
+import { sharedTestStack, startTestStack, type SharedStack, type TestStack } from "./support/stack-fixture";
 
 /**
  * End to end: a real backend process and `wrangler dev` (workerd, real Durable Objects with
@@ -13,14 +13,15 @@ import { startTestStack, type TestStack } from "./support/stack-fixture";
 const MODEL = "tiny-llama-random";
 
 describe("edge end to end (wrangler dev + backend + openai client)", () => {
-  let fixture: TestStack | undefined;
-  let stack: Stack;
+  let fixture: SharedStack | undefined;
+  let stack: SharedStack;
   let client: OpenAI;
   let inspectorPort: number;
 
   beforeAll(async () => {
-    fixture = await startTestStack({ name: "e2e", kvMemory: "64MiB", threads: 1 });
-    ({ stack, inspectorPort } = fixture);
+    fixture = await sharedTestStack();
+    stack = fixture;
+    ({ inspectorPort } = fixture);
     client = new OpenAI({ apiKey: "sk-local-dev", baseURL: `${stack.edgeUrl}/v1`, maxRetries: 0 });
   });
 
@@ -98,7 +99,7 @@ describe("edge end to end (wrangler dev + backend + openai client)", () => {
       expect(cached[i]!, `turn ${i + 1}`).toBeGreaterThanOrEqual(prompts[i - 1]! + 6 - 16);
     }
 
-    // The session URL of the same tenant and id shows every turn.
+    // The trajectory URL of the same tenant and id shows every turn.
     const state = (await (await fetch(`${stack.edgeUrl}/v1/tenants/local/trajectories/${trajectoryId}`, { headers: { authorization: "Bearer sk-local-dev" } })).json()) as {
       turns: { turn: number; mode: string; prompt_tokens: number; cached_tokens: number; computed_tokens: number; completion_tokens: number; ttft_ms: number; backend: string; finish_reason: string }[];
       message_count: number;
@@ -115,7 +116,7 @@ describe("edge end to end (wrangler dev + backend + openai client)", () => {
     }
     expect(state.message_count).toBe(2 + 10 * 1 + 9); // system, user, 10 replies, 9 tool results (or user messages) before the last turn
 
-    // A delta turn through the session URL gets the same reuse.
+    // A delta turn through the trajectory URL gets the same reuse.
     const res = await fetch(`${stack.edgeUrl}/v1/tenants/local/trajectories/${trajectoryId}/turns`, {
       method: "POST",
       headers: { authorization: "Bearer sk-local-dev", "content-type": "application/json" },

@@ -154,7 +154,7 @@ describe("logprobs end to end (wrangler dev + backend + openai client)", () => {
     checkLogprobs(first.choices[0]!.logprobs!.content!, first.choices[0]!.message.content!, 2);
     messages.push({ role: "assistant", content: first.choices[0]!.message.content }, { role: "user", content: "More." });
 
-    // A turn through the session URL, with logprobs: a delta on the stored transcript.
+    // A turn through the trajectory URL, with logprobs: a delta on the stored transcript.
     const res = await fetch(`${stack.edgeUrl}/v1/tenants/local/trajectories/${id}/turns`, {
       method: "POST",
       headers: AUTH,

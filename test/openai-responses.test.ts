@@ -4,8 +4,7 @@ import OpenAI, { NotFoundError } from "openai";
 import type { FunctionTool, Response, ResponseInputItem } from "openai/resources/responses/responses";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
-import type { Stack } from "../scripts/stack";
-import { startTestStack, type TestStack } from "./support/stack-fixture";
+import { sharedTestStack, type SharedStack } from "./support/stack-fixture";
 
 /**
  * The Responses API end to end: a backend process and `wrangler dev`, driven by the official
@@ -33,8 +32,8 @@ interface SessionState {
 }
 
 describe("Responses API end to end (wrangler dev + backend + openai client + Agents SDK)", () => {
-  let fixture: TestStack | undefined;
-  let stack: Stack;
+  let fixture: SharedStack | undefined;
+  let stack: SharedStack;
   let client: OpenAI;
   const session = async (id: string): Promise<SessionState> => {
     const res = await fetch(`${stack.edgeUrl}/v1/tenants/local/trajectories/${id}`, { headers: { authorization: `Bearer ${API_KEY}` } });
@@ -43,8 +42,8 @@ describe("Responses API end to end (wrangler dev + backend + openai client + Age
   };
 
   beforeAll(async () => {
-    fixture = await startTestStack({ name: "responses", kvMemory: "64MiB", threads: 1 });
-    ({ stack } = fixture);
+    fixture = await sharedTestStack();
+    stack = fixture;
     client = new OpenAI({ apiKey: API_KEY, baseURL: `${stack.edgeUrl}/v1`, maxRetries: 0 });
   });
 

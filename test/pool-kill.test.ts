@@ -9,7 +9,7 @@ import { startTestStack, type TestStack } from "./support/stack-fixture";
  * The pool under load, end to end: three real backend processes registered with the edge's pool
  * by heartbeat (what `npm start -- --backends 3` runs), six concurrent multi-turn trajectories
  * driven by the official `openai` client (half through `/v1/chat/completions` resending the
- * whole transcript, half through session URLs appending only new messages; streaming and not).
+ * whole transcript, half through trajectory URLs appending only new messages; streaming and not).
  * Mid-trajectory, while turns are in flight, the backend holding the most trajectories is
  * SIGKILLed. Every trajectory must still reach its last turn, retrying only retryable errors,
  * and end with exactly the transcript the client holds, its turns moved to surviving backends,
@@ -165,7 +165,7 @@ describe("pool: 3 registered backends, the busiest SIGKILLed mid-trajectory", ()
         if (kind === "chat") {
           client = new OpenAI({ apiKey: "sk-local-dev", baseURL: `${stack.edgeUrl}/v1`, maxRetries: 0, defaultHeaders: { "x-trajectory-id": id } });
         } else {
-          // The session URL takes append-only turns at .../turns (same body and answer as chat completions).
+          // The trajectory URL takes append-only turns at .../turns (same body and answer as chat completions).
           const created = await fetch(`${stack.edgeUrl}/v1/tenants/local/trajectories`, { method: "POST", headers: auth, body: JSON.stringify({ id }) });
           expect(created.status).toBe(201);
           client = new OpenAI({
@@ -362,7 +362,7 @@ describe("pool: 3 registered backends, the busiest SIGKILLed mid-trajectory", ()
         }
 
         // The stored transcript is exactly what the client holds: one more turn resending all of it
-        // through chat completions is an append (no "diverged"), and grows it by exactly two.
+        // through chat completions extends it (no "diverged"), and grows it by exactly two.
         const chat = new OpenAI({ apiKey: "sk-local-dev", baseURL: `${stack.edgeUrl}/v1`, maxRetries: 0, defaultHeaders: { "x-trajectory-id": t.id } });
         const probe = await chat.chat.completions.create({ model: MODEL, messages: [...t.expected, { role: "user", content: "Final check." }], max_tokens: 2, temperature: 0 });
         expect(probe.choices[0]?.finish_reason).toMatch(/^(stop|length)$/);

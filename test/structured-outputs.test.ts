@@ -46,7 +46,7 @@ describe("structured outputs end to end (wrangler dev + backend + openai client)
   let client: OpenAI;
 
   beforeAll(async () => {
-    fixture = await startTestStack({ name: "structured", kvMemory: "64MiB", threads: 1 });
+    fixture = await startTestStack({ name: "structured", kvMemory: "64MiB", threads: 1, devtools: false });
     ({ stack } = fixture);
     client = new OpenAI({ apiKey: "sk-local-dev", baseURL: `${stack.edgeUrl}/v1`, maxRetries: 0 });
   });

@@ -21,7 +21,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadCheckpoint } from "../../gpu-backend/model/checkpoint/checkpoint";
 import { materializeModel, tinyDemoConfig } from "../../gpu-backend/model/checkpoint/demo-model";
-import { exportGguf, type GgufFileType } from "../../gpu-backend/model/gguf/gguf-export";
+import { exportGguf, type GgufFileType } from "../../gpu-backend/model/export/gguf-export";
 
 const [what, arg] = process.argv.slice(2);
 const t0 = performance.now();

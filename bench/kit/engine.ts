@@ -1,5 +1,6 @@
 import type { DoneFrame, Frame, GenerateRequest } from "../../protocol/messages";
-import { Engine } from "../../gpu-backend/engine/engine";
+import { createEngine } from "../../gpu-backend/engine/create-engine";
+import type { Engine } from "../../gpu-backend/engine/engine";
 import type { EngineOptions } from "../../gpu-backend/engine/engine-options";
 import type { LoadedModel } from "../../gpu-backend/engine/load-model";
 import { defaultPrecision, precisionRefusal, quantBits, quantizedWeightsFor, type WeightPrecision } from "../../gpu-backend/engine/weight-precision";
@@ -45,7 +46,7 @@ export function benchExecutor(model: LoadedModel, weights: BenchWeights, numBloc
 
 /** An engine with a pool of its own (512-token steps, 64 sequences, the prefix cache on unless said). */
 export function benchEngine(model: LoadedModel, executor: CpuExecutor, o: { numBlocks: number } & Partial<Pick<EngineOptions, "enablePrefixCache" | "backendId">> & { maxRunningSequences?: number }): Engine {
-  return new Engine({
+  return createEngine({
     executor,
     pool: new BlockPool({ numBlocks: o.numBlocks, blockSize: BLOCK_SIZE }),
     codec: model.codec,

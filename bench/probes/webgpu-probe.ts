@@ -2,8 +2,8 @@
  * WebGPU probe: checks, on this machine, everything the `webgpu` executor will rely on, and
  * prints numbers for docs/webgpu.md.
  *
- *   npx tsx gpu-backend/model/webgpu-probe.ts            all checks
- *   npx tsx gpu-backend/model/webgpu-probe.ts --quick    skip the large-pool timings
+ *   npx tsx bench/probes/webgpu-probe.ts            all checks
+ *   npx tsx bench/probes/webgpu-probe.ts --quick    skip the large-pool timings
  *
  * 1. an adapter exists (onnxruntime-node fails session creation without one; exit 2 here);
  * 2. MatMul + Add (float32, and float16 through Cast) on WebGPU equals CPU, and

@@ -1,14 +1,11 @@
 import { DurableObject } from "cloudflare:workers";
-import { SHORT_HASH_HEX } from "../../protocol/block-hash";
 import { commonPrefixLength } from "../../protocol/common-prefix";
 import { MAX_PROMPT_BLOCK_HASHES, type Heartbeat, type HeartbeatReply } from "../../protocol/messages";
 import { BlockIndex } from "../routing/block-index";
 import { placeOver, pullSource, type Placed } from "../routing/placement";
 import type { RoutingPolicyName } from "../routing/routing-policy";
 import { edgeSettings } from "../settings";
-
-/** A backend's last heartbeat as the pool keeps it (without its KV events). */
-export type BackendHeartbeat = Omit<Heartbeat, "kvEvents">;
+import { PoolStore, PREFIX_LIST_BLOCKS, type BackendHeartbeat } from "./pool-store";
 
 /** A backend as the pool sees it. */
 export interface PoolBackend extends BackendHeartbeat {
@@ -22,12 +19,6 @@ export interface PoolBackend extends BackendHeartbeat {
 export function poolOf(env: Env): DurableObjectStub<PoolDO> {
   return env.POOL.get(env.POOL.idFromName("pool"));
 }
-
-/** Rows of the approximate prefix index, and how long one lives without a new note. */
-export const MAX_PREFIX_ROWS = 10_000;
-export const PREFIX_TTL_MS = 10 * 60_000;
-/** Leading block hashes kept per prefix key (the common prefix of the lists noted under it). */
-export const PREFIX_LIST_BLOCKS = 256;
 
 /** How long a placement counts as load on its backend at most (its heartbeats show it by then). */
 export const PENDING_PLACEMENT_MS = 5000;
@@ -44,12 +35,6 @@ export const PLACED_PREFIX_MS = 30_000;
  * pool: it is reused at copy cost instead of a prefill, but not free (as Dynamo credits tiers).
  */
 export const HOST_TIER_CREDIT = 0.5;
-
-/**
- * The one rule for a registered backend being up, as SQL over its `backends` row (one parameter:
- * the oldest heartbeat time that still counts): it beat recently and its last beat was not `leaving`.
- */
-const UP_SQL = `(last_seen_ms >= ? AND COALESCE(json_extract(heartbeat, '$.leaving'), 0) = 0)`;
 
 /** Open placements kept in memory at most (the oldest are forgotten first). */
 export const MAX_OPEN_PLACEMENTS = 10_000;
@@ -80,29 +65,23 @@ export interface Placement extends Placed {
  * - the block index (`BlockIndex`, in memory): which registered backend holds which KV blocks,
  *   from the KV events each heartbeat carries; lost when the object restarts (every backend is
  *   then answered `resync` and sends a snapshot with its next beat);
- * - the text-level index (SQLite): which backends served a trajectory prefix key (tenant salt,
- *   model, first message, tools) and, per key, the leading block hashes those trajectories
- *   share, so a NEW trajectory can be looked up in the block index before it has any hashes.
+ * - the text-level index (SQLite, `PoolStore`): which backends served a trajectory prefix key
+ *   (tenant salt, model, first message, tools) and, per key, the leading block hashes those
+ *   trajectories share, so a NEW trajectory can be looked up in the block index before it has any hashes.
  *
  * RPC: `heartbeat(h)`, `view()`, `remove(id)`, `place(p)`, `notePrefix(key, url, hashes, trajectoryId)`,
  * `prefixBlocks(hashes, key)`, `prefixHolders(key)`, `indexStats()`.
  */
 export class PoolDO extends DurableObject<Env> {
+  private readonly store: PoolStore;
   private readonly index = new BlockIndex();
   /** Per trajectory id, oldest first: its placement until `notePrefix` says its turn is done. */
   private readonly placements = new Map<string, OpenPlacement>();
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
-    void ctx.blockConcurrencyWhile(async () => {
-      ctx.storage.sql.exec(
-        `CREATE TABLE IF NOT EXISTS backends (id TEXT PRIMARY KEY, url TEXT NOT NULL, heartbeat TEXT NOT NULL, last_seen_ms INTEGER NOT NULL)`,
-      );
-      ctx.storage.sql.exec(
-        `CREATE TABLE IF NOT EXISTS prefixes (key TEXT NOT NULL, url TEXT NOT NULL, last_ms INTEGER NOT NULL, PRIMARY KEY (key, url))`,
-      );
-      ctx.storage.sql.exec(`CREATE TABLE IF NOT EXISTS prefix_lists (key TEXT PRIMARY KEY, hashes TEXT NOT NULL, last_ms INTEGER NOT NULL)`);
-    });
+    this.store = new PoolStore(ctx.storage);
+    void ctx.blockConcurrencyWhile(async () => this.store.migrate());
   }
 
   /**
@@ -113,31 +92,23 @@ export class PoolDO extends DurableObject<Env> {
    * stays (a static BACKEND_URLS entry it shadows would otherwise count as up) until it beats again.
    */
   async heartbeat(h: Heartbeat): Promise<HeartbeatReply> {
-    const { kvEvents, ...load } = h;
     const now = Date.now();
-    const previous = this.ctx.storage.sql.exec<{ last_seen_ms: number }>(`SELECT last_seen_ms FROM backends WHERE id = ?`, h.id).toArray()[0];
-    if (previous && now - previous.last_seen_ms > this.downAfterMs()) this.index.drop(h.url);
-    this.ctx.storage.sql.exec(
-      `INSERT OR REPLACE INTO backends (id, url, heartbeat, last_seen_ms) VALUES (?, ?, ?, ?)`,
-      h.id,
-      h.url,
-      JSON.stringify(load),
-      now,
-    );
+    const previous = this.store.lastSeenMs(h.id);
+    if (previous !== undefined && now - previous > this.downAfterMs()) this.index.drop(h.url);
+    this.store.putBackend(h, now);
     this.dropDownBackends();
     const reply: HeartbeatReply = { registered: previous === undefined };
     if (h.leaving) return reply;
-    if (kvEvents) reply.kv = this.index.apply(h.url, kvEvents);
+    if (h.kvEvents) reply.kv = this.index.apply(h.url, h.kvEvents);
     // A draining backend learns where its trajectories move, to push their blocks there.
     if (h.draining) reply.peers = (await this.view()).filter((b) => b.up && !b.draining && b.url !== h.url).map((b) => b.url);
     return reply;
   }
 
   async remove(id: string): Promise<boolean> {
-    const row = this.ctx.storage.sql.exec<{ url: string }>(`SELECT url FROM backends WHERE id = ?`, id).toArray()[0];
-    if (row) this.index.drop(row.url);
-    const n = this.ctx.storage.sql.exec(`DELETE FROM backends WHERE id = ?`, id).rowsWritten;
-    return n > 0;
+    const url = this.store.removeBackend(id);
+    if (url !== undefined) this.index.drop(url);
+    return url !== undefined;
   }
 
   /**
@@ -146,30 +117,24 @@ export class PoolDO extends DurableObject<Env> {
    * after the turn of `trajectoryId` (when given: its placement stops counting as load there):
    * the block index marks them held by `url` now, without waiting for its next heartbeat, and
    * the key keeps the common prefix of its lists (first PREFIX_LIST_BLOCKS hashes), i.e. the
-   * blocks every trajectory under the key shares. The text index is approximate and bounded: the
-   * newest MAX_PREFIX_ROWS rows of each table, each dropped after PREFIX_TTL_MS without a new
-   * note (about 100 bytes a holder row, at most 4 KiB a list row).
+   * blocks every trajectory under the key shares. The text index is approximate and bounded
+   * (`PoolStore.trimPrefixes`).
    */
   async notePrefix(keys: string | readonly string[], url: string, hashes: string[] = [], trajectoryId?: string): Promise<void> {
-    const sql = this.ctx.storage.sql;
     const now = Date.now();
     // That trajectory's placed turn is done: it no longer loads the backend.
     if (trajectoryId !== undefined) this.placements.delete(trajectoryId);
     if (hashes.length > 0) this.index.noteHeld(url, hashes.slice(0, MAX_PROMPT_BLOCK_HASHES));
     for (const key of typeof keys === "string" ? [keys] : keys) {
-      sql.exec(`INSERT OR REPLACE INTO prefixes (key, url, last_ms) VALUES (?, ?, ?)`, key, url, now);
+      this.store.noteHolder(key, url, now);
       if (hashes.length === 0) continue;
       const mine = hashes.slice(0, PREFIX_LIST_BLOCKS);
-      const known = this.prefixList(key);
-      const list = known ? mine.slice(0, commonPrefixLength(known, mine)) : mine;
-      sql.exec(`INSERT OR REPLACE INTO prefix_lists (key, hashes, last_ms) VALUES (?, ?, ?)`, key, list.join(""), now);
+      const known = this.store.list(key, now);
+      this.store.setList(key, known ? mine.slice(0, commonPrefixLength(known, mine)) : mine, now);
       // A turn under the key has ended there: the block index knows what it holds from now on.
       for (const p of this.placements.values()) if (p.key === key && p.url === url) p.key = undefined;
     }
-    for (const table of ["prefixes", "prefix_lists"]) {
-      sql.exec(`DELETE FROM ${table} WHERE last_ms < ?`, now - PREFIX_TTL_MS);
-      sql.exec(`DELETE FROM ${table} WHERE rowid IN (SELECT rowid FROM ${table} ORDER BY last_ms DESC LIMIT -1 OFFSET ?)`, MAX_PREFIX_ROWS);
-    }
+    this.store.trimPrefixes(now);
   }
 
   /**
@@ -197,7 +162,7 @@ export class PoolDO extends DurableObject<Env> {
   async prefixBlocks(hashes: string[], key?: string): Promise<Record<string, number>> {
     const up = this.dropDownBackends();
     let list: string[] | undefined = hashes.length > 0 ? hashes.slice(0, MAX_PROMPT_BLOCK_HASHES) : undefined;
-    if (!list && key !== undefined) list = this.prefixList(key);
+    if (!list && key !== undefined) list = this.store.list(key, Date.now());
     const out: Record<string, number> = {};
     if (list) {
       for (const [url, n] of this.index.leadingBlocks(list, up, HOST_TIER_CREDIT)) if (n > 0) out[url] = n;
@@ -256,7 +221,7 @@ export class PoolDO extends DurableObject<Env> {
 
   /** Per indexed up backend, the leading blocks of `hashes` (else of `key`'s list) it really holds: what a pull could fetch. */
   private heldBlocks(hashes: string[], key: string | undefined): Record<string, number> {
-    const list = hashes.length > 0 ? hashes.slice(0, MAX_PROMPT_BLOCK_HASHES) : key !== undefined ? this.prefixList(key) : undefined;
+    const list = hashes.length > 0 ? hashes.slice(0, MAX_PROMPT_BLOCK_HASHES) : key !== undefined ? this.store.list(key, Date.now()) : undefined;
     const out: Record<string, number> = {};
     if (list) for (const [url, n] of this.index.leadingBlocks(list, this.dropDownBackends())) if (n > 0) out[url] = n;
     return out;
@@ -271,10 +236,7 @@ export class PoolDO extends DurableObject<Env> {
 
   /** Backends that recently served a trajectory with this prefix key. */
   async prefixHolders(key: string): Promise<string[]> {
-    return this.ctx.storage.sql
-      .exec<{ url: string }>(`SELECT url FROM prefixes WHERE key = ? AND last_ms >= ? ORDER BY last_ms DESC`, key, Date.now() - PREFIX_TTL_MS)
-      .toArray()
-      .map((r) => r.url);
+    return this.store.holders(key, Date.now());
   }
 
   /** The block index's size and the backends it covers (for tests and the inspector). */
@@ -290,9 +252,7 @@ export class PoolDO extends DurableObject<Env> {
   /** Every known backend with its load and whether it is up now. */
   async view(): Promise<PoolBackend[]> {
     const now = Date.now();
-    const downAfter = this.downAfterMs();
-    const rows = this.ctx.storage.sql.exec<{ heartbeat: string; last_seen_ms: number; up: number }>(`SELECT heartbeat, last_seen_ms, ${UP_SQL} AS up FROM backends ORDER BY id`, now - downAfter).toArray();
-    const registered: PoolBackend[] = rows.map((r) => ({ ...(JSON.parse(r.heartbeat) as BackendHeartbeat), source: "registered", lastSeenMs: r.last_seen_ms, up: r.up === 1 }));
+    const registered: PoolBackend[] = this.store.backends(now - this.downAfterMs()).map((r) => ({ ...r.heartbeat, source: "registered", lastSeenMs: r.lastSeenMs, up: r.up }));
     const known = new Set(registered.map((b) => b.url));
     const statics: PoolBackend[] = edgeSettings(this.env).backends
       .filter((t) => !known.has(t.url))
@@ -306,20 +266,9 @@ export class PoolDO extends DurableObject<Env> {
 
   /** Drops from the block index every backend that is down or gone; returns the urls of those up. */
   private dropDownBackends(): string[] {
-    const up = this.ctx.storage.sql.exec<{ url: string }>(`SELECT url FROM backends WHERE ${UP_SQL}`, Date.now() - this.downAfterMs()).toArray().map((r) => r.url);
+    const up = this.store.upUrls(Date.now() - this.downAfterMs());
     const upSet = new Set(up);
     for (const url of this.index.backends()) if (!upSet.has(url)) this.index.drop(url);
     return up;
-  }
-
-  /** The leading hashes shared by the trajectories noted under `key`, if noted recently. */
-  private prefixList(key: string): string[] | undefined {
-    const row = this.ctx.storage.sql
-      .exec<{ hashes: string }>(`SELECT hashes FROM prefix_lists WHERE key = ? AND last_ms >= ?`, key, Date.now() - PREFIX_TTL_MS)
-      .toArray()[0];
-    if (!row) return undefined;
-    const out: string[] = [];
-    for (let i = 0; i + SHORT_HASH_HEX <= row.hashes.length; i += SHORT_HASH_HEX) out.push(row.hashes.slice(i, i + SHORT_HASH_HEX));
-    return out;
   }
 }

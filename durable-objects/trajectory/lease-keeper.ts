@@ -3,8 +3,9 @@ import type { BackendTarget } from "../backend/backend-client";
 import { releaseLease, requestLease } from "../backend/lease-client";
 import { predictLeaseReturn, predictLeaseTtl, wantsLease } from "./lease-policy";
 import type { LeaseSettings } from "../settings";
+import type { SqlHost } from "../store-schema";
 import { LeaseStore, type ToolWait } from "./lease-store";
-import type { SqlHost, TrajectoryStore } from "./trajectory-store";
+import type { TrajectoryStore } from "./trajectory-store";
 
 /** What `beforeTurn` saw, for `afterTurn`. */
 export interface TurnStart {

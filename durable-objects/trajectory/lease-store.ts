@@ -1,5 +1,5 @@
 import { MAX_PAUSE_SAMPLES } from "./lease-policy";
-import type { SqlHost } from "./trajectory-store";
+import type { SqlHost } from "../store-schema";
 
 /** The trajectory is waiting on a tool: since when, on which state, and the lease if one was granted. */
 export interface ToolWait {

@@ -6,6 +6,7 @@ import { poolOf, type PoolBackend } from "../pool/pool-do";
 import { routedBackends, type RoutedBackend } from "../routing/placement";
 import { edgeSettings, routingPolicyOf } from "../settings";
 import { tenantIndexOf } from "../tenant-index/tenant-index-do";
+import { trajectoryName } from "../trajectory-name";
 import { continuedTurn } from "../turn/continuation";
 import { checkLimits } from "../turn/limits";
 import { runTurn } from "../turn/turn-runner";
@@ -16,7 +17,7 @@ import { TrajectoryStore } from "./trajectory-store";
 
 /**
  * One trajectory: its transcript (the source of truth), turn records, pinned backend and the
- * backend's state id, in SQLite storage. Named `<tenant>/<trajectory id>`.
+ * backend's state id, in SQLite storage. Named `<tenant>/<trajectory id>` (`trajectoryName`).
  *
  * Thin by design: storage is `TrajectoryStore`, the turn logic `runTurn`. Turns are handled one
  * at a time: a turn that arrives while another runs is refused with `trajectory_busy` (409,
@@ -207,7 +208,7 @@ export class TrajectoryDO extends DurableObject<Env> {
         timeoutMs: settings.backendTimeoutMs,
         policy: routingPolicyOf(settings),
         canonicalize: !settings.canonicalizeOffTenants.has(input.tenant),
-        ...(parent?.relation === "fork" ? { forkOf: `${input.tenant}/${parent.trajectoryId}` } : {}),
+        ...(parent?.relation === "fork" ? { forkOf: trajectoryName(input.tenant, parent.trajectoryId) } : {}),
         emit,
         signal,
       },
@@ -270,9 +271,9 @@ export class TrajectoryDO extends DurableObject<Env> {
   }
 }
 
-/** The object of trajectory `<tenant>/<id>`. */
+/** The object of trajectory `id` of `tenant` (named by `trajectoryName`). */
 export function trajectoryStub(env: Env, tenant: string, id: string): DurableObjectStub<TrajectoryDO> {
-  return env.TRAJECTORY.get(env.TRAJECTORY.idFromName(`${tenant}/${id}`));
+  return env.TRAJECTORY.get(env.TRAJECTORY.idFromName(trajectoryName(tenant, id)));
 }
 
 function errorEvent(err: ProtocolError): TurnEvent {

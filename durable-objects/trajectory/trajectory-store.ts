@@ -1,15 +1,27 @@
 import { SHORT_HASH_HEX } from "../../protocol/block-hash";
 import type { ChatMessage } from "../../protocol/messages";
+import { openSchema, type SqlHost, type StoreSchema } from "../store-schema";
 import type { CommitTurn, ForkRecord, ParentLink, StoredResponse, StoredResult, TrajectoryMeta, TurnRecord, TurnStore } from "../turn/turn-types";
 
+/**
+ * Version 1: `meta` (key/value: tenant, ids, pin, state id, tools, prompt block hashes, parent),
+ * `messages`, `turns`, `idempotency`; the Responses API added `responses`, `response_parts` and
+ * `forks` under the same version (created on wake when missing).
+ */
+export const TRAJECTORY_SCHEMA: StoreSchema = {
+  name: "trajectory",
+  version: 1,
+  create(sql) {
+    sql.exec(`CREATE TABLE IF NOT EXISTS messages (idx INTEGER NOT NULL, part INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (idx, part))`);
+    sql.exec(`CREATE TABLE IF NOT EXISTS turns (turn INTEGER PRIMARY KEY, record TEXT NOT NULL)`);
+    sql.exec(`CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, turn INTEGER NOT NULL, fingerprint TEXT NOT NULL, result TEXT NOT NULL)`);
+    // Responses API: one row per stored response (its JSON in parts, like messages), and forks.
+    sql.exec(`CREATE TABLE IF NOT EXISTS responses (token TEXT PRIMARY KEY, turn INTEGER NOT NULL, message_end INTEGER NOT NULL, rewritten INTEGER NOT NULL DEFAULT 0)`);
+    sql.exec(`CREATE TABLE IF NOT EXISTS response_parts (token TEXT NOT NULL, part INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (token, part))`);
+    sql.exec(`CREATE TABLE IF NOT EXISTS forks (trajectory_id TEXT PRIMARY KEY, turn INTEGER NOT NULL, created_at TEXT NOT NULL)`);
+  },
+};
 
-/** The slice of `DurableObjectStorage` the store needs (real SQLite storage in workerd). */
-export interface SqlHost {
-  sql: SqlStorage;
-  transactionSync<T>(fn: () => T): T;
-}
-
-const SCHEMA_VERSION = 1;
 /** Largest piece of one message's JSON in one row (characters); longer messages span rows. */
 const PART_CHARS = 256 * 1024;
 
@@ -30,22 +42,9 @@ export class TrajectoryStore implements TurnStore {
     private readonly idempotencyTurns: () => number = () => 64,
   ) {}
 
-  /** Creates the tables, or checks the schema version of existing ones. */
+  /** Creates the tables, or checks the schema version of existing ones (`openSchema`). */
   migrate(): void {
-    const sql = this.host.sql;
-    sql.exec(`CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)`);
-    const version = sql.exec<{ value: string }>(`SELECT value FROM meta WHERE key = 'schema_version'`).toArray()[0]?.value;
-    if (version !== undefined && Number(version) !== SCHEMA_VERSION) {
-      throw new Error(`trajectory storage has schema version ${version}, this code expects ${SCHEMA_VERSION}`);
-    }
-    sql.exec(`CREATE TABLE IF NOT EXISTS messages (idx INTEGER NOT NULL, part INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (idx, part))`);
-    sql.exec(`CREATE TABLE IF NOT EXISTS turns (turn INTEGER PRIMARY KEY, record TEXT NOT NULL)`);
-    sql.exec(`CREATE TABLE IF NOT EXISTS idempotency (key TEXT PRIMARY KEY, turn INTEGER NOT NULL, fingerprint TEXT NOT NULL, result TEXT NOT NULL)`);
-    // Responses API: one row per stored response (its JSON in parts, like messages), and forks.
-    sql.exec(`CREATE TABLE IF NOT EXISTS responses (token TEXT PRIMARY KEY, turn INTEGER NOT NULL, message_end INTEGER NOT NULL, rewritten INTEGER NOT NULL DEFAULT 0)`);
-    sql.exec(`CREATE TABLE IF NOT EXISTS response_parts (token TEXT NOT NULL, part INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (token, part))`);
-    sql.exec(`CREATE TABLE IF NOT EXISTS forks (trajectory_id TEXT PRIMARY KEY, turn INTEGER NOT NULL, created_at TEXT NOT NULL)`);
-    sql.exec(`INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)`, String(SCHEMA_VERSION));
+    openSchema(this.host, TRAJECTORY_SCHEMA);
   }
 
   meta(): TrajectoryMeta | null {
@@ -241,7 +240,7 @@ export class TrajectoryStore implements TurnStore {
   deleteAll(): void {
     this.host.transactionSync(() => {
       for (const table of ["messages", "turns", "idempotency", "responses", "response_parts", "forks", "meta"]) this.host.sql.exec(`DELETE FROM ${table}`);
-      this.host.sql.exec(`INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)`, String(SCHEMA_VERSION));
+      this.host.sql.exec(`INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)`, String(TRAJECTORY_SCHEMA.version));
     });
   }
 

@@ -3,7 +3,7 @@ import type { ChatMessage } from "../../protocol/messages";
 import type { StoredResponse, TurnInput } from "./turn-types";
 
 /**
- * The whole-transcript turn a Responses API continuation (`previous_response_id`) stands for:
+ * The chat turn (the whole transcript) a Responses API continuation (`previous_response_id`) stands for:
  * the transcript up to that response's reply, without that request's `instructions` (they are
  * not carried over, as OpenAI's API has it) and with this request's in front, then the new input.
  * The turn is an ordinary `chat` turn after this; when the response is the trajectory's latest,

@@ -3,7 +3,7 @@ import type { ChatMessage, ToolDefinition } from "../../protocol/messages";
 
 export type TranscriptDiff =
   /** The incoming transcript extends the stored one: only `newMessages` are new. */
-  | { kind: "append"; newMessages: ChatMessage[] }
+  | { kind: "extends"; newMessages: ChatMessage[] }
   /** The incoming transcript differs from the stored one at message `index`. */
   | { kind: "diverged"; index: number };
 
@@ -12,7 +12,7 @@ export type TranscriptDiff =
  * canonical form (see `canonicalMessage`), so key order in the client's JSON does not matter.
  *
  * @example
- * diffTranscript(stored, incoming) // { kind: "append", newMessages: [toolResult] }
+ * diffTranscript(stored, incoming) // { kind: "extends", newMessages: [toolResult] }
  */
 export function diffTranscript(stored: readonly ChatMessage[], incoming: readonly ChatMessage[]): TranscriptDiff {
   const n = Math.min(stored.length, incoming.length);
@@ -20,7 +20,7 @@ export function diffTranscript(stored: readonly ChatMessage[], incoming: readonl
     if (canonicalMessage(stored[i]!) !== canonicalMessage(incoming[i]!)) return { kind: "diverged", index: i };
   }
   if (incoming.length < stored.length) return { kind: "diverged", index: incoming.length };
-  return { kind: "append", newMessages: incoming.slice(stored.length) };
+  return { kind: "extends", newMessages: incoming.slice(stored.length) };
 }
 
 /** A message as the edge stores and compares it: known fields only, fixed order. */

@@ -60,7 +60,7 @@ export function planTurn(p: { meta: TrajectoryMeta; stored: ChatMessage[]; input
     fullTranscript = [...stored, ...incoming];
   } else {
     const diff = diffTranscript(stored, incoming);
-    if (diff.kind === "append") {
+    if (diff.kind === "extends") {
       newMessages = diff.newMessages;
     } else {
       diverged = true;

@@ -3,6 +3,7 @@ import { sha256Hex } from "../../protocol/hex";
 import type { ChatMessage, DoneFrame, GenerateRequest } from "../../protocol/messages";
 import { chooseBackend, type Placed, type RoutedBackend } from "../routing/placement";
 import type { RoutingPolicyName } from "../routing/routing-policy";
+import { trajectoryName } from "../trajectory-name";
 import { cacheMissOf } from "./cache-miss";
 import { canonicalJsonText } from "./canonicalize";
 import { relayTurn, turnRecord } from "./relay";
@@ -32,7 +33,7 @@ export interface TurnContext {
   /** Keeps best-effort work alive past the response (`ctx.waitUntil`). */
   waitUntil: (p: Promise<unknown>) => void;
   /**
-   * A fork's parent, as the backend names trajectories (`<tenant>/<id>`): the fork's first turn,
+   * A fork's parent, as the backend names trajectories (`trajectoryName`: `<tenant>/<id>`): the fork's first turn,
    * when full, asks the backend to start from the parent's exact token ids (`GenerateRequest.forkOf`).
    */
   forkOf?: string;
@@ -102,7 +103,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     signal: ctx.signal,
     request: (mode, target): GenerateRequest => ({
       requestId: crypto.randomUUID(),
-      trajectoryId: `${input.tenant}/${input.trajectoryId}`,
+      trajectoryId: trajectoryName(input.tenant, input.trajectoryId),
       cacheSalt: input.cacheSalt,
       mode,
       messages: mode === "delta" ? plan.newMessages : plan.fullTranscript,
@@ -151,7 +152,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     ctx.waitUntil(
       keyOf()
         .then((k) => ctx.notePrefix(k, url, done.promptBlockHashes ?? [], input.trajectoryId))
-        .catch((e: unknown) => console.error(`notePrefix for ${input.tenant}/${input.trajectoryId} on ${url} failed:`, e)),
+        .catch((e: unknown) => console.error(`notePrefix for ${trajectoryName(input.tenant, input.trajectoryId)} on ${url} failed:`, e)),
     );
   }
   await ctx.emit(event);

@@ -19,7 +19,7 @@ export interface TurnInput {
   cacheSalt: string;
   /**
    * `chat`: `messages` is the client's whole transcript (chat completions route).
-   * `append`: `messages` holds only the new messages (session URL `/turns`).
+   * `append`: `messages` holds only the new messages (trajectory URL `/turns`).
    */
   kind: "chat" | "append";
   messages: ChatMessage[];

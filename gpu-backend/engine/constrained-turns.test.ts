@@ -14,7 +14,8 @@ import { GrammarCache } from "../constraint/grammar-cache";
 import { replyPlan } from "../constraint/reply-grammar";
 import { allows, ReplyMatcher } from "../constraint/reply-matcher";
 import { loadModel, type LoadedModel } from "./load-model";
-import { Engine } from "./engine";
+import type { Engine } from "./engine";
+import { createEngine } from "./create-engine";
 import { argmax } from "./sampler";
 
 /**
@@ -32,7 +33,7 @@ beforeAll(async () => {
   const dir = await materializeModel({ dir: join(root, "m"), config: tinyFamilyConfig("qwen3", info), seed: 5, tokenizerFrom: tokDir });
   model = await loadModel({ dir });
   executor = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks: 256, blockSize: 16, threads: 1 });
-  engine = new Engine({ executor, pool: new BlockPool({ numBlocks: 256, blockSize: 16 }), codec: model.codec, modelId: model.spec.modelId, scheduler: { maxBatchTokens: 512, maxRunningSequences: 16, blockSize: 16 }, enablePrefixCache: true, backendId: "t" });
+  engine = createEngine({ executor, pool: new BlockPool({ numBlocks: 256, blockSize: 16 }), codec: model.codec, modelId: model.spec.modelId, scheduler: { maxBatchTokens: 512, maxRunningSequences: 16, blockSize: 16 }, enablePrefixCache: true, backendId: "t" });
 }, 120_000);
 afterAll(async () => {
   await executor?.dispose();

@@ -1,14 +1,26 @@
+import type { BlockHash } from "../../protocol/block-hash";
 import type { DoneFrame, FinishReason, SamplingParams, TokenLogprob } from "../../protocol/messages";
+import type { GrammarCache } from "../constraint/grammar-cache";
 import type { BlockPool } from "../kv/block-pool";
+import type { EvictionLog } from "../kv/eviction-log";
+import type { HostTier } from "../kv/host-tier";
+import type { KvCacheManager } from "../kv/kv-cache-manager";
+import type { KvEventLog } from "../kv/kv-events";
 import type { LeaseTableParams } from "../kv/lease-table";
 import type { Executor } from "../model/executors/executor";
-import type { SchedulerConfig } from "../scheduler/scheduler";
-import type { KvPullerParams } from "../transfer/kv-pull";
+import type { Scheduler, SchedulerConfig } from "../scheduler/scheduler";
+import type { KvPuller, KvPullerParams } from "../transfer/kv-pull";
+import type { KvServer } from "../transfer/kv-serve";
 import type { ChatCodec } from "./chat-codec";
 import type { DemoAgent } from "./demo-agent";
+import type { StateLeases } from "./state-leases";
+import type { StateStore } from "./state-store";
 import type { StepRecord } from "./step-trace";
 
-/** The engine's construction options, its request types for raw-token generation, and its counters (engine.ts). */
+/**
+ * The engine's construction options (what `createEngine` composes its parts from), the parts
+ * themselves, its request types for raw-token generation, and its counters (engine.ts).
+ */
 export interface EngineOptions {
   executor: Executor;
   pool: BlockPool;
@@ -30,6 +42,33 @@ export interface EngineOptions {
   transfer?: Pick<KvPullerParams, "secret" | "timeoutMs" | "fetch" | "policy">;
   /** Demo agent mode (`--demo-agent [N]`, untrained models only; demo-agent.ts). Absent: off. */
   demoAgent?: DemoAgent;
+}
+
+/**
+ * The subsystems an `Engine` runs on, built by `createEngine` (create-engine.ts), the one place
+ * that composes them: the engine, its intake and its output build none of them.
+ */
+export interface EngineParts {
+  options: EngineOptions;
+  kv: KvCacheManager;
+  scheduler: Scheduler;
+  states: StateStore;
+  /** Tool-pause leases on turn states (`POST /v1/leases`). */
+  leases: StateLeases;
+  /** Prefix-cache events since the last heartbeat (stored / removed block hashes). */
+  kvEvents: KvEventLog;
+  /** Recent evictions by hash: why a turn's first missing block is gone (the done frame's `evicted`). */
+  evictions: EvictionLog;
+  /** Serves this pool's blocks to other backends (`POST /v1/kv/pull`). */
+  kvServer: KvServer;
+  /** Pulls a prompt's missing blocks from another backend; undefined without block I/O, a secret or the prefix cache. */
+  kvPuller: KvPuller | undefined;
+  /** The second KV tier (`hostTierBytes`); undefined without it, block I/O or the prefix cache. */
+  hostTier: HostTier | undefined;
+  /** The model's grammar engine, built on first use (its tokenizer info takes ~0.35 s). */
+  grammars: () => Promise<GrammarCache>;
+  /** The block-hash root of this model under a cache salt. */
+  rootFor: (salt: string) => BlockHash;
 }
 
 /** Raw-token generation, for tests and benchmarks that bypass the chat template. */

@@ -6,11 +6,12 @@ import { hashBlocks, hashRoot, shortBlockHash } from "../../protocol/block-hash"
 import type { DoneFrame, ErrorFrame, Frame, GenerateRequest, SamplingParams, ToolDefinition } from "../../protocol/messages";
 import { BlockPool } from "../kv/block-pool";
 import { CpuExecutor } from "../model/executors/cpu-executor";
-import { materializeTinyModel } from "../model/checkpoint/demo-model";
 import { ScriptedExecutor } from "./testing/scripted-executor";
 import { loadModel, type LoadedModel } from "./load-model";
-import { Engine } from "./engine";
+import type { Engine } from "./engine";
+import { createEngine } from "./create-engine";
 import type { StepRecord } from "./step-trace";
+import { tinyModelDir } from "../model/testing/tiny-model";
 
 const BLOCK = 16;
 let dir: string;
@@ -19,7 +20,7 @@ const executors: CpuExecutor[] = [];
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "agent-edge-engine-"));
-  model = await loadModel({ dir: await materializeTinyModel(join(dir, "tiny")) });
+  model = await loadModel({ dir: await tinyModelDir(dir) });
 });
 
 afterAll(async () => {
@@ -34,7 +35,7 @@ async function makeEngine(options: { numBlocks?: number; prefixCache?: boolean; 
   const executor = new ScriptedExecutor(inner);
   const pool = new BlockPool({ numBlocks, blockSize: BLOCK });
   executor.pool = pool;
-  const engine = new Engine({
+  const engine = createEngine({
     executor,
     pool,
     codec: model.codec,

@@ -9,7 +9,8 @@ import { tinyFamilyConfig, type DemoFamily } from "../model/checkpoint/demo-fami
 import { materializeModel } from "../model/checkpoint/demo-model";
 import { writeFamilyTokenizer, type TokenizerFamily } from "../model/checkpoint/family-tokenizers";
 import { loadModel } from "./load-model";
-import { Engine } from "./engine";
+import type { Engine } from "./engine";
+import { createEngine } from "./create-engine";
 import { ScriptedExecutor } from "./testing/scripted-executor";
 
 /**
@@ -58,7 +59,7 @@ describe("family chat turns", () => {
       executors.push(inner);
       const executor = new ScriptedExecutor(inner);
       const pool = new BlockPool({ numBlocks: 64, blockSize: BLOCK });
-      const engine = new Engine({
+      const engine = createEngine({
         executor, pool, codec: model.codec, modelId: model.spec.modelId, enablePrefixCache: true, backendId: "test",
         scheduler: { maxBatchTokens: 256, maxRunningSequences: 4, blockSize: BLOCK },
       });

@@ -6,11 +6,13 @@ import type { ChatMessage, DoneFrame, Frame, GenerateRequest, SamplingParams } f
 import { BlockPool } from "../kv/block-pool";
 import { CpuExecutor } from "../model/executors/cpu-executor";
 import { tinyFamilyConfig, type DemoFamily } from "../model/checkpoint/demo-families";
-import { materializeModel, materializeTinyModel } from "../model/checkpoint/demo-model";
+import { materializeModel } from "../model/checkpoint/demo-model";
 import { writeFamilyTokenizer, type TokenizerFamily } from "../model/checkpoint/family-tokenizers";
 import { ScriptedExecutor } from "./testing/scripted-executor";
 import { loadModel, type LoadedModel } from "./load-model";
-import { Engine } from "./engine";
+import type { Engine } from "./engine";
+import { createEngine } from "./create-engine";
+import { tinyModelDir } from "../model/testing/tiny-model";
 
 /** A fork's first turn (`forkOf`) on the real engine and tiny model: the parent's exact ids. */
 
@@ -21,7 +23,7 @@ const executors: CpuExecutor[] = [];
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "agent-edge-fork-"));
-  model = await loadModel({ dir: await materializeTinyModel(join(dir, "tiny")) });
+  model = await loadModel({ dir: await tinyModelDir(dir) });
 });
 
 afterAll(async () => {
@@ -35,7 +37,7 @@ async function makeEngine(loaded: LoadedModel = model) {
   const executor = new ScriptedExecutor(inner);
   const pool = new BlockPool({ numBlocks: 256, blockSize: BLOCK });
   executor.pool = pool;
-  const engine = new Engine({
+  const engine = createEngine({
     executor,
     pool,
     codec: loaded.codec,

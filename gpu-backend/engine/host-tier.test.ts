@@ -4,10 +4,11 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { DoneFrame, Frame, GenerateRequest, SamplingParams } from "../../protocol/messages";
 import { BlockPool } from "../kv/block-pool";
-import { materializeTinyModel } from "../model/checkpoint/demo-model";
 import { CpuExecutor } from "../model/executors/cpu-executor";
-import { Engine } from "./engine";
+import type { Engine } from "./engine";
+import { createEngine } from "./create-engine";
 import { loadModel, type LoadedModel } from "./load-model";
+import { tinyModelDir } from "../model/testing/tiny-model";
 
 /**
  * The host tier on the real engine (tiny model, cpu executor): a prompt's blocks evicted from a
@@ -23,7 +24,7 @@ const executors: CpuExecutor[] = [];
 async function engineWith(numBlocks: number, hostTierBlocks: number): Promise<Engine> {
   const executor = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks, blockSize: B, threads: 1 });
   executors.push(executor);
-  return new Engine({
+  return createEngine({
     executor,
     pool: new BlockPool({ numBlocks, blockSize: B }),
     codec: model.codec,
@@ -56,7 +57,7 @@ const agent = (i: number): GenerateRequest => ({
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "agent-edge-tier-"));
-  model = await loadModel({ dir: await materializeTinyModel(join(dir, "tiny")) });
+  model = await loadModel({ dir: await tinyModelDir(dir) });
 }, 120_000);
 
 afterAll(async () => {

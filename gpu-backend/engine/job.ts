@@ -2,6 +2,7 @@ import type { BlockHash } from "../../protocol/block-hash";
 import type { FinishReason, Frame, KvPullReport } from "../../protocol/messages";
 import type { ConstrainedReply } from "../constraint/constrained-reply";
 import type { Sequence } from "../scheduler/sequence";
+import type { ReplyBudget } from "./reply-budget";
 import type { Sampler } from "./sampler";
 import type { StopChecker } from "./stop-checker";
 
@@ -37,4 +38,22 @@ export interface SequenceCache {
   stateId?: string | undefined;
   /** What pulling the prompt's missing blocks did (with `kvSource`). */
   kvPull?: KvPullReport;
+}
+
+/** What a job is made of (turn-intake.ts makes the sequence and the job): its prompt, budget, KV, output and end. */
+export interface JobParams {
+  tokenIds: number[];
+  budget: ReplyBudget;
+  cache: SequenceCache;
+  sink: (frame: Frame) => void;
+  signal: AbortSignal | undefined;
+  /** Compiled for the reply (structured outputs); absent: unconstrained. */
+  constraint?: ConstrainedReply | null;
+  onFinish: (reason: FinishReason, job: Job) => void;
+}
+
+/** Where a new job goes: the step loop (`Engine.add`). */
+export interface JobQueue {
+  /** Queues the job's sequence; throws `overloaded` past the queue bound, before anything is kept. */
+  add(job: Job): void;
 }

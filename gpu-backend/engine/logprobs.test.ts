@@ -4,13 +4,13 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { SamplingParams, TokenLogprob } from "../../protocol/messages";
 import { BlockPool } from "../kv/block-pool";
-import { materializeTinyModel } from "../model/checkpoint/demo-model";
 import { CpuExecutor } from "../model/executors/cpu-executor";
 import { RecordingExecutor } from "./testing/scripted-executor";
 import { TokenPieces } from "../tokenizer/token-pieces";
-import { Engine } from "./engine";
+import { createEngine } from "./create-engine";
 import { loadModel, type LoadedModel } from "./load-model";
 import { MIN_LOGPROB, positionLogprobs, tokenLogprob, topIds } from "./logprobs";
+import { tinyModelDir } from "../model/testing/tiny-model";
 
 /** ln softmax(row)[i], written out in float64 the slow way. */
 function directLogprob(row: ArrayLike<number>, i: number): number {
@@ -92,7 +92,7 @@ const executors: CpuExecutor[] = [];
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "agent-edge-logprobs-"));
-  model = await loadModel({ dir: await materializeTinyModel(join(dir, "tiny")) });
+  model = await loadModel({ dir: await tinyModelDir(dir) });
 });
 
 afterAll(async () => {
@@ -149,7 +149,7 @@ async function makeEngine() {
   const inner = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks: 64, blockSize: 16, threads: 1 });
   executors.push(inner);
   const executor = new RecordingExecutor(inner);
-  const engine = new Engine({
+  const engine = createEngine({
     executor,
     pool: new BlockPool({ numBlocks: 64, blockSize: 16 }),
     codec: model.codec,

@@ -5,9 +5,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ChatMessage, DoneFrame, Frame, GenerateRequest } from "../../protocol/messages";
 import { BlockPool } from "../kv/block-pool";
 import { CpuExecutor } from "../model/executors/cpu-executor";
-import { materializeTinyModel } from "../model/checkpoint/demo-model";
 import { loadModel, type LoadedModel } from "./load-model";
-import { Engine } from "./engine";
+import type { Engine } from "./engine";
+import { createEngine } from "./create-engine";
+import { tinyModelDir } from "../model/testing/tiny-model";
 
 /** Client-named cache prefixes (`cachePoints`) on a real engine over the tiny model. */
 const BLOCK = 16;
@@ -19,7 +20,7 @@ const executors: CpuExecutor[] = [];
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "agent-edge-prefix-leases-"));
-  model = await loadModel({ dir: await materializeTinyModel(join(dir, "tiny")) });
+  model = await loadModel({ dir: await tinyModelDir(dir) });
 });
 
 afterAll(async () => {
@@ -31,7 +32,7 @@ async function makeEngine(numBlocks: number): Promise<Engine> {
   const executor = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks, blockSize: BLOCK, threads: 1 });
   executors.push(executor);
   const pool = new BlockPool({ numBlocks, blockSize: BLOCK });
-  return new Engine({ executor, pool, codec: model.codec, modelId: model.spec.modelId, scheduler: { maxBatchTokens: 256, maxRunningSequences: 8, blockSize: BLOCK }, enablePrefixCache: true, backendId: "test" });
+  return createEngine({ executor, pool, codec: model.codec, modelId: model.spec.modelId, scheduler: { maxBatchTokens: 256, maxRunningSequences: 8, blockSize: BLOCK }, enablePrefixCache: true, backendId: "test" });
 }
 
 function done(engine: Engine, req: GenerateRequest): Promise<DoneFrame> {

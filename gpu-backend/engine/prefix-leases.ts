@@ -1,7 +1,7 @@
 import type { BlockHash } from "../../protocol/block-hash";
 import { commonPrefixLength } from "../../protocol/common-prefix";
 import type { CachePoint, CacheWrite, ChatMessage, ToolDefinition } from "../../protocol/messages";
-import type { KVCacheManager } from "../kv/kv-cache-manager";
+import type { KvCacheManager } from "../kv/kv-cache-manager";
 import type { LeaseTable } from "../kv/lease-table";
 import type { ChatCodec } from "./chat-codec";
 
@@ -34,7 +34,7 @@ export interface LeasedPrompt {
  * // [{ ttlMs: 300000, tokens: 1184 }]
  */
 export class PrefixLeases {
-  constructor(private readonly p: { kv: KVCacheManager; table: LeaseTable; codec: ChatCodec }) {}
+  constructor(private readonly p: { kv: KvCacheManager; table: LeaseTable; codec: ChatCodec }) {}
 
   afterTurn(points: readonly CachePoint[], prompt: LeasedPrompt): CacheWrite[] {
     const ends = points.map((point) => ({ ttlMs: point.ttlMs, tokens: this.held(point, prompt) })).sort((a, b) => a.tokens - b.tokens);

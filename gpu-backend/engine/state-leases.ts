@@ -1,5 +1,5 @@
 import type { GenerateRequest, LeaseResponse, ReleaseLeaseResponse } from "../../protocol/messages";
-import type { KVCacheManager } from "../kv/kv-cache-manager";
+import type { KvCacheManager } from "../kv/kv-cache-manager";
 import type { LeaseTable } from "../kv/lease-table";
 import type { ChatCodec } from "./chat-codec";
 import { PrefixLeases } from "./prefix-leases";
@@ -18,10 +18,10 @@ export class StateLeases {
   readonly table: LeaseTable;
   /** Client-named prefixes (`cachePoints`) leased in the same table. */
   readonly prefix: PrefixLeases;
-  private readonly kv: KVCacheManager;
+  private readonly kv: KvCacheManager;
   private readonly states: StateStore;
 
-  constructor(params: { kv: KVCacheManager; states: StateStore; table: LeaseTable; codec: ChatCodec }) {
+  constructor(params: { kv: KvCacheManager; states: StateStore; table: LeaseTable; codec: ChatCodec }) {
     this.kv = params.kv;
     this.states = params.states;
     this.table = params.table;

@@ -23,6 +23,14 @@ export interface TurnState {
   generatedText: string;
 }
 
+/** A kept trajectory's tokens (prompt and reply) and salt: what a drain pushes to a peer. */
+export interface KeptTokens {
+  stateId: string;
+  trajectoryId: string | undefined;
+  cacheSalt: string;
+  tokenIds: number[];
+}
+
 /**
  * Bounded LRU map of turn states. Only a trajectory's latest state is kept: a delta turn against
  * an older state of the same trajectory gets `state_unknown`, and the caller resends the full
@@ -77,6 +85,12 @@ export class StateStore {
   /** Every state, most recently used first. */
   list(): TurnState[] {
     return [...this.states.values()].reverse();
+  }
+
+  /** Each kept state's tokens and salt, most recently used first, but those in `skip`. @example store.keptTokens(pushed) */
+  keptTokens(skip?: ReadonlySet<string>): KeptTokens[] {
+    const kept = skip ? this.list().filter((s) => !skip.has(s.stateId)) : this.list();
+    return kept.map((s) => ({ stateId: s.stateId, trajectoryId: s.trajectoryId, cacheSalt: s.cacheSalt, tokenIds: [...s.promptTokenIds, ...s.generatedTokenIds] }));
   }
 
   release(stateId: string): boolean {

@@ -71,7 +71,7 @@ export function stepRecord(steps: readonly StepSequence[], timing: { at: number;
  *
  * @example
  * const trace = new StepTraceFile(dir, "backend-8080");
- * engine = new Engine({ ..., onStep: (r) => trace.add(r) });
+ * engine = createEngine({ ..., onStep: (r) => trace.add(r) });
  * process.on("exit", () => trace.flush());
  */
 export class StepTraceFile {

@@ -1,11 +1,89 @@
-import type { BlockHash } from "../../protocol/block-hash";
-import type { AssistantMessage, DoneFrame, FinishReason } from "../../protocol/messages";
+import { shortBlockHash, type BlockHash } from "../../protocol/block-hash";
+import { MAX_PROMPT_BLOCK_HASHES, type AssistantMessage, type DoneFrame, type FinishReason, type Frame, type GenerateRequest, type TokenLogprob } from "../../protocol/messages";
 import type { EvictionLog } from "../kv/eviction-log";
+import type { KvCacheManager } from "../kv/kv-cache-manager";
 import type { ChatCodec } from "./chat-codec";
-import type { Job } from "./job";
+import type { EngineParts } from "./engine-options";
+import type { Job, SequenceCache } from "./job";
 import type { BuiltPrompt } from "./prompt-builder";
 import type { TurnState } from "./state-store";
 import { timingsOf, usageOf } from "./turn-figures";
+
+/**
+ * Output, the engine's third part: takes a sampled token into the job's output. Appends it to the
+ * sequence (the KV manager reads the sequence's own tokens), decodes it through the stop strings
+ * and streams its text. Returns
+ * how the job ends with it, if it does: a stop token, a stop string, or the budget (unless
+ * `complete`: the constraint's structure ended, and the caller finishes the job with "stop").
+ *
+ * @example const reason = acceptToken(job, tokenId, logprob); if (reason) finish(job, reason);
+ */
+export function acceptToken(job: Job, tokenId: number, logprob: TokenLogprob | undefined, complete = false): FinishReason | undefined {
+  const seq = job.seq;
+  const now = performance.now();
+  job.firstTokenMs ??= now;
+  job.lastTokenMs = now;
+  seq.tokenIds.push(tokenId);
+  if (job.stopTokenIds.has(tokenId)) return "stop";
+  const { emit, stopped } = job.stops.push(job.decoder.push(tokenId));
+  job.sink(logprob ? { type: "token", tokenIds: [tokenId], text: emit, logprobs: [logprob] } : { type: "token", tokenIds: [tokenId], text: emit });
+  if (stopped) return "stop_sequence";
+  if (seq.numGenerated >= seq.maxTokens && !complete) return "length";
+  return undefined;
+}
+
+/**
+ * A job's output at its end, before its sequence is freed: the hashes of the prompt's computed
+ * full blocks (for the done frame), the text the decoder and the stop strings held back, and the
+ * partial last block kept for its turn state.
+ *
+ * @example closeOutput(job, "length", kv); scheduler.finish(job.seq);
+ */
+export function closeOutput(job: Job, reason: FinishReason, kv: KvCacheManager): void {
+  if (reason !== "cancelled" && kv.has(job.seq.seqId)) {
+    const full = Math.min(Math.floor(job.seq.numPromptTokens / kv.blockSize), MAX_PROMPT_BLOCK_HASHES);
+    job.promptBlockHashes = kv.blockHashes(job.seq.seqId).slice(0, full).map(shortBlockHash);
+  }
+  if (reason !== "stop_sequence" && reason !== "cancelled") {
+    // Bytes that never formed a whole character come out here, then any held-back text.
+    const rest = job.stops.push(job.decoder.flush()).emit + job.stops.flush();
+    if (rest) job.sink({ type: "token", tokenIds: [], text: rest });
+  }
+  // The turn state keeps the partial last block (a stop sequence's state drops the generated tokens: nothing to keep).
+  if (reason !== "cancelled" && reason !== "stop_sequence") job.seq.keepTailAs = job.stateId;
+}
+
+/** A chat turn as its intake left it: what its end needs to keep its state and answer. */
+export interface ChatTurn {
+  req: GenerateRequest;
+  prompt: BuiltPrompt;
+  root: BlockHash;
+  cache: SequenceCache;
+  /** Whether the reply is parsed for tool calls (the reply plan's `parseToolCalls`). */
+  parseToolCalls: boolean;
+  sink: (frame: Frame) => void;
+}
+
+/**
+ * A chat turn's end (not a cancelled one): its state is kept for the next turn, its cache points
+ * are leased, and the done frame goes out.
+ *
+ * @example job.onFinish = (reason, job) => endChatTurn(parts, turn, reason, job);
+ */
+export function endChatTurn(parts: EngineParts, turn: ChatTurn, reason: FinishReason, job: Job): void {
+  if (reason === "cancelled") return;
+  const { req, prompt, root, cache } = turn;
+  const { codec, backendId } = parts.options;
+  const stateId = cache.stateId!;
+  const text = job.stops.fullText;
+  // The reply as the template will render it next turn: a well-formed tool call re-renders
+  // to the very text generated, so the next turn's prompt keeps the generated ids.
+  const message = turn.parseToolCalls ? codec.parseAssistant(text) : { role: "assistant" as const, content: text };
+  parts.states.put(keptState(job, { reason, stateId, message, prompt, root, trajectoryId: req.trajectoryId, cacheSalt: req.cacheSalt ?? "" }, codec));
+  const cacheWrites = req.cachePoints?.length ? parts.leases.prefix.afterTurn(req.cachePoints, { ...prompt, tokenIds: job.seq.tokenIds.slice(0, job.seq.numPromptTokens), root, cachedTokens: job.seq.numCachedTokens }) : undefined;
+  const done = doneFrameOf(job, { reason, stateId, text, message }, { backendId, blockSize: parts.kv.blockSize, evictions: parts.evictions, hostTier: parts.hostTier !== undefined });
+  turn.sink({ ...done, ...(cacheWrites ? { cacheWrites } : {}), ...(cache.kvPull ? { kvPull: cache.kvPull } : {}) });
+}
 
 /** How a finished chat turn ended: its reason, the state it becomes, its text and parsed reply. */
 export interface TurnEnd {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { BlockPool, blocksForBudget, bytesPerBlock } from "./block-pool";
-import { checked } from "./test-support";
+import { checked } from "./testing";
 
 function pool(numBlocks: number, blockSize = 4): BlockPool {
   return checked(new BlockPool({ numBlocks, blockSize }));

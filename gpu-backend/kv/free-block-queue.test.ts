@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { mulberry32 } from "../../protocol/random";
 import { FreeBlockQueue } from "./free-block-queue";
-import { randInt } from "./test-support";
+import { randInt } from "./testing";
 
 function queue(capacity: number, filled = true): FreeBlockQueue {
   const q = new FreeBlockQueue(capacity, filled);

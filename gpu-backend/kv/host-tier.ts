@@ -5,7 +5,7 @@ import type { KvEventSink } from "./kv-events";
 /**
  * The second KV tier: whole blocks evicted from the pool, kept in host memory by hash, up to
  * `capacityBytes` (least recently used dropped first), and brought back into the pool when a
- * prefix lookup reaches them (`KVCacheManager`, at copy cost instead of a prefill). For the cpu
+ * prefix lookup reaches them (`KvCacheManager`, at copy cost instead of a prefill). For the cpu
  * executor the pool is host memory too, so this tier is the pool's overflow: the bytes are kept
  * exactly (fp32), so a restored block gives the same KV as the one evicted. A GPU executor's
  * evicted blocks land here from device memory the same way.

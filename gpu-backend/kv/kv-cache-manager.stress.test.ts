@@ -3,8 +3,8 @@ import { mulberry32 } from "../../protocol/random";
 import { hashRoot, type BlockHash } from "../../protocol/block-hash";
 import { BlockPool } from "./block-pool";
 import { HostTier } from "./host-tier";
-import { KVCacheManager } from "./kv-cache-manager";
-import { checked, randInt, sequence, slotsOf, type TestSequence } from "./test-support";
+import { KvCacheManager } from "./kv-cache-manager";
+import { checked, randInt, sequence, slotsOf, type TestSequence } from "./testing";
 
 /**
  * Randomized model check. A fake engine writes, for every computed position p of a sequence, a
@@ -27,7 +27,7 @@ const configs = [
   { name: "host tier of 24 blocks, tight pool", seed: 5, blockSize: 4, numBlocks: 40, ops: 10000, enablePrefixCache: true, hostTierBlocks: 24 },
 ];
 
-describe("KVCacheManager randomized stress", () => {
+describe("KvCacheManager randomized stress", () => {
   for (const cfg of configs) {
     it(`keeps every invariant and every sequence's KV intact (${cfg.name})`, () => {
       const counts = runStress(cfg);
@@ -69,14 +69,14 @@ function runStress(cfg: StressConfig): Record<string, number> {
   const pool = new BlockPool({ numBlocks: cfg.numBlocks, blockSize: B });
   // Every call through `kv` is followed by kv.checkInvariants(); `raw` serves the read-only queries
   // of the model check, which would otherwise run the O(numBlocks) check dozens of times per op.
-  const raw = new KVCacheManager({ pool, enablePrefixCache: cfg.enablePrefixCache });
+  const raw = new KvCacheManager({ pool, enablePrefixCache: cfg.enablePrefixCache });
   const kv = checked(raw);
   const kvSlots = new Int32Array(cfg.numBlocks * B);
   // The host tier moves a block's slots (its fingerprints) out of the pool and back, as bytes.
   const tier = cfg.hostTierBlocks ? new HostTier(cfg.hostTierBlocks * B * 4) : undefined;
   if (tier) {
     const slotsOfBlock = (id: number) => new Uint8Array(kvSlots.buffer, id * B * 4, B * 4);
-    raw.setHostTier({ tier, bytesPerBlock: B * 4, read: (id, out) => out.set(slotsOfBlock(id)), write: (id, bytes) => slotsOfBlock(id).set(bytes) });
+    raw.transfer.setHostTier({ tier, bytesPerBlock: B * 4, read: (id, out) => out.set(slotsOfBlock(id)), write: (id, bytes) => slotsOfBlock(id).set(bytes) });
   }
   const roots: BlockHash[] = [hashRoot({ modelId: "m", salt: "" }), hashRoot({ modelId: "m", salt: "t2" })];
   const systemPrompts = Array.from({ length: 3 }, (_, i) => randomTokens(rand, 3 + i * 2 * B + randInt(rand, 0, B)));

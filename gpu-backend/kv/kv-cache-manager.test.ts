@@ -1,35 +1,35 @@
 import { describe, expect, it } from "vitest";
 import { hashBlocks, hashRoot } from "../../protocol/block-hash";
 import { BlockPool } from "./block-pool";
-import { KVCacheManager } from "./kv-cache-manager";
-import { checked, range, sequence, slotsOf, type TestSequence } from "./test-support";
+import { KvCacheManager } from "./kv-cache-manager";
+import { checked, range, sequence, slotsOf, type TestSequence } from "./testing";
 
 const B = 4;
 const root = hashRoot({ modelId: "test-model", salt: "" });
 const otherTenant = hashRoot({ modelId: "test-model", salt: "tenant-b" });
 
-function setup(numBlocks: number, enablePrefixCache = true): { kv: KVCacheManager; pool: BlockPool } {
+function setup(numBlocks: number, enablePrefixCache = true): { kv: KvCacheManager; pool: BlockPool } {
   const pool = new BlockPool({ numBlocks, blockSize: B });
-  const kv = checked(new KVCacheManager({ pool, enablePrefixCache }));
+  const kv = checked(new KvCacheManager({ pool, enablePrefixCache }));
   kv.checkInvariants();
   return { kv, pool };
 }
 
 /** Computes every not-yet-computed token of a sequence in one chunk. */
-function prefill(kv: KVCacheManager, seqId: number): void {
+function prefill(kv: KvCacheManager, seqId: number): void {
   const n = kv.tokenIds(seqId).length - kv.numComputedTokens(seqId);
   expect(kv.allocateSlots(seqId, n)).toBe(true);
   kv.markComputed(seqId, n);
 }
 
 /** One decode step: the sampled token is appended (to the sequence), then its KV computed. */
-function decode(kv: KVCacheManager, seq: TestSequence, tokenId: number): void {
+function decode(kv: KvCacheManager, seq: TestSequence, tokenId: number): void {
   seq.tokenIds.push(tokenId);
   expect(kv.allocateSlots(seq.seqId, 1)).toBe(true);
   kv.markComputed(seq.seqId, 1);
 }
 
-describe("KVCacheManager: block tables and slots", () => {
+describe("KvCacheManager: block tables and slots", () => {
   it("allocates a table covering the prompt, block by block", () => {
     const { kv, pool } = setup(8);
     expect(kv.startSequence(sequence({ seqId: 1, tokenIds: range(100, 10), root }))).toEqual({ numCachedTokens: 0 });
@@ -78,7 +78,7 @@ describe("KVCacheManager: block tables and slots", () => {
   });
 });
 
-describe("KVCacheManager: prefix cache", () => {
+describe("KvCacheManager: prefix cache", () => {
   it("shares a cached prefix between two sequences and keeps it when one frees", () => {
     const { kv, pool } = setup(8);
     kv.startSequence(sequence({ seqId: 1, tokenIds: range(0, 10), root }));
@@ -213,7 +213,7 @@ describe("KVCacheManager: prefix cache", () => {
   });
 });
 
-describe("KVCacheManager: preemption", () => {
+describe("KvCacheManager: preemption", () => {
   it("preempts, keeps the tokens, and restarts from the cached prefix", () => {
     const { kv, pool } = setup(8);
     const seq = sequence({ seqId: 1, tokenIds: range(0, 10), root });
@@ -265,9 +265,9 @@ describe("KVCacheManager: preemption", () => {
   });
 });
 
-describe("KVCacheManager: kept tails (the exact tail)", () => {
+describe("KvCacheManager: kept tails (the exact tail)", () => {
   /** A finished turn of 10 computed tokens (2 full blocks + 2 in a partial block) kept as "s1". */
-  function keptTurn(kv: KVCacheManager, tokens = range(100, 10)): TestSequence {
+  function keptTurn(kv: KvCacheManager, tokens = range(100, 10)): TestSequence {
     const seq = sequence({ seqId: 1, tokenIds: tokens, root });
     kv.startSequence(seq);
     prefill(kv, 1);

@@ -1,15 +1,16 @@
 import type { BlockHash } from "../../protocol/block-hash";
 import type { BlockPool } from "./block-pool";
-import { KvBlockTransfer, type HostTierLink } from "./host-tier-link";
-import { KeptTails, type KeptTail } from "./kept-tails";
-import type { CachedPrefix, KVCacheManagerParams, KVCacheStats } from "./kv-cache-types";
+import { KvBlockTransfer } from "./block-transfer";
+import { KeptTails } from "./kept-tails";
+import type { CachedPrefix, KvCacheManagerParams, KvCacheStats } from "./kv-cache-types";
 import { checkManagerInvariants } from "./kv-invariants";
 import { PrefixLookup } from "./prefix-lookup";
 import type { SequenceState } from "./sequence-state";
-import type { KVSequence } from "./kv-sequence";
+import type { KvSequence } from "./kv-sequence";
 
-export type { CachedPrefix, KVCacheManagerParams, KVCacheStats } from "./kv-cache-types";
-export type { HostTierLink } from "./host-tier-link";
+export type { CachedPrefix, KvCacheManagerParams, KvCacheStats } from "./kv-cache-types";
+export type { HostTierLink } from "./block-transfer";
+export { MAX_TAIL_FRACTION } from "./kept-tails";
 
 /**
  * Per-sequence block tables over a `BlockPool`, with exact prefix reuse by chained block hashes.
@@ -23,24 +24,18 @@ export type { HostTierLink } from "./host-tier-link";
  *        └─ prefix hit: the cached blocks are acquired, numComputedTokens starts past them
  *   preempt ──> (blocks released; status "preempted") ──> restartSequence ──> as after startSequence
  *
- * The manager keeps a reference to the sequence (`KVSequence`): it reads its tokens, extends its
+ * The manager keeps a reference to the sequence (`KvSequence`): it reads its tokens, extends its
  * block-hash memo and sets its status to "running" (start, restart) or "preempted"; it owns only
  * the block table and the computed-token count. With `enablePrefixCache` off nothing is hashed or
  * cached.
  *
- * Kept tails (the exact tail): full blocks are shared by hash, but a turn's last block is partial
- * and never cached, so the next turn would recompute up to blockSize - 1 tokens. A sequence freed
- * with `keepTailAs` set keeps that partial block instead, under the key (the engine's turn state
- * id); a sequence started with `resumeTail` naming it gets the block back, exclusively, when its
- * cached prefix ends exactly where the tail begins and the tail's tokens are its own. A tail
- * never shares its block, is never hashed, and is given back to the pool (oldest first) the
- * moment an allocation would fail without it, or when its key is dropped (`dropTail`). A sequence
- * that resumed a tail and is freed or preempted before filling the block returns it to its key.
+ * Kept tails (the exact tail, kept-tails.ts): a sequence freed with `keepTailAs` keeps its
+ * partial last block under that key; one started with `resumeTail` naming it gets it back.
+ *
+ * Blocks that cross the pool's edge (the host tier, pins for another backend, imported blocks) go
+ * through `transfer` (block-transfer.ts), beside the manager: it shares the tails and the lookup.
  */
-/** Most blocks kept tails may hold, as a fraction of the pool. */
-export const MAX_TAIL_FRACTION = 1 / 32;
-
-export class KVCacheManager {
+export class KvCacheManager {
   private readonly pool: BlockPool;
   readonly blockSize: number;
   readonly enablePrefixCache: boolean;
@@ -49,25 +44,25 @@ export class KVCacheManager {
   private readonly tails: KeptTails;
   /** Chained hashes and the cached-prefix lookup (prefix-lookup.ts). */
   private readonly lookup: PrefixLookup;
-  /** The host-tier link, pins and block import (host-tier-link.ts). */
-  private readonly transfer: KvBlockTransfer;
+  /** The host-tier link, pins and block import (block-transfer.ts): what moves blocks in or out uses it. */
+  readonly transfer: KvBlockTransfer;
   private queriedTokens = 0;
   private hitTokens = 0;
 
   /**
-   * @example const kv = new KVCacheManager({ pool: new BlockPool({ numBlocks: 4096, blockSize: 16 }), enablePrefixCache: true });
+   * @example const kv = new KvCacheManager({ pool: new BlockPool({ numBlocks: 4096, blockSize: 16 }), enablePrefixCache: true });
    */
-  constructor(params: KVCacheManagerParams) {
+  constructor(params: KvCacheManagerParams) {
     this.pool = params.pool;
     this.blockSize = params.pool.blockSize;
     this.enablePrefixCache = params.enablePrefixCache;
-    this.tails = new KeptTails(params.pool);
     this.lookup = new PrefixLookup(params.pool, params.enablePrefixCache);
+    this.tails = new KeptTails(params.pool, this.lookup);
     this.transfer = new KvBlockTransfer(params.pool, this.tails, this.lookup);
   }
 
   /** Prefix-cache counters in tokens: every start/restart adds its prompt length to `queriedTokens` and its hit to `hitTokens`. */
-  get stats(): KVCacheStats {
+  get stats(): KvCacheStats {
     return { queriedTokens: this.queriedTokens, hitTokens: this.hitTokens };
   }
 
@@ -115,9 +110,9 @@ export class KVCacheManager {
    *
    * @example const { numCachedTokens } = kv.startSequence(seq);
    */
-  startSequence(sequence: KVSequence): { numCachedTokens: number } {
+  startSequence(sequence: KvSequence): { numCachedTokens: number } {
     const { seqId } = sequence;
-    if (this.sequences.has(seqId)) throw new Error(`KVCacheManager.startSequence: sequence ${seqId} is already registered`);
+    if (this.sequences.has(seqId)) throw new Error(`KvCacheManager.startSequence: sequence ${seqId} is already registered`);
     const seq: SequenceState = { sequence, blockTable: [], numComputedTokens: 0 };
     this.sequences.set(seqId, seq);
     sequence.status = "running";
@@ -132,7 +127,7 @@ export class KVCacheManager {
    */
   restartSequence(seqId: number): { numCachedTokens: number } {
     const seq = this.get(seqId, "restartSequence");
-    if (seq.sequence.status !== "preempted") throw new Error(`KVCacheManager.restartSequence: sequence ${seqId} is not preempted`);
+    if (seq.sequence.status !== "preempted") throw new Error(`KvCacheManager.restartSequence: sequence ${seqId} is not preempted`);
     seq.sequence.status = "running";
     return { numCachedTokens: this.attachCachedPrefix(seq) };
   }
@@ -145,10 +140,10 @@ export class KVCacheManager {
    */
   allocateSlots(seqId: number, numNewTokens: number): boolean {
     const seq = this.getRunning(seqId, "allocateSlots");
-    if (!Number.isInteger(numNewTokens) || numNewTokens < 0) throw new Error(`KVCacheManager.allocateSlots: bad numNewTokens ${numNewTokens}`);
+    if (!Number.isInteger(numNewTokens) || numNewTokens < 0) throw new Error(`KvCacheManager.allocateSlots: bad numNewTokens ${numNewTokens}`);
     const total = seq.numComputedTokens + numNewTokens;
     if (total > seq.sequence.tokenIds.length) {
-      throw new Error(`KVCacheManager.allocateSlots: sequence ${seqId} would cover ${total} tokens but has only ${seq.sequence.tokenIds.length}`);
+      throw new Error(`KvCacheManager.allocateSlots: sequence ${seqId} would cover ${total} tokens but has only ${seq.sequence.tokenIds.length}`);
     }
     const needed = Math.ceil(total / this.blockSize) - seq.blockTable.length;
     if (needed <= 0) return true;
@@ -169,14 +164,14 @@ export class KVCacheManager {
    */
   markComputed(seqId: number, numNewTokens: number): void {
     const seq = this.getRunning(seqId, "markComputed");
-    if (!Number.isInteger(numNewTokens) || numNewTokens < 0) throw new Error(`KVCacheManager.markComputed: bad numNewTokens ${numNewTokens}`);
+    if (!Number.isInteger(numNewTokens) || numNewTokens < 0) throw new Error(`KvCacheManager.markComputed: bad numNewTokens ${numNewTokens}`);
     const before = seq.numComputedTokens;
     const after = before + numNewTokens;
     if (after > seq.sequence.tokenIds.length) {
-      throw new Error(`KVCacheManager.markComputed: sequence ${seqId} has ${seq.sequence.tokenIds.length} tokens, cannot mark ${after} computed`);
+      throw new Error(`KvCacheManager.markComputed: sequence ${seqId} has ${seq.sequence.tokenIds.length} tokens, cannot mark ${after} computed`);
     }
     if (after > seq.blockTable.length * this.blockSize) {
-      throw new Error(`KVCacheManager.markComputed: sequence ${seqId} has slots for ${seq.blockTable.length * this.blockSize} tokens, cannot mark ${after} computed`);
+      throw new Error(`KvCacheManager.markComputed: sequence ${seqId} has slots for ${seq.blockTable.length * this.blockSize} tokens, cannot mark ${after} computed`);
     }
     seq.numComputedTokens = after;
     if (!this.enablePrefixCache) return;
@@ -195,45 +190,8 @@ export class KVCacheManager {
    */
   freeSequence(seqId: number): void {
     const seq = this.get(seqId, "freeSequence");
-    this.releaseTable(seq);
+    this.tails.release(seq);
     this.sequences.delete(seqId);
-  }
-
-  /**
-   * Connects the host tier (null: none): every cached block the pool evicts is copied there
-   * (`io.read`), and a sequence's prefix lookup brings blocks it finds there back into the pool
-   * (`io.write`) before it acquires its prefix. See host-tier-link.ts.
-   *
-   * @example kv.setHostTier({ tier: new HostTier(2 ** 30), bytesPerBlock, read: (id, out) => io.read(id, out), write: (id, b) => io.write(id, b) });
-   */
-  setHostTier(link: HostTierLink | null): void {
-    this.transfer.setHostTier(link);
-  }
-
-  /**
-   * Takes a reference on the cached prefix of `tokenIds` from block `fromBlock` on, so that its
-   * blocks stay put while they are read out (another backend pulls them); `unpin` gives them back.
-   *
-   * @example const { blockIds } = kv.pinCachedPrefix({ tokenIds, root, fromBlock: 3 }); ...; kv.unpin(blockIds);
-   */
-  pinCachedPrefix(params: { tokenIds: ArrayLike<number>; root: BlockHash; fromBlock: number }): { blockIds: number[]; blockHashes: BlockHash[] } {
-    return this.transfer.pinCachedPrefix(params);
-  }
-
-  /** Gives back what `pinCachedPrefix` took. */
-  unpin(blockIds: readonly number[]): void {
-    this.transfer.unpin(blockIds);
-  }
-
-  /**
-   * Adds a block computed elsewhere (pulled from another backend, or back from a slower tier) to
-   * the prefix cache under `blockHash` (see `KvBlockTransfer.importBlock`). `present`: the hash
-   * was cached already (nothing written); `full`: no block could be freed for it.
-   *
-   * @example kv.importBlock(hash, (id) => io.write(id, bytes));
-   */
-  importBlock(blockHash: BlockHash, fill: (blockId: number) => void): "imported" | "present" | "full" {
-    return this.transfer.importBlock(blockHash, fill);
   }
 
   /**
@@ -255,7 +213,7 @@ export class KVCacheManager {
    */
   preempt(seqId: number): void {
     const seq = this.getRunning(seqId, "preempt");
-    this.releaseTable(seq);
+    this.tails.release(seq);
     seq.blockTable = [];
     seq.numComputedTokens = 0;
     seq.sequence.status = "preempted";
@@ -320,74 +278,21 @@ export class KVCacheManager {
     this.pool.acquire(prefix.blockIds);
     seq.blockTable = prefix.blockIds;
     seq.numComputedTokens = prefix.numCachedTokens;
-    this.attachTail(seq, prefix);
+    this.tails.attach(seq, prefix);
     this.queriedTokens += tokenIds.length;
     this.hitTokens += seq.numComputedTokens;
     return seq.numComputedTokens;
   }
 
-  /** Appends the sequence's kept tail to its table when it continues the cached prefix exactly; a tail that cannot be used is given back. */
-  private attachTail(seq: SequenceState, prefix: CachedPrefix): void {
-    const key = seq.sequence.resumeTail;
-    const tail = key === undefined ? undefined : this.tails.take(key);
-    if (key === undefined || tail === undefined) return;
-    const { tokenIds, hashRoot } = seq.sequence;
-    const start = tail.fullBlocks * this.blockSize;
-    const fits =
-      prefix.blockIds.length === tail.fullBlocks &&
-      (tail.fullBlocks === 0 ? hashRoot : prefix.blockHashes[tail.fullBlocks - 1]) === tail.parent &&
-      tokenIds.length > start + tail.tokenIds.length && // a token is left to compute (the model needs its logits)
-      tail.tokenIds.every((t, i) => tokenIds[start + i] === t);
-    if (!fits) {
-      this.pool.release([tail.blockId]);
-      return;
-    }
-    seq.blockTable.push(tail.blockId);
-    seq.numComputedTokens = start + tail.tokenIds.length;
-    seq.resumed = { key, tail };
-  }
-
-  /**
-   * Releases the table, keeping its partial last block as a tail: under `keepTailAs` when set, or
-   * back under the key it was resumed from while the block holds what it held then (never filled
-   * and cached since).
-   */
-  private releaseTable(seq: SequenceState): void {
-    const B = this.blockSize;
-    const { keepTailAs, tokenIds, hashRoot, blockHashes } = seq.sequence;
-    let kept: [string, KeptTail] | undefined;
-    if (this.enablePrefixCache && keepTailAs !== undefined && seq.numComputedTokens % B !== 0) {
-      const fullBlocks = Math.floor(seq.numComputedTokens / B);
-      const parent = fullBlocks === 0 ? hashRoot : this.lookup.blockHashAt(tokenIds, hashRoot, blockHashes, fullBlocks - 1);
-      kept = [keepTailAs, { blockId: seq.blockTable[fullBlocks]!, fullBlocks, parent, tokenIds: tokenIds.slice(fullBlocks * B, seq.numComputedTokens) }];
-    } else if (seq.resumed !== undefined && seq.blockTable[seq.resumed.tail.fullBlocks] === seq.resumed.tail.blockId) {
-      kept = [seq.resumed.key, seq.resumed.tail];
-    }
-    seq.resumed = undefined;
-    if (kept !== undefined && this.pool.blockHash(kept[1].blockId) !== null) kept = undefined;
-    if (kept === undefined) {
-      this.pool.release(seq.blockTable);
-      return;
-    }
-    const [key, tail] = kept;
-    this.tails.keep(key, tail);
-    // A tail is held ahead of every cached block in the LRU: at most MAX_TAIL_FRACTION of the
-    // pool, oldest dropped first (without a cap, 64 idle agents' tails cost a 402-block pool 14%
-    // more re-prefill in the leases bench).
-    const cap = Math.max(1, Math.floor(this.pool.numBlocks * MAX_TAIL_FRACTION));
-    if (this.tails.size > cap) this.tails.dropOldest(this.tails.size - cap);
-    this.pool.release(seq.blockTable.filter((id) => id !== tail.blockId));
-  }
-
   private get(seqId: number, op: string): SequenceState {
     const seq = this.sequences.get(seqId);
-    if (seq === undefined) throw new Error(`KVCacheManager.${op}: unknown sequence ${seqId}`);
+    if (seq === undefined) throw new Error(`KvCacheManager.${op}: unknown sequence ${seqId}`);
     return seq;
   }
 
   private getRunning(seqId: number, op: string): SequenceState {
     const seq = this.get(seqId, op);
-    if (seq.sequence.status === "preempted") throw new Error(`KVCacheManager.${op}: sequence ${seqId} is preempted; call restartSequence first`);
+    if (seq.sequence.status === "preempted") throw new Error(`KvCacheManager.${op}: sequence ${seqId} is preempted; call restartSequence first`);
     return seq;
   }
 }

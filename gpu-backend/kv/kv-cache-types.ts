@@ -1,8 +1,8 @@
 import type { BlockHash } from "../../protocol/block-hash";
 import type { BlockPool } from "./block-pool";
 
-/** The types `KVCacheManager` takes and gives (re-exported from kv-cache-manager.ts). */
-export interface KVCacheManagerParams {
+/** The types `KvCacheManager` takes and gives (re-exported from kv-cache-manager.ts). */
+export interface KvCacheManagerParams {
   pool: BlockPool;
   enablePrefixCache: boolean;
 }
@@ -14,7 +14,7 @@ export interface CachedPrefix {
   numCachedTokens: number;
 }
 
-export interface KVCacheStats {
+export interface KvCacheStats {
   queriedTokens: number;
   hitTokens: number;
 }

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
 import { hashBlocks, hashRoot, shortBlockHash, type BlockHash } from "../../protocol/block-hash";
 import { BlockPool } from "./block-pool";
-import { KVCacheManager } from "./kv-cache-manager";
+import { KvCacheManager } from "./kv-cache-manager";
 import { KvEventLog, type KvEventSink } from "./kv-events";
-import { checked, range, sequence } from "./test-support";
+import { checked, range, sequence } from "./testing";
 
 const B = 4;
 const root = hashRoot({ modelId: "test-model", salt: "" });
@@ -112,12 +112,12 @@ describe("KvEventLog", () => {
   });
 });
 
-describe("BlockPool / KVCacheManager emit KV events for real cache operations", () => {
+describe("BlockPool / KvCacheManager emit KV events for real cache operations", () => {
   function setup(numBlocks: number, enablePrefixCache = true) {
     const pool = new BlockPool({ numBlocks, blockSize: B });
     const recorder = new Recorder();
     pool.setEventSink(recorder);
-    const kv = checked(new KVCacheManager({ pool, enablePrefixCache }));
+    const kv = checked(new KvCacheManager({ pool, enablePrefixCache }));
     return { pool, kv, recorder };
   }
 

@@ -2,7 +2,7 @@ import type { BlockPool } from "./block-pool";
 import type { KeptTails } from "./kept-tails";
 import type { SequenceState } from "./sequence-state";
 
-/** What `KVCacheManager.checkInvariants` checks against: its pool, tables, kept tails and pins. */
+/** What `KvCacheManager.checkInvariants` checks against: its pool, tables, kept tails and pins. */
 export interface ManagerState {
   pool: BlockPool;
   blockSize: number;
@@ -13,7 +13,7 @@ export interface ManagerState {
 }
 
 /**
- * Throws if the pool's invariants or the manager's are broken (see `KVCacheManager.checkInvariants`):
+ * Throws if the pool's invariants or the manager's are broken (see `KvCacheManager.checkInvariants`):
  * every block's refCount equals the tables, kept tails and pins holding it. For tests.
  *
  * @example checkManagerInvariants({ pool, blockSize, enablePrefixCache, sequences, tails, pins })
@@ -25,7 +25,7 @@ export function checkManagerInvariants({ pool, blockSize, enablePrefixCache, seq
   const indexOf = new Int32Array(pool.numBlocks).fill(-1);
   const firstComputed = new Uint8Array(pool.numBlocks);
   for (const [seqId, seq] of sequences) {
-    const where = `KVCacheManager invariant (sequence ${seqId})`;
+    const where = `KvCacheManager invariant (sequence ${seqId})`;
     const { tokenIds, status, blockHashes } = seq.sequence;
     if (status !== "running" && status !== "preempted") throw new Error(`${where}: registered but ${status}`);
     if (seq.numComputedTokens > tokenIds.length) throw new Error(`${where}: ${seq.numComputedTokens} computed of ${tokenIds.length} tokens`);
@@ -54,11 +54,11 @@ export function checkManagerInvariants({ pool, blockSize, enablePrefixCache, seq
     }
   }
   for (const [id, n] of pins) {
-    if (pool.blockHash(id) === null) throw new Error(`KVCacheManager invariant: pinned block ${id} is not cached`);
+    if (pool.blockHash(id) === null) throw new Error(`KvCacheManager invariant: pinned block ${id} is not cached`);
     holders[id]! += n;
   }
   for (const [key, tail] of tails.entries()) {
-    const where = `KVCacheManager invariant (tail ${key})`;
+    const where = `KvCacheManager invariant (tail ${key})`;
     if (holders[tail.blockId]! > 0) throw new Error(`${where}: block ${tail.blockId} is also in a table or another tail`);
     if (pool.blockHash(tail.blockId) !== null) throw new Error(`${where}: block ${tail.blockId} is cached`);
     if (tail.tokenIds.length < 1 || tail.tokenIds.length >= B) throw new Error(`${where}: ${tail.tokenIds.length} tokens is not a partial block`);
@@ -66,7 +66,7 @@ export function checkManagerInvariants({ pool, blockSize, enablePrefixCache, seq
   }
   for (let id = 0; id < pool.numBlocks; id++) {
     if (pool.refCount(id) !== holders[id]) {
-      throw new Error(`KVCacheManager invariant: block ${id} has refCount ${pool.refCount(id)} but ${holders[id]} tables and tails hold it`);
+      throw new Error(`KvCacheManager invariant: block ${id} has refCount ${pool.refCount(id)} but ${holders[id]} tables and tails hold it`);
     }
   }
 }

@@ -11,7 +11,7 @@ export type SequenceStatus = "waiting" | "running" | "preempted" | "finished";
  * What the KV manager reads of a sequence (the scheduler's `Sequence` implements it). The
  * sequence owns its tokens and the memo of its block hashes; the manager owns its block table.
  */
-export interface KVSequence {
+export interface KvSequence {
   readonly seqId: number;
   /** Prompt tokens followed by generated tokens; grows as the sequence decodes (live). */
   readonly tokenIds: readonly number[];

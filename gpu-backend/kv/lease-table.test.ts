@@ -2,9 +2,9 @@ import { describe, expect, it } from "vitest";
 import { mulberry32 } from "../../protocol/random";
 import { hashRoot } from "../../protocol/block-hash";
 import { BlockPool } from "./block-pool";
-import { KVCacheManager } from "./kv-cache-manager";
+import { KvCacheManager } from "./kv-cache-manager";
 import { LeaseTable, type LeaseTableParams } from "./lease-table";
-import { blocksNeeded, randInt, range, sequence } from "./test-support";
+import { blocksNeeded, randInt, range, sequence } from "./testing";
 
 const h = (n: number): string => n.toString(16).padStart(32, "0");
 
@@ -255,12 +255,12 @@ describe("LeaseTable: cap, expiry, release", () => {
   });
 });
 
-describe("LeaseTable with KVCacheManager (random operations, invariants after each)", () => {
+describe("LeaseTable with KvCacheManager (random operations, invariants after each)", () => {
   it("never fails an allocation because of leases, and keeps pool, manager and table consistent", () => {
     const rand = mulberry32(11);
     const clock = { t: 0 };
     const pool = new BlockPool({ numBlocks: 48, blockSize: 4 });
-    const kv = new KVCacheManager({ pool, enablePrefixCache: true });
+    const kv = new KvCacheManager({ pool, enablePrefixCache: true });
     const leases = new LeaseTable({ pool, maxLeasedFraction: 0.4, now: () => clock.t });
     const root = hashRoot({ modelId: "m", salt: "" });
     const prompts = Array.from({ length: 10 }, (_, i) => range(i * 1000, randInt(rand, 5, 40)));

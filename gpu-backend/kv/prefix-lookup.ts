@@ -4,7 +4,7 @@ import type { CachedPrefix } from "./kv-cache-types";
 
 /**
  * Chained block hashes of a token sequence and the longest run of them cached in the pool: the
- * prefix lookup `KVCacheManager` and its host-tier link share. Changes no reference counts.
+ * prefix lookup `KvCacheManager` and its host-tier link share. Changes no reference counts.
  */
 export class PrefixLookup {
   private readonly scratch: number[];

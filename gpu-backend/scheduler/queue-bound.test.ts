@@ -2,21 +2,21 @@ import { describe, expect, it } from "vitest";
 import { hashRoot } from "../../protocol/block-hash";
 import { ProtocolError } from "../../protocol/errors";
 import { BlockPool } from "../kv/block-pool";
-import { KVCacheManager } from "../kv/kv-cache-manager";
+import { KvCacheManager } from "../kv/kv-cache-manager";
 import { Scheduler } from "./scheduler";
 import { Sequence } from "./sequence";
 
 const root = hashRoot({ modelId: "m", salt: "" });
 let nextId = 1;
-const seqOf = (n: number, offset = 0) => new Sequence(nextId++, Array.from({ length: n }, (_, i) => (i + offset) % 1000), n, 2, root);
+const seqOf = (n: number, offset = 0) => new Sequence({ seqId: nextId++, tokenIds: Array.from({ length: n }, (_, i) => (i + offset) % 1000), maxTokens: 2, hashRoot: root });
 
 function setup(maxQueuedTokens: number) {
-  const kv = new KVCacheManager({ pool: new BlockPool({ numBlocks: 256, blockSize: 4 }), enablePrefixCache: true });
+  const kv = new KvCacheManager({ pool: new BlockPool({ numBlocks: 256, blockSize: 4 }), enablePrefixCache: true });
   return { kv, s: new Scheduler(kv, { maxBatchTokens: 16, maxRunningSequences: 8, blockSize: 4, maxQueuedTokens }) };
 }
 
 /** Runs steps until nothing is left, marking tokens computed and finishing sequences at their max tokens. */
-function drain(s: Scheduler, kv: KVCacheManager): void {
+function drain(s: Scheduler, kv: KvCacheManager): void {
   while (s.hasWork) {
     for (const item of s.schedule().items) {
       kv.markComputed(item.seq.seqId, item.numTokens);
@@ -79,7 +79,7 @@ describe("Scheduler queue bound (maxQueuedTokens)", () => {
     s.add(first);
     drain(s, kv); // its full blocks are now cached
     s.add(seqOf(12, 900)); // unrelated queued work
-    const next = new Sequence(nextId++, [...first.tokenIds.slice(0, 64), 1, 2, 3, 4], 68, 2, root);
+    const next = new Sequence({ seqId: nextId++, tokenIds: [...first.tokenIds.slice(0, 64), 1, 2, 3, 4], maxTokens: 2, hashRoot: root });
     s.add(next);
     expect(next.queuedTokens).toBe(4);
     expect(s.queuedTokens()).toBe(16);

@@ -1,17 +1,17 @@
 import { describe, expect, it } from "vitest";
 import { hashRoot } from "../../protocol/block-hash";
 import { BlockPool } from "../kv/block-pool";
-import { KVCacheManager } from "../kv/kv-cache-manager";
+import { KvCacheManager } from "../kv/kv-cache-manager";
 import { Scheduler, type StepPlan } from "./scheduler";
 import { Sequence } from "./sequence";
 
 const root = hashRoot({ modelId: "m", salt: "" });
 let nextId = 1;
 const seqOf = (n: number, maxTokens = 4, offset = 0) =>
-  new Sequence(nextId++, Array.from({ length: n }, (_, i) => (i + offset) % 1000), n, maxTokens, root);
+  new Sequence({ seqId: nextId++, tokenIds: Array.from({ length: n }, (_, i) => (i + offset) % 1000), maxTokens, hashRoot: root });
 
 /** A stand-in for the engine's side of a step: mark computed, sample a fixed token, finish at max. */
-function runStep(s: Scheduler, kv: KVCacheManager, plan: StepPlan): void {
+function runStep(s: Scheduler, kv: KvCacheManager, plan: StepPlan): void {
   for (const item of plan.items) {
     kv.markComputed(item.seq.seqId, item.numTokens);
     if (item.samples) {
@@ -23,7 +23,7 @@ function runStep(s: Scheduler, kv: KVCacheManager, plan: StepPlan): void {
 }
 
 function setup(numBlocks: number, maxBatchTokens = 64, maxRunningSequences = 8, prefillWastePerToken = 1024) {
-  const kv = new KVCacheManager({ pool: new BlockPool({ numBlocks, blockSize: 4 }), enablePrefixCache: true });
+  const kv = new KvCacheManager({ pool: new BlockPool({ numBlocks, blockSize: 4 }), enablePrefixCache: true });
   return { kv, s: new Scheduler(kv, { maxBatchTokens, maxRunningSequences, blockSize: 4, prefillWastePerToken }) };
 }
 
@@ -72,7 +72,7 @@ describe("Scheduler", () => {
     const a = seqOf(20, 1);
     s.add(a);
     while (s.hasWork) runStep(s, kv, s.schedule());
-    const b = new Sequence(nextId++, [...a.tokenIds.slice(0, 20), 1, 2, 3], 23, 1, root);
+    const b = new Sequence({ seqId: nextId++, tokenIds: [...a.tokenIds.slice(0, 20), 1, 2, 3], maxTokens: 1, hashRoot: root });
     s.add(b);
     const plan = s.schedule();
     expect(b.numCachedTokens).toBe(20);
@@ -106,7 +106,7 @@ describe("Scheduler", () => {
   it("holds back a sequence whose prefix another sequence is prefilling, then admits it past that prefix", () => {
     const { kv, s } = setup(64, 16);
     const a = seqOf(40, 1);
-    const b = new Sequence(nextId++, [...a.tokenIds.slice(0, 36), 901, 902, 903], 39, 1, root);
+    const b = new Sequence({ seqId: nextId++, tokenIds: [...a.tokenIds.slice(0, 36), 901, 902, 903], maxTokens: 1, hashRoot: root });
     const c = seqOf(8, 1, 700); // unrelated: admitted right away
     s.add(a);
     s.add(b);
@@ -130,7 +130,7 @@ describe("Scheduler", () => {
     const long = Array.from({ length: 3 }, (_, k) => seqOf(400, 1, k * 300 + 7));
     long.forEach((q) => s.add(q));
     while (s.hasWork) runStep(s, kv, s.schedule()); // all three computed and finished: cached
-    const next = long.map((q) => new Sequence(nextId++, [...q.tokenIds.slice(0, 400), 5, 6, 7, 8, 9, 10, 11, 12], 408, 1, root));
+    const next = long.map((q) => new Sequence({ seqId: nextId++, tokenIds: [...q.tokenIds.slice(0, 400), 5, 6, 7, 8, 9, 10, 11, 12], maxTokens: 1, hashRoot: root }));
     next.forEach((q) => s.add(q));
     const plan = s.schedule();
     expect(next.every((q) => q.numCachedTokens === 0 || q.numCachedTokens === 400)).toBe(true);

@@ -1,16 +1,16 @@
 import type { BlockHash } from "../../protocol/block-hash";
 import { ProtocolError } from "../../protocol/errors";
-import type { KVSequence } from "../kv/kv-sequence";
+import type { KvSequence } from "../kv/kv-sequence";
 import type { Sequence } from "./sequence";
 
 /**
  * What the scheduler needs from the KV cache manager (gpu-backend/kv). The scheduler never
  * touches the block pool itself.
  */
-export interface KVPort {
+export interface KvPort {
   findCachedPrefix(params: { tokenIds: readonly number[]; root: BlockHash; memo?: BlockHash[] }): { numCachedTokens: number };
   /** Registers the sequence and sets its status to "running" (restartSequence too; preempt sets "preempted"). */
-  startSequence(seq: KVSequence): { numCachedTokens: number };
+  startSequence(seq: KvSequence): { numCachedTokens: number };
   restartSequence(seqId: number): { numCachedTokens: number };
   allocateSlots(seqId: number, numNewTokens: number): boolean;
   numComputedTokens(seqId: number): number;
@@ -91,7 +91,7 @@ export class Scheduler {
   refused = 0;
 
   constructor(
-    private readonly kv: KVPort,
+    private readonly kv: KvPort,
     readonly config: SchedulerConfig,
   ) {}
 

@@ -1,4 +1,5 @@
-import { Engine } from "../engine/engine";
+import type { Engine } from "../engine/engine";
+import { createEngine } from "../engine/create-engine";
 import type { DemoAgent } from "../engine/demo-agent";
 import { BlockPool, blocksForBudget } from "../kv/block-pool";
 import { createExecutor } from "../model/executors/create-executor";
@@ -87,7 +88,7 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
   const pool = new BlockPool({ numBlocks, blockSize: options.blockSize });
   const trace = options.stepTraceDir ? new StepTraceFile(options.stepTraceDir, options.backendId) : undefined;
   if (trace) log(`tracing every engine step to ${trace.path}`);
-  const engine = new Engine({
+  const engine = createEngine({
     executor,
     pool,
     codec: model.codec,

@@ -8,7 +8,7 @@ import type { DoneFrame, Frame, GenerateRequest, SamplingParams, ToolDefinition 
 import { SECRET_HEADER } from "../../protocol/messages";
 import { ROUTES } from "../../protocol/routes";
 import type { CpuExecutor } from "../model/executors/cpu-executor";
-import { materializeTinyModel } from "../model/checkpoint/demo-model";
+import { tinyModelDir } from "../model/testing/tiny-model";
 import { testEngine } from "./testing/test-engine";
 import { createBackendApp } from "./app";
 import { DEFAULT_DEMO_AGENT_TOKENS, demoConstraint, endOfTurnTokenId, VISIBLE_TEXT } from "../engine/demo-agent";
@@ -34,7 +34,7 @@ const tools: ToolDefinition[] = Object.entries(zodTools).map(([name, schema]) =>
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "agent-edge-demo-agent-"));
-  const modelDir = await materializeTinyModel(join(dir, "tiny"));
+  const modelDir = await tinyModelDir(dir);
   const a = await testEngine({ modelDir, demoAgent: { replyTokens: N } });
   const b = await testEngine({ modelDir });
   executors.push(a.executor, b.executor);

@@ -3,6 +3,7 @@ import { FAILED_KV_PULL_OUTCOMES, MSGPACK_CONTENT_TYPE, SECRET_HEADER, type KvFe
 import { rendezvous } from "../../protocol/rendezvous";
 import { ROUTES } from "../../protocol/routes";
 import type { Engine } from "../engine/engine";
+import type { KeptTokens } from "../engine/state-store";
 
 /** What a drain's push did: trajectories pushed, blocks and bytes the peers took, failed pushes, those left when its time ran out. */
 export interface PushSummary {
@@ -87,14 +88,14 @@ export class DrainPush {
     const summary: PushSummary = { trajectories: 0, blocks: 0, bytes: 0, failures: 0, left: 0, ms: 0 };
     const deadline = t0 + (this.params.budgetMs ?? 30_000);
     const pushed = new Set<string>();
-    const pending = () => engine.keptTrajectories(pushed).filter((t) => t.tokenIds.length > engine.kv.blockSize);
+    const pending = () => engine.states.keptTokens(pushed).filter((t) => t.tokenIds.length > engine.kv.blockSize);
     for (;;) {
       if (performance.now() >= deadline) {
         summary.left = pending().length;
         break;
       }
       const work = pending();
-      if (work.length > 0) await this.pass(peers, work, summary, deadline, pushed);
+      if (work.length > 0) await this.pass({ peers, work, summary, deadline, pushed });
       else if (engine.numRunning + engine.numWaiting === 0) break;
       else await new Promise((r) => setTimeout(r, this.params.pollMs ?? 100));
     }
@@ -102,7 +103,8 @@ export class DrainPush {
     return summary;
   }
 
-  private async pass(peers: string[], work: ReturnType<Engine["keptTrajectories"]>, summary: PushSummary, deadline: number, pushed: Set<string>): Promise<void> {
+  /** One pass over `work`: each trajectory pushed to its rendezvous peer, until `deadline`. */
+  private async pass({ peers, work, summary, deadline, pushed }: { peers: string[]; work: KeptTokens[]; summary: PushSummary; deadline: number; pushed: Set<string> }): Promise<void> {
     const { engine } = this.params;
     let next = 0;
     const worker = async () => {

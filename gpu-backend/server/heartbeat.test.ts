@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { shortBlockHash } from "../../protocol/block-hash";
 import type { KvEventBatch } from "../../protocol/messages";
-import { materializeTinyModel } from "../model/checkpoint/demo-model";
+import { tinyModelDir } from "../model/testing/tiny-model";
 import { createBackend, type Backend } from "./backend";
 import { startHeartbeat } from "./heartbeat";
 
@@ -29,7 +29,7 @@ describe("startHeartbeat publishes KV events", () => {
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), "agent-edge-heartbeat-"));
     backend = await createBackend({
-      modelDir: await materializeTinyModel(join(dir, "tiny")),
+      modelDir: await tinyModelDir(dir),
       kvMemoryBytes: 1 << 20,
       blockSize: 16,
       maxBatchTokens: 256,
@@ -114,7 +114,7 @@ async function heartbeatFixture(backendId: string, answer: (body: Record<string,
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   const edge = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const dir = mkdtempSync(join(tmpdir(), `agent-edge-${backendId}-`));
-  const b = await createBackend({ modelDir: await materializeTinyModel(join(dir, "tiny")), kvMemoryBytes: 1 << 20, blockSize: 16, maxBatchTokens: 256, enablePrefixCache: true, threads: 1, device: "cpu", backendId });
+  const b = await createBackend({ modelDir: await tinyModelDir(dir), kvMemoryBytes: 1 << 20, blockSize: 16, maxBatchTokens: 256, enablePrefixCache: true, threads: 1, device: "cpu", backendId });
   const stop = startHeartbeat({ edgeUrl: edge, secret: "s", backendId, advertiseUrl: "http://127.0.0.1:1", engine: b.engine, intervalMs: 400 });
   return {
     received,

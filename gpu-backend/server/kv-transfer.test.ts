@@ -8,10 +8,11 @@ import { hashRoot } from "../../protocol/block-hash";
 import { decodeKvPullReport, encode } from "../../protocol/codec";
 import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type DoneFrame, type Frame, type GenerateRequest, type KvPullRequest, type SamplingParams } from "../../protocol/messages";
 import { ROUTES } from "../../protocol/routes";
-import { Engine } from "../engine/engine";
+import type { Engine } from "../engine/engine";
+import { createEngine } from "../engine/create-engine";
 import { loadModel, type LoadedModel } from "../engine/load-model";
 import { BlockPool } from "../kv/block-pool";
-import { materializeTinyModel } from "../model/checkpoint/demo-model";
+import { tinyModelDir } from "../model/testing/tiny-model";
 import { CpuExecutor } from "../model/executors/cpu-executor";
 import { createBackendApp, type BackendAppOptions } from "./app";
 import { Drain } from "./drain";
@@ -42,7 +43,7 @@ interface Backend {
 
 async function startBackend(id: string, fetchFn?: typeof fetch): Promise<Backend> {
   const executor = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks: 96, blockSize: B, threads: 1 });
-  const engine = new Engine({
+  const engine = createEngine({
     executor,
     pool: new BlockPool({ numBlocks: 96, blockSize: B }),
     codec: model.codec,
@@ -90,8 +91,8 @@ const request = (over: Partial<GenerateRequest> = {}): GenerateRequest => ({
 /** The pulled blocks hold exactly the holder's bytes. */
 function sameBlocks(holder: Backend, puller: Backend, tokenIds: number[], salt: string, blocks: number): void {
   const root = hashRoot({ modelId: model.spec.modelId, salt });
-  const a = holder.engine.kv.pinCachedPrefix({ tokenIds, root, fromBlock: 0 });
-  const b = puller.engine.kv.pinCachedPrefix({ tokenIds, root, fromBlock: 0 });
+  const a = holder.engine.kv.transfer.pinCachedPrefix({ tokenIds, root, fromBlock: 0 });
+  const b = puller.engine.kv.transfer.pinCachedPrefix({ tokenIds, root, fromBlock: 0 });
   try {
     expect(b.blockIds.length).toBeGreaterThanOrEqual(blocks);
     const io = holder.executor.blockIO;
@@ -103,8 +104,8 @@ function sameBlocks(holder: Backend, puller: Backend, tokenIds: number[], salt: 
       expect(Buffer.compare(x, y), `block ${i}`).toBe(0);
     }
   } finally {
-    holder.engine.kv.unpin(a.blockIds);
-    puller.engine.kv.unpin(b.blockIds);
+    holder.engine.kv.transfer.unpin(a.blockIds);
+    puller.engine.kv.transfer.unpin(b.blockIds);
   }
 }
 
@@ -140,7 +141,7 @@ function streamHeaderBytes(io: { format: string; bytesPerBlock: number }): numbe
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "agent-edge-transfer-"));
-  model = await loadModel({ dir: await materializeTinyModel(join(dir, "tiny")) });
+  model = await loadModel({ dir: await tinyModelDir(dir) });
 }, 120_000);
 
 afterAll(async () => {
@@ -258,7 +259,7 @@ describe("KV transfer between backends", () => {
     const peers = [await startBackend("peer-1"), await startBackend("peer-2")];
     const tenants = ["tenant-a", "tenant-b", "tenant-c"];
     const firsts = await Promise.all(tenants.map((salt, i) => turn(leaving.engine, request({ cacheSalt: salt, trajectoryId: `traj-${i}` }))));
-    const kept = leaving.engine.keptTrajectories();
+    const kept = leaving.engine.states.keptTokens();
     expect(kept).toHaveLength(3);
 
     // A drain request with a malformed body is refused and starts nothing.
@@ -300,7 +301,7 @@ describe("KV transfer between backends", () => {
     const push = new DrainPush({ engine: leaving.engine, selfUrl: leaving.url, secret: SECRET, budgetMs: 0 });
     push.offerPeers([peer.url]);
     expect(await push.done).toMatchObject({ trajectories: 0, blocks: 0, failures: 0, left: 2 });
-    for (const t of leaving.engine.keptTrajectories()) {
+    for (const t of leaving.engine.states.keptTokens()) {
       expect(peer.engine.kv.findCachedPrefix({ tokenIds: t.tokenIds, root: hashRoot({ modelId: model.spec.modelId, salt: t.cacheSalt }) }).blockIds).toHaveLength(0);
     }
   });

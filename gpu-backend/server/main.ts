@@ -11,11 +11,12 @@ import type { DeviceRequest } from "../model/executors/device";
 import { parsePrecision, type WeightPrecision } from "../engine/weight-precision";
 import { DEFAULT_MAX_QUEUED_TOKENS } from "../scheduler/scheduler";
 import { DEV_SECRET } from "../../protocol/messages";
+import { DEMO_FAMILIES } from "../model/families/registry";
 
 /** `npm run backend -- --help` prints this. */
 const USAGE = `npm run backend -- [flags]: one backend process serving one model (npm start runs it together with the edge).
 
-  --model DIR|DEMO       Hugging Face-style folder, or a demo family (llama, qwen3, qwen3_moe, gemma3, phi3)
+  --model DIR|DEMO       Hugging Face-style folder, or a demo family (${DEMO_FAMILIES.join(", ")})
                          materialized with seeded random weights (default: the embedded demo-llama-random)
   --kv-memory SIZE       KV pool budget, e.g. 512MiB, 2GiB (default 1GiB)
   --block-size N         tokens per KV block (default 16)

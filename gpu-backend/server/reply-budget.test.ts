@@ -6,7 +6,7 @@ import { encode, FrameDecoder } from "../../protocol/codec";
 import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type DoneFrame, type ErrorFrame, type Frame, type GenerateRequest, type SamplingParams } from "../../protocol/messages";
 import { ROUTES } from "../../protocol/routes";
 import type { CpuExecutor } from "../model/executors/cpu-executor";
-import { materializeTinyModel } from "../model/checkpoint/demo-model";
+import { tinyModelDir } from "../model/testing/tiny-model";
 import { testEngine } from "./testing/test-engine";
 import { createBackendApp } from "./app";
 import { replyBudget } from "../engine/reply-budget";
@@ -24,7 +24,7 @@ let app: ReturnType<typeof createBackendApp>;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "agent-edge-reply-budget-"));
-  const made = await testEngine({ modelDir: await materializeTinyModel(join(dir, "tiny")), maxContext: CONTEXT });
+  const made = await testEngine({ modelDir: await tinyModelDir(dir), maxContext: CONTEXT });
   executor = made.executor;
   app = createBackendApp({ engine: made.engine, secret: SECRET, backendId: "t" });
 });

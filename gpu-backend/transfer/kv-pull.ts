@@ -2,13 +2,13 @@ import { hashBlocks, type BlockHash } from "../../protocol/block-hash";
 import { encode } from "../../protocol/codec";
 import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type KvPullOutcome, type KvPullReport, type KvPullRequest, type KvSource } from "../../protocol/messages";
 import { ROUTES } from "../../protocol/routes";
-import type { KVCacheManager } from "../kv/kv-cache-manager";
+import type { KvCacheManager } from "../kv/kv-cache-manager";
 import type { BlockIO } from "../model/executors/executor";
 import { KvStreamReader } from "./kv-stream";
 import { TransferCost } from "./transfer-cost";
 
 export interface KvPullerParams {
-  kv: KVCacheManager;
+  kv: KvCacheManager;
   io: BlockIO;
   modelId: string;
   /** The pool's shared secret (backends call each other with it). */
@@ -77,7 +77,7 @@ export class KvPuller {
       for (; blocks < n; blocks++) {
         const { payload, ok } = await reader.block(io.bytesPerBlock);
         if (!ok) return this.failed(report("corrupt", blocks, blocks * io.bytesPerBlock));
-        if (kv.importBlock(hashes[local + blocks]!, (id) => io.write(id, payload)) === "full") break;
+        if (kv.transfer.importBlock(hashes[local + blocks]!, (id) => io.write(id, payload)) === "full") break;
       }
       const bytes = blocks * io.bytesPerBlock;
       this.totals.blocks += blocks;

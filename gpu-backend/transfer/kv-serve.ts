@@ -1,7 +1,7 @@
 import type { BlockHash } from "../../protocol/block-hash";
 import { ProtocolError } from "../../protocol/errors";
 import type { KvPullRequest } from "../../protocol/messages";
-import type { KVCacheManager } from "../kv/kv-cache-manager";
+import type { KvCacheManager } from "../kv/kv-cache-manager";
 import type { BlockIO } from "../model/executors/executor";
 import { encodeBlockFrames, encodeStreamHeader } from "./kv-stream";
 
@@ -26,7 +26,7 @@ export class KvServer {
   }
   private readonly maxConcurrent: number;
 
-  constructor(private readonly params: { kv: KVCacheManager; io: BlockIO | undefined; modelId: string; rootFor: (salt: string) => BlockHash; maxConcurrent?: number }) {
+  constructor(private readonly params: { kv: KvCacheManager; io: BlockIO | undefined; modelId: string; rootFor: (salt: string) => BlockHash; maxConcurrent?: number }) {
     this.maxConcurrent = params.maxConcurrent ?? 4;
   }
 
@@ -40,7 +40,7 @@ export class KvServer {
       this.stats.refused++;
       throw new ProtocolError("overloaded", `already serving ${this.active} KV pulls`);
     }
-    const { blockIds } = kv.pinCachedPrefix({ tokenIds: req.tokenIds, root: this.params.rootFor(req.cacheSalt ?? ""), fromBlock: req.fromBlock });
+    const { blockIds } = kv.transfer.pinCachedPrefix({ tokenIds: req.tokenIds, root: this.params.rootFor(req.cacheSalt ?? ""), fromBlock: req.fromBlock });
     this.active++;
     this.stats.streams++;
     let next = 0;
@@ -49,7 +49,7 @@ export class KvServer {
       if (ended) return;
       ended = true;
       this.active--;
-      kv.unpin(blockIds);
+      kv.transfer.unpin(blockIds);
     };
     // Up to 1 MiB of blocks per chunk: fewer, larger writes.
     const perChunk = Math.max(1, Math.floor(2 ** 20 / io.bytesPerBlock));

@@ -20,7 +20,7 @@ describe("parseChatBody: output budget", () => {
     expect(parseChatBody({ messages: [user] }, "chat").sampling.maxTokens).toBeUndefined();
     expect("maxTokens" in parseChatBody({ messages: [user], max_tokens: null }, "chat").sampling).toBe(false);
     expect(parseChatBody({ messages: [user], max_tokens: 32000 }, "chat").sampling.maxTokens).toBe(32000);
-    expect(parseChatBody({ messages: [user], max_tokens: 5, max_completion_tokens: 7 }, "turn").sampling.maxTokens).toBe(7);
+    expect(parseChatBody({ messages: [user], max_tokens: 5, max_completion_tokens: 7 }, "append").sampling.maxTokens).toBe(7);
   });
 });
 

@@ -95,7 +95,7 @@ const chatBody = z
   })
   .loose();
 
-const turnBody = z
+const appendBody = z
   .object({
     messages: z.array(message).min(1),
     tools: z.array(tool).optional(),
@@ -123,15 +123,15 @@ export interface ParsedTurn {
 }
 
 /**
- * Validates an OpenAI chat-completions body (or a session-URL turn body) into the turn the
+ * Validates an OpenAI chat-completions body (or an append turn's, `kind: "append"`) into the turn the
  * Durable Object runs. Wrong shapes answer `invalid_request` naming the field. `logprobs: true`
  * becomes `sampling.logprobs` (= `top_logprobs`, default 0); `top_logprobs` outside 0..20 or
  * without `logprobs: true` is `invalid_request` ("top_logprobs: ...").
  *
  * @example parseChatBody(await c.req.json(), "chat")
  */
-export function parseChatBody(json: unknown, kind: "chat" | "turn"): ParsedTurn {
-  const result = (kind === "chat" ? chatBody : turnBody).safeParse(json);
+export function parseChatBody(json: unknown, kind: "chat" | "append"): ParsedTurn {
+  const result = (kind === "chat" ? chatBody : appendBody).safeParse(json);
   if (!result.success) throw fieldError(result.error);
   const b = result.data;
   const topLogprobs = b.top_logprobs ?? undefined;
@@ -155,7 +155,7 @@ export function parseChatBody(json: unknown, kind: "chat" | "turn"): ParsedTurn 
     stream: b.stream ?? false,
     includeUsage: b.stream_options?.include_usage ?? false,
     promptCacheKey: "prompt_cache_key" in b ? (b.prompt_cache_key as string | undefined) : undefined,
-    constraint: replyConstraint(b, kind === "turn" && b.tools === undefined),
+    constraint: replyConstraint(b, kind === "append" && b.tools === undefined),
     thinking: b.chat_template_kwargs?.enable_thinking ?? b.enable_thinking ?? thinkingOfAnthropic(b.thinking ?? undefined) ?? thinkingOfEffort(b.reasoning_effort),
   };
 }
@@ -175,7 +175,7 @@ export function toToolDefinition(t: ChatTool): ToolDefinition {
  * the `answer` of an `"auto"` choice (calls or that JSON, never free text), and moot under
  * `"required"` or a named tool (a call it must be). Whether the choice fits the tools
  * (`unknown_tool`) is the backend's check (`gpu-backend/constraint/reply-grammar.ts`), since a
- * session-URL turn without `tools` (`toolsKept`) keeps the trajectory's, which only the backend sees.
+ * trajectory-URL turn without `tools` (`toolsKept`) keeps the trajectory's, which only the backend sees.
  */
 export function replyConstraint(
   b: { tools?: ChatTool[]; tool_choice?: z.infer<typeof sampling.tool_choice>; parallel_tool_calls?: boolean | null; response_format?: z.infer<typeof sampling.response_format> },

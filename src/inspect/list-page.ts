@@ -1,4 +1,4 @@
-import type { IndexedTrajectory } from "../../durable-objects/tenant-index/tenant-index-do";
+import type { IndexedTrajectory } from "../../durable-objects/tenant-index/tenant-index-store";
 import { html, type Html } from "./html";
 import { COLORS, fmtInt, fmtPct, fmtTime, inspectPaths, page } from "./layout";
 

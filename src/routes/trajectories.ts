@@ -21,7 +21,7 @@ const T = ROUTES.edge.tenant;
 type App = { Bindings: Env; Variables: AuthVariables };
 
 /**
- * Per-tenant session URLs: `/v1/tenants/{tenant}/trajectories[/{id}[/turns]]`. A tenant reaches
+ * Per-tenant trajectory URLs: `/v1/tenants/{tenant}/trajectories[/{id}[/turns]]`. A tenant reaches
  * only its own trajectories: another tenant's URL answers 404, like a missing one.
  */
 export const trajectoryRoutes = new Hono<App>()
@@ -82,7 +82,7 @@ export const trajectoryRoutes = new Hono<App>()
     const tenant = ownTenant(c.req.param("tenant"), c.get("tenant"));
     const id = c.req.param("id");
     checkTrajectoryId(id);
-    const parsed = parseChatBody(await readJson(c), "turn");
+    const parsed = parseChatBody(await readJson(c), "append");
     const model = resolveModel({ requested: parsed.model, served: await servedModels(c.env), tenant, env: c.env });
     const events = trajectoryTurn(
       c.env,

@@ -5,7 +5,7 @@ import { getLlama, LlamaLogLevel, type Llama } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadCheckpoint, type Checkpoint } from "../../gpu-backend/model/checkpoint/checkpoint";
 import { materializeModel, tinyDemoConfig } from "../../gpu-backend/model/checkpoint/demo-model";
-import { exportGguf } from "../../gpu-backend/model/gguf/gguf-export";
+import { exportGguf } from "../../gpu-backend/model/export/gguf-export";
 import { readGguf } from "../../gpu-backend/model/gguf/gguf-reader";
 import { writeGguf } from "../../gpu-backend/model/gguf/gguf-writer";
 import { dequantizeRows, quantizeRows } from "../../gpu-backend/model/quant/block-quant";
@@ -72,7 +72,7 @@ beforeAll(async () => {
   let forced: number[] = [];
   for (const [label, path] of Object.entries(files) as [Label, string][]) {
     const model = await llama.loadModel({ modelPath: path });
-    const context = await model.createContext({ contextSize: CONTEXT, sequences: 1, threads: 2, flashAttention: false, experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32" });
+    const context = await model.createContext({ contextSize: CONTEXT, sequences: 1, threads: 1, flashAttention: false, experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32" });
     const sequence = context.getSequence();
     const greedy = await llamaCppGreedy(sequence, prompt, STEPS);
     if (label === "F32") forced = [...prompt, ...greedy.slice(0, STEPS - 1)];

@@ -1,19 +1,22 @@
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { materializeTinyModel } from "../../gpu-backend/model/checkpoint/demo-model";
+import { inject } from "vitest";
+import { tinyModelDir } from "../../gpu-backend/model/testing/tiny-model";
 import { freePort, startStack, type Stack, type StackOptions } from "../../scripts/stack";
 
-/** A fresh temp dir with the tiny random model materialized in it (`dir/tiny`). */
+/** A fresh temp dir and the tiny random model (the run's shared copy, or `dir/tiny`: `tinyModelDir`). */
 export interface TestModelDir {
   dir: string;
+  /** Read only: in a vitest run it is the run's one copy, which other files use too. */
   modelDir: string;
   /** Removes the temp dir. */
   remove(): void;
 }
 
 /**
- * Creates a temp dir named `agent-edge-<name>-...` and materializes the tiny random model in it.
+ * Creates a temp dir named `agent-edge-<name>-...` and gives the tiny random model: the one the run
+ * materialized once (test/support/tiny-model-setup.ts), else one materialized in the temp dir.
  *
  * @example
  * const tmp = await makeTestModelDir("stack");
@@ -24,7 +27,7 @@ export async function makeTestModelDir(name: string): Promise<TestModelDir> {
   const dir = mkdtempSync(join(tmpdir(), `agent-edge-${name}-`));
   const remove = () => rmSync(dir, { recursive: true, force: true });
   try {
-    return { dir, modelDir: await materializeTinyModel(join(dir, "tiny")), remove };
+    return { dir, modelDir: await tinyModelDir(dir), remove };
   } catch (e) {
     remove();
     throw e;
@@ -51,7 +54,7 @@ export interface TestStack {
 }
 
 /**
- * The local stack as the end-to-end tests run it: a temp dir with the tiny random model, `backends`
+ * The local stack as the end-to-end tests run it: a temp dir, the tiny random model, `backends`
  * backend processes (heartbeating into the pool) and `wrangler dev` with its Durable Object state
  * in the temp dir, all on free ports (all different). Output lines go nowhere unless `onLine` is
  * given. If anything fails to start, what did start is stopped and the temp dir removed.
@@ -99,4 +102,51 @@ async function freePorts(n: number): Promise<number[]> {
   const ports: number[] = [];
   for (let i = 0; i < n; i++) ports.push(await freePort());
   return ports;
+}
+
+/** What a file that only reads gets of a stack: the edge's URL and what its checks need. */
+export interface SharedStack {
+  edgeUrl: string;
+  backendUrls: string[];
+  secret: string;
+  /** wrangler's devtools inspector port (listening: the shared stack keeps devtools on). */
+  inspectorPort: number;
+  /** Stops the stack if this file started it; a no-op on the run's shared stack. */
+  stop(): Promise<void>;
+}
+
+/** The options of the run's shared stack, and of a file's own when it runs without one. */
+export const SHARED_STACK_OPTIONS: TestStackOptions = { name: "shared", kvMemory: "64MiB", threads: 1 };
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    /** The `e2e` project's stack, started once for its files (test/support/shared-stack-setup.ts). */
+    sharedStack?: Omit<SharedStack, "stop">;
+  }
+}
+
+/**
+ * The stack for an end-to-end file that only reads: one that creates trajectories with ids of its
+ * own, checks no global count and kills or restarts nothing. In the `e2e` project (vitest.config.ts)
+ * it is the run's one stack, started by that project's global setup; anywhere else (a file moved
+ * out of that project, a script) the file starts its own with the same options.
+ *
+ * @example
+ * let stack: SharedStack | undefined;
+ * beforeAll(async () => { stack = await sharedTestStack(); });
+ * afterAll(() => stack?.stop());
+ */
+export async function sharedTestStack(): Promise<SharedStack> {
+  const shared = providedStack();
+  if (shared) return { ...shared, stop: async () => {} };
+  const own = await startTestStack(SHARED_STACK_OPTIONS);
+  return { edgeUrl: own.stack.edgeUrl, backendUrls: own.stack.backendUrls, secret: own.stack.secret, inspectorPort: own.inspectorPort, stop: () => own.stop() };
+}
+
+function providedStack(): Omit<SharedStack, "stop"> | undefined {
+  try {
+    return inject("sharedStack");
+  } catch {
+    return undefined; // not in a test file
+  }
 }

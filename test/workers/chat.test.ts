@@ -1,8 +1,10 @@
 import { listDurableObjectIds } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { trajectoryName } from "../../durable-objects/trajectory-name";
 import type { ChatMessage } from "../../protocol/messages";
 import { chat, completion, getState, replyOf, SMALL, sseData, stored, uid, uniqueSystem, type ChatCompletion } from "./helpers";
+import { TENANTS } from "./tenants";
 
 interface Chunk {
   object: string;
@@ -128,7 +130,7 @@ describe("chat completions", () => {
     const id = uid("chat-listed");
     await completion(await chat({ messages: [{ role: "user", content: "stateful" }], ...SMALL }, { headers: { "x-trajectory-id": id } }));
     const ids = (await listDurableObjectIds(env.TRAJECTORY)).map((x) => x.toString());
-    expect(ids).toContain(env.TRAJECTORY.idFromName(`tenant-a/${id}`).toString());
+    expect(ids).toContain(env.TRAJECTORY.idFromName(trajectoryName(TENANTS.a.name, id)).toString());
   });
 });
 

@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { ChatMessage } from "../../protocol/messages";
-import { call, chat, completion, createTrajectory, expectError, getState, replyOf, sessionPath, SMALL, stored, uid, uniqueSystem } from "./helpers";
+import { call, chat, completion, createTrajectory, expectError, getState, replyOf, SMALL, stored, trajectoryPath, uid, uniqueSystem } from "./helpers";
 import { TEST_MAX_BODY_BYTES } from "./tenants";
 
 const MESSAGES: ChatMessage[] = [{ role: "user", content: "hello" }];
@@ -21,8 +21,8 @@ describe("request errors", () => {
   it("malformed JSON: 400 invalid_request", async () => {
     const body = await expectError(await call("/v1/chat/completions", { body: "{not json" }), 400, "invalid_request");
     expect(body.error.message).toMatch(/not valid JSON/);
-    await expectError(await call(sessionPath("a", uid("x"), "/turns"), { body: '{"messages": [' }), 400, "invalid_request");
-    await expectError(await call(sessionPath("a"), { body: "]" }), 400, "invalid_request");
+    await expectError(await call(trajectoryPath("a", uid("x"), "/turns"), { body: '{"messages": [' }), 400, "invalid_request");
+    await expectError(await call(trajectoryPath("a"), { body: "]" }), 400, "invalid_request");
   });
 
   it("an empty body: 400 invalid_request", async () => {
@@ -89,7 +89,7 @@ describe("request errors", () => {
   it("missing or wrong key: 401 unauthorized before anything else is read", async () => {
     await expectError(await call("/v1/chat/completions", { tenant: null, body: "{not json" }), 401, "unauthorized");
     await expectError(await call("/v1/chat/completions", { authorization: "Bearer nope", body: "{not json" }), 401, "unauthorized");
-    await expectError(await call(sessionPath("a"), { authorization: "Bearer nope", body: { id: uid("x") } }), 401, "unauthorized");
+    await expectError(await call(trajectoryPath("a"), { authorization: "Bearer nope", body: { id: uid("x") } }), 401, "unauthorized");
   });
 });
 
@@ -98,7 +98,7 @@ describe("a failed turn leaves the transcript exactly as before", () => {
     const t = await trajectoryWithOneTurn("fail-model");
     await expectError(await chat({ messages: t.next, model: "no-such-model", ...SMALL }, { headers: t.headers }), 404, "unknown_model");
     await expectError(await chat({ messages: t.next, model: "no-such-model", ...SMALL, stream: true }, { headers: t.headers }), 404, "unknown_model");
-    await expectError(await call(sessionPath("a", t.id, "/turns"), { body: { messages: [{ role: "user", content: "x" }], model: "no-such-model", ...SMALL } }), 404, "unknown_model");
+    await expectError(await call(trajectoryPath("a", t.id, "/turns"), { body: { messages: [{ role: "user", content: "x" }], model: "no-such-model", ...SMALL } }), 404, "unknown_model");
     expect(await stored("a", t.id)).toEqual(t.before);
     // A diverging request that fails does not replace the transcript either.
     await expectError(await chat({ messages: [{ role: "user", content: "different" }], model: "no-such-model", ...SMALL }, { headers: t.headers }), 404, "unknown_model");
@@ -117,7 +117,7 @@ describe("a failed turn leaves the transcript exactly as before", () => {
     const t = await trajectoryWithOneTurn("fail-input");
     await expectError(await chat({ messages: [...t.next, { role: "wizard", content: "x" }], ...SMALL }, { headers: t.headers }), 400, "invalid_request");
     await expectError(await call("/v1/chat/completions", { body: "{oops", headers: t.headers }), 400, "invalid_request");
-    await expectError(await call(sessionPath("a", t.id, "/turns"), { body: { messages: [] } }), 400, "invalid_request");
+    await expectError(await call(trajectoryPath("a", t.id, "/turns"), { body: { messages: [] } }), 400, "invalid_request");
     expect(await stored("a", t.id)).toEqual(t.before);
     // And the trajectory goes on as a delta afterwards.
     const r = await chat({ messages: t.next, ...SMALL }, { headers: t.headers });
@@ -126,7 +126,7 @@ describe("a failed turn leaves the transcript exactly as before", () => {
     expect((await getState("a", t.id)).turns).toHaveLength(2);
   });
 
-  it("a tool message answering no call: 400 invalid_request naming it, on a chat turn and a session-URL append turn, and nothing stored", async () => {
+  it("a tool message answering no call: 400 invalid_request naming it, on a chat turn and an append turn, and nothing stored", async () => {
     const t = await trajectoryWithOneTurn("fail-tool");
     const orphan: ChatMessage = { role: "tool", tool_call_id: "call_nowhere", content: "42 files" };
     // The stored transcript is system, user, assistant reply: the tool message is messages[3].
@@ -136,12 +136,12 @@ describe("a failed turn leaves the transcript exactly as before", () => {
     }
     // An append turn: indices are the ones the client sent.
     const appended = await expectError(
-      await call(sessionPath("a", t.id, "/turns"), { body: { messages: [{ role: "user", content: "run it" }, orphan], ...SMALL } }),
+      await call(trajectoryPath("a", t.id, "/turns"), { body: { messages: [{ role: "user", content: "run it" }, orphan], ...SMALL } }),
       400,
       "invalid_request",
     );
     expect(appended.error.message).toMatch(/^messages\[1\]: tool message answers tool_call_id "call_nowhere", which no earlier/);
-    await expectError(await call(sessionPath("a", t.id, "/turns"), { body: { messages: [orphan], ...SMALL, stream: true } }), 400, "invalid_request");
+    await expectError(await call(trajectoryPath("a", t.id, "/turns"), { body: { messages: [orphan], ...SMALL, stream: true } }), 400, "invalid_request");
     expect(await stored("a", t.id)).toEqual(t.before);
     // And the trajectory goes on as a delta afterwards.
     const r = await chat({ messages: t.next, ...SMALL }, { headers: t.headers });
@@ -149,27 +149,27 @@ describe("a failed turn leaves the transcript exactly as before", () => {
     await completion(r);
   });
 
-  it("a session-URL append turn answers the call of the stored reply; an answer after another message is refused", async () => {
+  it("an append turn answers the call of the stored reply; an answer after another message is refused", async () => {
     const id = uid("tool-append");
     await createTrajectory("a", id);
     const tools = [{ type: "function", function: { name: "ls", description: "List a folder", parameters: { type: "object", properties: { dir: { type: "string" } }, required: ["dir"] } } }];
     // A reply that must call the tool (constrained decoding): stored with the canonical id call_0.
     const c1 = await completion(
-      await call(sessionPath("a", id, "/turns"), { body: { messages: [uniqueSystem(), { role: "user", content: "list src" }], tools, tool_choice: "required", max_tokens: 64, temperature: 0 } }),
+      await call(trajectoryPath("a", id, "/turns"), { body: { messages: [uniqueSystem(), { role: "user", content: "list src" }], tools, tool_choice: "required", max_tokens: 64, temperature: 0 } }),
     );
     const callId = (c1.choices[0]!.message.tool_calls as { id: string }[])[0]!.id;
     expect(callId).toBe("call_0");
     const before = await stored("a", id);
     // After a user message, the answer no longer follows its call: refused, nothing stored.
     const misplaced = await expectError(
-      await call(sessionPath("a", id, "/turns"), { body: { messages: [{ role: "user", content: "wait" }, { role: "tool", tool_call_id: callId, content: "a.ts" }], ...SMALL } }),
+      await call(trajectoryPath("a", id, "/turns"), { body: { messages: [{ role: "user", content: "wait" }, { role: "tool", tool_call_id: callId, content: "a.ts" }], ...SMALL } }),
       400,
       "invalid_request",
     );
     expect(misplaced.error.message).toMatch(/^messages\[1\]: tool message answers tool_call_id "call_0" of stored message 2, but messages\[0\] \(role user\) comes between/);
     expect(await stored("a", id)).toEqual(before);
     // The answer alone, right after the stored call: a delta turn.
-    const r = await call(sessionPath("a", id, "/turns"), { body: { messages: [{ role: "tool", tool_call_id: callId, content: "a.ts" }], ...SMALL } });
+    const r = await call(trajectoryPath("a", id, "/turns"), { body: { messages: [{ role: "tool", tool_call_id: callId, content: "a.ts" }], ...SMALL } });
     expect(r.headers.get("x-agent-edge-mode")).toBe("delta");
     await completion(r);
     expect((await stored("a", id)).messages[3]).toEqual({ role: "tool", tool_call_id: "call_0", content: "a.ts" });
@@ -186,10 +186,10 @@ describe("a failed turn leaves the transcript exactly as before", () => {
     await completion(await chat({ messages: ok, ...SMALL }));
   });
 
-  it("a failed first turn through a session URL leaves the trajectory empty", async () => {
+  it("a failed first turn through a trajectory URL leaves the trajectory empty", async () => {
     const id = uid("fail-first");
     await createTrajectory("a", id);
-    await expectError(await call(sessionPath("a", id, "/turns"), { body: { messages: MESSAGES, model: "no-such-model", ...SMALL } }), 404, "unknown_model");
+    await expectError(await call(trajectoryPath("a", id, "/turns"), { body: { messages: MESSAGES, model: "no-such-model", ...SMALL } }), 404, "unknown_model");
     const state = await getState("a", id);
     expect(state.turns).toEqual([]);
     expect(state.message_count).toBe(0);

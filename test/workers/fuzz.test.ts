@@ -1,7 +1,7 @@
 import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { edgeFuzzCase, fuzzEdge, type EdgeFuzzContext } from "../../bench/fuzz-edge";
-import { call, chat, completion, getState, sessionPath, SMALL, uid } from "./helpers";
+import { call, chat, completion, getState, SMALL, trajectoryPath, uid } from "./helpers";
 import { TENANTS } from "./tenants";
 
 /**
@@ -30,7 +30,7 @@ describe("edge fuzzing", () => {
     // Fuzzed turns without a budget may use all the context the tiny model has left (the backend
     // clamps to it), so the probe takes the next turn, or refuses it as full and keeps everything.
     const before = await state();
-    const next = await call(sessionPath("a", probe, "/turns"), { body: { messages: [{ role: "user", content: "Go on." }], ...SMALL } });
+    const next = await call(trajectoryPath("a", probe, "/turns"), { body: { messages: [{ role: "user", content: "Go on." }], ...SMALL } });
     if (next.status >= 300) {
       expect(next.status, await next.clone().text()).toBe(400);
       expect(((await next.json()) as { error: { code: string } }).error.code).toBe("context_length_exceeded");

@@ -54,13 +54,14 @@ export function chat(body: Record<string, unknown>, options: Omit<CallOptions, "
   return call("/v1/chat/completions", { ...options, method: "POST", body });
 }
 
-export function sessionPath(tenant: TenantName, id?: string, suffix = ""): string {
+/** The path of a tenant's trajectory URL: `/v1/tenants/{tenant}/trajectories[/{id}]` and `suffix` (e.g. "/turns"). */
+export function trajectoryPath(tenant: TenantName, id?: string, suffix = ""): string {
   return `/v1/tenants/${TENANTS[tenant].name}/trajectories${id === undefined ? "" : `/${id}`}${suffix}`;
 }
 
-/** Creates a trajectory through its session URL; expects 201. */
+/** Creates a trajectory through its trajectory URL; expects 201. */
 export async function createTrajectory(tenant: TenantName, id: string): Promise<void> {
-  const res = await call(sessionPath(tenant), { tenant, body: { id } });
+  const res = await call(trajectoryPath(tenant), { tenant, body: { id } });
   expect(res.status).toBe(201);
   await res.body?.cancel();
 }
@@ -155,9 +156,9 @@ export interface StateJson {
   parent: { id: string; turn: number } | null;
 }
 
-/** GET the trajectory's state through its session URL; expects 200. */
+/** GET the trajectory's state through its trajectory URL; expects 200. */
 export async function getState(tenant: TenantName, id: string): Promise<StateJson> {
-  const res = await call(sessionPath(tenant, id), { tenant });
+  const res = await call(trajectoryPath(tenant, id), { tenant });
   const text = await res.text();
   expect(res.status, text).toBe(200);
   return JSON.parse(text) as StateJson;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { ChatMessage } from "../../protocol/messages";
-import { call, chat, completion, createTrajectory, expectError, getState, replyOf, sessionPath, SMALL, sseData, stored, uid, uniqueSystem } from "./helpers";
+import { call, chat, completion, createTrajectory, expectError, getState, replyOf, SMALL, sseData, stored, trajectoryPath, uid, uniqueSystem } from "./helpers";
 
 describe("idempotency", () => {
   it("the same Idempotency-Key twice: the same completion, replayed, and the transcript grows once", async () => {
@@ -48,17 +48,17 @@ describe("idempotency", () => {
     await completion(r4);
   });
 
-  it("the session URL's turns honour Idempotency-Key; a key over 256 characters is refused", async () => {
+  it("the trajectory URL's turns honour Idempotency-Key; a key over 256 characters is refused", async () => {
     const id = uid("idem-sess");
     await createTrajectory("a", id);
     const key = uid("key");
     const body = { messages: [{ role: "user", content: "append me once" }], max_tokens: 4, temperature: 1 };
-    const c1 = await completion(await call(sessionPath("a", id, "/turns"), { body, headers: { "idempotency-key": key } }));
-    const r2 = await call(sessionPath("a", id, "/turns"), { body, headers: { "idempotency-key": key } });
+    const c1 = await completion(await call(trajectoryPath("a", id, "/turns"), { body, headers: { "idempotency-key": key } }));
+    const r2 = await call(trajectoryPath("a", id, "/turns"), { body, headers: { "idempotency-key": key } });
     expect(r2.headers.get("x-agent-edge-replayed")).toBe("true");
     expect((await completion(r2)).choices[0]!.message).toEqual(c1.choices[0]!.message);
     expect((await stored("a", id)).messages).toEqual([...body.messages, replyOf(c1)]);
-    await expectError(await call(sessionPath("a", id, "/turns"), { body, headers: { "idempotency-key": "k".repeat(257) } }), 400, "invalid_request");
+    await expectError(await call(trajectoryPath("a", id, "/turns"), { body, headers: { "idempotency-key": "k".repeat(257) } }), 400, "invalid_request");
     expect((await getState("a", id)).turns).toHaveLength(1);
   });
 });
@@ -67,7 +67,7 @@ describe("idempotency keys expire with their turn's age", () => {
   it("a key is remembered for the trajectory's last 64 turns (IDEMPOTENCY_TURNS): then the same key runs a new turn", async () => {
     const id = uid("idem-age");
     await createTrajectory("a", id);
-    const turn = (content: string, key?: string) => call(sessionPath("a", id, "/turns"), { body: { messages: [{ role: "user", content }], max_tokens: 1, temperature: 0 }, headers: key ? { "idempotency-key": key } : {} });
+    const turn = (content: string, key?: string) => call(trajectoryPath("a", id, "/turns"), { body: { messages: [{ role: "user", content }], max_tokens: 1, temperature: 0 }, headers: key ? { "idempotency-key": key } : {} });
     const keys = [uid("k1"), uid("k2"), uid("k3")];
     for (const [i, key] of keys.entries()) await completion(await turn(`keyed ${i}`, key));
     expect((await getState("a", id)).idempotency_keys).toBe(3);
@@ -118,13 +118,13 @@ describe("concurrency", () => {
     await completion(retry);
   });
 
-  it("a streaming turn holds the trajectory until it ends; a session-URL turn meanwhile is refused", async () => {
+  it("a streaming turn holds the trajectory until it ends; a trajectory-URL turn meanwhile is refused", async () => {
     const id = uid("busy-stream");
     await createTrajectory("a", id);
     const long = { role: "user", content: `go ${"describe the architecture in detail; ".repeat(150)}` };
     const [streamed, appended] = await Promise.all([
-      call(sessionPath("a", id, "/turns"), { body: { messages: [long], ...SMALL, stream: true } }),
-      call(sessionPath("a", id, "/turns"), { body: { messages: [long], ...SMALL } }),
+      call(trajectoryPath("a", id, "/turns"), { body: { messages: [long], ...SMALL, stream: true } }),
+      call(trajectoryPath("a", id, "/turns"), { body: { messages: [long], ...SMALL } }),
     ]);
     const statuses = [streamed.status, appended.status].sort();
     expect(statuses).toEqual([200, 409]);
@@ -145,7 +145,7 @@ describe("concurrency", () => {
     const reader = res.body!.getReader();
     const decoder = new TextDecoder();
     let text = decoder.decode((await reader.read()).value, { stream: true });
-    const del = await call(sessionPath("a", id), { method: "DELETE" });
+    const del = await call(trajectoryPath("a", id), { method: "DELETE" });
     expect(del.headers.get("retry-after")).toBe("1");
     await expectError(del, 409, "trajectory_busy");
     for (;;) {
@@ -159,7 +159,7 @@ describe("concurrency", () => {
     expect(s.turns).toHaveLength(1);
     expect(s.turns[0]!.completionTokens).toBe(256);
     // Once the turn has finished, DELETE works.
-    expect((await call(sessionPath("a", id), { method: "DELETE" })).status).toBe(200);
-    await expectError(await call(sessionPath("a", id)), 404, "not_found");
+    expect((await call(trajectoryPath("a", id), { method: "DELETE" })).status).toBe(200);
+    await expectError(await call(trajectoryPath("a", id)), 404, "not_found");
   });
 });

@@ -2,13 +2,13 @@ import { runInDurableObject } from "cloudflare:test";
 import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { ChatMessage } from "../../protocol/messages";
-import { call, chat, completion, createTrajectory, expectError, getState, replyOf, sessionPath, SMALL, stubOf, uid, uniqueSystem, type TenantName } from "./helpers";
+import { call, chat, completion, createTrajectory, expectError, getState, replyOf, SMALL, stubOf, type TenantName, trajectoryPath, uid, uniqueSystem } from "./helpers";
 import { TENANTS } from "./tenants";
 
 /** The inspector's paths for a test tenant. */
 function inspectPath(tenant: TenantName, id?: string, json = false): string {
   const suffix = json ? "inspect.json" : "inspect";
-  return id === undefined ? `/v1/tenants/${TENANTS[tenant].name}/${suffix}` : `${sessionPath(tenant, id)}/${suffix}`;
+  return id === undefined ? `/v1/tenants/${TENANTS[tenant].name}/${suffix}` : `${trajectoryPath(tenant, id)}/${suffix}`;
 }
 
 /** Three turns: a first turn, a delta, then an edit of the first user message (a forced prefix break). */
@@ -75,9 +75,9 @@ describe("trajectory inspector: auth", () => {
     expect(await text(await call(inspectPath("a", id), { tenant: null, headers: { cookie } }))).toContain(id);
     expect((await call(`${inspectPath("a")}?limit=5`, { tenant: null, headers: { cookie } })).status).toBe(200);
     // Not an API credential: the state route, turns and deletes still need the bearer key.
-    await expectError(await call(sessionPath("a", id), { tenant: null, headers: { cookie } }), 401, "unauthorized");
-    await expectError(await call(sessionPath("a", id, "/turns"), { tenant: null, headers: { cookie }, body: { messages: [{ role: "user", content: "x" }] } }), 401, "unauthorized");
-    await expectError(await call(sessionPath("a", id), { tenant: null, method: "DELETE", headers: { cookie } }), 401, "unauthorized");
+    await expectError(await call(trajectoryPath("a", id), { tenant: null, headers: { cookie } }), 401, "unauthorized");
+    await expectError(await call(trajectoryPath("a", id, "/turns"), { tenant: null, headers: { cookie }, body: { messages: [{ role: "user", content: "x" }] } }), 401, "unauthorized");
+    await expectError(await call(trajectoryPath("a", id), { tenant: null, method: "DELETE", headers: { cookie } }), 401, "unauthorized");
     // Tenant A's cookie on tenant B's pages: authenticated as A, so 404 like any other tenant's URL.
     await expectError(await call(inspectPath("b"), { tenant: null, headers: { cookie } }), 404, "not_found");
     // A tampered token is refused.
@@ -213,7 +213,7 @@ describe("trajectory inspector: list page", () => {
     rows = await listUntil("a", (ids) => ids[0] === older);
     expect(rows[0]!.id).toBe(older);
     expect(rows[0]!.turns).toBe(4);
-    expect((await call(sessionPath("a", newer), { tenant: "a", method: "DELETE" })).status).toBe(200);
+    expect((await call(trajectoryPath("a", newer), { tenant: "a", method: "DELETE" })).status).toBe(200);
     rows = await listUntil("a", (ids) => !ids.includes(newer));
     expect(rows.map((r) => r.id)).not.toContain(newer);
 

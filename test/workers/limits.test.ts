@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { LIMIT_DEFAULTS } from "../../durable-objects/settings";
 import { TrajectoryStore } from "../../durable-objects/trajectory/trajectory-store";
 import type { ChatMessage } from "../../protocol/messages";
-import { call, chat, completion, createTrajectory, expectError, getState, seededTurn, sessionPath, SMALL, stored, stubOf, uid, uniqueSystem, type Stored } from "./helpers";
+import { call, chat, completion, createTrajectory, expectError, getState, seededTurn, SMALL, stored, type Stored, stubOf, trajectoryPath, uid, uniqueSystem } from "./helpers";
 import { TENANTS, TEST_MAX_BODY_BYTES } from "./tenants";
 
 /**
@@ -24,7 +24,7 @@ const bigText = (chars: number) => "y".repeat(chars);
 
 /** A trajectory that does not exist (and must not after a refusal). */
 async function expectNoTrajectory(id: string): Promise<void> {
-  await expectError(await call(sessionPath("a", id)), 404, "not_found");
+  await expectError(await call(trajectoryPath("a", id)), 404, "not_found");
   expect((await stored("a", id)).meta).toBeNull();
 }
 
@@ -72,7 +72,7 @@ describe("limits: chat completions", () => {
   });
 });
 
-describe("limits: session URLs and Responses continuations count the stored transcript", () => {
+describe("limits: trajectory URLs and Responses continuations count the stored transcript", () => {
   /** A trajectory whose storage holds `messages` (written as one committed turn, then read back by a fresh instance). */
   async function seeded(messages: ChatMessage[]): Promise<{ id: string; before: Stored }> {
     const id = uid("lim-seed");
@@ -89,13 +89,13 @@ describe("limits: session URLs and Responses continuations count the stored tran
   it("an append turn within the caps on its own is refused when the stored transcript takes the total past MAX_MESSAGES or MAX_TOTAL_CHARS", async () => {
     const many = await seeded([...manyMessages(maxMessages - 1), { role: "assistant", content: "ok" }]);
     const one = { messages: [{ role: "user", content: "one more" }], ...SMALL };
-    await refused(await call(sessionPath("a", many.id, "/turns"), { body: one }), 400, "limit_exceeded", `${maxMessages + 1} messages`, sent(one));
+    await refused(await call(trajectoryPath("a", many.id, "/turns"), { body: one }), 400, "limit_exceeded", `${maxMessages + 1} messages`, sent(one));
     expect(await stored("a", many.id)).toEqual(many.before);
     expect((await getState("a", many.id)).message_count).toBe(maxMessages);
 
     const long = await seeded([{ role: "user", content: bigText(maxTotalChars - 100) }, { role: "assistant", content: "ok" }]);
     const more = { messages: [{ role: "user", content: bigText(200) }], ...SMALL };
-    await refused(await call(sessionPath("a", long.id, "/turns"), { body: { ...more, stream: true } }), 413, "payload_too_large", "MAX_TOTAL_CHARS", sent(more));
+    await refused(await call(trajectoryPath("a", long.id, "/turns"), { body: { ...more, stream: true } }), 413, "payload_too_large", "MAX_TOTAL_CHARS", sent(more));
     expect(await stored("a", long.id)).toEqual(long.before);
     expect((await getState("a", long.id)).turns).toHaveLength(1);
   });
@@ -159,7 +159,7 @@ describe("limits: Responses and Messages shapes", () => {
 describe("limits: MAX_HEADER_BYTES", () => {
   it("refuses headers past the cap with 431 headers_too_large on every route, before the key is checked", async () => {
     const huge = { "x-padding": "h".repeat(maxHeaderBytes) };
-    for (const [path, tenant] of [["/healthz", null], ["/v1/models", null], ["/v1/models", "a"], [sessionPath("a"), "a"], ["/v1/pool", null], ["/nothing-here", null]] as const) {
+    for (const [path, tenant] of [["/healthz", null], ["/v1/models", null], ["/v1/models", "a"], [trajectoryPath("a"), "a"], ["/v1/pool", null], ["/nothing-here", null]] as const) {
       const body = await expectError(await call(path, { tenant, headers: huge }), 431, "headers_too_large");
       expect(body.error.message).toContain(`limit of ${maxHeaderBytes} bytes (MAX_HEADER_BYTES)`);
     }

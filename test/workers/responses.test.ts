@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { call, expectError, getState, sessionPath, stored, uniqueSystem } from "./helpers";
+import { call, expectError, getState, stored, trajectoryPath, uniqueSystem } from "./helpers";
 
 /** The Responses API on the real Worker, trajectory objects and backend (tiny random model). */
 
@@ -132,9 +132,9 @@ describe("Responses API", () => {
     expect((await getState("a", forkId)).parent).toEqual({ id: trajectory, turn: 1, relation: "fork" });
     expect((await stored("a", trajectory)).messages).toEqual(parentBefore.messages);
     // The inspector shows both ends of the fork.
-    const inspected = (await (await call(sessionPath("a", trajectory, "/inspect.json"))).json()) as { forks: { id: string; turn: number }[] };
+    const inspected = (await (await call(trajectoryPath("a", trajectory, "/inspect.json"))).json()) as { forks: { id: string; turn: number }[] };
     expect(inspected.forks.map((f) => [f.id, f.turn])).toEqual([[forkId, 1]]);
-    const forkPage = await (await call(sessionPath("a", forkId, "/inspect"))).text();
+    const forkPage = await (await call(trajectoryPath("a", forkId, "/inspect"))).text();
     expect(forkPage).toContain(`forked from <a href="/v1/tenants/tenant-a/trajectories/${trajectory}/inspect">${trajectory}</a> at turn 1`);
 
     // The fork's own responses chain on the fork; the parent's latest still chains as a delta.

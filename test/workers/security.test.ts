@@ -4,7 +4,7 @@ import { sha256Hex } from "../../protocol/hex";
 import { SECRET_HEADER } from "../../protocol/messages";
 import { edgePath, ROUTES } from "../../protocol/routes";
 import app from "../../src/index";
-import { call, completion, createTrajectory, expectError, sessionPath, SMALL, stored, uid, uniqueSystem, type CallOptions } from "./helpers";
+import { call, type CallOptions, completion, createTrajectory, expectError, SMALL, stored, trajectoryPath, uid, uniqueSystem } from "./helpers";
 import { TENANTS } from "./tenants";
 
 /**
@@ -113,18 +113,18 @@ describe("security: a tenant reaches nothing of another tenant's", () => {
     const id = uid("sec-traj");
     const missing = uid("sec-none");
     await createTrajectory("a", id);
-    await completion(await call(sessionPath("a", id, "/turns"), { body: { messages: [uniqueSystem(), { role: "user", content: "tenant A's secret plan" }], ...SMALL } }));
+    await completion(await call(trajectoryPath("a", id, "/turns"), { body: { messages: [uniqueSystem(), { role: "user", content: "tenant A's secret plan" }], ...SMALL } }));
     const before = await stored("a", id);
     expect(before.turns).toHaveLength(1);
     const turn = { messages: [{ role: "user", content: "hijack" }], ...SMALL };
     const requests: [string, (traj: string) => [string, CallOptions]][] = [
-      ["GET trajectory", (t) => [sessionPath("a", t), {}]],
-      ["POST turns", (t) => [sessionPath("a", t, "/turns"), { body: turn }]],
-      ["POST turns (stream)", (t) => [sessionPath("a", t, "/turns"), { body: { ...turn, stream: true } }]],
-      ["DELETE trajectory", (t) => [sessionPath("a", t), { method: "DELETE" }]],
-      ["POST trajectories", (t) => [sessionPath("a"), { body: { id: t } }]],
-      ["inspect", (t) => [sessionPath("a", t, "/inspect"), {}]],
-      ["inspect.json", (t) => [sessionPath("a", t, "/inspect.json"), {}]],
+      ["GET trajectory", (t) => [trajectoryPath("a", t), {}]],
+      ["POST turns", (t) => [trajectoryPath("a", t, "/turns"), { body: turn }]],
+      ["POST turns (stream)", (t) => [trajectoryPath("a", t, "/turns"), { body: { ...turn, stream: true } }]],
+      ["DELETE trajectory", (t) => [trajectoryPath("a", t), { method: "DELETE" }]],
+      ["POST trajectories", (t) => [trajectoryPath("a"), { body: { id: t } }]],
+      ["inspect", (t) => [trajectoryPath("a", t, "/inspect"), {}]],
+      ["inspect.json", (t) => [trajectoryPath("a", t, "/inspect.json"), {}]],
       ["inspector list", () => [`/v1/tenants/${TENANTS.a.name}/inspect`, {}]],
       ["inspector list json", () => [`/v1/tenants/${TENANTS.a.name}/inspect.json`, {}]],
       ["metrics", () => [`/v1/tenants/${TENANTS.a.name}/metrics`, {}]],
@@ -137,7 +137,7 @@ describe("security: a tenant reaches nothing of another tenant's", () => {
       expect(await stored("a", id), what).toEqual(before);
     }
     // Tenant a still has it all.
-    for (const path of [sessionPath("a", id), sessionPath("a", id, "/inspect.json"), `/v1/tenants/${TENANTS.a.name}/metrics`]) {
+    for (const path of [trajectoryPath("a", id), trajectoryPath("a", id, "/inspect.json"), `/v1/tenants/${TENANTS.a.name}/metrics`]) {
       expect((await call(path, { tenant: "a" })).status, path).toBe(200);
     }
   });

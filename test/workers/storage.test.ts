@@ -2,9 +2,9 @@ import { evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import { TrajectoryStore } from "../../durable-objects/trajectory/trajectory-store";
 import type { ChatMessage } from "../../protocol/messages";
-import { call, chat, completion, createTrajectory, expectError, replyOf, seededTurn, sessionPath, SMALL, stored, stubOf, uid, uniqueSystem } from "./helpers";
+import { call, chat, completion, createTrajectory, expectError, replyOf, seededTurn, SMALL, stored, stubOf, trajectoryPath, uid, uniqueSystem } from "./helpers";
 
-/** PART_CHARS in durable-objects/trajectory-store.ts: a message's JSON is split into rows of this many characters. */
+/** PART_CHARS in durable-objects/trajectory/trajectory-store.ts: a message's JSON is split into rows of this many characters. */
 const PART_CHARS = 256 * 1024;
 
 describe("Durable Object storage of long transcripts", () => {
@@ -85,8 +85,8 @@ describe("Durable Object storage of long transcripts", () => {
     expect(body.error.message).toMatch(/context/);
     expect(await stored("a", id)).toEqual(before);
 
-    // The same through the session URL (append), streaming: the error comes before any chunk.
-    const res = await call(sessionPath("a", id, "/turns"), { body: { messages: [huge], ...SMALL, stream: true } });
+    // The same as an append turn (its trajectory URL's /turns), streaming: the error comes before any chunk.
+    const res = await call(trajectoryPath("a", id, "/turns"), { body: { messages: [huge], ...SMALL, stream: true } });
     await expectError(res, 400, "context_length_exceeded");
     expect(await stored("a", id)).toEqual(before);
 

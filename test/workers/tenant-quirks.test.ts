@@ -1,6 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { tenantIndexOf, type IndexedTurn } from "../../durable-objects/tenant-index/tenant-index-do";
+import { tenantIndexOf } from "../../durable-objects/tenant-index/tenant-index-do";
+import type { IndexedTurn } from "../../durable-objects/tenant-index/tenant-index-store";
 
 /** The tenant index counts the client quirks the edge repaired (`repaired.quirks`), per turn. */
 describe("client-quirk counters", () => {

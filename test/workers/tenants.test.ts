@@ -1,15 +1,16 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { trajectoryName } from "../../durable-objects/trajectory-name";
 import type { ChatMessage } from "../../protocol/messages";
-import { call, chat, completion, createTrajectory, expectError, getState, replyOf, sessionPath, SMALL, stored, uid, uniqueSystem } from "./helpers";
+import { call, chat, completion, createTrajectory, expectError, getState, replyOf, SMALL, stored, trajectoryPath, uid, uniqueSystem } from "./helpers";
 import { TENANTS } from "./tenants";
 
 describe("tenant isolation", () => {
-  it("tenant B gets 404 for tenant A's session URL (GET, POST turns, DELETE) and changes nothing", async () => {
+  it("tenant B gets 404 for tenant A's trajectory URL (GET, POST turns, DELETE) and changes nothing", async () => {
     const id = uid("iso-url");
     await createTrajectory("a", id);
     const messages: ChatMessage[] = [{ role: "user", content: "tenant A's secret plan" }];
-    const c = await completion(await call(sessionPath("a", id, "/turns"), { tenant: "a", body: { messages, ...SMALL } }));
+    const c = await completion(await call(trajectoryPath("a", id, "/turns"), { tenant: "a", body: { messages, ...SMALL } }));
     const before = await stored("a", id);
 
     const aPath = `/v1/tenants/${TENANTS.a.name}/trajectories/${id}`;
@@ -23,12 +24,12 @@ describe("tenant isolation", () => {
     expect(before.messages).toEqual([...messages, replyOf(c)]);
     expect((await getState("a", id)).turns).toHaveLength(1);
     // Tenant B's own URL with that id is a different (nonexistent) trajectory.
-    await expectError(await call(sessionPath("b", id), { tenant: "b" }), 404, "not_found");
+    await expectError(await call(trajectoryPath("b", id), { tenant: "b" }), 404, "not_found");
   });
 
   it("the same trajectory id under two tenants is two objects with their own transcripts", async () => {
     const id = uid("iso-same");
-    expect(env.TRAJECTORY.idFromName(`tenant-a/${id}`).equals(env.TRAJECTORY.idFromName(`tenant-b/${id}`))).toBe(false);
+    expect(env.TRAJECTORY.idFromName(trajectoryName(TENANTS.a.name, id)).equals(env.TRAJECTORY.idFromName(trajectoryName(TENANTS.b.name, id)))).toBe(false);
     const ma: ChatMessage[] = [{ role: "user", content: "I am tenant A" }];
     const mb: ChatMessage[] = [{ role: "user", content: "I am tenant B" }];
     const ca = await completion(await chat({ messages: ma, ...SMALL }, { tenant: "a", headers: { "x-trajectory-id": id } }));

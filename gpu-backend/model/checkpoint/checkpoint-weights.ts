@@ -1,6 +1,7 @@
+import { isSparseLayer, type ModelConfig } from "../config/model-config";
+import { familyOf } from "../families/registry";
+import type { FusedTensor } from "../families/family";
 import { EMBED_WEIGHT, FINAL_NORM_WEIGHT, LM_HEAD_WEIGHT, layerWeightNames, type WeightSource } from "../graph/decoder-spec";
-import { familyTraits } from "./model-family";
-import { isSparseLayer, type ModelConfig } from "./model-config";
 import { ModelLoadError } from "./model-load-error";
 
 /**
@@ -8,70 +9,72 @@ import { ModelLoadError } from "./model-load-error";
  * view of them (`WeightSource` by `layerWeightNames`).
  */
 
-/** Phi-3's fused tensors of layer `layer`. */
-function fusedNames(layer: number) {
-  const p = `model.layers.${layer}`;
-  return { qkv: `${p}.self_attn.qkv_proj.weight`, gateUp: `${p}.mlp.gate_up_proj.weight` };
-}
-
 /**
- * Names and shapes of every tensor a config implies, as a text checkpoint stores them (Phi-3's
- * fused projections fused; no multimodal wrapper prefix, see `diskTensorNames`).
+ * Names and shapes of every tensor a config implies, as a text checkpoint stores them (the
+ * family's fused tensors fused, in place of their first part; no multimodal wrapper prefix, see
+ * `diskTensorNames`).
  *
  * @example
  * expectedTensorShapes(config).get("model.norm.weight"); // [hiddenSize]
  */
 export function expectedTensorShapes(config: ModelConfig): Map<string, number[]> {
   const { hiddenSize: h, intermediateSize: inter, numAttentionHeads: nh, numKeyValueHeads: nkv, headDim: hd, vocabSize: v } = config;
-  const traits = familyTraits(config.modelType);
+  const traits = familyOf(config.modelType).traits;
   const shapes = new Map<string, number[]>();
   shapes.set(EMBED_WEIGHT, [v, h]);
   for (let l = 0; l < config.numHiddenLayers; l++) {
     const w = layerWeightNames(l);
-    shapes.set(w.inputNorm, [h]);
-    if (traits.fusedProjections) {
-      shapes.set(fusedNames(l).qkv, [(nh + 2 * nkv) * hd, h]);
-    } else {
-      shapes.set(w.q, [nh * hd, h]);
-      shapes.set(w.k, [nkv * hd, h]);
-      shapes.set(w.v, [nkv * hd, h]);
-    }
+    const layer = new Map<string, number[]>();
+    layer.set(w.inputNorm, [h]);
+    layer.set(w.q, [nh * hd, h]);
+    layer.set(w.k, [nkv * hd, h]);
+    layer.set(w.v, [nkv * hd, h]);
     if (config.attentionBias) {
-      shapes.set(w.qBias, [nh * hd]);
-      shapes.set(w.kBias, [nkv * hd]);
-      shapes.set(w.vBias, [nkv * hd]);
+      layer.set(w.qBias, [nh * hd]);
+      layer.set(w.kBias, [nkv * hd]);
+      layer.set(w.vBias, [nkv * hd]);
     }
     if (traits.qkNorm) {
-      shapes.set(w.qNorm, [hd]);
-      shapes.set(w.kNorm, [hd]);
+      layer.set(w.qNorm, [hd]);
+      layer.set(w.kNorm, [hd]);
     }
-    shapes.set(w.o, [h, nh * hd]);
-    shapes.set(w.postNorm, [h]);
-    if (traits.gemma) {
-      shapes.set(w.preFeedforwardNorm, [h]);
-      shapes.set(w.postFeedforwardNorm, [h]);
+    layer.set(w.o, [h, nh * hd]);
+    layer.set(w.postNorm, [h]);
+    if (traits.sandwichNorms) {
+      layer.set(w.preFeedforwardNorm, [h]);
+      layer.set(w.postFeedforwardNorm, [h]);
     }
     if (config.moe && isSparseLayer(config.moe, l)) {
       const { numExperts, moeIntermediateSize: mi } = config.moe;
-      shapes.set(w.router, [numExperts, h]);
+      layer.set(w.router, [numExperts, h]);
       for (let e = 0; e < numExperts; e++) {
         const x = w.expert(e);
-        shapes.set(x.gate, [mi, h]);
-        shapes.set(x.up, [mi, h]);
-        shapes.set(x.down, [h, mi]);
+        layer.set(x.gate, [mi, h]);
+        layer.set(x.up, [mi, h]);
+        layer.set(x.down, [h, mi]);
       }
-    } else if (traits.fusedProjections) {
-      shapes.set(fusedNames(l).gateUp, [2 * inter, h]);
-      shapes.set(w.down, [h, inter]);
     } else {
-      shapes.set(w.gate, [inter, h]);
-      shapes.set(w.up, [inter, h]);
-      shapes.set(w.down, [h, inter]);
+      layer.set(w.gate, [inter, h]);
+      layer.set(w.up, [inter, h]);
+      layer.set(w.down, [h, inter]);
     }
+    for (const [name, shape] of fuse(layer, traits.fusedTensors, l)) shapes.set(name, shape);
   }
   shapes.set(FINAL_NORM_WEIGHT, [h]);
   if (!config.tieWordEmbeddings) shapes.set(LM_HEAD_WEIGHT, [v, h]);
   return shapes;
+}
+
+/** A layer's tensors with each fused tensor whose parts are all there in place of its parts (rows added up). */
+function fuse(layer: Map<string, number[]>, fused: readonly FusedTensor[], l: number): Map<string, number[]> {
+  const out = new Map<string, number[]>();
+  const groups = fused.map((f) => ({ name: f.name(l), parts: f.parts(l) })).filter((f) => f.parts.every((p) => layer.has(p)));
+  for (const [name, shape] of layer) {
+    const group = groups.find((f) => f.parts.includes(name));
+    if (!group) out.set(name, shape);
+    else if (group.parts[0] === name) out.set(group.name, [group.parts.reduce((rows, p) => rows + layer.get(p)![0]!, 0), shape[1]!]);
+  }
+  return out;
 }
 
 /**
@@ -90,8 +93,8 @@ export function diskTensorNames(config: ModelConfig, present: readonly string[])
 }
 
 /**
- * The decoder's view of a checkpoint's tensors: by `layerWeightNames`, float32, fused tensors split
- * (the fused one is read once and its parts kept until taken).
+ * The decoder's view of a checkpoint's tensors: by `layerWeightNames`, float32, the family's fused
+ * tensors split (a fused one is read once and its parts kept until taken).
  *
  * @example
  * const weights = checkpointWeights(config, diskName, getTensor);
@@ -102,35 +105,33 @@ export function checkpointWeights(
   diskName: (name: string) => string,
   read: (name: string) => { data: Float32Array; shape: number[] },
 ): WeightSource {
-  const traits = familyTraits(config.modelType);
-  const parts = new Map<string, Float32Array>();
-  const canonical = new Set<string>();
-  for (const name of expectedTensorShapes(config).keys()) canonical.add(name);
-  if (traits.fusedProjections) {
-    for (let l = 0; l < config.numHiddenLayers; l++) {
-      const w = layerWeightNames(l);
-      for (const name of [w.q, w.k, w.v, w.gate, w.up]) canonical.add(name);
+  const { fusedTensors } = familyOf(config.modelType).traits;
+  const stored = expectedTensorShapes(config);
+  const canonical = new Set(stored.keys());
+  /** Decoder tensor name -> the fused tensor holding it. */
+  const fusedOf = new Map<string, { name: string; parts: string[]; rows: number[] }>();
+  for (let l = 0; l < config.numHiddenLayers; l++) {
+    for (const f of fusedTensors) {
+      const group = { name: f.name(l), parts: f.parts(l), rows: f.rows(config) };
+      if (!stored.has(group.name)) continue;
+      for (const part of group.parts) {
+        canonical.add(part);
+        fusedOf.set(part, group);
+      }
     }
   }
-  const split = (fused: string, names: string[], rows: number[]) => {
-    const { data, shape } = read(diskName(fused));
-    const cols = shape[1]!;
-    let row = 0;
-    names.forEach((name, i) => {
-      parts.set(name, data.slice(row * cols, (row + rows[i]!) * cols));
-      row += rows[i]!;
-    });
-  };
+  const parts = new Map<string, Float32Array>();
   const fusedPart = (name: string): Float32Array | undefined => {
-    const m = /^model\.layers\.(\d+)\.(self_attn\.[qkv]_proj|mlp\.(gate|up)_proj)\.weight$/.exec(name);
-    if (!traits.fusedProjections || !m) return undefined;
+    const group = fusedOf.get(name);
+    if (!group) return undefined;
     if (!parts.has(name)) {
-      const l = Number(m[1]);
-      const w = layerWeightNames(l);
-      const f = fusedNames(l);
-      const { numAttentionHeads: nh, numKeyValueHeads: nkv, headDim: hd, intermediateSize: inter } = config;
-      if (m[2]!.startsWith("self_attn")) split(f.qkv, [w.q, w.k, w.v], [nh * hd, nkv * hd, nkv * hd]);
-      else split(f.gateUp, [w.gate, w.up], [inter, inter]);
+      const { data, shape } = read(diskName(group.name));
+      const cols = shape[1]!;
+      let row = 0;
+      group.parts.forEach((part, i) => {
+        parts.set(part, data.slice(row * cols, (row + group.rows[i]!) * cols));
+        row += group.rows[i]!;
+      });
     }
     const data = parts.get(name)!;
     parts.delete(name);

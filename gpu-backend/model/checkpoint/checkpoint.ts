@@ -4,7 +4,8 @@ import { ChatTemplate } from "../../tokenizer/chat-template";
 import { Tokenizer } from "../../tokenizer/tokenizer";
 import type { WeightSource } from "../graph/decoder-spec";
 import { checkpointWeights, diskTensorNames, expectedTensorShapes } from "./checkpoint-weights";
-import { parseModelConfig, type ModelConfig } from "./model-config";
+import type { ModelConfig } from "../config/model-config";
+import { parseModelConfig } from "./parse-model-config";
 import { ModelLoadError } from "./model-load-error";
 import { openSafetensors, type SafetensorsFile } from "./safetensors";
 
@@ -40,7 +41,7 @@ export interface Checkpoint {
 }
 
 /**
- * Loads a Hugging Face-style model folder of a supported family (see `MODEL_TYPES`):
+ * Loads a Hugging Face-style model folder of a registered family (model/families/registry.ts):
  *
  *   config.json                     required (see `parseModelConfig`)
  *   model.safetensors               or model.safetensors.index.json + the shards it names

@@ -1,7 +1,7 @@
 import type { DecoderSpec } from "../graph/decoder-spec";
-import { familyTraits } from "./model-family";
-import { globalRope, isSparseLayer, type ModelConfig } from "./model-config";
-import { ropeAttentionFactor, ropeInvFreq } from "./rope-config";
+import { globalRope, isSparseLayer, type ModelConfig } from "../config/model-config";
+import { ropeAttentionFactor, ropeInvFreq } from "../config/rope-config";
+import { familyOf } from "../families/registry";
 
 /**
  * The graph's view of a config: the family's traits spelled out as features, rotary tables sized
@@ -11,7 +11,7 @@ import { ropeAttentionFactor, ropeInvFreq } from "./rope-config";
  * const spec = decoderSpecOf(checkpoint.modelId, checkpoint.config, 32768);
  */
 export function decoderSpecOf(modelId: string, c: ModelConfig, maxContext: number): DecoderSpec {
-  const traits = familyTraits(c.modelType);
+  const { traits } = familyOf(c.modelType);
   const maxPositions = Math.min(c.maxPositionEmbeddings, maxContext);
   const rope = globalRope(c);
   const localInvFreq = c.ropeLocalTheta === null ? null : ropeInvFreq({ ...rope, ropeTheta: c.ropeLocalTheta, ropeScaling: null }, maxPositions);
@@ -36,9 +36,10 @@ export function decoderSpecOf(modelId: string, c: ModelConfig, maxContext: numbe
     layerWindows: c.layerTypes.map((t) => (t === "sliding_attention" && c.slidingWindow !== null && c.slidingWindow < maxPositions ? c.slidingWindow : null)),
     attentionScale: 1 / Math.sqrt(c.queryPreAttnScalar ?? c.headDim),
     qkNorm: traits.qkNorm,
-    normOffset: traits.gemma ? 1 : 0,
-    sandwichNorms: traits.gemma,
-    embedScale: traits.gemma ? Math.fround(Math.sqrt(c.hiddenSize)) : 1,
+    ropeLayers: c.ropeLayers,
+    normOffset: traits.normOffset,
+    sandwichNorms: traits.sandwichNorms,
+    embedScale: traits.scaledEmbeddings ? Math.fround(Math.sqrt(c.hiddenSize)) : 1,
     mlpActivation: c.hiddenAct === "gelu_pytorch_tanh" ? "gelu_tanh" : "silu",
     moe: c.moe && {
       numExperts: c.moe.numExperts,

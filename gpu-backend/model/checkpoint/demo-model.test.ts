@@ -14,7 +14,7 @@ import {
   qwen3TokenizerDir,
   tinyDemoConfig,
 } from "./demo-model";
-import { parseModelConfig } from "./model-config";
+import { parseModelConfig } from "./parse-model-config";
 import { modelConfigToJson } from "./model-config-json";
 import { bf16ToF32 } from "./safetensors";
 

@@ -5,8 +5,8 @@ import { createRequire } from "node:module";
 import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { expectedTensorShapes } from "./checkpoint";
-import type { ModelConfig } from "./model-config";
-import { familyTraits } from "./model-family";
+import type { ModelConfig } from "../config/model-config";
+import { familyOf } from "../families/registry";
 import { modelConfigToJson } from "./model-config-json";
 import { f32BitsToBf16, writeSafetensors, type SafetensorsTensorToWrite } from "./safetensors";
 
@@ -167,6 +167,7 @@ export function demoModelConfig(): ModelConfig {
     torchDtype: "bfloat16",
     ...LLAMA_STYLE,
     layerTypes: Array.from({ length: 8 }, () => "full_attention"),
+    ropeLayers: Array.from({ length: 8 }, () => true),
   };
 }
 
@@ -200,6 +201,7 @@ export const TINY_SHAPE = {
   numKeyValueHeads: 2,
   headDim: 16,
   layerTypes: ["full_attention", "full_attention"],
+  ropeLayers: [true, true],
 } satisfies Partial<ModelConfig>;
 
 /**
@@ -248,8 +250,8 @@ export function generateWeights(
 ): Record<string, SafetensorsTensorToWrite & { data: Uint16Array }> {
   const shapes = expectedTensorShapes(config);
   const table = normalBf16Table(weightStd);
-  // RMSNorm weights that act as 1: Gemma multiplies by (1 + w), so its are 0.
-  const normWord = familyTraits(config.modelType).gemma ? 0 : 0x3f80;
+  // RMSNorm weights that act as 1: 0 where the norm scales by (1 + w) (a norm offset of 1).
+  const normWord = familyOf(config.modelType).traits.normOffset === 1 ? 0 : 0x3f80;
   const out: Record<string, SafetensorsTensorToWrite & { data: Uint16Array }> = {};
   let done = 0;
   for (const [name, shape] of shapes) {

@@ -7,7 +7,7 @@ import { ChatTemplate } from "../../tokenizer/chat-template";
 import { Tokenizer } from "../../tokenizer/tokenizer";
 import { detectToolCallConvention, parseAssistantText, type ToolCallConvention } from "../../tokenizer/tool-call-parser";
 import { writeFamilyTokenizer, type FamilyTokenizerInfo, type TokenizerFamily } from "./family-tokenizers";
-import { GEMMA3_TOOL_TEMPLATE } from "./family-chat-templates";
+import { GEMMA3_TOOL_TEMPLATE } from "../families/gemma3";
 
 const root = mkdtempSync(join(tmpdir(), "family-tokenizers-"));
 

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { parseModelConfig, type ModelConfig } from "./model-config";
+import type { ModelConfig } from "../config/model-config";
+import { parseModelConfig } from "./parse-model-config";
 import { modelConfigToJson } from "./model-config-json";
-import { ropeInvFreq, type RopeParams } from "./rope-config";
+import { ropeInvFreq, type RopeParams } from "../config/rope-config";
 import { ModelLoadError } from "./model-load-error";
 
 const llama32 = {
@@ -60,6 +61,7 @@ describe("parseModelConfig", () => {
       partialRotaryFactor: 1,
       slidingWindow: null,
       layerTypes: Array.from({ length: 16 }, () => "full_attention"),
+      ropeLayers: Array.from({ length: 16 }, () => true),
       ropeLocalTheta: null,
       queryPreAttnScalar: null,
       moe: null,
@@ -127,7 +129,7 @@ describe("parseModelConfig", () => {
     [{ ...llama32, hidden_size: "2048" }, "config.json: hidden_size must be a positive integer"],
     [{ ...llama32, rms_norm_eps: -1 }, "config.json: rms_norm_eps must be a positive number"],
     [{ ...llama32, vocab_size: 0 }, "config.json: vocab_size must be a positive integer"],
-    [{ ...llama32, model_type: "qwen4" }, 'config.json: model_type "qwen4" is not supported (supported: llama, mistral, qwen2, qwen3, qwen3_moe, gemma3_text, phi3, gemma3)'],
+    [{ ...llama32, model_type: "qwen4" }, 'config.json: model_type "qwen4" is not supported (supported: llama, mistral, qwen2, qwen3, qwen3_moe, gemma3_text, phi3, smollm3, gemma3)'],
     [{ ...llama32, model_type: undefined }, "config.json: model_type must be a non-empty string"],
     [{ ...llama32, rope_scaling: { rope_type: "yarn", factor: 4 } }, 'config.json: rope_scaling.rope_type "yarn" is not supported (supported: default, linear, llama3, longrope)'],
     [{ ...llama32, rope_scaling: { rope_type: "dynamic", factor: 2 } }, 'config.json: rope_scaling.rope_type "dynamic" is not supported'],

@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { decoderSpecOf } from "./decoder-spec-of";
-import { parseModelConfig } from "./model-config";
+import { parseModelConfig } from "./parse-model-config";
 import { modelConfigToJson } from "./model-config-json";
-import { ropeAttentionFactor, ropeInvFreq } from "./rope-config";
+import { ropeAttentionFactor, ropeInvFreq } from "../config/rope-config";
 import { ModelLoadError } from "./model-load-error";
 
 /**

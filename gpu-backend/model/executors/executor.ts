@@ -18,7 +18,7 @@ export interface Executor {
   /** Byte counters for host <-> device traffic (CPU: bytes handed to / taken from onnxruntime). */
   readonly transfer: TransferStats;
   /**
-   * Whole KV blocks as bytes, to move them between backends and tiers (kv/block-transfer.ts);
+   * Whole KV blocks as bytes, to move them between backends and tiers (transfer/kv-pull.ts, kv-serve.ts);
    * absent where the pool lives on the device (webgpu).
    */
   readonly blockIO?: BlockIO;

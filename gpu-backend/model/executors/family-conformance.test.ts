@@ -7,11 +7,12 @@ import { familySpecs } from "../testing/family-specs";
  * webgpu-executor.webgpu.test.ts and cpu-executor.test.ts): Qwen3's q/k norms and free head_dim,
  * Gemma 3's sliding-window and global layers with their two rotary tables, (1 + w) and sandwich
  * norms, embedding scale, query_pre_attn_scalar and GeGLU, Phi-3's partial rotary, LongRoPE factor
- * and all-sliding layers, Qwen3-MoE's sparse layer (onnxruntime's MoE op, the cpu kernel). Same tolerances as the Llama run: 1e-4 vs the float64 reference, 1e-5
+ * and all-sliding layers, Qwen3-MoE's sparse layer (onnxruntime's MoE op, the cpu kernel), SmolLM3's
+ * layer without rotary. Same tolerances as the Llama run: 1e-4 vs the float64 reference, 1e-5
  * cached vs uncached.
  */
 const specs = familySpecs();
-for (const family of ["qwen3", "gemma3", "phi3", "qwen3_moe"] as const) {
+for (const family of ["qwen3", "gemma3", "phi3", "qwen3_moe", "smollm3"] as const) {
   executorConformance({
     name: `cpu ${family}`,
     spec: specs[family],

@@ -1,4 +1,4 @@
-import { f16ToF32, f32ToF16 } from "../checkpoint/safetensors";
+import { f16ToF32, f32ToF16 } from "../quant/float-formats";
 import { BLOCK_SIZE, type QuantBits, type QuantizedRows } from "../quant/block-quant";
 
 /**

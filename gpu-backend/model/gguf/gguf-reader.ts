@@ -1,5 +1,5 @@
 import { closeSync, fstatSync, openSync, readSync } from "node:fs";
-import { f16ToF32 } from "../checkpoint/safetensors";
+import { f16ToF32 } from "../quant/float-formats";
 import { dequantizeRows, type QuantizedRows } from "../quant/block-quant";
 import { decodeGgmlBlocks, ggmlQuantBytes, type GgmlQuantType } from "./ggml-quant-blocks";
 import { GGML_TYPES, GGUF_DEFAULT_ALIGNMENT, GGUF_VALUE_TYPES, type GgufItemType, type GgufMetadata, type GgufValue } from "./gguf-writer";

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import type { ModelConfig } from "../checkpoint/model-config";
+import type { ModelConfig } from "../config/model-config";
 import { GGUF_TOKEN_TYPES, spmVocabulary, type AddedToken, type TokenizerJson } from "./gguf-vocab-spm";
 import { gguf, type GgufMetadata } from "./gguf-writer";
 

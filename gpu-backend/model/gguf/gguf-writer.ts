@@ -1,6 +1,6 @@
 import { closeSync, openSync, renameSync, rmSync, writeSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
-import { f32ToF16 } from "../checkpoint/safetensors";
+import { f32ToF16 } from "../quant/float-formats";
 import type { QuantizedRows } from "../quant/block-quant";
 import { encodeGgmlBlocks, ggmlQuantBytes, quantBitsOf, type GgmlQuantType } from "./ggml-quant-blocks";
 

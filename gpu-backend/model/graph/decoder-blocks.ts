@@ -51,16 +51,17 @@ export function embedTokens(g: GraphBuilder, spec: DecoderSpec, gw: GraphWeights
   return { embed, x, rope, localRope };
 }
 
-/** The rotary tables layer `l` uses. */
-export function layerRope(spec: DecoderSpec, l: number, step: { rope: StepRope; localRope: StepRope }): StepRope {
+/** The rotary tables layer `l` uses, or null for a layer whose q and k do not rotate. */
+export function layerRope(spec: DecoderSpec, l: number, step: { rope: StepRope; localRope: StepRope }): StepRope | null {
+  if (!spec.ropeLayers[l]) return null;
   return spec.layerWindows[l] === null ? step.rope : step.localRope;
 }
 
 /**
  * Layer `l`'s input norm and fused q/k/v projection (+ bias), per-head q/k norms, rotary on q and
- * k: q [T, nh, hd], k and v [T, nkv, hd].
+ * k (none when `rope` is null): q [T, nh, hd], k and v [T, nkv, hd].
  */
-export function attentionInputs(g: GraphBuilder, spec: DecoderSpec, gw: GraphWeights, l: number, x: string, rope: StepRope) {
+export function attentionInputs(g: GraphBuilder, spec: DecoderSpec, gw: GraphWeights, l: number, x: string, rope: StepRope | null) {
   const weights = gw.source;
   const { hiddenSize: hid, numHeads: nh, numKvHeads: nkv, headDim: hd } = spec;
   const w = layerWeightNames(l);
@@ -78,6 +79,7 @@ export function attentionInputs(g: GraphBuilder, spec: DecoderSpec, gw: GraphWei
     k = rmsNorm(g, k, normInit(g, spec, weights, w.kNorm, hd), spec.rmsNormEps);
   }
   const v = g.op("Reshape", [v2!, g.int64s([0, nkv, hd])]);
+  if (rope === null) return { q, k, v };
   return { q: applyRope(g, q, rope, hd, spec.rotaryDim), k: applyRope(g, k, rope, hd, spec.rotaryDim), v };
 }
 

@@ -28,6 +28,8 @@ export interface DecoderSpec {
   localInvFreq: Float32Array | null;
   /** Per layer: its sliding window (a query at p sees keys at p - window + 1 .. p), or null for full attention. */
   layerWindows: (number | null)[];
+  /** Per layer: whether q and k rotate (false: SmolLM3's layers without rotary, "NoPE"). */
+  ropeLayers: boolean[];
   /** Attention scores are q·k x this (1 / sqrt(headDim), or Gemma 3's query_pre_attn_scalar^-0.5). */
   attentionScale: number;
   /** Per-head RMSNorm of q and k before rotary (Qwen3, Gemma 3). */

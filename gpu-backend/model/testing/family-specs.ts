@@ -9,7 +9,7 @@ import { tinySpec } from "./tiny-spec";
  * @example
  * executorConformance({ name: "cpu gemma3", spec: familySpecs().gemma3, ... });
  */
-export function familySpecs(): Record<"llama" | "qwen3" | "gemma3" | "phi3" | "qwen3_moe", DecoderSpec> {
+export function familySpecs(): Record<"llama" | "qwen3" | "gemma3" | "phi3" | "qwen3_moe" | "smollm3", DecoderSpec> {
   const invFreq = (dim: number, base: number, divide = 1) => Float32Array.from({ length: dim / 2 }, (_, i) => 1 / divide / Math.pow(base, (2 * i) / dim));
   return {
     llama: tinySpec(),
@@ -37,5 +37,7 @@ export function familySpecs(): Record<"llama" | "qwen3" | "gemma3" | "phi3" | "q
       qkNorm: true,
       moe: { numExperts: 8, topK: 2, intermediateSize: 32, normTopkProb: true, sparseLayers: [false, true] },
     }),
+    // SmolLM3: layer 1 attends without rotary (its q and k are not rotated; "NoPE").
+    smollm3: tinySpec({ modelId: "tiny-smollm3", ropeLayers: [true, false] }),
   };
 }

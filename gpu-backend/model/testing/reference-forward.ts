@@ -44,6 +44,7 @@ export function referenceForward(spec: DecoderSpec, weights: WeightSource, token
         normHeads(q[t]!, nh, hd, normWeight(spec, weights.take(w.qNorm)), spec.rmsNormEps);
         normHeads(k[t]!, nkv, hd, normWeight(spec, weights.take(w.kNorm)), spec.rmsNormEps);
       }
+      if (!spec.ropeLayers[l]) continue;
       applyRope(q[t]!, nh, hd, spec.rotaryDim, cos, sin, t);
       applyRope(k[t]!, nkv, hd, spec.rotaryDim, cos, sin, t);
     }

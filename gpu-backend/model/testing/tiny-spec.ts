@@ -26,6 +26,7 @@ export function tinySpec(overrides: Partial<DecoderSpec> = {}): DecoderSpec {
     ropeScale: 1,
     localInvFreq: null,
     layerWindows: [null, null],
+    ropeLayers: Array.from({ length: overrides.numLayers ?? 2 }, () => true),
     attentionScale: 1 / Math.sqrt(headDim),
     qkNorm: false,
     normOffset: 0,

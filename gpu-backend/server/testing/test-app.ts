@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll } from "vitest";
 import type { Engine } from "../../engine/engine";
-import { materializeTinyModel } from "../../model/checkpoint/demo-model";
+import { tinyModelDir } from "../../model/testing/tiny-model";
 import { testEngine } from "./test-engine";
 
 /** The backend app's shared secret in tests. */
@@ -29,7 +29,7 @@ export function testApp<A>(name: string, makeApp: (engine: Engine) => A, options
   let dispose: (() => Promise<void>) | undefined;
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), `agent-edge-${name}-`));
-    const { engine, executor } = await testEngine({ modelDir: await materializeTinyModel(join(dir, "tiny")), ...options });
+    const { engine, executor } = await testEngine({ modelDir: await tinyModelDir(dir), ...options });
     dispose = () => executor.dispose();
     fixture.engine = engine;
     fixture.app = makeApp(engine);

@@ -1,7 +1,8 @@
 import { BlockPool } from "../../kv/block-pool";
 import { CpuExecutor } from "../../model/executors/cpu-executor";
 import type { SchedulerConfig } from "../../scheduler/scheduler";
-import { Engine, type EngineOptions } from "../../engine/engine";
+import type { Engine, EngineOptions } from "../../engine/engine";
+import { createEngine } from "../../engine/create-engine";
 import { loadModel } from "../../engine/load-model";
 
 /**
@@ -24,7 +25,7 @@ export async function testEngine(p: {
   const numBlocks = p.numBlocks ?? 128;
   const model = await loadModel({ dir: p.modelDir, ...(p.maxContext ? { maxContext: p.maxContext } : {}) });
   const executor = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks, blockSize: 16, threads: 1 });
-  const engine = new Engine({
+  const engine = createEngine({
     executor,
     pool: new BlockPool({ numBlocks, blockSize: 16 }),
     codec: model.codec,

@@ -5,7 +5,7 @@ import { SECRET_HEADER, type ChatMessage, type Heartbeat } from "../../../protoc
 import { poolOf } from "../../../durable-objects/pool/pool-do";
 import { edgeSettings } from "../../../durable-objects/settings";
 import { MODELS_TTL_MS } from "../../../src/http/models";
-import { call, chat, createTrajectory, expectError, getState, sessionPath, SMALL, stored, uid } from "../helpers";
+import { call, chat, createTrajectory, expectError, getState, SMALL, stored, trajectoryPath, uid } from "../helpers";
 import { CLOSED_BACKEND_URL } from "../tenants";
 
 const MESSAGES: ChatMessage[] = [{ role: "user", content: "hello" }];
@@ -39,16 +39,16 @@ describe("backend unavailable", () => {
     await expectError(await chat({ messages: MESSAGES, ...SMALL, stream: true }, { headers: { "x-trajectory-id": id } }), 503, "backend_unavailable");
   });
 
-  it("a session-URL turn: 503 backend_unavailable; the trajectory stays empty and can be deleted", async () => {
+  it("a trajectory-URL turn: 503 backend_unavailable; the trajectory stays empty and can be deleted", async () => {
     const id = uid("down-sess");
     await createTrajectory("a", id);
-    const res = await call(sessionPath("a", id, "/turns"), { body: { messages: MESSAGES, ...SMALL } });
+    const res = await call(trajectoryPath("a", id, "/turns"), { body: { messages: MESSAGES, ...SMALL } });
     expect(res.headers.get("retry-after")).toBe("1");
     await expectError(res, 503, "backend_unavailable");
     const state = await getState("a", id);
     expect(state.turns).toEqual([]);
     expect(state.message_count).toBe(0);
-    expect((await call(sessionPath("a", id), { method: "DELETE" })).status).toBe(200);
+    expect((await call(trajectoryPath("a", id), { method: "DELETE" })).status).toBe(200);
   });
 
   it("GET /v1/models: 503 backend_unavailable, retryable, while no backend serves a model", async () => {

@@ -6,14 +6,17 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadCheckpoint, type Checkpoint } from "../checkpoint/checkpoint";
 import { tinyFamilyConfig } from "../checkpoint/demo-families";
 import { materializeModel, tinyDemoConfig } from "../checkpoint/demo-model";
-import type { ModelConfig } from "../checkpoint/model-config";
-import { globalRope } from "../checkpoint/model-config";
-import { ropeInvFreq } from "../checkpoint/rope-config";
+import { globalRope, type ModelConfig } from "../config/model-config";
+import { ropeInvFreq } from "../config/rope-config";
+import { gemmaSlidingPeriod } from "../families/gemma3";
+import { familyOf } from "../families/registry";
+import { llama3RopeFactors, ropePermuteRows } from "../gguf/gguf-family";
+import { readGguf, type GgufFile } from "../gguf/gguf-reader";
+import { GGUF_TOKEN_TYPES, ggufTokenizerMetadata } from "../gguf/gguf-vocab";
 import { quantizeRows } from "../quant/block-quant";
 import { exportGguf, mapTensorName } from "./gguf-export";
-import { gemmaSlidingPeriod, ggufFamilyOf, llama3RopeFactors, ropePermuteRows } from "./gguf-families";
-import { readGguf, type GgufFile } from "./gguf-reader";
-import { GGUF_TOKEN_TYPES, ggufTokenizerMetadata } from "./gguf-vocab";
+
+const ggufFamilyOf = (c: Pick<ModelConfig, "modelType">) => familyOf(c.modelType).gguf;
 
 let dir: string;
 beforeAll(() => {
@@ -178,7 +181,7 @@ describe("GGUF families", () => {
     expect(ggufFamilyOf({ modelType: "llama" }).arch).toBe("llama");
     expect(ggufFamilyOf({ modelType: "mistral" }).arch).toBe("llama");
     expect(ggufFamilyOf({ modelType: "qwen2" })).toMatchObject({ arch: "qwen2", rope: "neox", ropeFreqsTensor: false });
-    expect(() => ggufFamilyOf({ modelType: "gpt2" as ModelConfig["modelType"] })).toThrow(/model_type "gpt2" has no GGUF family/);
+    expect(() => ggufFamilyOf({ modelType: "gpt2" })).toThrow(/model_type "gpt2" is not a registered family/);
     const qwen2 = ggufFamilyOf({ modelType: "qwen2" });
     expect(mapTensorName(qwen2, "model.layers.3.self_attn.q_proj.bias").gguf).toBe("blk.3.attn_q.bias");
     expect(mapTensorName(qwen2, "lm_head.weight").gguf).toBe("output.weight");

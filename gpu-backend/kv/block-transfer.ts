@@ -13,10 +13,11 @@ export interface HostTierLink {
 }
 
 /**
- * How cached blocks cross the pool's edge, for `KVCacheManager` (which delegates to it): the host
- * tier link (evictions copied out, prefixes restored), pins on blocks being read out for another
- * backend, and blocks imported into the prefix cache. Error messages name `KVCacheManager`, whose
- * public methods these are.
+ * How cached blocks cross the pool's edge, beside `KvCacheManager` (vLLM's connector idea): the
+ * host tier link (evictions copied out, prefixes restored when a sequence starts), pins on blocks
+ * being read out for another backend (`KvServer`), and blocks imported into the prefix cache
+ * (`KvPuller`, the host tier). The manager builds it over the kept tails and prefix lookup it
+ * shares (`kv.transfer`); whoever moves blocks in or out talks to it, not to the manager.
  */
 export class KvBlockTransfer {
   private host: HostTierLink | null = null;
@@ -38,9 +39,9 @@ export class KvBlockTransfer {
   /**
    * Connects the host tier (null: none): every cached block the pool evicts is copied there
    * (`io.read`), and a sequence's prefix lookup brings blocks it finds there back into the pool
-   * (`io.write`) before it acquires its prefix.
+   * (`io.write`) before it acquires its prefix (`restoreFromHostTier`).
    *
-   * @example transfer.setHostTier({ tier: new HostTier(2 ** 30), bytesPerBlock, read: (id, out) => io.read(id, out), write: (id, b) => io.write(id, b) });
+   * @example kv.transfer.setHostTier({ tier: new HostTier(2 ** 30), bytesPerBlock, read: (id, out) => io.read(id, out), write: (id, b) => io.write(id, b) });
    */
   setHostTier(link: HostTierLink | null): void {
     this.host = link;
@@ -56,7 +57,7 @@ export class KvBlockTransfer {
    * Takes a reference on the cached prefix of `tokenIds` from block `fromBlock` on, so that its
    * blocks stay put while they are read out (another backend pulls them); `unpin` gives them back.
    *
-   * @example const { blockIds } = transfer.pinCachedPrefix({ tokenIds, root, fromBlock: 3 }); ...; transfer.unpin(blockIds);
+   * @example const { blockIds } = kv.transfer.pinCachedPrefix({ tokenIds, root, fromBlock: 3 }); ...; kv.transfer.unpin(blockIds);
    */
   pinCachedPrefix(params: { tokenIds: ArrayLike<number>; root: BlockHash; fromBlock: number }): { blockIds: number[]; blockHashes: BlockHash[] } {
     const prefix = this.lookup.longestCachedPrefix(params.tokenIds, params.root, [], Math.floor(params.tokenIds.length / this.pool.blockSize));
@@ -66,11 +67,11 @@ export class KvBlockTransfer {
     return { blockIds, blockHashes: prefix.blockHashes.slice(params.fromBlock) };
   }
 
-  /** Gives back what `pinCachedPrefix` took. @example transfer.unpin(blockIds) */
+  /** Gives back what `pinCachedPrefix` took. @example kv.transfer.unpin(blockIds) */
   unpin(blockIds: readonly number[]): void {
     for (const id of blockIds) {
       const n = this.pins.get(id);
-      if (n === undefined) throw new Error(`KVCacheManager.unpin: block ${id} is not pinned`);
+      if (n === undefined) throw new Error(`KvBlockTransfer.unpin: block ${id} is not pinned`);
       if (n === 1) this.pins.delete(id);
       else this.pins.set(id, n - 1);
     }
@@ -83,10 +84,10 @@ export class KvBlockTransfer {
    * released to the most recently used end, where the next prefix lookup finds it. `present`: the
    * hash was cached already (nothing written); `full`: no block could be freed for it.
    *
-   * @example transfer.importBlock(hash, (id) => io.write(id, bytes));
+   * @example kv.transfer.importBlock(hash, (id) => io.write(id, bytes));
    */
   importBlock(blockHash: BlockHash, fill: (blockId: number) => void): "imported" | "present" | "full" {
-    if (!this.lookup.enablePrefixCache) throw new Error("KVCacheManager.importBlock: the prefix cache is off");
+    if (!this.lookup.enablePrefixCache) throw new Error("KvBlockTransfer.importBlock: the prefix cache is off");
     if (this.pool.lookup(blockHash) !== undefined) return "present";
     if (this.pool.numFree === 0) this.tails.dropOldest(1);
     const ids = this.pool.allocate(1);

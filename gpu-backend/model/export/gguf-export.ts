@@ -1,10 +1,11 @@
 import { expectedTensorShapes, type Checkpoint } from "../checkpoint/checkpoint";
 import { LM_HEAD_WEIGHT } from "../graph/decoder-spec";
-import { ggufFamilyOf, llama3RopeFactors, ropePermuteRows, type GgufFamily, type TensorRule } from "./gguf-families";
-import { ggufTokenizerMetadata } from "./gguf-vocab";
+import { familyOf } from "../families/registry";
+import { llama3RopeFactors, ropePermuteRows, type GgufFamily, type TensorRule } from "../gguf/gguf-family";
+import { ggufTokenizerMetadata } from "../gguf/gguf-vocab";
 import { quantizable, quantizeRows } from "../quant/block-quant";
-import { quantBitsOf } from "./ggml-quant-blocks";
-import { gguf, writeGguf, type GgmlTensorType, type GgufMetadata, type GgufTensorToWrite } from "./gguf-writer";
+import { quantBitsOf } from "../gguf/ggml-quant-blocks";
+import { gguf, writeGguf, type GgmlTensorType, type GgufMetadata, type GgufTensorToWrite } from "../gguf/gguf-writer";
 
 /** The file types `exportGguf` writes (names of llama_ftype without "MOSTLY_"). */
 export type GgufFileType = "F32" | "F16" | "Q8_0" | "Q4_0";
@@ -34,7 +35,7 @@ const ROUTER = /\.ffn_gate_inp\.weight$/;
 
 /**
  * Converts a loaded checkpoint to a GGUF v3 file that llama.cpp loads, following llama.cpp's
- * convert_hf_to_gguf.py for the checkpoint's family (see gguf-families.ts):
+ * convert_hf_to_gguf.py for the checkpoint's family (its `gguf` in model/families/<family>.ts):
  * - metadata: general.architecture / name / file_type / quantization_version, the family's
  *   hyper-parameters (`<arch>.block_count` ...), the tokenizer (gguf-vocab.ts) and chat template;
  * - tensors renamed per the family table, q/k rows (and biases) permuted for a "norm" rope arch,
@@ -63,7 +64,7 @@ export function exportGguf(checkpoint: Checkpoint, outPath: string, options: Exp
   const log = options.onProgress ?? (() => {});
   const fileType = options.fileType ?? "F32";
   const config = checkpoint.config;
-  const family = ggufFamilyOf(config);
+  const family = familyOf(config.modelType).gguf;
   if (config.ropeScaling?.ropeType === "llama3" && !family.ropeFreqsTensor) {
     throw new Error(`GGUF export: llama3 rope scaling cannot be expressed for arch ${family.arch} (llama.cpp loads no rope_freqs for it)`);
   }
@@ -162,7 +163,7 @@ export function exportGguf(checkpoint: Checkpoint, outPath: string, options: Exp
  *
  * @throws Error when no rule matches
  * @example
- * mapTensorName(ggufFamilyOf(config), "model.layers.3.self_attn.q_proj.bias").gguf; // "blk.3.attn_q.bias"
+ * mapTensorName(familyOf(config.modelType).gguf, "model.layers.3.self_attn.q_proj.bias").gguf; // "blk.3.attn_q.bias"
  */
 export function mapTensorName(family: GgufFamily, name: string): { gguf: string; rule: TensorRule; xid?: number } {
   const dot = name.lastIndexOf(".");

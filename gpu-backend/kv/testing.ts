@@ -1,6 +1,6 @@
 import type { BlockHash } from "../../protocol/block-hash";
-import type { KVCacheManager } from "./kv-cache-manager";
-import type { KVSequence } from "./kv-sequence";
+import type { KvCacheManager } from "./kv-cache-manager";
+import type { KvSequence } from "./kv-sequence";
 
 /**
  * Test helpers for the kv folder (imported only by its *.test.ts files).
@@ -56,12 +56,12 @@ export function slotsOf(blockTable: readonly number[], blockSize: number, fromPo
  *
  * @example if (blocksNeeded(kv, 1, 512) > kv.numFreeBlocks) expectFailure();
  */
-export function blocksNeeded(kv: KVCacheManager, seqId: number, numNewTokens: number): number {
+export function blocksNeeded(kv: KvCacheManager, seqId: number, numNewTokens: number): number {
   return Math.max(0, Math.ceil((kv.numComputedTokens(seqId) + numNewTokens) / kv.blockSize) - kv.blockTable(seqId).length);
 }
 
 /** A sequence whose tokens the test appends to (the engine's `Sequence` plays this part in production). */
-export interface TestSequence extends KVSequence {
+export interface TestSequence extends KvSequence {
   readonly tokenIds: number[];
 }
 

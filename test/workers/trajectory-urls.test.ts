@@ -1,11 +1,11 @@
 import { describe, expect, it } from "vitest";
 import type { ChatMessage } from "../../protocol/messages";
-import { call, completion, createTrajectory, expectError, getState, replyOf, sessionPath, SMALL, stored, uid, uniqueSystem } from "./helpers";
+import { call, completion, createTrajectory, expectError, getState, replyOf, SMALL, stored, trajectoryPath, uid, uniqueSystem } from "./helpers";
 
-describe("session URLs", () => {
+describe("trajectory URLs", () => {
   it("POST creates (201 with url and location), the same id again answers 200", async () => {
     const id = uid("sess-create");
-    const res = await call(sessionPath("a"), { body: { id } });
+    const res = await call(trajectoryPath("a"), { body: { id } });
     expect(res.status).toBe(201);
     const body = (await res.json()) as { object: string; id: string; tenant: string; url: string; created_at: string };
     expect(body.object).toBe("trajectory");
@@ -15,7 +15,7 @@ describe("session URLs", () => {
     expect(res.headers.get("location")).toBe(body.url);
     expect(Number.isNaN(Date.parse(body.created_at))).toBe(false);
 
-    const again = await call(sessionPath("a"), { body: { id } });
+    const again = await call(trajectoryPath("a"), { body: { id } });
     expect(again.status).toBe(200);
     const body2 = (await again.json()) as { id: string; created_at: string };
     expect(body2.id).toBe(id);
@@ -26,20 +26,20 @@ describe("session URLs", () => {
   });
 
   it("POST without a body generates an id; a bad id is refused", async () => {
-    const res = await call(sessionPath("a"), { method: "POST" });
+    const res = await call(trajectoryPath("a"), { method: "POST" });
     expect(res.status).toBe(201);
     const body = (await res.json()) as { id: string };
     expect(body.id).toMatch(/^traj_[0-9a-f]{32}$/);
     expect((await getState("a", body.id)).id).toBe(body.id);
-    await expectError(await call(sessionPath("a"), { body: { id: "has spaces/and slashes" } }), 400, "invalid_request");
-    await expectError(await call(sessionPath("a"), { body: { id: "x".repeat(129) } }), 400, "invalid_request");
+    await expectError(await call(trajectoryPath("a"), { body: { id: "has spaces/and slashes" } }), 400, "invalid_request");
+    await expectError(await call(trajectoryPath("a"), { body: { id: "x".repeat(129) } }), 400, "invalid_request");
   });
 
   it("GET state reports each turn's tokens, timings, backend and finish reason", async () => {
     const id = uid("sess-state");
     await createTrajectory("a", id);
     const first: ChatMessage[] = [uniqueSystem(), { role: "user", content: "Show me the diff." }];
-    const r1 = await call(sessionPath("a", id, "/turns"), { body: { messages: first, ...SMALL } });
+    const r1 = await call(trajectoryPath("a", id, "/turns"), { body: { messages: first, ...SMALL } });
     expect(r1.headers.get("x-trajectory-id")).toBe(id);
     const c1 = await completion(r1);
 
@@ -72,9 +72,9 @@ describe("session URLs", () => {
     const id = uid("sess-append");
     await createTrajectory("a", id);
     const first: ChatMessage[] = [uniqueSystem(), { role: "user", content: "Open main.ts." }];
-    const c1 = await completion(await call(sessionPath("a", id, "/turns"), { body: { messages: first, ...SMALL } }));
+    const c1 = await completion(await call(trajectoryPath("a", id, "/turns"), { body: { messages: first, ...SMALL } }));
     const next: ChatMessage = { role: "user", content: "Now close it." };
-    const r2 = await call(sessionPath("a", id, "/turns"), { body: { messages: [next], ...SMALL } });
+    const r2 = await call(trajectoryPath("a", id, "/turns"), { body: { messages: [next], ...SMALL } });
     expect(r2.headers.get("x-agent-edge-mode")).toBe("delta");
     const c2 = await completion(r2);
     expect(c2.usage.prompt_tokens_details.cached_tokens).toBeGreaterThan(0);
@@ -94,19 +94,19 @@ describe("session URLs", () => {
   });
 
   it("POST /turns on a trajectory that does not exist answers 404", async () => {
-    await expectError(await call(sessionPath("a", uid("sess-missing"), "/turns"), { body: { messages: [{ role: "user", content: "hi" }], ...SMALL } }), 404, "not_found");
-    await expectError(await call(sessionPath("a", uid("sess-missing"))), 404, "not_found");
+    await expectError(await call(trajectoryPath("a", uid("sess-missing"), "/turns"), { body: { messages: [{ role: "user", content: "hi" }], ...SMALL } }), 404, "not_found");
+    await expectError(await call(trajectoryPath("a", uid("sess-missing"))), 404, "not_found");
   });
 
   it("DELETE ends the trajectory: then GET answers 404, and a second DELETE too", async () => {
     const id = uid("sess-delete");
     await createTrajectory("a", id);
-    await completion(await call(sessionPath("a", id, "/turns"), { body: { messages: [{ role: "user", content: "hi" }], ...SMALL } }));
-    const res = await call(sessionPath("a", id), { method: "DELETE" });
+    await completion(await call(trajectoryPath("a", id, "/turns"), { body: { messages: [{ role: "user", content: "hi" }], ...SMALL } }));
+    const res = await call(trajectoryPath("a", id), { method: "DELETE" });
     expect(res.status).toBe(200);
     expect(await res.json()).toEqual({ object: "trajectory.deleted", id, deleted: true });
-    await expectError(await call(sessionPath("a", id)), 404, "not_found");
-    await expectError(await call(sessionPath("a", id), { method: "DELETE" }), 404, "not_found");
+    await expectError(await call(trajectoryPath("a", id)), 404, "not_found");
+    await expectError(await call(trajectoryPath("a", id), { method: "DELETE" }), 404, "not_found");
     const s = await stored("a", id);
     expect(s).toEqual({ meta: null, messages: [], turns: [] });
   });
