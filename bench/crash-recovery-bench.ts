@@ -10,7 +10,7 @@ import { sendTurn, TurnFailed } from "./kit/turn-client";
  * `npm run bench -- crash-recovery [--trajectories N] [--turns T] [--json] [--out DIR]`
  *
  * Restarts with nothing lost (issue 19): one backend and `wrangler dev` (Durable Object storage
- * in a folder on disk), N trajectories (16; half through session URLs, half through chat
+ * in a folder on disk), N trajectories (16; half through trajectory URLs, half through chat
  * completions resending the transcript) of T streamed turns (6) each, sent concurrently. Once
  * every client has done 2 turns (the third in flight), wrangler dev gets SIGTERM and is started
  * again on the same port and folder; once every client has done 4, the backend is SIGKILLed and

@@ -2,11 +2,11 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { materializeTinyModel } from "../gpu-backend/model/checkpoint/demo-model";
 import { SECRET_HEADER } from "../protocol/messages";
 import { ROUTES } from "../protocol/routes";
 import { fuzzBackend, fuzzCase } from "./fuzz-backend";
 import { startFuzzBackend } from "./fuzz-bench";
+import { tinyModelDir } from "../gpu-backend/model/testing/tiny-model";
 /**
  * Seeded fuzzing of every backend route (issue 19; bench/fuzz-backend.ts): mutated and random
  * msgpack bodies, with and without the secret, against the real app and engine (tiny model). No
@@ -19,7 +19,7 @@ let backend: Awaited<ReturnType<typeof startFuzzBackend>>;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "agent-edge-fuzz-"));
-  backend = await startFuzzBackend(await materializeTinyModel(join(dir, "tiny")), SECRET);
+  backend = await startFuzzBackend(await tinyModelDir(dir), SECRET);
 }, 120_000);
 
 afterAll(async () => {

@@ -9,7 +9,7 @@ import { mutateValue, randomTree, runFuzz, type FuzzFindings, type ValueKind } f
  *   own `__proto__` key included); or its text cut short, or with characters inserted; or random
  *   JSON; or random text.
  * - Headers: the tenant's key, no key, a wrong key, or another tenant's key on the tenant's
- *   session URL; a random or mutated `x-trajectory-id`.
+ *   trajectory URL; a random or mutated `x-trajectory-id`.
  * - Some GETs and DELETEs of the tenant's and another tenant's trajectory routes.
  *
  * Findings: a 5xx (`serverErrors`; a 503 is counted apart, as `unavailable`), an error answer

@@ -4,9 +4,9 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadModel } from "../gpu-backend/engine/load-model";
 import type { ChatCodec } from "../gpu-backend/engine/chat-codec";
-import { materializeTinyModel } from "../gpu-backend/model/checkpoint/demo-model";
 import { commonPrefixLength } from "../protocol/common-prefix";
 import { LLAMACPP_WORKLOAD_SIZES, makeLlamaCppWorkloads, type LlamaCppWorkloads } from "./llamacpp-workload";
+import { tinyModelDir } from "../gpu-backend/model/testing/tiny-model";
 
 let dir: string;
 let codec: ChatCodec;
@@ -14,7 +14,7 @@ let quick: LlamaCppWorkloads;
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "llamacpp-workload-"));
   // The tiny model has the demo model's tokenizer and chat template.
-  codec = (await loadModel({ dir: await materializeTinyModel(join(dir, "tiny")) })).codec;
+  codec = (await loadModel({ dir: await tinyModelDir(dir) })).codec;
   quick = makeLlamaCppWorkloads({ codec, quick: true });
 });
 afterAll(() => {

@@ -57,7 +57,7 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *            engine, tiny model, in process): 5xx, uncoded errors, answers without the secret;
  *            flags: --cases N (10000), --seed S (1), --json
  *   soak     N agent clients (64) for S seconds (300) over every API (chat with a trajectory id,
- *            session URLs, Responses, Messages, stateless), streaming and not, with tool pauses,
+ *            trajectory URLs, Responses, Messages, stateless), streaming and not, with tool pauses,
  *            through wrangler dev and 2 backends: errors, stored vs client counts, resident memory
  *            of the backends and workerd every 10 s and after a minute idle, what is left at the
  *            end, lease expiry;

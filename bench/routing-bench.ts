@@ -20,7 +20,7 @@ import { checkTargets, cpuTable, idealCachedTokens, policyTable, summarizePolicy
  * For each routing policy (affinity, round-robin, least-loaded, consistent-hash) it starts the
  * real local stack (N backends + `wrangler dev` with `ROUTING_POLICY` set), runs the same M
  * concurrent synthetic agent trajectories through the OpenAI-compatible API (streaming, tool
- * pauses between turns), reads every turn's record from the session URLs, and stops the stack.
+ * pauses between turns), reads every turn's record from the trajectory URLs, and stops the stack.
  * Each policy starts from cold caches on fresh backends.
  *
  * Workload: `routingWorkload` below (kit/workload.ts); one policy's run: routing-policy-run.ts;

@@ -16,7 +16,7 @@ import { setTimeout as sleep } from "node:timers/promises";
  * One routing policy's run: starts `wrangler dev` with `ROUTING_POLICY` set against the running
  * backends, sends every trajectory's turns concurrently through the OpenAI-compatible API
  * (streaming, tool pauses between turns, up to 3 tries a turn), reads which backend served each
- * turn from the session URLs, and stops the edge.
+ * turn from the trajectory URLs, and stops the edge.
  */
 export async function runPolicy(params: { policy: RoutingPolicyName; stack: BenchStack; workload: WorkloadTrajectory[]; modelId: string }): Promise<{
   results: TurnResult[];
@@ -72,7 +72,7 @@ export async function runPolicy(params: { policy: RoutingPolicyName; stack: Benc
       Object.keys(after).map((id) => [id, { cpuS: round(after[id]!.cpuS - (before[id]?.cpuS ?? 0), 1), executorS: round((after[id]!.stepMs - (before[id]?.stepMs ?? 0)) / 1000, 1) }]),
     );
 
-    // Which backend served each turn, what it computed: the session URLs' turn records.
+    // Which backend served each turn, what it computed: the trajectory URLs' turn records.
     const records = new Map<string, TurnRecordView>();
     for (const traj of workload) for (const t of (await trajectoryState(stack.edgeUrl, `${run}-${traj.id}`)).turns) records.set(`${traj.id}\u0000${t.turn}`, t);
     const results: TurnResult[] = client.map((c) => {

@@ -19,7 +19,7 @@ import { percentile, round } from "./kit/report";
  * - max/mean load: turns served by the busiest backend / mean turns per backend.
  */
 
-/** One finished turn as the client and the session URL saw it. */
+/** One finished turn as the client and the trajectory URL saw it. */
 export interface TurnResult {
   trajectory: string;
   group: number;
@@ -32,7 +32,7 @@ export interface TurnResult {
   promptTokens: number;
   cachedTokens: number;
   completionTokens: number;
-  /** From the session URL's turn record. */
+  /** From the trajectory URL's turn record. */
   computedTokens: number;
   backend: string;
   mode: string;

@@ -2,9 +2,9 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { materializeTinyModel } from "../gpu-backend/model/checkpoint/demo-model";
 import { runSoakBench } from "./soak-bench";
 import { SOAK_KINDS } from "./soak-clients";
+import { tinyModelDir } from "../gpu-backend/model/testing/tiny-model";
 
 /**
  * The soak's 30-second version (`npm run bench -- soak` runs 64 clients for 5 minutes on the demo
@@ -19,7 +19,7 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe("soak (30 s)", () => {
   it("runs every API for 30 s with no error and nothing lost or left behind", { timeout: 240_000 }, async () => {
-    const model = await materializeTinyModel(join(dir, "tiny"));
+    const model = await tinyModelDir(dir);
     const s = await runSoakBench({ trajectories: 10, seconds: 30, model, pauseMs: [100, 600], maxTokens: 8, sampleEveryMs: 5000, idleMs: 0, outDir: join(import.meta.dirname, "out", "soak-test") });
     console.log(JSON.stringify({ ...s, samples: s.samples.length }));
     expect(s.errorSamples).toEqual([]);

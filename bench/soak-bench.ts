@@ -15,7 +15,7 @@ import { emptyCounts, runSoakClient, SOAK_KINDS, type SoakCounts, type SoakKind 
  *
  * N agent clients (64) for S seconds (300) through `wrangler dev` and 2 backends, each client
  * running trajectories one after another over one API (soak-clients.ts: chat completions with a
- * trajectory id, session URLs with idempotency keys, Responses chained by
+ * trajectory id, trajectory URLs with idempotency keys, Responses chained by
  * `previous_response_id`, Anthropic Messages, stateless chat), half of the turns streamed, with
  * tool pauses. The edge runs with short windows so their expiry shows within the run:
  * IDEMPOTENCY_TURNS=4, LEASES=always with LEASE_MAX_MS=10000.

@@ -10,7 +10,7 @@ import { sendTurn, TurnFailed } from "./kit/turn-client";
  * APIs, with tool pauses between turns, a short reply per turn, and half of its turns streamed.
  *
  * - `chat`: chat completions with `x-trajectory-id`, the whole transcript resent each turn;
- * - `session`: a session URL (created first), only the new message each turn, each turn with an
+ * - `session`: a trajectory URL (created first), only the new message each turn, each turn with an
  *   `Idempotency-Key`;
  * - `responses`: the Responses API chained by `previous_response_id`;
  * - `messages`: Anthropic's Messages API with `x-trajectory-id`, the whole transcript resent;
@@ -40,7 +40,7 @@ export interface SoakClientParams {
   /** Tool pause between turns, ms [lo, hi). */
   pauseMs: [number, number];
   maxTokens: number;
-  /** The session URL's idempotency window (IDEMPOTENCY_TURNS as the edge was started with). */
+  /** The trajectory URL's idempotency window (IDEMPOTENCY_TURNS as the edge was started with). */
   idempotencyTurns: number;
   deadline: number;
 }
