@@ -55,18 +55,30 @@ export function buildPrompt(req: GenerateRequest, codec: ChatCodec, states: Stat
         `state ${JSON.stringify(req.stateId ?? "")} is unknown or no longer the trajectory's latest: resend the full transcript`,
       );
     }
-    return extend(state, [...state.messages, ...req.messages], req.tools ?? state.tools, codec, req.thinking) ?? full([...state.messages, ...req.messages], req.tools ?? state.tools, codec, req.thinking);
+    const grown: Conversation = { messages: [...state.messages, ...req.messages], tools: req.tools ?? state.tools, thinking: req.thinking };
+    return extend(state, grown, codec) ?? full(grown, codec);
   }
   if (req.trajectoryId !== undefined) {
     const state = states.latestFor(req.trajectoryId);
     if (state && sameTools(state.tools, req.tools) && isPrefix(state.messages, req.messages)) {
-      const extended = extend(state, req.messages, req.tools, codec, req.thinking);
+      const extended = extend(state, conversationOf(req), codec);
       if (extended) return extended;
     }
   }
   const parent = req.forkOf === undefined ? undefined : states.latestFor(req.forkOf);
-  if (parent && parent.cacheSalt === (req.cacheSalt ?? "")) return fork(parent, req.messages, req.tools, codec, req.thinking);
-  return full(req.messages, req.tools, codec, req.thinking);
+  if (parent && parent.cacheSalt === (req.cacheSalt ?? "")) return fork(parent, conversationOf(req), codec);
+  return full(conversationOf(req), codec);
+}
+
+/** What a prompt renders: the messages, the tools, and the request's thinking switch. */
+interface Conversation {
+  messages: ChatMessage[];
+  tools: ToolDefinition[] | undefined;
+  thinking: boolean | undefined;
+}
+
+function conversationOf(req: GenerateRequest): Conversation {
+  return { messages: req.messages, tools: req.tools, thinking: req.thinking };
 }
 
 /**
@@ -78,7 +90,7 @@ export function buildPrompt(req: GenerateRequest, codec: ChatCodec, states: Stat
  * @example countPromptTokens([{ role: "user", content: "hi" }], undefined, codec) // 9
  */
 export function countPromptTokens(messages: ChatMessage[], tools: ToolDefinition[] | undefined, codec: ChatCodec, thinking?: boolean): number {
-  return full(messages, tools, codec, thinking).tokenIds.length;
+  return full({ messages, tools, thinking }, codec).tokenIds.length;
 }
 
 /**
@@ -86,7 +98,7 @@ export function countPromptTokens(messages: ChatMessage[], tools: ToolDefinition
  * alternation, a `raise_exception`) is the client's error: `invalid_request` naming the template.
  * `thinking` (the request's switch) is the template's `enable_thinking`; undefined: its default.
  */
-function render(messages: ChatMessage[], tools: ToolDefinition[] | undefined, codec: ChatCodec, thinking: boolean | undefined): string {
+function render({ messages, tools, thinking }: Conversation, codec: ChatCodec): string {
   try {
     return codec.render({ messages, tools, addGenerationPrompt: true, ...(thinking === undefined ? {} : { thinking }) });
   } catch (e) {
@@ -94,13 +106,15 @@ function render(messages: ChatMessage[], tools: ToolDefinition[] | undefined, co
   }
 }
 
-function full(messages: ChatMessage[], tools: ToolDefinition[] | undefined, codec: ChatCodec, thinking: boolean | undefined): BuiltPrompt {
-  const promptText = render(messages, tools, codec, thinking);
+function full(conversation: Conversation, codec: ChatCodec): BuiltPrompt {
+  const promptText = render(conversation, codec);
+  const { messages, tools } = conversation;
   return { tokenIds: codec.encode(promptText), promptText, messages, tools, source: "full" };
 }
 
-function extend(state: TurnState, messages: ChatMessage[], tools: ToolDefinition[] | undefined, codec: ChatCodec, thinking: boolean | undefined): BuiltPrompt | undefined {
-  const promptText = render(messages, tools, codec, thinking);
+function extend(state: TurnState, conversation: Conversation, codec: ChatCodec): BuiltPrompt | undefined {
+  const promptText = render(conversation, codec);
+  const { messages, tools } = conversation;
   if (!promptText.startsWith(state.promptText)) return undefined; // template not prefix-stable here
   const rest = promptText.slice(state.promptText.length);
   if (state.generatedText.length > 0 && rest.startsWith(state.generatedText)) {
@@ -128,9 +142,8 @@ function extend(state: TurnState, messages: ChatMessage[], tools: ToolDefinition
  * turn renders them, not as the edge stores them (canonical tool calls). Nothing of the parent's
  * matches: the plain full prompt.
  */
-function fork(parent: TurnState, forked: ChatMessage[], tools: ToolDefinition[] | undefined, codec: ChatCodec, thinking: boolean | undefined): BuiltPrompt {
-  const messages = withKeptReplies(forked, parent.messages);
-  const plain = full(messages, tools, codec, thinking);
+function fork(parent: TurnState, forked: Conversation, codec: ChatCodec): BuiltPrompt {
+  const plain = full({ ...forked, messages: withKeptReplies(forked.messages, parent.messages) }, codec);
   const kept = [...parent.promptTokenIds, ...parent.generatedTokenIds];
   const keptEnds = turnEnds(kept, codec.eosTokenIds);
   const plainEnds = turnEnds(plain.tokenIds, codec.eosTokenIds);
@@ -141,7 +154,7 @@ function fork(parent: TurnState, forked: ChatMessage[], tools: ToolDefinition[] 
     if (!sameIds(a, b) && codec.decode(a) !== codec.decode(b)) break;
     turns++;
   }
-  if (turns === 0) return full(forked, tools, codec, thinking);
+  if (turns === 0) return full(forked, codec);
   // The tail as a delta turn encodes it: the text after that end-of-turn token on its own (the same
   // ids as the plain prompt's, unless the tokenizer folds whitespace into a special token before it).
   const textEnds = turnTextEnds(plain.promptText, codec.eosTokenIds.map((id) => codec.decode([id])));
