@@ -22,6 +22,7 @@ import { join } from "node:path";
 import { loadCheckpoint } from "../../gpu-backend/model/checkpoint/checkpoint";
 import { materializeModel, tinyDemoConfig } from "../../gpu-backend/model/checkpoint/demo-model";
 import { exportGguf, type GgufFileType } from "../../gpu-backend/model/export/gguf-export";
+import { DAWN_FLAGS } from "../../gpu-backend/model/executors/device";
 
 const [what, arg] = process.argv.slice(2);
 const t0 = performance.now();
@@ -30,7 +31,7 @@ const ms = () => `${(performance.now() - t0).toFixed(0)} ms`;
 async function dawn(): Promise<void> {
   process.env.XDG_RUNTIME_DIR ||= mkdtempSync(join(tmpdir(), "xdg-"));
   const webgpu = (await import("webgpu")) as { create(flags: string[]): { requestAdapter(o?: Record<string, unknown>): Promise<unknown> } };
-  const gpu = webgpu.create([]);
+  const gpu = webgpu.create([...DAWN_FLAGS]);
   for (const powerPreference of ["high-performance", "low-power"]) {
     const adapter = (await gpu.requestAdapter({ powerPreference })) as {
       info?: Record<string, unknown>;

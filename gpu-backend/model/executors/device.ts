@@ -14,6 +14,16 @@ export interface WebGpuAdapterInfo {
   software: boolean;
 }
 
+/**
+ * The flags for every Dawn instance this project creates (`create(DAWN_FLAGS)` of the `webgpu`
+ * npm package: executor, device choice, device probe). Dawn hides the `shader-f16` feature on every
+ * NVIDIA device on Vulkan unless the toggle `vulkan_enable_f16_on_nvidia` is enabled (a guard for
+ * f16 conformance failures in Chrome); our fp16 graphs need `shader-f16`. onnxruntime's own Dawn
+ * (inside onnxruntime-node 1.30's WebGPU provider) enables the same toggle on its adapter. Other
+ * devices ignore it (lavapipe: adapter and tests unchanged).
+ */
+export const DAWN_FLAGS: readonly string[] = ["enable-dawn-features=vulkan_enable_f16_on_nvidia"];
+
 /** How to get the CUDA provider, which onnxruntime-node downloads only when asked at install time. */
 export const CUDA_INSTALL_HINT =
   "onnxruntime-node's CUDA execution provider is not installed. On a machine with internet access and CUDA 12, run " +
@@ -59,7 +69,7 @@ export function cudaProviderInstalled(): boolean {
 export async function webGpuAdapter(): Promise<WebGpuAdapterInfo | undefined> {
   process.env.XDG_RUNTIME_DIR ??= "/tmp";
   const dawn = (await import("webgpu")) as { create(flags: string[]): { requestAdapter(): Promise<unknown> } };
-  const adapter = (await dawn.create([]).requestAdapter()) as { info?: Record<string, string>; isFallbackAdapter?: boolean } | null;
+  const adapter = (await dawn.create([...DAWN_FLAGS]).requestAdapter()) as { info?: Record<string, string>; isFallbackAdapter?: boolean } | null;
   if (!adapter) return undefined;
   const info = adapter.info ?? {};
   const text = `${info.vendor ?? ""} ${info.architecture ?? ""} ${info.device ?? ""} ${info.description ?? ""}`.toLowerCase();

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import type * as OrtWeb from "onnxruntime-web";
 import type { DecoderSpec, WeightSource } from "../graph/decoder-spec";
 import type { Executor, StepResult, StepSequence, TransferStats } from "./executor";
+import { DAWN_FLAGS } from "./device";
 import { PAGED_IO, buildPagedLlamaGraph } from "../graph/paged-llama-graph";
 import type { QuantizedWeights } from "../quant/quantized-weights";
 import { MAX_QUERY_PIECE, pagedStepInputs, stepInputBytes } from "./paged-step";
@@ -66,7 +67,7 @@ export function webGpuRuntime(): Promise<WebGpuRuntime> {
       (patched as any).__sharedCopy = true;
       G.GPUQueue.prototype.writeBuffer = patched;
     }
-    const gpu = dawn.create([]);
+    const gpu = dawn.create([...DAWN_FLAGS]);
     const nav = ((globalThis as any).navigator ??= {});
     Object.defineProperty(nav, "gpu", { value: gpu, configurable: true });
     const adapter = await gpu.requestAdapter();
