@@ -3,7 +3,8 @@
  * bench/device/device-run.sh runs it): one check per process, so that a crash or a hang in one native
  * library is reported by its own `timeout` and the others still run.
  *
- *   node device-probe.mjs dawn                 the WebGPU adapter Dawn (the `webgpu` package) finds: vendor, device, description
+ *   node device-probe.mjs dawn                 the WebGPU adapter Dawn (the `webgpu` package) finds: vendor, device, description,
+ *                                              shader-f16 with DAWN_FLAGS and without them
  *   node device-probe.mjs llama false|vulkan|cuda
  *                                              node-llama-cpp's prebuilt binary for that gpu (`build: "never"`):
  *                                              loaded gpu type, device names, VRAM, the binding path
@@ -53,6 +54,10 @@ async function dawn(): Promise<void> {
         ` shader-f16=${adapter.features ? [...adapter.features].includes("shader-f16") : "?"} (${ms()})`,
     );
   }
+  // The one Dawn instance without DAWN_FLAGS, on purpose: shows what the toggle changes on this card
+  // (NVIDIA on Vulkan: shader-f16 false without it; elsewhere the same).
+  const bare = (await webgpu.create([]).requestAdapter()) as { features?: Iterable<string> } | null;
+  console.log(`ok   dawn without DAWN_FLAGS: shader-f16=${bare?.features ? [...bare.features].includes("shader-f16") : "no adapter"} (${ms()})`);
 }
 
 function parseGpu(gpuArg: string | undefined): false | "vulkan" | "cuda" {
