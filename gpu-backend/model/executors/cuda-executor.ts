@@ -153,6 +153,7 @@ export class CudaExecutor implements Executor {
       [PAGED_IO.past]: new ort.Tensor("int32", past, [B]),
       [PAGED_IO.blockTable]: new ort.Tensor("int32", blockTable, [B, maxBlocks]),
       [PAGED_IO.logitIndex]: new ort.Tensor("int32", logitIndex, [logitIndex.length]),
+      [PAGED_IO.attentionMetadata]: new ort.Tensor("int32", step.metadata, [3]),
     };
     const fetches: string[] = [PAGED_IO.nextToken];
     if (wantLogits) fetches.push(PAGED_IO.logits);

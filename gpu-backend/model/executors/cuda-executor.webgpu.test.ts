@@ -53,7 +53,7 @@ describe(`cuda executor (${provider} provider)`, () => {
       await exec.run([{ tokenIds: [5], startPos: 20, blockTable: [6, 1], logits: "argmax" }]);
       const rowBytes = spec.numKvHeads * spec.headDim * 2;
       const blockBytes = CONFORMANCE_BLOCK_SIZE * rowBytes;
-      const small = 4 * (1 + 1 + 2 + 1 + 2 + 1); // ids, positions, cumulative, past, block table, logit index
+      const small = 4 * (1 + 1 + 2 + 1 + 2 + 1 + 3); // ids, positions, cumulative, past, block table, logit index, attention metadata
       expect(exec.transfer.hostToDeviceBytes - up0).toBe(2 * spec.numLayers * 2 * blockBytes + small);
       expect(exec.transfer.deviceToHostBytes - down0).toBe(2 * spec.numLayers * rowBytes + 8);
       expect(exec.kvBytes).toBe(2 * spec.numLayers * 8 * blockBytes);
@@ -79,7 +79,7 @@ describe(`cuda executor (${provider} provider)`, () => {
         { tokenIds: [9], startPos: 18, blockTable: [3, 4], logits: "last" },
       ]);
       const blockBytes = CONFORMANCE_BLOCK_SIZE * spec.numKvHeads * spec.headDim * 2;
-      const small = 4 * (3 + 3 + 3 + 2 + 4 + 3);
+      const small = 4 * (3 + 3 + 3 + 2 + 4 + 3 + 3);
       expect(exec.transfer.hostToDeviceBytes - up0).toBe(2 * spec.numLayers * 3 * blockBytes + small); // blocks 3, 5, 4
       // Same tokens at the same positions over the same prefix: the same logits as the first run.
       const V = spec.vocabSize;

@@ -32,6 +32,11 @@ export interface PagedStepInputs {
   maxBlocks: number;
   /** Per entry: how many leading entries of its blockTable row are real. */
   rowBlocks: Int32Array;
+  /**
+   * PagedAttention's `attention_metadata` for this step, [3]: the most new tokens of one entry,
+   * the most past + new tokens of one entry, and that again as the lower bound of the longest.
+   */
+  metadata: Int32Array;
   /** Flat rows whose logits (and argmax) the graph computes: [R], at least one. */
   logitIndex: Int32Array;
   /** Per sequence: its [from, to) range of logit rows. */
@@ -77,7 +82,10 @@ export function pagedStepInputs(
   const past = new Int32Array(B);
   const blockTable = new Int32Array(B * maxBlocks);
   const rowBlocks = new Int32Array(B);
+  const metadata = new Int32Array(3);
   entries.forEach((e, i) => {
+    metadata[0] = Math.max(metadata[0]!, e.n);
+    metadata[1] = Math.max(metadata[1]!, e.past + e.n);
     const s = sequences[e.seq]!;
     past[i] = e.past;
     cumulative[i + 1] = cumulative[i]! + e.n;
@@ -85,6 +93,7 @@ export function pagedStepInputs(
     rowBlocks[i] = blocks;
     for (let j = 0; j < blocks; j++) blockTable[i * maxBlocks + j] = s.blockTable[j]!;
   });
+  metadata[2] = metadata[1]!;
   const logitRows: number[] = [];
   const logitRanges: [number, number][] = [];
   let row = 0;
@@ -103,10 +112,10 @@ export function pagedStepInputs(
   // At least one logit row: a zero-row LM head is a needless edge case for the kernels.
   const logitIndex = Int32Array.from(logitRows.length ? logitRows : [T - 1]);
   const wantLogits = sequences.some((s) => s.logits === "last" || s.logits === "all");
-  return { ids, positions, cumulative, past, blockTable, maxBlocks, rowBlocks, logitIndex, logitRanges, wantLogits };
+  return { ids, positions, cumulative, past, blockTable, maxBlocks, rowBlocks, metadata, logitIndex, logitRanges, wantLogits };
 }
 
 /** Bytes of the step's small inputs (everything but the pool). */
 export function stepInputBytes(s: PagedStepInputs): number {
-  return s.ids.byteLength + s.positions.byteLength + s.cumulative.byteLength + s.past.byteLength + s.blockTable.byteLength + s.logitIndex.byteLength;
+  return s.ids.byteLength + s.positions.byteLength + s.cumulative.byteLength + s.past.byteLength + s.blockTable.byteLength + s.logitIndex.byteLength + s.metadata.byteLength;
 }

@@ -182,6 +182,7 @@ export class WebGpuExecutor implements Executor {
       [PAGED_IO.past]: new ort.Tensor("int32", past, [B]),
       [PAGED_IO.blockTable]: new ort.Tensor("int32", blockTable, [B, maxBlocks]),
       [PAGED_IO.logitIndex]: new ort.Tensor("int32", logitIndex, [logitIndex.length]),
+      [PAGED_IO.attentionMetadata]: new ort.Tensor("int32", step.metadata, [3]),
       ...this.poolFeeds,
     };
     const fetches: Record<string, OrtWeb.Tensor | null> = { ...this.poolFetches, [PAGED_IO.nextToken]: null };

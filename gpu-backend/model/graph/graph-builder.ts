@@ -2,6 +2,7 @@ import {
   DataType,
   encodeModel,
   type AttributeValue,
+  type ModelSpec,
   type NodeSpec,
   type TensorSpec,
   type ValueInfoSpec,
@@ -118,7 +119,12 @@ export class GraphBuilder {
   }
 
   encode(opsetVersion = 17): Uint8Array {
-    return encodeModel({
+    return encodeModel(this.spec(opsetVersion));
+  }
+
+  /** The model as `encode` writes it (nodes, initializers, inputs, outputs by reference): for graph tests. */
+  spec(opsetVersion = 17): ModelSpec {
+    return {
       graphName: this.name,
       nodes: this.nodes,
       initializers: this.initializers,
@@ -130,7 +136,7 @@ export class GraphBuilder {
       ],
       irVersion: 8,
       producer: "agent-edge",
-    });
+    };
   }
 }
 

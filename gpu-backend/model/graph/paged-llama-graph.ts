@@ -1,4 +1,5 @@
 import { DataType, GraphBuilder } from "./graph-builder";
+import type { ModelSpec } from "./onnx-proto";
 import { hasSlidingWindows, type DecoderSpec, type WeightSource } from "./decoder-spec";
 import { pickMoeKernel } from "./moe-block";
 import type { QuantizedWeights } from "../quant/quantized-weights";
@@ -19,6 +20,9 @@ import { attentionInputs, attentionOutputAndMlp, embedTokens, layerRope, lmHead 
  *   past_seqlens             int32 [B]     tokens already in the pool per sequence (= startPos)
  *   block_table              int32 [B, M]  physical blocks per sequence, padded with 0
  *   logit_index              int32 [R]     flat rows whose logits (and argmax) to compute
+ *   attention_metadata       int32 [3]     host bounds of this step, for every PagedAttention node:
+ *                                          [max new tokens of an entry, max past + new of an entry,
+ *                                          the same again as the lower bound] (see below)
  *   kv_k_L, kv_v_L           fp16 [numBlocks, blockSize, numKvHeads, headDim]   per layer
  *
  * Outputs: `logits` [R, vocab] fp32, `next_token` [R] int64 (ArgMax), and per layer the op's
@@ -27,11 +31,19 @@ import { attentionInputs, attentionOutputAndMlp, embedTokens, layerRope, lmHead 
  * device buffer as `kv_k_L` input and as that preallocated output: the op then scatters this
  * step's K (after our rotary) and V into the pool in place.
  *
+ * `attention_metadata` is PagedAttention's input 16 (onnxruntime 1.30 schema: int32 (2) or (3) in
+ * CPU memory, [max_query_len_bound, max_kv_len_bound, optional max_kv_len_lower_bound]). Without
+ * it the op copies `cumulative_sequence_length` and `past_seqlens` back from the device and waits,
+ * once per layer per step. The bounds only size launches and pick kernels, never enter a mask;
+ * upper bounds must hold for the step (exact step values do; we capture no graphs).
+ *
  * @example
  * const { model, cacheOutputs } = buildPagedLlamaGraph(spec, weights, 16);
  */
 export interface PagedLlamaGraph {
   model: Uint8Array;
+  /** What `model` encodes (nodes, inputs, outputs, initializers by reference): for graph tests. */
+  graph: ModelSpec;
   /** Graph output names of the per-layer cache outputs (aliases of kv_k_L / kv_v_L). */
   cacheOutputs: { k: string[]; v: string[] };
 }
@@ -56,6 +68,7 @@ export const PAGED_IO = {
   past: "past_seqlens",
   blockTable: "block_table",
   logitIndex: "logit_index",
+  attentionMetadata: "attention_metadata",
   kvK: (layer: number) => `kv_k_${layer}`,
   kvV: (layer: number) => `kv_v_${layer}`,
   newK: (layer: number) => `new_k_${layer}`,
@@ -87,6 +100,7 @@ export function buildPagedLlamaGraph(spec: DecoderSpec, weights: WeightSource, b
   const past = g.input(PAGED_IO.past, I32, ["B"]);
   const blockTable = g.input(PAGED_IO.blockTable, I32, ["B", "M"]);
   const logitIndex = g.input(PAGED_IO.logitIndex, I32, ["R"]);
+  const metadata = g.input(PAGED_IO.attentionMetadata, I32, [3]);
 
   const step = embedTokens(g, spec, gw, inputIds, positionIds);
   const { embed, x: x0 } = step;
@@ -107,7 +121,9 @@ export function buildPagedLlamaGraph(spec: DecoderSpec, weights: WeightSource, b
       g.output(v16, F16, ["T", nkv * hd], PAGED_IO.newV(l));
     }
 
-    const [out, kOut, vOut] = g.opN("PagedAttention", [q16, k16, v16, poolK, poolV, cumulative, past, blockTable], 3, {
+    // Inputs 8-15 (cos/sin caches, slot_mapping, head_sink, q/k norm weights, k/v scales) unused.
+    const unused = Array<string>(8).fill("");
+    const [out, kOut, vOut] = g.opN("PagedAttention", [q16, k16, v16, poolK, poolV, cumulative, past, blockTable, ...unused, metadata], 3, {
       domain: "com.microsoft",
       attributes: { num_heads: nh, kv_num_heads: nkv, scale: { float: spec.attentionScale } },
     });
@@ -121,5 +137,5 @@ export function buildPagedLlamaGraph(spec: DecoderSpec, weights: WeightSource, b
   }
 
   lmHead(g, spec, gw, embed, x, logitIndex, { logits: PAGED_IO.logits, nextToken: PAGED_IO.nextToken });
-  return { model: g.encode(), cacheOutputs };
+  return { model: g.encode(), graph: g.spec(), cacheOutputs };
 }
