@@ -84,7 +84,7 @@ export function buildLlamaGraph(spec: DecoderSpec, weights: WeightSource, quanti
     x = attentionOutputAndMlp(g, spec, gw, l, x, attn, pickMoeKernel("cpu", gw.quantized !== null));
   }
 
-  lmHead(g, spec, gw, embed, x, logitIndex, { logits: "logits", nextToken: "next_token" });
+  lmHead(g, spec, gw, embed, x, logitIndex, { logits: "logits", nextToken: "next_token" }, "argmax");
   return g.encode();
 }
 

@@ -25,7 +25,7 @@ import { attentionInputs, attentionOutputAndMlp, embedTokens, layerRope, lmHead 
  *                                          the same again as the lower bound] (see below)
  *   kv_k_L, kv_v_L           fp16 [numBlocks, blockSize, numKvHeads, headDim]   per layer
  *
- * Outputs: `logits` [R, vocab] fp32, `next_token` [R] int64 (ArgMax), and per layer the op's
+ * Outputs: `logits` [R, vocab] fp32, `next_token` [R] int64 (their argmax, two-stage: `chunkedArgmax`), and per layer the op's
  * cache outputs, named `cacheOutputs.k[L]` / `.v[L]` (the op's own output names: a renaming
  * Identity would give the output its own buffer and break the in-place aliasing). Bind the same
  * device buffer as `kv_k_L` input and as that preallocated output: the op then scatters this
@@ -136,6 +136,6 @@ export function buildPagedLlamaGraph(spec: DecoderSpec, weights: WeightSource, b
     x = attentionOutputAndMlp(g, spec, gw, l, x, attn, pickMoeKernel("webgpu", gw.quantized !== null));
   }
 
-  lmHead(g, spec, gw, embed, x, logitIndex, { logits: PAGED_IO.logits, nextToken: PAGED_IO.nextToken });
+  lmHead(g, spec, gw, embed, x, logitIndex, { logits: PAGED_IO.logits, nextToken: PAGED_IO.nextToken }, "chunked");
   return { model: g.encode(), graph: g.spec(), cacheOutputs };
 }
