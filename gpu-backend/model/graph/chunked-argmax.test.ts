@@ -49,7 +49,7 @@ describe("chunkedArgmax", () => {
     });
   }
 
-  it("no ArgMax or ReduceMax in it reduces more than ceil(sqrt(width))", () => {
+  it("lays a 151,680-wide row out as 389 chunks of 390 (no reduction wider than 390)", () => {
     const g = new GraphBuilder("argmax");
     const x = g.input("x", DataType.FLOAT, ["R", 151680]);
     g.output(chunkedArgmax(g, x, 151680), DataType.INT64, ["R"], "y");
