@@ -1,6 +1,6 @@
 import { globalRope } from "../config/model-config";
 import { ropeAttentionFactor } from "../config/rope-config";
-import { refuse, type TensorRule } from "../gguf/gguf-family";
+import { LLAMA_LIKE_TENSORS, refuse, type TensorRule } from "../gguf/gguf-family";
 import { gguf, type GgufValue } from "../gguf/gguf-writer";
 import { layerWeightNames } from "../graph/decoder-spec";
 import type { FamilyDefinition } from "./family";
@@ -9,15 +9,9 @@ import { packageFile, tokenIds, vocabSizeOf, type TokenizerFiles, type Tokenizer
 
 /** Phi-3 keeps qkv_proj and gate_up_proj fused (llama.cpp splits q|k|v and gate|up at run time). */
 const PHI3_TENSORS: readonly TensorRule[] = [
-  { hf: "model.embed_tokens", gguf: "token_embd" },
-  { hf: "model.norm", gguf: "output_norm" },
-  { hf: "lm_head", gguf: "output" },
-  { hf: "model.layers.{bid}.input_layernorm", gguf: "blk.{bid}.attn_norm" },
+  ...LLAMA_LIKE_TENSORS.filter((r) => !/attn_[qkv]$|ffn_(gate|up)$/.test(r.gguf)),
   { hf: "model.layers.{bid}.self_attn.qkv_proj", gguf: "blk.{bid}.attn_qkv" },
-  { hf: "model.layers.{bid}.self_attn.o_proj", gguf: "blk.{bid}.attn_output" },
-  { hf: "model.layers.{bid}.post_attention_layernorm", gguf: "blk.{bid}.ffn_norm" },
   { hf: "model.layers.{bid}.mlp.gate_up_proj", gguf: "blk.{bid}.ffn_up" },
-  { hf: "model.layers.{bid}.mlp.down_proj", gguf: "blk.{bid}.ffn_down" },
 ];
 /**
  * Phi-3 / Phi-3.5 / Phi-4-mini: fused qkv_proj and gate_up_proj, partial rotary (Phi-4-mini: 3/4
