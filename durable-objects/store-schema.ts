@@ -41,7 +41,8 @@ export function openSchema(host: SqlHost, schema: StoreSchema): number {
       throw new Error(`${schema.name} storage has schema version ${found}, this code reads ${schema.version} (or none)`);
     }
     schema.create(sql);
-    sql.exec(`INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)`, String(schema.version));
+    // Written once, when the storage is new or unversioned: a wake of current storage writes nothing.
+    if (found !== schema.version) sql.exec(`INSERT INTO meta (key, value) VALUES ('schema_version', ?)`, String(schema.version));
     return found;
   });
 }
