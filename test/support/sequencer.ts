@@ -17,7 +17,7 @@ export const SLOW_FILES: Record<string, number> = {
   "test/workers/fuzz.test.ts": 20.0,
   "gpu-backend/model/executors/family-checkpoints.test.ts": 20.0,
   "gpu-backend/model/executors/webgpu-precision.webgpu.test.ts": 15.7,
-  "gpu-backend/model/gguf/gguf-export.test.ts": 12.4,
+  "gpu-backend/model/export/gguf-export.test.ts": 12.4,
   "test/restarts.test.ts": 11.8,
   "gpu-backend/engine/constrained-turns.test.ts": 11.7,
   "test/oracle/llama-cpp-quantized.test.ts": 11.6,
@@ -32,7 +32,7 @@ export const SLOW_FILES: Record<string, number> = {
   "test/backend-server.test.ts": 7.5,
   "gpu-backend/engine/fork-turns.test.ts": 7.3,
   "test/workers/storage.test.ts": 6.2,
-  "bench/precision-accuracy.test.ts": 6.0,
+  "bench/studies/precision-accuracy.test.ts": 6.0,
   "test/edge-failover.test.ts": 5.6,
   "test/openai-responses.test.ts": 5.3,
 };
