@@ -239,8 +239,9 @@ export class TrajectoryStore implements TurnStore {
   /** Deletes everything this trajectory stored. */
   deleteAll(): void {
     this.host.transactionSync(() => {
-      for (const table of ["messages", "turns", "idempotency", "responses", "response_parts", "forks", "meta"]) this.host.sql.exec(`DELETE FROM ${table}`);
-      this.host.sql.exec(`INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)`, String(TRAJECTORY_SCHEMA.version));
+      for (const table of ["messages", "turns", "idempotency", "responses", "response_parts", "forks"]) this.host.sql.exec(`DELETE FROM ${table}`);
+      // The schema version stays: the tables are emptied, not dropped.
+      this.host.sql.exec(`DELETE FROM meta WHERE key != 'schema_version'`);
     });
   }
 
