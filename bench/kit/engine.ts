@@ -3,7 +3,7 @@ import { createEngine } from "../../gpu-backend/engine/create-engine";
 import type { Engine } from "../../gpu-backend/engine/engine";
 import type { EngineOptions } from "../../gpu-backend/engine/engine-options";
 import type { LoadedModel } from "../../gpu-backend/engine/load-model";
-import { defaultPrecision, precisionRefusal, quantBits, quantizedWeightsFor, type WeightPrecision } from "../../gpu-backend/engine/weight-precision";
+import { weightsAt, type WeightPrecision, type WeightsAt } from "../../gpu-backend/engine/weight-precision";
 import { BlockPool } from "../../gpu-backend/kv/block-pool";
 import { CpuExecutor } from "../../gpu-backend/model/executors/cpu-executor";
 import { prefillWastePerToken } from "../../gpu-backend/model/graph/decoder-spec";
@@ -23,24 +23,12 @@ import { prefillWastePerToken } from "../../gpu-backend/model/graph/decoder-spec
 
 export const BLOCK_SIZE = 16;
 
-export interface BenchWeights {
-  precision: WeightPrecision;
-  quantized: Awaited<ReturnType<typeof quantizedWeightsFor>>["weights"] | null;
-  /** Saves the quantized weights to the model cache (after the first executor took them). */
-  save(): void;
-}
-
 /** The model's weights at `precision` (default the cpu default); throws where the cpu executor refuses it. */
-export function benchWeights(model: LoadedModel, precision: WeightPrecision | undefined, log: (line: string) => void): BenchWeights {
-  const p = precision ?? defaultPrecision("cpu");
-  const refusal = precisionRefusal("cpu", p);
-  if (refusal) throw new Error(refusal);
-  const bits = quantBits(p);
-  const cache = bits ? quantizedWeightsFor(model.checkpoint, bits, log) : null;
-  return { precision: p, quantized: cache?.weights ?? null, save: () => cache?.save() };
+export function benchWeights(model: LoadedModel, precision: WeightPrecision | undefined, log: (line: string) => void): WeightsAt {
+  return weightsAt(model.checkpoint, "cpu", precision, log);
 }
 
-export function benchExecutor(model: LoadedModel, weights: BenchWeights, numBlocks: number): Promise<CpuExecutor> {
+export function benchExecutor(model: LoadedModel, weights: WeightsAt, numBlocks: number): Promise<CpuExecutor> {
   return CpuExecutor.create({ spec: model.spec, weights: model.weights, quantized: weights.quantized, numBlocks, blockSize: BLOCK_SIZE });
 }
 

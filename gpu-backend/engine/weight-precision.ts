@@ -74,6 +74,30 @@ export function quantizedWeightsFor(checkpoint: Checkpoint, bits: QuantBits, log
   return { weights, save: () => writeCache(path, weights, log) };
 }
 
+/** A checkpoint's weights at a precision on a device: the quantized ones (null for a float precision) and their cache's save. */
+export interface WeightsAt {
+  precision: WeightPrecision;
+  quantized: QuantizedWeights | null;
+  /** Saves the quantized weights' cache file (call once the executor is built). */
+  save(): void;
+}
+
+/**
+ * The weights `device` runs at `precision` (default: the device's): refused with the reason where
+ * the device cannot hold them, quantized (through the cache file) for int8/int4.
+ *
+ * @throws Error with `precisionRefusal`'s reason
+ * @example const w = weightsAt(checkpoint, "cpu", undefined, log); // int4
+ */
+export function weightsAt(checkpoint: Checkpoint, device: ExecutorDevice, precision: WeightPrecision | undefined, log: (line: string) => void = () => {}): WeightsAt {
+  const p = precision ?? defaultPrecision(device);
+  const refusal = precisionRefusal(device, p);
+  if (refusal) throw new Error(refusal);
+  const bits = quantBits(p);
+  const cache = bits ? quantizedWeightsFor(checkpoint, bits, log) : null;
+  return { precision: p, quantized: cache?.weights ?? null, save: () => cache?.save() };
+}
+
 function readCache(path: string, bits: QuantBits, log: (line: string) => void): [string, PackedWeight][] {
   const file = openSafetensors(path);
   if (file.metadata.bits !== String(bits) || file.metadata.block_size !== String(BLOCK_SIZE)) {

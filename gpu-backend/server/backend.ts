@@ -8,7 +8,7 @@ import type { Executor } from "../model/executors/executor";
 import { loadModel } from "../engine/load-model";
 import { prefillWastePerToken } from "../model/graph/decoder-spec";
 import { StepTraceFile } from "../engine/step-trace";
-import { defaultPrecision, precisionRefusal, quantBits, quantizedWeightsFor, type WeightPrecision } from "../engine/weight-precision";
+import { weightsAt, type WeightPrecision } from "../engine/weight-precision";
 
 export interface BackendOptions {
   /** Hugging Face-style folder; undefined means the embedded demo model. */
@@ -65,13 +65,8 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
   const { spec } = model;
   const { device, reason } = await resolveDevice(options.device ?? "auto", options.cudaExecutionProvider);
   log(`device ${device} (${reason})`);
-  const precision = options.weights ?? defaultPrecision(device);
-  const refusal = precisionRefusal(device, precision);
-  if (refusal) throw new Error(refusal);
-  const bits = quantBits(precision);
+  const { precision, quantized, save: saveQuantized } = weightsAt(model.checkpoint, device, options.weights, log);
   log(`weights ${precision}${options.weights ? "" : " (the default on " + device + ")"}`);
-  const cache = bits ? quantizedWeightsFor(model.checkpoint, bits, log) : null;
-  const quantized = cache?.weights ?? null;
   const numBlocks = blocksForBudget({
     budgetBytes: options.kvMemoryBytes,
     blockSize: options.blockSize,
@@ -84,7 +79,7 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
   if (numBlocks < 2) throw new Error(`--kv-memory ${options.kvMemoryBytes} bytes holds fewer than 2 blocks of ${options.blockSize} tokens`);
   log(`building the ONNX graph and the onnxruntime session (${device}), KV pool ${numBlocks} blocks x ${options.blockSize} tokens`);
   const executor = await createExecutor({ device, spec, weights: model.weights, quantized, float16: precision === "fp16", numBlocks, blockSize: options.blockSize, threads: options.threads, cudaExecutionProvider: options.cudaExecutionProvider });
-  cache?.save();
+  saveQuantized();
   const pool = new BlockPool({ numBlocks, blockSize: options.blockSize });
   const trace = options.stepTraceDir ? new StepTraceFile(options.stepTraceDir, options.backendId) : undefined;
   if (trace) log(`tracing every engine step to ${trace.path}`);
