@@ -85,8 +85,8 @@ export function webGpuRuntime(): Promise<WebGpuRuntime> {
  * The `webgpu` executor: the paged decoder graph (`paged-llama-graph.ts`, PagedAttention per
  * layer) on onnxruntime-web's WebGPU execution provider, on Dawn (the `webgpu` npm package) in
  * Node. The fp16 KV pool is one GPUBuffer per layer and kind, [numBlocks, blockSize, numKvHeads,
- * headDim], created once and bound every step as both the op's cache input and its preallocated
- * cache output, so the op updates it in place and it never leaves the device. Per step the host
+ * headDim], created once and fed every step as the op's cache input; the graph omits the op's
+ * cache outputs, so the op updates it in place and it never leaves the device. Per step the host
  * uploads only token ids, positions, the sequences' lengths and block tables and the logit rows,
  * and downloads only `next_token` (plus the logits rows when a sequence asks for them).
  *
@@ -103,7 +103,6 @@ export class WebGpuExecutor implements Executor {
   readonly kvBytes: number;
   private readonly poolBuffers: GpuBuffer[] = [];
   private readonly poolFeeds: Record<string, OrtWeb.Tensor> = {};
-  private readonly poolFetches: Record<string, OrtWeb.Tensor> = {};
   private readonly layerBytes: number;
   private queue: Promise<unknown> = Promise.resolve();
 
@@ -111,7 +110,6 @@ export class WebGpuExecutor implements Executor {
     private readonly rt: WebGpuRuntime,
     private readonly session: OrtWeb.InferenceSession,
     private readonly gpuDevice: GpuDevice,
-    cacheOutputs: { k: string[]; v: string[] },
     readonly spec: DecoderSpec,
     readonly numBlocks: number,
     readonly blockSize: number,
@@ -121,19 +119,14 @@ export class WebGpuExecutor implements Executor {
     const dims = [numBlocks, blockSize, spec.numKvHeads, spec.headDim];
     this.layerBytes = numBlocks * blockSize * spec.numKvHeads * spec.headDim * 2;
     for (let l = 0; l < spec.numLayers; l++) {
-      for (const [input, output] of [
-        [PAGED_IO.kvK(l), cacheOutputs.k[l]!],
-        [PAGED_IO.kvV(l), cacheOutputs.v[l]!],
-      ] as const) {
+      for (const input of [PAGED_IO.kvK(l), PAGED_IO.kvV(l)]) {
         // WebGPU zero-initialises new buffers; nothing is uploaded.
         const buffer = gpuDevice.createBuffer({
           size: Math.ceil(this.layerBytes / 16) * 16,
           usage: U.STORAGE | U.COPY_SRC | U.COPY_DST,
         });
         this.poolBuffers.push(buffer);
-        const tensor = ort.Tensor.fromGpuBuffer(buffer, { dataType: "float16", dims });
-        this.poolFeeds[input] = tensor;
-        this.poolFetches[output] = tensor; // same tensor: input and preallocated output alias
+        this.poolFeeds[input] = ort.Tensor.fromGpuBuffer(buffer, { dataType: "float16", dims });
       }
     }
     this.kvBytes = 2 * spec.numLayers * this.layerBytes;
@@ -145,20 +138,14 @@ export class WebGpuExecutor implements Executor {
     const rt = await webGpuRuntime();
     const { ort } = rt;
     ort.env.logLevel = options.logLevel ?? "error";
-    const { model, cacheOutputs } = buildPagedLlamaGraph(options.spec, options.weights, options.blockSize, { quantized: options.quantized ?? null, float16: options.float16 ?? false });
-    const preferredOutputLocation: Record<string, "cpu" | "gpu-buffer"> = {
-      [PAGED_IO.logits]: "cpu",
-      [PAGED_IO.nextToken]: "cpu",
-    };
-    for (const name of [...cacheOutputs.k, ...cacheOutputs.v]) preferredOutputLocation[name] = "gpu-buffer";
+    const { model } = buildPagedLlamaGraph(options.spec, options.weights, options.blockSize, { quantized: options.quantized ?? null, float16: options.float16 ?? false });
     const session = await ort.InferenceSession.create(model, {
       executionProviders: ["webgpu"],
       graphOptimizationLevel: "all",
-      preferredOutputLocation,
       extra: { session: { disable_cpu_ep_fallback: "1" } },
     });
     const device = await ort.env.webgpu.device;
-    return new WebGpuExecutor(rt, session, device, cacheOutputs, options.spec, options.numBlocks, options.blockSize);
+    return new WebGpuExecutor(rt, session, device, options.spec, options.numBlocks, options.blockSize);
   }
 
   run(sequences: readonly StepSequence[]): Promise<StepResult> {
@@ -185,8 +172,7 @@ export class WebGpuExecutor implements Executor {
       [PAGED_IO.attentionMetadata]: new ort.Tensor("int32", step.metadata, [3]),
       ...this.poolFeeds,
     };
-    const fetches: Record<string, OrtWeb.Tensor | null> = { ...this.poolFetches, [PAGED_IO.nextToken]: null };
-    if (wantLogits) fetches[PAGED_IO.logits] = null;
+    const fetches = wantLogits ? [PAGED_IO.nextToken, PAGED_IO.logits] : [PAGED_IO.nextToken];
     const outputs = await this.session.run(feeds, fetches);
     this.transfer.steps++;
     this.transfer.hostToDeviceBytes += stepInputBytes(step);

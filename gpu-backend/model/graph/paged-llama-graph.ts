@@ -25,11 +25,13 @@ import { attentionInputs, attentionOutputAndMlp, embedTokens, layerRope, lmHead 
  *                                          the same again as the lower bound] (see below)
  *   kv_k_L, kv_v_L           fp16 [numBlocks, blockSize, numKvHeads, headDim]   per layer
  *
- * Outputs: `logits` [R, vocab] fp32, `next_token` [R] int64 (their argmax, two-stage: `chunkedArgmax`), and per layer the op's
- * cache outputs, named `cacheOutputs.k[L]` / `.v[L]` (the op's own output names: a renaming
- * Identity would give the output its own buffer and break the in-place aliasing). Bind the same
- * device buffer as `kv_k_L` input and as that preallocated output: the op then scatters this
- * step's K (after our rotary) and V into the pool in place.
+ * Outputs: `logits` [R, vocab] fp32 and `next_token` [R] int64 (their argmax, two-stage:
+ * `chunkedArgmax`). PagedAttention's own cache outputs are omitted: the op then scatters this
+ * step's K (after our rotary) and V into the cache INPUTS in place (onnxruntime 1.30, WebGPU and
+ * CUDA kernels: "if both are omitted, update the input caches in place"). So the pool is whatever
+ * buffer the executor feeds as `kv_k_L` / `kv_v_L`: a device buffer it created once (device-pool
+ * executors), or a compact copy it uploads (the host-pool executor, which takes the new rows from
+ * `new_k_L` / `new_v_L`). No aliasing of outputs to inputs, no copy of the pool, no 2x memory.
  *
  * `attention_metadata` is PagedAttention's input 16 (onnxruntime 1.30 schema: int32 (2) or (3) in
  * CPU memory, [max_query_len_bound, max_kv_len_bound, optional max_kv_len_lower_bound]). Without
@@ -38,14 +40,12 @@ import { attentionInputs, attentionOutputAndMlp, embedTokens, layerRope, lmHead 
  * upper bounds must hold for the step (exact step values do; we capture no graphs).
  *
  * @example
- * const { model, cacheOutputs } = buildPagedLlamaGraph(spec, weights, 16);
+ * const { model } = buildPagedLlamaGraph(spec, weights, 16);
  */
 export interface PagedLlamaGraph {
   model: Uint8Array;
   /** What `model` encodes (nodes, inputs, outputs, initializers by reference): for graph tests. */
   graph: ModelSpec;
-  /** Graph output names of the per-layer cache outputs (aliases of kv_k_L / kv_v_L). */
-  cacheOutputs: { k: string[]; v: string[] };
 }
 
 export interface PagedLlamaGraphOptions {
@@ -106,7 +106,6 @@ export function buildPagedLlamaGraph(spec: DecoderSpec, weights: WeightSource, b
   const { embed, x: x0 } = step;
   let x = x0;
   const cacheShape = ["num_blocks", blockSize, nkv, hd];
-  const cacheOutputs: PagedLlamaGraph["cacheOutputs"] = { k: [], v: [] };
 
   for (let l = 0; l < spec.numLayers; l++) {
     const poolK = g.input(PAGED_IO.kvK(l), F16, cacheShape);
@@ -123,19 +122,16 @@ export function buildPagedLlamaGraph(spec: DecoderSpec, weights: WeightSource, b
 
     // Inputs 8-15 (cos/sin caches, slot_mapping, head_sink, q/k norm weights, k/v scales) unused.
     const unused = Array<string>(8).fill("");
-    const [out, kOut, vOut] = g.opN("PagedAttention", [q16, k16, v16, poolK, poolV, cumulative, past, blockTable, ...unused, metadata], 3, {
+    // One output: with key_cache_out / value_cache_out omitted the op updates poolK / poolV in place.
+    const out = g.op("PagedAttention", [q16, k16, v16, poolK, poolV, cumulative, past, blockTable, ...unused, metadata], {
       domain: "com.microsoft",
       attributes: { num_heads: nh, kv_num_heads: nkv, scale: { float: spec.attentionScale } },
     });
-    g.output(kOut!, F16, cacheShape);
-    g.output(vOut!, F16, cacheShape);
-    cacheOutputs.k.push(kOut!);
-    cacheOutputs.v.push(vOut!);
 
-    const attn = g.op("Cast", [out!], toF32); // [T, nh*hd]
+    const attn = g.op("Cast", [out], toF32); // [T, nh*hd]
     x = attentionOutputAndMlp(g, spec, gw, l, x, attn, pickMoeKernel("webgpu", gw.quantized !== null));
   }
 
   lmHead(g, spec, gw, embed, x, logitIndex, { logits: PAGED_IO.logits, nextToken: PAGED_IO.nextToken }, "chunked");
-  return { model: g.encode(), graph: g.spec(), cacheOutputs };
+  return { model: g.encode(), graph: g.spec() };
 }
