@@ -46,10 +46,11 @@ export class KvBlockTransfer {
   setHostTier(link: HostTierLink | null): void {
     this.host = link;
     if (!link) return this.pool.setEvictionSink(null);
-    const scratch = new Uint8Array(link.bytesPerBlock);
     this.pool.setEvictionSink((blockId, hash) => {
-      link.read(blockId, scratch);
-      link.tier.put(hash, scratch);
+      // A buffer per block, handed to the tier: a device pool's read fills it after this returns.
+      const bytes = new Uint8Array(link.bytesPerBlock);
+      link.read(blockId, bytes);
+      link.tier.put(hash, bytes);
     });
   }
 

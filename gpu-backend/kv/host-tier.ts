@@ -45,7 +45,11 @@ export class HostTier {
     return this.blocks.has(hash);
   }
 
-  /** Keeps a copy of an evicted block (the caller's buffer is not kept). */
+  /**
+   * Keeps an evicted block: the tier takes `block` itself (no copy), so the caller hands over a
+   * buffer it no longer uses. A device pool's read fills it later, in order with the executor's
+   * steps (`BlockIO`), and whatever writes it back into a pool is ordered after that read.
+   */
   put(hash: BlockHash, block: Uint8Array): void {
     if (block.length > this.capacityBytes) return;
     this.remove(hash);
@@ -57,7 +61,7 @@ export class HostTier {
       this.evictions?.record(oldest, { atMs: Date.now(), by: this.evictions.get(oldest)?.by ?? "lru", from: "host-tier" });
       this.stats.dropped++;
     }
-    this.blocks.set(hash, block.slice());
+    this.blocks.set(hash, block);
     this.bytes += block.length;
     this.stats.puts++;
     this.events?.offloaded?.(hash);

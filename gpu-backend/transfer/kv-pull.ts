@@ -78,6 +78,7 @@ export class KvPuller {
         const { payload, ok } = await reader.block(io.bytesPerBlock);
         if (!ok) return this.failed(report("corrupt", blocks, blocks * io.bytesPerBlock));
         if (kv.transfer.importBlock(hashes[local + blocks]!, (id) => io.write(id, payload)) === "full") break;
+        await io.settled(); // the reader reuses `payload` for the next block
       }
       const bytes = blocks * io.bytesPerBlock;
       this.totals.blocks += blocks;

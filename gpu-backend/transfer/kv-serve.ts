@@ -55,7 +55,7 @@ export class KvServer {
     const perChunk = Math.max(1, Math.floor(2 ** 20 / io.bytesPerBlock));
     return new ReadableStream<Uint8Array>({
       start: (controller) => controller.enqueue(encodeStreamHeader({ format: io.format, bytesPerBlock: io.bytesPerBlock, blocks: blockIds.length })),
-      pull: (controller) => {
+      pull: async (controller) => {
         if (next === blockIds.length) {
           end();
           controller.close();
@@ -63,8 +63,13 @@ export class KvServer {
         }
         const count = Math.min(perChunk, blockIds.length - next);
         const from = next;
-        controller.enqueue(encodeBlockFrames(count, io.bytesPerBlock, (i, out) => io.read(blockIds[from + i]!, out)));
         next += count;
+        try {
+          controller.enqueue(await encodeBlockFrames(blockIds.slice(from, from + count), io));
+        } catch (err) {
+          end(); // a failed read gives its pins back: the stream errors, no cancel follows
+          throw err;
+        }
         this.stats.blocks += count;
         this.stats.bytes += count * io.bytesPerBlock;
       },

@@ -1,6 +1,7 @@
 import { crc32 } from "node:zlib";
 import { decodeKvStreamHeader, encode } from "../../protocol/codec";
 import type { KvStreamHeader } from "../../protocol/messages";
+import type { BlockIO } from "../model/executors/executor";
 
 /**
  * The body of a `POST /v1/kv/pull` answer: whole KV blocks, each checked on arrival.
@@ -25,21 +26,22 @@ export function encodeStreamHeader(header: KvStreamHeader): Uint8Array {
 }
 
 /**
- * Frames of consecutive blocks in one chunk: per block its checksum, then its bytes, as `read`
- * writes them into the chunk (no intermediate copy; the chunk is not zero-filled first).
+ * Frames of consecutive blocks in one chunk: per block its checksum, then its bytes, as `io.read`
+ * writes them into the chunk (no intermediate copy; the chunk is not zero-filled first). The
+ * checksums are taken once `io.settled()` says the reads have landed (a device pool's reads are
+ * queued behind its steps: `BlockIO`).
  *
- * @example controller.enqueue(encodeBlockFrames(2, io.bytesPerBlock, (i, out) => io.read(ids[i], out)))
+ * @example controller.enqueue(await encodeBlockFrames(ids, io))
  */
-export function encodeBlockFrames(count: number, bytesPerBlock: number, read: (index: number, out: Uint8Array) => void): Uint8Array {
-  const chunk = Buffer.allocUnsafe(count * (4 + bytesPerBlock));
+export async function encodeBlockFrames(blockIds: readonly number[], io: Pick<BlockIO, "bytesPerBlock" | "read" | "settled">): Promise<Uint8Array> {
+  const { bytesPerBlock } = io;
+  const chunk = Buffer.allocUnsafe(blockIds.length * (4 + bytesPerBlock));
   const view = new DataView(chunk.buffer, chunk.byteOffset, chunk.byteLength);
-  for (let i = 0; i < count; i++) {
-    const at = i * (4 + bytesPerBlock);
-    // A chunk this large is its own ArrayBuffer (offset 0), and bytesPerBlock is a multiple of 4: every payload is 4-byte aligned for typed views.
-    const payload = chunk.subarray(at + 4, at + 4 + bytesPerBlock);
-    read(i, payload);
-    view.setUint32(at, blockChecksum(payload), true);
-  }
+  // A chunk this large is its own ArrayBuffer (offset 0), and bytesPerBlock is a multiple of 4: every payload is 4-byte aligned for typed views.
+  const payload = (i: number) => chunk.subarray(i * (4 + bytesPerBlock) + 4, (i + 1) * (4 + bytesPerBlock));
+  blockIds.forEach((id, i) => io.read(id, payload(i)));
+  await io.settled();
+  for (let i = 0; i < blockIds.length; i++) view.setUint32(i * (4 + bytesPerBlock), blockChecksum(payload(i)), true);
   return chunk;
 }
 

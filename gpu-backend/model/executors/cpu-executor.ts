@@ -64,6 +64,7 @@ export class CpuExecutor implements Executor {
       bytesPerBlock: 2 * spec.numLayers * blockSize * this.kvDim * 4,
       read: (blockId, out) => this.copyBlock(blockId, new Float32Array(out.buffer, out.byteOffset, out.byteLength / 4), "read"),
       write: (blockId, bytes) => this.copyBlock(blockId, asFloat32(bytes), "write"),
+      settled: () => Promise.resolve(),
     };
     const kv = Array.from({ length: spec.numLayers }, (_, l) => [GRAPH_IO.newK(l), GRAPH_IO.newV(l)]).flat();
     this.fetchesArgmaxOnly = [...kv, GRAPH_IO.nextToken];

@@ -89,6 +89,7 @@ export class CudaExecutor implements Executor {
       bytesPerBlock: 2 * spec.numLayers * E * 2,
       read: (blockId, out) => each(blockId, out, (pool, part) => part.set(pool)),
       write: (blockId, bytes) => each(blockId, bytes, (pool, part) => pool.set(part)),
+      settled: () => Promise.resolve(),
     };
   }
 

@@ -28,8 +28,13 @@ export interface Executor {
 /**
  * Reads and writes one KV block (every layer's K and V rows of its slots) as bytes. Two pools
  * exchange blocks only when their `format` strings are equal (same dtype, layout and shape).
- * Synchronous: callers never overlap a write with a step that reads that block (a block being
- * written is in no block table yet).
+ *
+ * Ordered, not necessarily immediate: a read or write takes effect in order with the executor's
+ * steps (after every step already handed to `run`, before every later one), so callers never
+ * overlap a write with a step that reads that block (a block being written is in no block table
+ * yet) nor a read with a step that rewrites it. A read's `out` holds the block, and a write's
+ * `bytes` may be changed, only once `settled()` resolves. Host pools (cpu, host-pool) complete
+ * both at call time; a device pool queues them (`DevicePoolBlocks`).
  */
 export interface BlockIO {
   /** e.g. "f32/kv-layer-head-slot-dim/L2/H4/B16/D64": equal strings, interchangeable bytes. */
@@ -39,6 +44,8 @@ export interface BlockIO {
   read(blockId: number, out: Uint8Array): void;
   /** Overwrites block `blockId` with `bytes` (bytesPerBlock bytes). */
   write(blockId: number, bytes: Uint8Array): void;
+  /** Resolves once every read and write made so far has taken effect. */
+  settled(): Promise<void>;
 }
 
 export type ExecutorDevice = "cpu" | "webgpu" | "cuda";
