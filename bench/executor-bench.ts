@@ -1,7 +1,7 @@
 import * as ort from "onnxruntime-node";
-import { CpuExecutor } from "../gpu-backend/model/executors/cpu-executor";
+import { createExecutor } from "../gpu-backend/model/executors/create-executor";
 import { cudaProviderInstalled, webGpuAdapter } from "../gpu-backend/model/executors/device";
-import type { Executor } from "../gpu-backend/model/executors/executor";
+import { executorLabel, type Executor, type ExecutorChoice } from "../gpu-backend/model/executors/executor";
 import { loadModel } from "../gpu-backend/engine/load-model";
 import { note, Progress } from "./kit/progress";
 import { round, table } from "./kit/report";
@@ -11,10 +11,15 @@ import { round, table } from "./kit/report";
  * host <-> device bytes per decode step of every executor this machine can run, on the same
  * model, with the cpu executor as the baseline (ratios against it, same process).
  *
- * Executors: cpu; webgpu (onnxruntime-web on dawn.node) when a WebGPU adapter exists; cuda on
- * onnxruntime-node's CUDA provider when installed, else the same cuda executor on onnxruntime-node's
- * bundled WebGPU provider when an adapter exists (labelled `cuda@node-webgpu`). On a software
+ * Executors (`executorLabel`): cpu; with a WebGPU adapter, the device pool on onnxruntime-node's
+ * WebGPU provider and on onnxruntime-web's, and the host pool on onnxruntime-node's WebGPU
+ * provider; the host pool on CUDA when onnxruntime's CUDA provider is installed. On a software
  * adapter (Mesa lavapipe) the GPU figures measure the code path, not a GPU.
+ *
+ * Bytes per decode step (`bytesUpPerStep`, `bytesDownPerStep`) are counted by each executor from
+ * the host tensors it feeds and fetches, for one decode step of one sequence at each of
+ * `contexts` (a short one and the prompt's length): a device pool's stay flat but for the block
+ * table (4 bytes per block); a host pool's grow with the context.
  *
  * Workload: one prompt of P tokens prefilled in chunks of 256 (the scheduler's default batch
  * budget); decode D steps of 1 sequence, then D steps of 8 sequences sharing the prompt's blocks
@@ -33,6 +38,10 @@ export interface ExecutorFigures {
   decodeBatch8TokPerS: number;
   h2dBytesPerDecodeStep: number;
   d2hBytesPerDecodeStep: number;
+  /** The contexts (tokens in the pool) of the per-step byte counts below, short then long. */
+  contexts: number[];
+  bytesUpPerStep: number[];
+  bytesDownPerStep: number[];
   kvBytes: number;
   prefillVsCpu?: number;
   decodeBatch8VsCpu?: number;
@@ -44,36 +53,27 @@ const CHUNK = 256;
 export async function runExecutorBench(o: ExecutorBenchOptions): Promise<{ model: string; promptTokens: number; decodeSteps: number; executors: Record<string, ExecutorFigures> }> {
   const P = o.quick ? 256 : 1024;
   const D = o.quick ? 8 : 32;
-  // Before the first session: onnxruntime-node fixes its log level then. The WebGPU stand-in of
-  // the cuda executor would otherwise warn on every run that the (unfetched) cache outputs are copies.
+  // Before the first session: onnxruntime-node fixes its log level then.
   ort.env.logLevel = "error";
   const model = await loadModel({ dir: o.model, log: (l) => note("executors", l) });
   const { spec, weights } = model;
   const promptBlocks = Math.ceil(P / BLOCK);
   // Blocks: the prompt's, then per batch sequence a tail block range for its D decode tokens.
   const tailBlocks = Math.ceil((D + (P % BLOCK)) / BLOCK) + 1;
-  const numBlocks = promptBlocks + 9 * tailBlocks + 1;
+  const SHORT = 20;
+  const shortBlocks = Math.ceil((SHORT + 1) / BLOCK);
+  const numBlocks = promptBlocks + 9 * tailBlocks + shortBlocks + 1;
 
   const adapter = await webGpuAdapter().catch(() => undefined);
   const adapterName = adapter ? `${adapter.vendor} ${adapter.device || adapter.description}${adapter.software ? " (software)" : ""}` : "none";
-  const targets: { name: string; adapter: string; create: () => Promise<Executor> }[] = [
-    { name: "cpu", adapter: "cpu", create: () => CpuExecutor.create({ spec, weights, numBlocks, blockSize: BLOCK }) },
-  ];
-  if (adapter) {
-    targets.push({
-      name: "webgpu",
-      adapter: adapterName,
-      create: async () => (await import("../gpu-backend/model/executors/webgpu-executor")).WebGpuExecutor.create({ spec, weights, numBlocks, blockSize: BLOCK }),
-    });
-  }
-  if (cudaProviderInstalled() || adapter) {
-    const cuda = cudaProviderInstalled();
-    targets.push({
-      name: cuda ? "cuda" : "cuda@node-webgpu",
-      adapter: cuda ? "onnxruntime-node CUDA provider" : `onnxruntime-node WebGPU provider, ${adapterName}`,
-      create: async () => (await import("../gpu-backend/model/executors/cuda-executor")).CudaExecutor.create({ spec, weights, numBlocks, blockSize: BLOCK, executionProvider: cuda ? "cuda" : "webgpu" }),
-    });
-  }
+  const choices: ExecutorChoice[] = [{ kind: "cpu", provider: "node-cpu" }];
+  if (adapter) choices.push({ kind: "device-pool", provider: "node-webgpu" }, { kind: "device-pool", provider: "web-webgpu" }, { kind: "host-pool", provider: "node-webgpu" });
+  if (cudaProviderInstalled()) choices.push({ kind: "host-pool", provider: "node-cuda" });
+  const targets = choices.map((c) => ({
+    name: executorLabel(c),
+    adapter: c.provider === "node-cpu" ? "cpu" : c.provider === "node-cuda" ? "onnxruntime-node CUDA provider" : adapterName,
+    create: (): Promise<Executor> => createExecutor({ ...c, spec, weights, numBlocks, blockSize: BLOCK }),
+  }));
   if (!adapter) note("executors", "no WebGPU adapter: only cpu (run scripts/install-webgpu-deps.sh for lavapipe)");
 
   const prompt = Array.from({ length: P }, (_, i) => 100 + ((i * 7919) % 5000));
@@ -124,6 +124,16 @@ export async function runExecutorBench(o: ExecutorBenchOptions): Promise<{ model
       const decodeMs = performance.now() - c0;
       const h2d = (exec.transfer.hostToDeviceBytes - h0) / D;
       const d2h = (exec.transfer.deviceToHostBytes - d0) / D;
+      // One decode step at a short context (a fresh sequence in its own blocks) and at the prompt's.
+      const shortTable = Array.from({ length: shortBlocks }, (_, j) => numBlocks - 1 - j);
+      await exec.run([{ tokenIds: prompt.slice(0, SHORT), startPos: 0, blockTable: shortTable, logits: "none" }]);
+      const stepBytes = async (context: number, blockTable: number[]) => {
+        const [u, d] = [exec.transfer.hostToDeviceBytes, exec.transfer.deviceToHostBytes];
+        await exec.run([{ tokenIds: [7], startPos: context, blockTable, logits: "argmax" }]);
+        return [exec.transfer.hostToDeviceBytes - u, exec.transfer.deviceToHostBytes - d] as const;
+      };
+      const atShort = await stepBytes(SHORT, shortTable);
+      const atLong = await stepBytes(P + D, table0);
 
       // Decode, batch 8 (sequences 1..8 over the shared prompt blocks).
       const tokens = Array.from({ length: 8 }, (_, s) => 2000 + s);
@@ -143,6 +153,9 @@ export async function runExecutorBench(o: ExecutorBenchOptions): Promise<{ model
         decodeBatch8TokPerS: round(((8 * D) / batchMs) * 1000, 2),
         h2dBytesPerDecodeStep: Math.round(h2d),
         d2hBytesPerDecodeStep: Math.round(d2h),
+        contexts: [SHORT, P + D],
+        bytesUpPerStep: [atShort[0], atLong[0]],
+        bytesDownPerStep: [atShort[1], atLong[1]],
         kvBytes: exec.kvBytes,
       };
     } finally {
@@ -160,7 +173,8 @@ export async function runExecutorBench(o: ExecutorBenchOptions): Promise<{ model
 }
 
 function printTable(results: Record<string, ExecutorFigures>, P: number, D: number): void {
-  const rows = Object.entries(results).map(([name, r]) => [name, r.prefillTokPerS, r.decodeTokPerS, r.decodeBatch8TokPerS, r.h2dBytesPerDecodeStep, r.d2hBytesPerDecodeStep, r.prefillVsCpu ?? 1, r.decodeBatch8VsCpu ?? 1]);
-  const head = ["executor", "prefill tok/s", "decode tok/s", "decode x8 tok/s", "up B/step", "down B/step", "prefill/cpu", "x8/cpu"];
-  process.stderr.write(`\nprompt ${P} tokens, ${D} decode steps (bytes per step: the batch-1 decode)\n${table(head, rows)}\n\n`);
+  const rows = Object.entries(results).map(([name, r]) => [name, r.prefillTokPerS, r.decodeTokPerS, r.decodeBatch8TokPerS, r.bytesUpPerStep.join(" / "), r.bytesDownPerStep.join(" / "), r.prefillVsCpu ?? 1, r.decodeBatch8VsCpu ?? 1]);
+  const contexts = Object.values(results)[0]?.contexts.join(" / ") ?? "";
+  const head = ["executor", "prefill tok/s", "decode tok/s", "decode x8 tok/s", `up B/step @${contexts}`, `down B/step @${contexts}`, "prefill/cpu", "x8/cpu"];
+  process.stderr.write(`\nprompt ${P} tokens, ${D} decode steps (bytes: one decode step of one sequence at each context)\n${table(head, rows)}\n\n`);
 }

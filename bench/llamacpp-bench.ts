@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { loadModel } from "../gpu-backend/engine/load-model";
 import { precisionRefusal, type WeightPrecision } from "../gpu-backend/engine/weight-precision";
 import { modelCacheDir } from "../gpu-backend/model/checkpoint/demo-model";
-import type { ExecutorDevice } from "../gpu-backend/model/executors/executor";
+import { EXECUTOR_PROVIDERS, executorLabel, type ExecutorKind, type ExecutorProvider } from "../gpu-backend/model/executors/executor";
 import { exportGguf, type GgufFileType } from "../gpu-backend/model/export/gguf-export";
 import type { DecoderSpec } from "../gpu-backend/model/graph/decoder-spec";
 import { spawnSide } from "./llamacpp-child";
@@ -23,9 +23,9 @@ export interface LlamaCppBenchOptions {
   /** Precisions to run (default all four). */
   precisions?: BenchPrecision[];
   /** Our executor (default cpu). */
-  device?: ExecutorDevice;
-  /** With device "cuda": onnxruntime-node's provider for our cuda executor (default "cuda"; "webgpu": its bundled WebGPU provider). */
-  cudaExecutionProvider?: "cuda" | "webgpu";
+  /** Our executor (default cpu) and its provider (default: the executor's first, `EXECUTOR_PROVIDERS`). */
+  executor?: ExecutorKind;
+  provider?: ExecutorProvider;
   /** llama.cpp's build (default false: its CPU build). */
   llamaGpu?: false | "cuda" | "vulkan";
   /** Run one side only (the other's figures and the ratios are null): e.g. a second llama.cpp build against ours already measured. */
@@ -68,7 +68,7 @@ interface PrecisionRun {
 
 /**
  * `npm run bench -- llamacpp [--quick] [--json] [--weights fp32,fp16,int8,int4] [--model DIR|FAMILY]
- * [--device cpu|webgpu|cuda] [--llama-gpu cuda|vulkan] [--threads N] [--bandwidth GB/s] [--only ours|llamacpp]`
+ * [--executor cpu|device-pool|host-pool] [--provider P] [--llama-gpu cuda|vulkan] [--threads N] [--bandwidth GB/s] [--only ours|llamacpp]`
  *
  * Agent Edge against llama.cpp on the same weights, per precision: our engine at fp32 / fp16 /
  * int8 / int4, llama.cpp (node-llama-cpp 3.21.1, prebuilt build, never compiled) on GGUF files our
@@ -83,7 +83,9 @@ interface PrecisionRun {
 export async function runLlamaCppBench(o: LlamaCppBenchOptions): Promise<Record<string, unknown>> {
   const log = (line: string) => note("llamacpp", line);
   const precisions = o.precisions ?? [...BENCH_PRECISIONS];
-  const device = o.device ?? "cpu";
+  const kind = o.executor ?? "cpu";
+  const provider = o.provider ?? EXECUTOR_PROVIDERS[kind][0]!;
+  const device = executorLabel({ kind, provider });
   const threads = o.threads ?? availableParallelism();
   const { checkpoint, spec } = await loadModel({ dir: o.model, log });
   const bandwidth = o.bandwidth ?? { bytesPerS: memoryBandwidth(log), source: "measured: one-thread copy of 256 MiB, bytes read + written / s, best of 5" };
@@ -98,8 +100,8 @@ export async function runLlamaCppBench(o: LlamaCppBenchOptions): Promise<Record<
   for (const [i, precision] of precisions.entries()) {
     const pair = PRECISION_PAIRS[precision];
     log(`precision ${i + 1}/${precisions.length}: ours ${precision} on ${device} vs llama.cpp ${pair.gguf} (${o.llamaGpu || "cpu"})`);
-    const refusal = precisionRefusal(device, precision as WeightPrecision);
-    const ours: PrecisionRun["ours"] = o.only === "llamacpp" ? { refused: "not run (--only llamacpp)" } : refusal ? { refused: refusal } : await spawnSide<EngineFigures>(["--side", "ours", "--weights", precision, "--device", device, ...(o.cudaExecutionProvider ? ["--cuda-ep", o.cudaExecutionProvider] : []), ...common]);
+    const refusal = precisionRefusal(kind, precision as WeightPrecision);
+    const ours: PrecisionRun["ours"] = o.only === "llamacpp" ? { refused: "not run (--only llamacpp)" } : refusal ? { refused: refusal } : await spawnSide<EngineFigures>(["--side", "ours", "--weights", precision, "--executor", kind, "--provider", provider, ...common]);
     if (refusal) log(`ours ${precision}: not run (${refusal})`);
     const ggufPath = join(ggufDir, `${checkpoint.modelId}-${pair.gguf}.gguf`);
     if (o.only !== "ours" && (!existsSync(ggufPath) || statSync(ggufPath).mtimeMs < weightsTime)) exportGguf(checkpoint, ggufPath, { fileType: pair.gguf, onProgress: log });
@@ -120,12 +122,11 @@ export async function runLlamaCppBench(o: LlamaCppBenchOptions): Promise<Record<
     return r && "decode" in r.ours ? r.ours : null;
   };
   const int4DecodeOverFp32 = figures("int4") && figures("fp32") ? round(figures("int4")!.decode.tokensPerS / figures("fp32")!.decode.tokensPerS, 2) : null;
-  const ourLabel = o.cudaExecutionProvider === "webgpu" ? `${device}@node-webgpu` : device;
-  const plots = writePlots(o.outDir, precisions, runs, ourLabel, o.llamaGpu || "cpu");
+  const plots = writePlots(o.outDir, precisions, runs, device, o.llamaGpu || "cpu");
   log(`plots: ${plots.join(", ")}`);
   return {
     model: spec.modelId,
-    device: ourLabel,
+    device,
     llamaCpp: o.llamaGpu || "cpu",
     threads,
     cpu: cpus()[0]?.model ?? "unknown",

@@ -3,7 +3,7 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { loadModel } from "../gpu-backend/engine/load-model";
 import { parsePrecision } from "../gpu-backend/engine/weight-precision";
-import type { DeviceRequest } from "../gpu-backend/model/executors/device";
+import { EXECUTOR_PROVIDERS, type ExecutorKind, type ExecutorProvider } from "../gpu-backend/model/executors/executor";
 import { runLlamaCppSide } from "./llamacpp-side";
 import { runOurSide } from "./llamacpp-ours";
 import { makeLlamaCppWorkloads } from "./llamacpp-workload";
@@ -13,7 +13,7 @@ import { note } from "./kit/progress";
  * One side of `npm run bench -- llamacpp` in a process of its own, so that each side's resident
  * memory is its own and neither engine's threads or buffers linger into the other's run:
  *
- *   npm run bench -- llamacpp-child --side ours --weights int4 [--device cpu|webgpu|cuda] [--quick] [--threads N] [--model DIR|FAMILY]
+ *   npm run bench -- llamacpp-child --side ours --weights int4 [--executor cpu|device-pool|host-pool] [--provider P] [--quick] [--threads N] [--model DIR|FAMILY]
  *   npm run bench -- llamacpp-child --side llamacpp --gguf FILE [--gpu cuda|vulkan] [--quick] [--threads N] [--model DIR|FAMILY]
  *
  * Both build the same workloads from the model's codec (llamacpp-workload.ts, deterministic).
@@ -25,9 +25,9 @@ export async function runLlamaCppChild(args: string[]): Promise<void> {
     options: {
       side: { type: "string" },
       weights: { type: "string", default: "fp32" },
-      device: { type: "string", default: "cpu" },
+      executor: { type: "string", default: "cpu" },
       gguf: { type: "string" },
-      "cuda-ep": { type: "string" },
+      provider: { type: "string" },
       gpu: { type: "string" },
       quick: { type: "boolean", default: false },
       threads: { type: "string" },
@@ -37,14 +37,16 @@ export async function runLlamaCppChild(args: string[]): Promise<void> {
   });
   const threads = values.threads ? Number(values.threads) : undefined;
   const quick = values.quick!;
-  const name = values.side === "ours" ? `ours ${values.weights} ${values.device}` : `llama.cpp ${values.gpu ?? "cpu"}`;
+  const name = values.side === "ours" ? `ours ${values.weights} ${values.executor}${values.provider ? ` on ${values.provider}` : ""}` : `llama.cpp ${values.gpu ?? "cpu"}`;
   const log = (line: string) => note(name, line);
   const { codec } = await loadModel({ dir: values.model });
   const workloads = makeLlamaCppWorkloads({ codec, quick });
   if (values.side === "ours") {
     const weights = parsePrecision(values.weights!);
-    const cudaExecutionProvider = values["cuda-ep"] === "webgpu" ? "webgpu" : values["cuda-ep"] === undefined || values["cuda-ep"] === "cuda" ? undefined : badValue("--cuda-ep", values["cuda-ep"]);
-    const result = await runOurSide({ modelDir: values.model, weights, device: values.device as DeviceRequest, cudaExecutionProvider, threads, workloads, quick, onProgress: log });
+    const executor = values.executor as ExecutorKind;
+    if (!(executor in EXECUTOR_PROVIDERS)) badValue("--executor", values.executor!);
+    const provider = values.provider as ExecutorProvider | undefined;
+    const result = await runOurSide({ modelDir: values.model, weights, executor, provider, threads, workloads, quick, onProgress: log });
     console.log(JSON.stringify(result));
   } else if (values.side === "llamacpp") {
     if (!values.gguf) throw new Error("--side llamacpp needs --gguf FILE");
@@ -87,5 +89,5 @@ export function spawnSide<T>(args: string[]): Promise<T> {
 }
 
 function badValue(flag: string, got: string): never {
-  throw new Error(`${flag} must be cuda or webgpu, got ${JSON.stringify(got)}`);
+  throw new Error(`${flag} must be cpu, device-pool or host-pool, got ${JSON.stringify(got)}`);
 }

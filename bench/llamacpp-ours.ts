@@ -1,5 +1,5 @@
 import { createBackend } from "../gpu-backend/server/backend";
-import type { DeviceRequest } from "../gpu-backend/model/executors/device";
+import { executorLabel, type ExecutorKind, type ExecutorProvider } from "../gpu-backend/model/executors/executor";
 import type { Engine } from "../gpu-backend/engine/engine";
 import type { WeightPrecision } from "../gpu-backend/engine/weight-precision";
 import type { LlamaCppWorkloads, TokenTrajectory } from "./llamacpp-workload";
@@ -12,9 +12,9 @@ export interface OurSideOptions {
   /** Model folder; undefined: the embedded demo model. */
   modelDir: string | undefined;
   weights: WeightPrecision;
-  device: DeviceRequest;
-  /** With device "cuda": onnxruntime-node's provider for it (BackendOptions.cudaExecutionProvider). */
-  cudaExecutionProvider?: "cuda" | "webgpu";
+  executor: ExecutorKind;
+  /** The executor's provider (default: its first; BackendOptions.provider). */
+  provider?: ExecutorProvider | undefined;
   /** onnxruntime intra-op threads (default every core, as the backend's default). */
   threads?: number;
   workloads: LlamaCppWorkloads;
@@ -55,7 +55,7 @@ const MAX_BATCH_TOKENS = 512;
  *               prompt's blocks are computed once and shared by all 8
  *
  * @example
- * const r = await runOurSide({ modelDir: undefined, weights: "int4", device: "cpu", workloads, quick: true });
+ * const r = await runOurSide({ modelDir: undefined, weights: "int4", executor: "cpu", workloads, quick: true });
  * r.decode.tokensPerS;
  */
 export async function runOurSide(o: OurSideOptions): Promise<EngineFigures> {
@@ -68,8 +68,8 @@ export async function runOurSide(o: OurSideOptions): Promise<EngineFigures> {
     maxBatchTokens: MAX_BATCH_TOKENS,
     enablePrefixCache: true,
     threads: o.threads,
-    device: o.device,
-    cudaExecutionProvider: o.cudaExecutionProvider,
+    executor: o.executor,
+    provider: o.provider,
     weights: o.weights,
     backendId: "llamacpp-bench",
     log,
@@ -116,7 +116,7 @@ export async function runOurSide(o: OurSideOptions): Promise<EngineFigures> {
     const during = stopMeter();
     if (during && during.otherCores > 0.1) log(`WARNING: other processes kept ${during.otherCores} cores busy during the run: our figures are low`);
     return {
-      setup: `Agent Edge engine in-process on ${executor.device}${o.cudaExecutionProvider === "webgpu" ? " (onnxruntime-node's WebGPU provider)" : ""}, ${o.weights} weights, ${o.threads ?? "all"} threads, ${MAX_BATCH_TOKENS}-token steps, ${BLOCK_SIZE}-token KV blocks (${(executor.kvBytes / 2 ** 20).toFixed(0)} MiB pool), prefix cache on`,
+      setup: `Agent Edge engine in-process on ${executorLabel(executor)}, ${o.weights} weights, ${o.threads ?? "all"} threads, ${MAX_BATCH_TOKENS}-token steps, ${BLOCK_SIZE}-token KV blocks (${(executor.kvBytes / 2 ** 20).toFixed(0)} MiB pool), prefix cache on`,
       decode: { contextTokens: w.decode.prompt.length, generatedTokens: w.decode.generate, tokensPerS: round(decodeTokensPerS, 1), msPerToken: round(1000 / decodeTokensPerS, 2) },
       prefill: { promptTokens: w.prefill.prompt.length, ms: round(prefillMs, 1), tokensPerS: round((w.prefill.prompt.length / prefillMs) * 1000, 1) },
       trajectory: {

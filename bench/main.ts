@@ -30,8 +30,8 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *            llama.cpp F32/F16/Q8_0/Q4_0 GGUF from our writer): decode at 1k context, prefill of 2k,
  *            a 20-turn trajectory, 8 x 5 concurrent turns; ratios, bandwidth limit, plots;
  *            flags: --quick, --json, --weights a,b (default all four), --model DIR|FAMILY,
- *            --device cpu|webgpu|cuda (ours; default cpu), --cuda-ep webgpu (cuda executor on
- *            onnxruntime-node's WebGPU provider), --llama-gpu cuda|vulkan (default its CPU
+ *            --executor cpu|device-pool|host-pool (ours; default cpu), --provider node-webgpu|
+ *            web-webgpu|node-cuda (default the executor's first), --llama-gpu cuda|vulkan (default its CPU
  *            build), --threads N, --bandwidth GB/s (default: measured copy bandwidth), --only ours|llamacpp,
  *            --out DIR
  *   edge     per-turn latency client -> Worker -> DO -> backend vs client -> backend, and bytes
@@ -70,7 +70,8 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *            --max-queued-tokens N (the backends' bound), --quick, --json, --model DIR
  *   step-costs  fit where the engine steps' CPU went from a --step-trace folder: step-costs DIR [--json]
  *   executors  prefill/decode tokens/s and bytes per decode step of every executor here (cpu
- *            baseline, webgpu, cuda); flags: --quick, --json, --model DIR
+ *            baseline, device-pool, host-pool; bytes up/down per step at a short and a long context);
+ *            flags: --quick, --json, --model DIR
  *
  * accuracy, sessionless and step-costs are studies (bench/studies/): their figures are in
  * docs/benchmarks.md, rerun when what they measure gains a case (a model family, a routing policy,
@@ -95,13 +96,13 @@ const { values: v } = parseArgs({
     out: { type: "string", default: "bench/out" },
     "observation-tokens": { type: "string" },
     "step-trace": { type: "string" },
-    device: { type: "string" },
+    executor: { type: "string" },
+    provider: { type: "string" },
     "llama-gpu": { type: "string" },
     threads: { type: "string" },
     bandwidth: { type: "string" },
     only: { type: "string" },
     families: { type: "string" },
-    "cuda-ep": { type: "string" },
     "kv-pull": { type: "string" },
     cases: { type: "string" },
     seed: { type: "string" },
@@ -131,11 +132,11 @@ const BENCHES: Record<string, () => Promise<unknown>> = {
       model,
       outDir,
       precisions: v.weights?.split(",").map((w) => oneOf("--weights", BENCH_PRECISIONS, w) as BenchPrecision),
-      device: v.device === undefined ? undefined : oneOf("--device", ["cpu", "webgpu", "cuda"] as const, v.device),
+      executor: v.executor === undefined ? undefined : oneOf("--executor", ["cpu", "device-pool", "host-pool"] as const, v.executor),
+      provider: v.provider === undefined ? undefined : oneOf("--provider", ["node-cpu", "node-webgpu", "web-webgpu", "node-cuda"] as const, v.provider),
       llamaGpu: v["llama-gpu"] === undefined ? false : oneOf("--llama-gpu", ["cuda", "vulkan"] as const, v["llama-gpu"]),
       threads: num(v.threads),
       bandwidth: v.bandwidth ? { bytesPerS: Number(v.bandwidth) * 1e9, source: "given (--bandwidth)" } : undefined,
-      cudaExecutionProvider: v["cuda-ep"] === undefined ? undefined : oneOf("--cuda-ep", ["cuda", "webgpu"] as const, v["cuda-ep"]),
       only: v.only === undefined ? undefined : oneOf("--only", ["ours", "llamacpp"] as const, v.only),
     }),
   "llamacpp-child": () => runLlamaCppChild(rest),

@@ -308,7 +308,7 @@ done
 . $KIT/plan.env
 
 R="bash bench/device/device-run.sh"
-if [ "$CUDA_MODE" = none ]; then BENCH="llamacpp --quick --json --llama-gpu vulkan --device webgpu"; else BENCH="llamacpp --quick --json --llama-gpu cuda --device webgpu"; fi
+if [ "$CUDA_MODE" = none ]; then BENCH="llamacpp --quick --json --llama-gpu vulkan --executor device-pool"; else BENCH="llamacpp --quick --json --llama-gpu cuda --executor device-pool"; fi
 call_total() { local v=PLAN_CARRY_$1; echo $((TREE + ${!v})); }
 call_cmd() { # the command string of call $1
   local i=$1 c=""
@@ -363,7 +363,7 @@ with stdout+stderr in \$OUT/bench.log (appended to by a second bench in the same
 packed as \$OUT/bench-out.tgz. Replace the bench arguments above with what you need; several benches
 can be chained with \`&&\` within the 600 s of a call. Anything that needs no CUDA can already run in
 call 1 (the machine is held either way), e.g. append
-\`&& $R bench llamacpp --quick --json --llama-gpu vulkan --device webgpu\` with timeout_s 600.
+\`&& $R bench llamacpp --quick --json --llama-gpu vulkan --executor device-pool\` with timeout_s 600.
 \`$R exec CMD...\` runs any command in the kit's environment (node on PATH,
 LD_LIBRARY_PATH with the cu13 libraries, VK_DRIVER_FILES, CUDA_CACHE_PATH), e.g.
 \`$R exec node /tmp/kit/js/bench.mjs executors --quick\`.

@@ -26,7 +26,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as ort from "onnxruntime-node";
 import { DataType, GraphBuilder } from "../../gpu-backend/model/graph/graph-builder";
-import { webGpuRuntime } from "../../gpu-backend/model/executors/webgpu-executor";
+import { webGpuRuntime } from "../../gpu-backend/model/executors/web-device-pool-executor";
 import {
   checkPagedAttention,
   feedShapes,

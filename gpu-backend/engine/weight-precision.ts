@@ -4,7 +4,7 @@ import { dirname, join } from "node:path";
 import type { Checkpoint } from "../model/checkpoint/checkpoint";
 import { modelCacheDir } from "../model/checkpoint/demo-model";
 import { openSafetensors, writeSafetensors, type SafetensorsTensorToWrite } from "../model/checkpoint/safetensors";
-import type { ExecutorDevice } from "../model/executors/executor";
+import type { ExecutorKind } from "../model/executors/executor";
 import { BLOCK_SIZE, type QuantBits } from "../model/quant/block-quant";
 import { QuantizedWeights, type PackedWeight } from "../model/quant/quantized-weights";
 
@@ -13,18 +13,18 @@ import { QuantizedWeights, type PackedWeight } from "../model/quant/quantized-we
  * and its default:
  *
  *   fp32        float32 MatMul everywhere (every executor)
- *   fp16        float16 weights, their products in float16 (webgpu, cuda; the x86 CPU MatMul has no
+ *   fp16        float16 weights, their products in float16 (device-pool, host-pool; the x86 CPU MatMul has no
  *               fp16 kernel); norms, residual and softmax stay float32, attention reads the fp16 pool
  *   bf16        no executor here computes in bfloat16 (onnxruntime 1.30's CPU and WebGPU kernels lack it)
  *   int8, int4  blockwise weight-only quantization (`block-quant.ts`, ggml's Q8_0 / Q4_0) through
- *               MatMulNBits, LM head and embedding table included (cpu, webgpu, cuda graphs alike)
+ *               MatMulNBits, LM head and embedding table included (cpu and paged graphs alike)
  *
  * Default, measured (docs/quantization.md, `npm run bench -- llamacpp`):
  *
  *   cpu         int4: against fp32 it decodes 2.9x faster, runs the 20-turn trajectory 1.4x faster
  *               and holds 2.8x less resident memory, at 0.8x its prefill speed; its cost is the
  *               quantization error (KL and greedy agreement in docs/quantization.md)
- *   webgpu/cuda fp16: nobody serves fp32 on a GPU; the PagedAttention pool is fp16 already
+ *   device-pool, host-pool  fp16: nobody serves fp32 on a GPU; the PagedAttention pool is fp16 already
  *
  * `--weights fp32` keeps the exact float32 model (the llama.cpp oracle tests use it).
  */
@@ -32,8 +32,8 @@ export type WeightPrecision = "fp32" | "fp16" | "bf16" | "int8" | "int4";
 
 export const WEIGHT_PRECISIONS: readonly WeightPrecision[] = ["fp32", "fp16", "bf16", "int8", "int4"];
 
-export function defaultPrecision(device: ExecutorDevice): WeightPrecision {
-  return device === "cpu" ? "int4" : "fp16";
+export function defaultPrecision(kind: ExecutorKind): WeightPrecision {
+  return kind === "cpu" ? "int4" : "fp16";
 }
 
 /** The bit width of a quantized precision, or null for a float one. */
@@ -41,10 +41,10 @@ export function quantBits(precision: WeightPrecision): QuantBits | null {
   return precision === "int8" ? 8 : precision === "int4" ? 4 : null;
 }
 
-/** Why `device` cannot hold weights at `precision`, or null when it can. */
-export function precisionRefusal(device: ExecutorDevice, precision: WeightPrecision): string | null {
+/** Why the `kind` executor cannot hold weights at `precision`, or null when it can. */
+export function precisionRefusal(kind: ExecutorKind, precision: WeightPrecision): string | null {
   if (precision === "bf16") return "bf16 weights: no executor here computes in bfloat16 (onnxruntime 1.30 has no bf16 MatMul on cpu or webgpu); use fp32, int8 or int4";
-  if (precision === "fp16" && device === "cpu") return "fp16 weights are not served on cpu (onnxruntime's x86 CPU MatMul has no fp16 kernel: it would run slower than fp32); use fp32, int8 or int4, or fp16 on webgpu";
+  if (precision === "fp16" && kind === "cpu") return "fp16 weights are not served on cpu (onnxruntime's x86 CPU MatMul has no fp16 kernel: it would run slower than fp32); use fp32, int8 or int4, or fp16 on a GPU executor (device-pool, host-pool)";
   return null;
 }
 
@@ -74,7 +74,7 @@ export function quantizedWeightsFor(checkpoint: Checkpoint, bits: QuantBits, log
   return { weights, save: () => writeCache(path, weights, log) };
 }
 
-/** A checkpoint's weights at a precision on a device: the quantized ones (null for a float precision) and their cache's save. */
+/** A checkpoint's weights at a precision on an executor: the quantized ones (null for a float precision) and their cache's save. */
 export interface WeightsAt {
   precision: WeightPrecision;
   quantized: QuantizedWeights | null;
@@ -83,15 +83,15 @@ export interface WeightsAt {
 }
 
 /**
- * The weights `device` runs at `precision` (default: the device's): refused with the reason where
- * the device cannot hold them, quantized (through the cache file) for int8/int4.
+ * The weights the `kind` executor runs at `precision` (default: that executor's): refused with
+ * the reason where it cannot hold them, quantized (through the cache file) for int8/int4.
  *
  * @throws Error with `precisionRefusal`'s reason
  * @example const w = weightsAt(checkpoint, "cpu", undefined, log); // int4
  */
-export function weightsAt(checkpoint: Checkpoint, device: ExecutorDevice, precision: WeightPrecision | undefined, log: (line: string) => void = () => {}): WeightsAt {
-  const p = precision ?? defaultPrecision(device);
-  const refusal = precisionRefusal(device, p);
+export function weightsAt(checkpoint: Checkpoint, kind: ExecutorKind, precision: WeightPrecision | undefined, log: (line: string) => void = () => {}): WeightsAt {
+  const p = precision ?? defaultPrecision(kind);
+  const refusal = precisionRefusal(kind, p);
   if (refusal) throw new Error(refusal);
   const bits = quantBits(p);
   const cache = bits ? quantizedWeightsFor(checkpoint, bits, log) : null;

@@ -3,7 +3,8 @@ import { createEngine } from "../engine/create-engine";
 import type { DemoAgent } from "../engine/demo-agent";
 import { BlockPool, blocksForBudget } from "../kv/block-pool";
 import { createExecutor } from "../model/executors/create-executor";
-import { resolveDevice, type DeviceRequest } from "../model/executors/device";
+import { resolveExecutor, type ExecutorRequest } from "../model/executors/device";
+import { executorLabel, type ExecutorProvider } from "../model/executors/executor";
 import type { Executor } from "../model/executors/executor";
 import { loadModel } from "../engine/load-model";
 import { prefillWastePerToken } from "../model/graph/decoder-spec";
@@ -20,15 +21,11 @@ export interface BackendOptions {
   maxQueuedTokens?: number;
   enablePrefixCache: boolean;
   threads?: number | undefined;
-  /** cpu | webgpu | cuda | auto (default auto: cuda, then a hardware WebGPU adapter, then cpu). */
-  device?: DeviceRequest;
-  /**
-   * With device "cuda": onnxruntime-node's provider for the cuda executor (default "cuda").
-   * "webgpu" runs the same executor on onnxruntime-node's bundled WebGPU provider (its own Dawn),
-   * e.g. on an NVIDIA machine without the CUDA provider download.
-   */
-  cudaExecutionProvider?: "cuda" | "webgpu" | undefined;
-  /** Weight precision (default per device: `defaultPrecision`). */
+  /** cpu | device-pool | host-pool | auto (default auto: `resolveExecutor`). */
+  executor?: ExecutorRequest;
+  /** The executor's provider (default: its first in `EXECUTOR_PROVIDERS`), e.g. host-pool on node-webgpu. */
+  provider?: ExecutorProvider | undefined;
+  /** Weight precision (default per executor: `defaultPrecision`). */
   weights?: WeightPrecision | undefined;
   backendId: string;
   maxRunningSequences?: number;
@@ -63,10 +60,11 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
   const t0 = performance.now();
   const model = await loadModel({ dir: options.modelDir, log });
   const { spec } = model;
-  const { device, reason } = await resolveDevice(options.device ?? "auto", options.cudaExecutionProvider);
-  log(`device ${device} (${reason})`);
-  const { precision, quantized, save: saveQuantized } = weightsAt(model.checkpoint, device, options.weights, log);
-  log(`weights ${precision}${options.weights ? "" : " (the default on " + device + ")"}`);
+  const choice = await resolveExecutor(options.executor ?? "auto", options.provider);
+  const label = executorLabel(choice);
+  log(`executor ${label} (${choice.reason})`);
+  const { precision, quantized, save: saveQuantized } = weightsAt(model.checkpoint, choice.kind, options.weights, log);
+  log(`weights ${precision}${options.weights ? "" : " (the default on " + choice.kind + ")"}`);
   const numBlocks = blocksForBudget({
     budgetBytes: options.kvMemoryBytes,
     blockSize: options.blockSize,
@@ -74,11 +72,11 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
     numKvHeads: spec.numKvHeads,
     headDim: spec.headDim,
     // The CPU pool is fp32; the GPU executors' pools are fp16.
-    bytesPerElement: device === "cpu" ? 4 : 2,
+    bytesPerElement: choice.kind === "cpu" ? 4 : 2,
   });
   if (numBlocks < 2) throw new Error(`--kv-memory ${options.kvMemoryBytes} bytes holds fewer than 2 blocks of ${options.blockSize} tokens`);
-  log(`building the ONNX graph and the onnxruntime session (${device}), KV pool ${numBlocks} blocks x ${options.blockSize} tokens`);
-  const executor = await createExecutor({ device, spec, weights: model.weights, quantized, float16: precision === "fp16", numBlocks, blockSize: options.blockSize, threads: options.threads, cudaExecutionProvider: options.cudaExecutionProvider });
+  log(`building the ONNX graph and the onnxruntime session (${label}), KV pool ${numBlocks} blocks x ${options.blockSize} tokens`);
+  const executor = await createExecutor({ kind: choice.kind, provider: choice.provider, spec, weights: model.weights, quantized, float16: precision === "fp16", numBlocks, blockSize: options.blockSize, threads: options.threads });
   saveQuantized();
   const pool = new BlockPool({ numBlocks, blockSize: options.blockSize });
   const trace = options.stepTraceDir ? new StepTraceFile(options.stepTraceDir, options.backendId) : undefined;

@@ -21,8 +21,8 @@ describe("backend on --device webgpu", () => {
     const modelDir = await materializeTinyModel(join(dir, "tiny"));
     // The same weights on both (the defaults differ: int4 on cpu, fp16 on webgpu).
     const common = { modelDir, kvMemoryBytes: 8 * 2 ** 20, blockSize: 16, maxBatchTokens: 256, enablePrefixCache: true, threads: 1, weights: "fp32" as const };
-    gpu = await createBackend({ ...common, device: "webgpu", backendId: "gpu" });
-    cpu = await createBackend({ ...common, device: "cpu", backendId: "cpu" });
+    gpu = await createBackend({ ...common, executor: "device-pool", backendId: "gpu" });
+    cpu = await createBackend({ ...common, executor: "cpu", backendId: "cpu" });
   });
 
   afterAll(async () => {
@@ -40,7 +40,7 @@ describe("backend on --device webgpu", () => {
     );
 
   it("serves a two-turn trajectory like cpu: same tokens, same reuse, pool never downloaded", async () => {
-    expect(gpu.executor.device).toBe("webgpu");
+    expect([gpu.executor.kind, gpu.executor.provider]).toEqual(["device-pool", "node-webgpu"]);
     const first: GenerateRequest = {
       requestId: "r1",
       trajectoryId: "t",

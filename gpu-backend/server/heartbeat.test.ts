@@ -35,7 +35,7 @@ describe("startHeartbeat publishes KV events", () => {
       maxBatchTokens: 256,
       enablePrefixCache: true,
       threads: 1,
-      device: "cpu",
+      executor: "cpu",
       backendId: "hb-test",
     });
     server = createServer((req, res) => {
@@ -114,7 +114,7 @@ async function heartbeatFixture(backendId: string, answer: (body: Record<string,
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   const edge = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   const dir = mkdtempSync(join(tmpdir(), `agent-edge-${backendId}-`));
-  const b = await createBackend({ modelDir: await tinyModelDir(dir), kvMemoryBytes: 1 << 20, blockSize: 16, maxBatchTokens: 256, enablePrefixCache: true, threads: 1, device: "cpu", backendId });
+  const b = await createBackend({ modelDir: await tinyModelDir(dir), kvMemoryBytes: 1 << 20, blockSize: 16, maxBatchTokens: 256, enablePrefixCache: true, threads: 1, executor: "cpu", backendId });
   const stop = startHeartbeat({ edgeUrl: edge, secret: "s", backendId, advertiseUrl: "http://127.0.0.1:1", engine: b.engine, intervalMs: 400 });
   return {
     received,

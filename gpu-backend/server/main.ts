@@ -7,7 +7,6 @@ import { DEFAULT_DEMO_AGENT_TOKENS } from "../engine/demo-agent";
 import { Drain } from "./drain";
 import { DrainPush } from "./drain-push";
 import { startHeartbeat } from "./heartbeat";
-import type { DeviceRequest } from "../model/executors/device";
 import { parsePrecision, type WeightPrecision } from "../engine/weight-precision";
 import { DEFAULT_MAX_QUEUED_TOKENS } from "../scheduler/scheduler";
 import { DEV_SECRET } from "../../protocol/messages";
@@ -28,11 +27,16 @@ const USAGE = `npm run backend -- [flags]: one backend process serving one model
   --host H               default 127.0.0.1
   --secret S             shared secret (env AGENT_EDGE_SECRET; default "dev-secret" with a warning)
   --threads N            onnxruntime intra-op threads (default: all cores)
-  --weights P            fp32 | fp16 (webgpu, cuda) | int8 | int4 (bf16 is refused with the reason): int8/int4 are
-                         blockwise (32) weight-only quantization, LM head and embeddings included,
-                         cached next to the model (default int4 on cpu, fp16 on webgpu and cuda)
-  --device D             cpu | webgpu | cuda | auto (default auto: cuda if its provider is installed
-                         and an NVIDIA device is present, then a hardware WebGPU adapter, then cpu)
+  --weights P            fp32 | fp16 (device-pool, host-pool) | int8 | int4 (bf16 is refused with the reason):
+                         int8/int4 are blockwise (32) weight-only quantization, LM head and embeddings
+                         included, cached next to the model (default int4 on cpu, fp16 on the GPU executors)
+  --executor E           where the KV pool lives: cpu | device-pool (on the GPU) | host-pool (in host memory,
+                         blocks uploaded per step) | auto (default: device-pool on a hardware WebGPU adapter,
+                         then host-pool if onnxruntime's CUDA provider is installed and an NVIDIA device is
+                         present, then cpu)
+  --provider P           what runs the graph: node-webgpu (onnxruntime-node's WebGPU; device-pool's default)
+                         | web-webgpu (onnxruntime-web on Dawn; device-pool) | node-cuda (host-pool's default)
+                         | node-webgpu (host-pool)
   --id NAME              backend id reported to the edge (default backend-<port>)
   --register URL         heartbeat into the edge's pool at URL (e.g. https://edge.example.com)
   --advertise URL        the URL the edge reaches this backend at (default http://HOST:PORT)
@@ -69,7 +73,8 @@ const { values } = parseArgs({
     secret: { type: "string", default: process.env.AGENT_EDGE_SECRET },
     threads: { type: "string" },
     weights: { type: "string" },
-    device: { type: "string", default: "auto" },
+    executor: { type: "string", default: "auto" },
+    provider: { type: "string" },
     id: { type: "string" },
     register: { type: "string" },
     advertise: { type: "string" },
@@ -102,7 +107,8 @@ const backend = await createBackend({
   maxQueuedTokens: positiveInt(values["max-queued-tokens"]!, "--max-queued-tokens"),
   enablePrefixCache: !values["no-prefix-cache"],
   threads: values.threads ? positiveInt(values.threads, "--threads") : undefined,
-  device: deviceFlag(values.device!),
+  executor: oneOf("--executor", ["auto", "cpu", "device-pool", "host-pool"] as const, values.executor!),
+  provider: values.provider === undefined ? undefined : oneOf("--provider", ["node-webgpu", "web-webgpu", "node-cuda", "node-cpu"] as const, values.provider),
   weights: values.weights ? weightsFlag(values.weights) : undefined,
   backendId,
   stepTraceDir: values["step-trace"],
@@ -168,9 +174,9 @@ function weightsFlag(v: string): WeightPrecision {
   }
 }
 
-function deviceFlag(v: string): DeviceRequest {
-  if (v === "cpu" || v === "webgpu" || v === "cuda" || v === "auto") return v;
-  console.error(`--device must be cpu, webgpu, cuda or auto, got ${JSON.stringify(v)}`);
+function oneOf<T extends string>(flag: string, values: readonly T[], v: string): T {
+  if ((values as readonly string[]).includes(v)) return v as T;
+  console.error(`${flag} must be ${values.join(", ")}; got ${JSON.stringify(v)}`);
   process.exit(2);
 }
 

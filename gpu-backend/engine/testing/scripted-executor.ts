@@ -14,7 +14,8 @@ export class RecordingExecutor implements Executor {
   readonly rows: Float32Array[][] = [];
   pool: BlockPool | undefined;
   constructor(private readonly inner: CpuExecutor) {}
-  get device() { return this.inner.device; }
+  get kind() { return this.inner.kind; }
+  get provider() { return this.inner.provider; }
   get spec() { return this.inner.spec; }
   get numBlocks() { return this.inner.numBlocks; }
   get blockSize() { return this.inner.blockSize; }

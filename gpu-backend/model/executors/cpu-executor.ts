@@ -29,7 +29,8 @@ export interface CpuExecutorOptions {
  * const { logits } = await exec.run([{ tokenIds: [1, 2, 3], startPos: 0, blockTable: [0], logits: "last" }]);
  */
 export class CpuExecutor implements Executor {
-  readonly device = "cpu" as const;
+  readonly kind = "cpu" as const;
+  readonly provider = "node-cpu" as const;
   readonly transfer: TransferStats = { hostToDeviceBytes: 0, deviceToHostBytes: 0, kvDeviceToHostBytes: 0, steps: 0 };
   readonly kvBytes: number;
   private readonly kvDim: number;

@@ -53,7 +53,8 @@ const SESSION_OPTIONS = {
  * const { argmax } = await exec.run([{ tokenIds: [1, 2, 3], startPos: 0, blockTable: [7], logits: "argmax" }]);
  */
 export class DevicePoolExecutor implements Executor {
-  readonly device = "webgpu" as const;
+  readonly kind = "device-pool" as const;
+  readonly provider = "node-webgpu" as const;
   readonly transfer: TransferStats = { hostToDeviceBytes: 0, deviceToHostBytes: 0, kvDeviceToHostBytes: 0, steps: 0 };
   readonly kvBytes: number;
   readonly blockIO: DevicePoolBlocks;

@@ -4,6 +4,8 @@ import { DevicePoolExecutor } from "./device-pool-executor";
 import { CONFORMANCE_BLOCK_SIZE, executorConformance, executorGreedy } from "./executor-conformance";
 import { randomWeights } from "../testing/random-weights";
 import { tinySpec } from "../testing/tiny-spec";
+import { familySpecs } from "../testing/family-specs";
+import type { DecoderSpec } from "../graph/decoder-spec";
 
 /**
  * The executor conformance suite for the device-pool executor (onnxruntime-node's WebGPU
@@ -114,5 +116,36 @@ describe("device-pool executor", () => {
     } finally {
       await exec.dispose();
     }
+  });
+});
+
+/**
+ * The families whose attention PagedAttention can express: Qwen3 (q/k norms, free head_dim) and
+ * Phi-3 without a window (Phi-4-mini's 262144-token window is no window), Qwen3-MoE. Gemma 3's and Phi-3-mini's
+ * sliding windows are refused (see below).
+ */
+const families = familySpecs();
+const pagedFamilies: [string, DecoderSpec][] = [
+  ["qwen3", families.qwen3],
+  ["phi3", { ...families.phi3, layerWindows: [null, null] }],
+  // onnxruntime 1.30 has no WebGPU MoE kernel: the graph routes with standard ops (moe-block.ts "per-expert").
+  ["qwen3_moe", families.qwen3_moe],
+];
+for (const [name, spec] of pagedFamilies) {
+  executorConformance({
+    name: `device-pool ${name}`,
+    spec,
+    tolerances: { reference: 1e-2, cached: 1e-2 },
+    greedyTokens: GREEDY_TOKENS,
+    create: (o) => DevicePoolExecutor.create(o),
+  });
+}
+
+describe("device-pool executor and sliding windows", () => {
+  it("refuses a model with sliding-window layers, naming the op and the way out", async () => {
+    const spec = families.gemma3;
+    await expect(DevicePoolExecutor.create({ spec, weights: randomWeights(spec, 1), numBlocks: 4, blockSize: CONFORMANCE_BLOCK_SIZE })).rejects.toThrow(
+      "tiny-gemma3 has sliding-window layers, which PagedAttention in onnxruntime 1.30 cannot mask; serve it on the cpu executor",
+    );
   });
 });

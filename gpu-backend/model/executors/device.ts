@@ -1,9 +1,10 @@
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
+import { EXECUTOR_PROVIDERS, executorLabel, type ExecutorChoice, type ExecutorKind, type ExecutorProvider } from "./executor";
 
-export type DeviceRequest = "cpu" | "webgpu" | "cuda" | "auto";
-export type Device = "cpu" | "webgpu" | "cuda";
+/** `--executor`: an executor by where its pool lives, or `auto`. */
+export type ExecutorRequest = ExecutorKind | "auto";
 
 export interface WebGpuAdapterInfo {
   vendor: string;
@@ -30,32 +31,41 @@ export const CUDA_INSTALL_HINT =
   "`ONNXRUNTIME_NODE_INSTALL=cuda12 node node_modules/onnxruntime-node/script/install` (npm ci skips that download here).";
 
 /**
- * Resolves `--device`: `auto` takes cuda when its provider is installed and an NVIDIA device is
- * present, then a hardware WebGPU adapter, then cpu, and says why in `reason`. An explicit device
- * that cannot work throws an Error saying what to do. `cudaExecutionProvider: "webgpu"` runs the
- * cuda executor on onnxruntime-node's bundled WebGPU provider, which needs no CUDA download.
+ * Resolves `--executor` and `--provider` into an executor and its provider, and says why in
+ * `reason`. `auto`: the device pool on onnxruntime-node's WebGPU provider when Dawn finds a
+ * hardware adapter (lavapipe does not count), then the host pool on CUDA when its provider is
+ * installed and an NVIDIA device is present, then cpu. An explicit choice that cannot work throws
+ * an Error saying what to do; a provider the executor does not run on is refused.
  *
- * @example const { device, reason } = await resolveDevice("auto"); log(`device ${device}: ${reason}`);
+ * @example const { kind, provider, reason } = await resolveExecutor("device-pool"); log(`executor ${kind}: ${reason}`);
  */
-export async function resolveDevice(requested: DeviceRequest, cudaExecutionProvider: "cuda" | "webgpu" = "cuda"): Promise<{ device: Device; reason: string }> {
-  if (requested === "cpu") return { device: "cpu", reason: "--device cpu" };
-  if (requested === "cuda" && cudaExecutionProvider === "webgpu") return { device: "cuda", reason: "--device cuda on onnxruntime-node's WebGPU provider" };
-  if (requested === "cuda") {
-    if (!cudaProviderInstalled()) throw new Error(CUDA_INSTALL_HINT);
-    return { device: "cuda", reason: "--device cuda" };
+export async function resolveExecutor(requested: ExecutorRequest, provider?: ExecutorProvider): Promise<ExecutorChoice & { reason: string }> {
+  if (requested === "auto") {
+    if (provider) throw new Error(`--provider ${provider} needs an explicit --executor (device-pool or host-pool)`);
+    return autoExecutor();
   }
-  if (requested === "webgpu") {
-    const info = await webGpuAdapter();
+  const providers = EXECUTOR_PROVIDERS[requested];
+  const chosen = provider ?? providers[0]!;
+  if (!providers.includes(chosen)) throw new Error(`the ${requested} executor runs on ${providers.join(" or ")}, not ${chosen}`);
+  const choice = { kind: requested, provider: chosen };
+  const asked = `--executor ${requested}${provider ? ` --provider ${provider}` : ""}`;
+  if (chosen === "node-cuda" && !cudaProviderInstalled()) throw new Error(CUDA_INSTALL_HINT);
+  if (chosen === "node-webgpu" || chosen === "web-webgpu") {
+    const info = await webGpuAdapter().catch(() => undefined);
     if (!info) throw new Error("no WebGPU adapter: run scripts/install-webgpu-deps.sh (Mesa lavapipe) or use a machine with a GPU");
-    return { device: "webgpu", reason: `--device webgpu on ${describe(info)}` };
+    return { ...choice, reason: `${asked}: ${executorLabel(choice)} on ${describe(info)}` };
   }
+  return { ...choice, reason: asked };
+}
+
+async function autoExecutor(): Promise<ExecutorChoice & { reason: string }> {
   const reasons: string[] = [];
-  if (cudaProviderInstalled() && existsSync("/dev/nvidiactl")) return { device: "cuda", reason: "auto: CUDA provider installed and an NVIDIA device present" };
-  reasons.push(cudaProviderInstalled() ? "no NVIDIA device" : "CUDA provider not installed");
   const info = await webGpuAdapter().catch(() => undefined);
-  if (info && !info.software) return { device: "webgpu", reason: `auto: ${reasons.join(", ")}; hardware WebGPU adapter ${describe(info)}` };
+  if (info && !info.software) return { kind: "device-pool", provider: "node-webgpu", reason: `auto: hardware WebGPU adapter ${describe(info)}` };
   reasons.push(info ? `WebGPU adapter is software (${describe(info)})` : "no WebGPU adapter");
-  return { device: "cpu", reason: `auto: ${reasons.join(", ")}` };
+  if (cudaProviderInstalled() && existsSync("/dev/nvidiactl")) return { kind: "host-pool", provider: "node-cuda", reason: `auto: ${reasons.join(", ")}; CUDA provider installed and an NVIDIA device present` };
+  reasons.push(cudaProviderInstalled() ? "no NVIDIA device" : "CUDA provider not installed");
+  return { kind: "cpu", provider: "node-cpu", reason: `auto: ${reasons.join(", ")}` };
 }
 
 /** Whether onnxruntime-node's CUDA provider library sits next to its binding. */

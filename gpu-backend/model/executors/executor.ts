@@ -2,12 +2,20 @@ import type { DecoderSpec } from "../graph/decoder-spec";
 
 /**
  * The model executor: runs one engine step over a batch of sequences, reading and writing the
- * KV block pool it owns. Implementations, in this folder: `cpu` (standard ONNX ops, fp32 pool),
- * `webgpu` and `cuda` (PagedAttention over an fp16 pool); `createExecutor` picks one by device. One
+ * KV block pool it owns. Executors are named by where their pool lives (`ExecutorKind`), with
+ * the onnxruntime provider that runs the graph as an option (`ExecutorProvider`); in this folder:
+ *   - `cpu` (cpu-executor.ts): standard ONNX ops on onnxruntime-node's CPU provider, fp32 pool in host memory;
+ *   - `device-pool` (device-pool-executor.ts on `node-webgpu`, web-device-pool-executor.ts on
+ *     `web-webgpu`): PagedAttention over an fp16 pool resident on the GPU, updated in place;
+ *   - `host-pool` (host-pool-executor.ts, on `node-cuda` or `node-webgpu`): PagedAttention over an
+ *     fp16 pool in host memory, the blocks a step reads uploaded each step (onnxruntime-node's
+ *     JavaScript API has no CUDA device tensors).
+ * `createExecutor` builds one from a choice (`resolveExecutor` in device.ts makes the choice). One
  * conformance suite (`executor-conformance.ts`, test-only) runs against every executor available.
  */
 export interface Executor {
-  readonly device: ExecutorDevice;
+  readonly kind: ExecutorKind;
+  readonly provider: ExecutorProvider;
   readonly spec: DecoderSpec;
   readonly numBlocks: number;
   readonly blockSize: number;
@@ -19,7 +27,7 @@ export interface Executor {
   readonly transfer: TransferStats;
   /**
    * Whole KV blocks as bytes, to move them between backends and tiers (transfer/kv-pull.ts, kv-serve.ts);
-   * absent where the pool lives on the device (webgpu).
+   * absent where the executor cannot read its pool out (the device pool on onnxruntime-web).
    */
   readonly blockIO?: BlockIO;
   dispose(): Promise<void>;
@@ -48,7 +56,31 @@ export interface BlockIO {
   settled(): Promise<void>;
 }
 
-export type ExecutorDevice = "cpu" | "webgpu" | "cuda";
+/** Where the KV pool lives: the executor's name. */
+export type ExecutorKind = "cpu" | "device-pool" | "host-pool";
+
+/**
+ * What runs the graph: onnxruntime-node's CPU, WebGPU (Dawn inside onnxruntime) or CUDA provider,
+ * or onnxruntime-web's WebGPU provider on Dawn's Node binding (the `webgpu` npm package).
+ */
+export type ExecutorProvider = "node-cpu" | "node-webgpu" | "node-cuda" | "web-webgpu";
+
+export interface ExecutorChoice {
+  kind: ExecutorKind;
+  provider: ExecutorProvider;
+}
+
+/** The providers each executor runs on, its default first. */
+export const EXECUTOR_PROVIDERS: Record<ExecutorKind, readonly ExecutorProvider[]> = {
+  cpu: ["node-cpu"],
+  "device-pool": ["node-webgpu", "web-webgpu"],
+  "host-pool": ["node-cuda", "node-webgpu"],
+};
+
+/** "device-pool on node-webgpu", "cpu": for logs and bench reports. */
+export function executorLabel(c: ExecutorChoice): string {
+  return c.kind === "cpu" ? "cpu" : `${c.kind} on ${c.provider}`;
+}
 
 export interface StepSequence {
   /** New tokens of this sequence in this step (at least one). */

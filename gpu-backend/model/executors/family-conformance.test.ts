@@ -4,7 +4,7 @@ import { familySpecs } from "../testing/family-specs";
 
 /**
  * The executor conformance suite on the cpu executor for each family's traits (the Llama run is in
- * webgpu-executor.webgpu.test.ts and cpu-executor.test.ts): Qwen3's q/k norms and free head_dim,
+ * web-device-pool-executor.webgpu.test.ts and cpu-executor.test.ts; device-pool-executor.webgpu.test.ts runs the paged families on the GPU path): Qwen3's q/k norms and free head_dim,
  * Gemma 3's sliding-window and global layers with their two rotary tables, (1 + w) and sandwich
  * norms, embedding scale, query_pre_attn_scalar and GeGLU, Phi-3's partial rotary, LongRoPE factor
  * and all-sliding layers, Qwen3-MoE's sparse layer (onnxruntime's MoE op, the cpu kernel), SmolLM3's

@@ -12,7 +12,7 @@ import { MAX_QUERY_PIECE, pagedStepInputs, stepInputBytes } from "./paged-step";
 export const NO_WEBGPU_ADAPTER =
   "no WebGPU adapter: run scripts/install-webgpu-deps.sh (Mesa lavapipe) or use a machine with a GPU";
 
-export interface WebGpuExecutorOptions {
+export interface WebDevicePoolExecutorOptions {
   spec: DecoderSpec;
   weights: WeightSource;
   /** int8/int4 linear weights (MatMulNBits); float32 when absent. */
@@ -82,7 +82,7 @@ export function webGpuRuntime(): Promise<WebGpuRuntime> {
 }
 
 /**
- * The `webgpu` executor: the paged decoder graph (`paged-llama-graph.ts`, PagedAttention per
+ * The device-pool executor on onnxruntime-web (provider `web-webgpu`): the paged decoder graph (`paged-llama-graph.ts`, PagedAttention per
  * layer) on onnxruntime-web's WebGPU execution provider, on Dawn (the `webgpu` npm package) in
  * Node. The fp16 KV pool is one GPUBuffer per layer and kind, [numBlocks, blockSize, numKvHeads,
  * headDim], created once and fed every step as the op's cache input; the graph omits the op's
@@ -94,11 +94,12 @@ export function webGpuRuntime(): Promise<WebGpuRuntime> {
  * WebGPU kernel fails session creation instead of running on the CPU).
  *
  * @example
- * const exec = await WebGpuExecutor.create({ spec, weights, numBlocks: 256, blockSize: 16 });
+ * const exec = await WebDevicePoolExecutor.create({ spec, weights, numBlocks: 256, blockSize: 16 });
  * const { argmax } = await exec.run([{ tokenIds: [1, 2, 3], startPos: 0, blockTable: [0], logits: "argmax" }]);
  */
-export class WebGpuExecutor implements Executor {
-  readonly device = "webgpu" as const;
+export class WebDevicePoolExecutor implements Executor {
+  readonly kind = "device-pool" as const;
+  readonly provider = "web-webgpu" as const;
   readonly transfer: TransferStats = { hostToDeviceBytes: 0, deviceToHostBytes: 0, kvDeviceToHostBytes: 0, steps: 0 };
   readonly kvBytes: number;
   private readonly poolBuffers: GpuBuffer[] = [];
@@ -132,7 +133,7 @@ export class WebGpuExecutor implements Executor {
     this.kvBytes = 2 * spec.numLayers * this.layerBytes;
   }
 
-  static async create(options: WebGpuExecutorOptions): Promise<WebGpuExecutor> {
+  static async create(options: WebDevicePoolExecutorOptions): Promise<WebDevicePoolExecutor> {
     const bs = options.blockSize;
     if (bs < 16 || (bs & (bs - 1)) !== 0) throw new Error(`PagedAttention needs a power-of-two block size >= 16, got ${bs}`);
     const rt = await webGpuRuntime();
@@ -145,7 +146,7 @@ export class WebGpuExecutor implements Executor {
       extra: { session: { disable_cpu_ep_fallback: "1" } },
     });
     const device = await ort.env.webgpu.device;
-    return new WebGpuExecutor(rt, session, device, options.spec, options.numBlocks, options.blockSize);
+    return new WebDevicePoolExecutor(rt, session, device, options.spec, options.numBlocks, options.blockSize);
   }
 
   run(sequences: readonly StepSequence[]): Promise<StepResult> {

@@ -1,38 +1,38 @@
 import { describe, expect, it } from "vitest";
 import { CpuExecutor } from "./cpu-executor";
-import { CudaExecutor } from "./cuda-executor";
+import { HostPoolExecutor } from "./host-pool-executor";
 import { cudaProviderInstalled } from "./device";
 import { CONFORMANCE_BLOCK_SIZE, executorConformance, executorGreedy } from "./executor-conformance";
 import { randomWeights } from "../testing/random-weights";
 import { tinySpec } from "../testing/tiny-spec";
 
 /**
- * The executor conformance suite for `cuda`: the CudaExecutor (onnxruntime-node, host-resident
+ * The executor conformance suite for the host-pool executor (onnxruntime-node, host-resident
  * fp16 pool, per-step working set up and new K/V rows down). On a machine with onnxruntime-node's
  * CUDA provider it runs on CUDA; elsewhere (CI) it runs the same executor on onnxruntime-node's
  * bundled WebGPU provider (Mesa lavapipe here), which has the same PagedAttention contract, so
  * everything but the CUDA kernels themselves is exercised. Project "webgpu".
  *
- * Tolerances as for the webgpu executor: fp16 attention and pool, logits within 1e-2.
+ * Tolerances as for the device-pool executor: fp16 attention and pool, logits within 1e-2.
  */
-const provider = cudaProviderInstalled() ? "cuda" : "webgpu";
+const provider = cudaProviderInstalled() ? "node-cuda" : "node-webgpu";
 const GREEDY_TOKENS = 16;
 
 executorConformance({
-  name: `cuda executor on onnxruntime-node ${provider}`,
+  name: `host-pool executor on ${provider}`,
   tolerances: { reference: 1e-2, cached: 1e-2 },
   greedyTokens: GREEDY_TOKENS,
-  create: (o) => CudaExecutor.create({ ...o, executionProvider: provider }),
+  create: (o) => HostPoolExecutor.create({ ...o, provider }),
 });
 
-describe(`cuda executor (${provider} provider)`, () => {
+describe(`host-pool executor on ${provider}`, () => {
   const spec = tinySpec();
   const weights = randomWeights(spec, 7);
   const o = { spec, weights, numBlocks: 8, blockSize: CONFORMANCE_BLOCK_SIZE };
 
   it(`greedy decoding gives the cpu executor's ${GREEDY_TOKENS} tokens for several prompts`, async () => {
     const cpu = await CpuExecutor.create({ ...o, threads: 1 });
-    const gpu = await CudaExecutor.create({ ...o, executionProvider: provider });
+    const gpu = await HostPoolExecutor.create({ ...o, provider });
     try {
       for (const [k, prompt] of [[1, 5, 9], [42, 17, 3, 88, 60, 2, 71, 19, 33, 50, 11], [96]].entries()) {
         const table = [2 * k, 2 * k + 1];
@@ -44,7 +44,7 @@ describe(`cuda executor (${provider} provider)`, () => {
   });
 
   it("uploads only the blocks a step reads and downloads only the new rows", async () => {
-    const exec = await CudaExecutor.create({ ...o, executionProvider: provider });
+    const exec = await HostPoolExecutor.create({ ...o, provider });
     try {
       const prompt = Array.from({ length: 20 }, (_, i) => (i * 7 + 3) % 97);
       await exec.run([{ tokenIds: prompt, startPos: 0, blockTable: [6, 1], logits: "argmax" }]);
@@ -68,7 +68,7 @@ describe(`cuda executor (${provider} provider)`, () => {
   });
 
   it("shares a prefix block between sequences without uploading it twice", async () => {
-    const exec = await CudaExecutor.create({ ...o, executionProvider: provider });
+    const exec = await HostPoolExecutor.create({ ...o, provider });
     try {
       const prefix = Array.from({ length: 16 }, (_, i) => (i * 5 + 1) % 97);
       const first = await exec.run([{ tokenIds: [...prefix, 4, 8], startPos: 0, blockTable: [3, 4], logits: "all" }]);

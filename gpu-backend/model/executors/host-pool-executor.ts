@@ -6,7 +6,7 @@ import { PAGED_IO, buildPagedLlamaGraph } from "../graph/paged-llama-graph";
 import type { QuantizedWeights } from "../quant/quantized-weights";
 import { MAX_QUERY_PIECE, pagedStepInputs, stepInputBytes } from "./paged-step";
 
-export interface CudaExecutorOptions {
+export interface HostPoolExecutorOptions {
   spec: DecoderSpec;
   weights: WeightSource;
   /** int8/int4 linear weights (MatMulNBits); float32 when absent. */
@@ -17,11 +17,11 @@ export interface CudaExecutorOptions {
   /** Power of two >= 16 (PagedAttention). */
   blockSize: number;
   /**
-   * onnxruntime-node execution provider (default "cuda"). "webgpu" runs the same executor on
+   * The onnxruntime-node provider (default "node-cuda"). "node-webgpu" runs the same executor on
    * onnxruntime-node's bundled WebGPU provider: the tests use it to run this code path on
    * machines without CUDA (PagedAttention has no CPU kernel).
    */
-  executionProvider?: "cuda" | "webgpu";
+  provider?: "node-cuda" | "node-webgpu";
   /** CUDA device ordinal (default 0). */
   deviceId?: number;
   /** Longest per-sequence query entry handed to PagedAttention (default MAX_QUERY_PIECE). */
@@ -29,8 +29,9 @@ export interface CudaExecutorOptions {
 }
 
 /**
- * The `cuda` executor: the paged decoder graph (`paged-llama-graph.ts`, one PagedAttention per
- * layer over an fp16 pool) on onnxruntime-node's CUDA execution provider.
+ * The host-pool executor: the paged decoder graph (`paged-llama-graph.ts`, one PagedAttention per
+ * layer over an fp16 pool) on onnxruntime-node's CUDA execution provider (`node-cuda`), or its
+ * WebGPU provider (`node-webgpu`: how CI runs this code), with the pool in host memory.
  *
  * onnxruntime-node's JavaScript API has no CUDA device tensors (its IO binding takes WebGPU
  * buffers only), so the pool cannot stay on the device between runs: it lives on the host, one
@@ -42,15 +43,14 @@ export interface CudaExecutorOptions {
  *     at their slots), `next_token`, and logits rows only when a sequence asks for them. The op's
  *     own cache outputs are never fetched.
  * So a decode step moves O(context) bytes up instead of O(pool), and O(new tokens) down. The
- * `webgpu` executor keeps its pool resident instead (onnxruntime-web GPU buffers); docs/webgpu.md
- * compares the bytes per step.
+ * device-pool executor keeps its pool resident instead; docs/webgpu.md compares the bytes per step.
  *
  * @example
- * const exec = await CudaExecutor.create({ spec, weights, numBlocks: 1024, blockSize: 16 });
+ * const exec = await HostPoolExecutor.create({ spec, weights, numBlocks: 1024, blockSize: 16 });
  * const { argmax } = await exec.run([{ tokenIds: [1, 2, 3], startPos: 0, blockTable: [7], logits: "argmax" }]);
  */
-export class CudaExecutor implements Executor {
-  readonly device = "cuda" as const;
+export class HostPoolExecutor implements Executor {
+  readonly kind = "host-pool" as const;
   readonly transfer: TransferStats = { hostToDeviceBytes: 0, deviceToHostBytes: 0, kvDeviceToHostBytes: 0, steps: 0 };
   readonly kvBytes: number;
   readonly blockIO: BlockIO;
@@ -62,7 +62,7 @@ export class CudaExecutor implements Executor {
 
   private constructor(
     private readonly session: ort.InferenceSession,
-    readonly executionProvider: "cuda" | "webgpu",
+    readonly provider: "node-cuda" | "node-webgpu",
     private readonly maxQueryPiece: number,
     readonly spec: DecoderSpec,
     readonly numBlocks: number,
@@ -93,21 +93,21 @@ export class CudaExecutor implements Executor {
     };
   }
 
-  static async create(options: CudaExecutorOptions): Promise<CudaExecutor> {
+  static async create(options: HostPoolExecutorOptions): Promise<HostPoolExecutor> {
     const bs = options.blockSize;
     if (bs < 16 || (bs & (bs - 1)) !== 0) throw new Error(`PagedAttention needs a power-of-two block size >= 16, got ${bs}`);
-    const provider = options.executionProvider ?? "cuda";
-    if (provider === "cuda" && !cudaProviderInstalled()) throw new Error(CUDA_INSTALL_HINT);
+    const provider = options.provider ?? "node-cuda";
+    if (provider === "node-cuda" && !cudaProviderInstalled()) throw new Error(CUDA_INSTALL_HINT);
     ort.env.logLevel = "error"; // not the per-run "cache outputs are not aliased" warning: we never fetch them
     const { model } = buildPagedLlamaGraph(options.spec, options.weights, bs, { newKvOutputs: true, quantized: options.quantized ?? null, float16: options.float16 ?? false });
     const session = await ort.InferenceSession.create(model, {
-      executionProviders: [provider === "cuda" ? { name: "cuda", deviceId: options.deviceId ?? 0 } : "webgpu"],
+      executionProviders: [provider === "node-cuda" ? { name: "cuda", deviceId: options.deviceId ?? 0 } : "webgpu"],
       graphOptimizationLevel: "all",
       // WebGPU: every node on the GPU or session creation fails. CUDA places shape arithmetic on
       // the CPU by design, so the fallback stays allowed there.
-      ...(provider === "webgpu" ? { extra: { session: { disable_cpu_ep_fallback: "1" } } } : {}),
+      ...(provider === "node-webgpu" ? { extra: { session: { disable_cpu_ep_fallback: "1" } } } : {}),
     });
-    return new CudaExecutor(session, provider, options.maxQueryPiece ?? MAX_QUERY_PIECE, options.spec, options.numBlocks, bs);
+    return new HostPoolExecutor(session, provider, options.maxQueryPiece ?? MAX_QUERY_PIECE, options.spec, options.numBlocks, bs);
   }
 
   run(sequences: readonly StepSequence[]): Promise<StepResult> {

@@ -3,18 +3,16 @@ import { CpuExecutor } from "./cpu-executor";
 import { CONFORMANCE_BLOCK_SIZE, executorConformance, executorGreedy } from "./executor-conformance";
 import { randomWeights } from "../testing/random-weights";
 import { tinySpec } from "../testing/tiny-spec";
-import { familySpecs } from "../testing/family-specs";
-import type { DecoderSpec } from "../graph/decoder-spec";
-import { WebGpuExecutor } from "./webgpu-executor";
+import { WebDevicePoolExecutor } from "./web-device-pool-executor";
 
 /**
- * The executor conformance suite for `webgpu` (onnxruntime-web's WebGPU EP on dawn.node), with
+ * The executor conformance suite for the device pool on onnxruntime-web (`web-webgpu`: its WebGPU EP on dawn.node), with
  * `cpu` side by side on the same model and checks. Project "webgpu" (`npm run test:webgpu`);
  * needs a WebGPU adapter (on a CPU-only machine: scripts/install-webgpu-deps.sh, Mesa lavapipe).
  * Without one every webgpu test FAILS with the "no WebGPU adapter" message (no skip).
  *
  * Tolerances: cpu runs the float32 graph (1e-4 vs the float64 reference, 1e-5 cached vs
- * uncached). webgpu casts q/k/v and the attention output to fp16 around PagedAttention and keeps
+ * uncached). The device pool casts q/k/v and the attention output to fp16 around PagedAttention and keeps
  * an fp16 KV pool; on lavapipe its logits (magnitude ~1-3) are within 2.2e-3 of the reference,
  * so the stated tolerance is 1e-2 for both checks (about 5x the measured error).
  */
@@ -28,19 +26,19 @@ executorConformance({
 });
 
 executorConformance({
-  name: "webgpu",
+  name: "device-pool on web-webgpu",
   tolerances: { reference: 1e-2, cached: 1e-2 },
   greedyTokens: GREEDY_TOKENS,
-  create: (o) => WebGpuExecutor.create(o),
+  create: (o) => WebDevicePoolExecutor.create(o),
 });
 
-describe("webgpu executor vs cpu executor", () => {
+describe("device-pool executor on web-webgpu vs cpu executor", () => {
   it(`greedy decoding gives the same ${GREEDY_TOKENS} tokens for several prompts`, async () => {
     const spec = tinySpec();
     const weights = randomWeights(spec, 7);
     const o = { spec, weights, numBlocks: 8, blockSize: CONFORMANCE_BLOCK_SIZE };
     const cpu = await CpuExecutor.create({ ...o, threads: 1 });
-    const gpu = await WebGpuExecutor.create(o);
+    const gpu = await WebDevicePoolExecutor.create(o);
     try {
       for (const [k, prompt] of [[1, 5, 9], [42, 17, 3, 88, 60, 2, 71, 19, 33, 50, 11], [96]].entries()) {
         const table = [2 * k, 2 * k + 1];
@@ -53,37 +51,6 @@ describe("webgpu executor vs cpu executor", () => {
 
   it("rejects block sizes PagedAttention cannot take", async () => {
     const spec = tinySpec();
-    await expect(WebGpuExecutor.create({ spec, weights: randomWeights(spec, 1), numBlocks: 8, blockSize: 4 })).rejects.toThrow(/power-of-two block size/);
-  });
-});
-
-/**
- * The families whose attention PagedAttention can express: Qwen3 (q/k norms, free head_dim) and
- * Phi-3 without a window (Phi-4-mini's 262144-token window is no window), Qwen3-MoE. Gemma 3's and Phi-3-mini's
- * sliding windows are refused (see below).
- */
-const families = familySpecs();
-const pagedFamilies: [string, DecoderSpec][] = [
-  ["qwen3", families.qwen3],
-  ["phi3", { ...families.phi3, layerWindows: [null, null] }],
-  // onnxruntime 1.30 has no WebGPU MoE kernel: the graph routes with standard ops (moe-block.ts "per-expert").
-  ["qwen3_moe", families.qwen3_moe],
-];
-for (const [name, spec] of pagedFamilies) {
-  executorConformance({
-    name: `webgpu ${name}`,
-    spec,
-    tolerances: { reference: 1e-2, cached: 1e-2 },
-    greedyTokens: GREEDY_TOKENS,
-    create: (o) => WebGpuExecutor.create(o),
-  });
-}
-
-describe("webgpu executor and sliding windows", () => {
-  it("refuses a model with sliding-window layers, naming the op and the way out", async () => {
-    const spec = families.gemma3;
-    await expect(WebGpuExecutor.create({ spec, weights: randomWeights(spec, 1), numBlocks: 4, blockSize: CONFORMANCE_BLOCK_SIZE })).rejects.toThrow(
-      "tiny-gemma3 has sliding-window layers, which PagedAttention in onnxruntime 1.30 cannot mask; serve it on the cpu executor",
-    );
+    await expect(WebDevicePoolExecutor.create({ spec, weights: randomWeights(spec, 1), numBlocks: 8, blockSize: 4 })).rejects.toThrow(/power-of-two block size/);
   });
 });
