@@ -5,6 +5,7 @@ import { POOL_IO, blockGatherGraph, blockScatterGraph, poolAllocGraph } from "..
 import type { QuantizedWeights } from "../quant/quantized-weights";
 import { DevicePoolBlocks } from "./device-pool-blocks";
 import type { Executor, StepResult, StepSequence, TransferStats } from "./executor";
+import { newestProfile } from "./ort-profile";
 import { MAX_QUERY_PIECE, pagedStepInputs } from "./paged-step";
 
 export interface DevicePoolExecutorOptions {
@@ -69,6 +70,7 @@ export class DevicePoolExecutor implements Executor {
     readonly spec: DecoderSpec,
     readonly numBlocks: number,
     readonly blockSize: number,
+    private readonly profileFilePrefix: string | undefined,
   ) {
     this.kvBytes = 2 * spec.numLayers * numBlocks * blockSize * spec.numKvHeads * spec.headDim * 2;
     const [gather, scatter] = ioSessions;
@@ -105,7 +107,7 @@ export class DevicePoolExecutor implements Executor {
         pool[name] = out;
       }
     }
-    return new DevicePoolExecutor(session, [gather, scatter, alloc], pool, options.maxQueryPiece ?? MAX_QUERY_PIECE, spec, numBlocks, bs);
+    return new DevicePoolExecutor(session, [gather, scatter, alloc], pool, options.maxQueryPiece ?? MAX_QUERY_PIECE, spec, numBlocks, bs, options.profileFilePrefix);
   }
 
   run(sequences: readonly StepSequence[]): Promise<StepResult> {
@@ -174,10 +176,12 @@ export class DevicePoolExecutor implements Executor {
     return out;
   }
 
-  /** Ends onnxruntime's profile of the decoder session (see `profileFilePrefix`): the file's path. */
+  /** Ends onnxruntime's profile of the decoder session (`profileFilePrefix`): the file's path (read it with `readOrtProfile`). */
   async endProfiling(): Promise<string> {
     await this.queue;
-    return this.session.endProfiling() as unknown as string;
+    if (!this.profileFilePrefix) throw new Error("endProfiling: the executor was created without profileFilePrefix");
+    await this.session.endProfiling(); // onnxruntime-node returns no path: find the file it wrote
+    return newestProfile(this.profileFilePrefix);
   }
 
   async dispose(): Promise<void> {
