@@ -317,7 +317,7 @@ call_cmd() { # the command string of call $1
   if [ "$i" -eq 1 ]; then c="$c && $R probe"; fi
   if [ "$i" -eq "$N" ]; then
     if [ "$CUDA_MODE" != none ] && [ "$N" -gt 1 ]; then c="$c && $R probe-cuda"; fi
-    c="$c && $R bench $BENCH"
+    c="$c && $R gpu-check"
   fi
   echo "$c"
 }

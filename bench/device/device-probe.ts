@@ -13,6 +13,9 @@
  *                                              dim 64, as GGUF, default Q4_0) evaluates 600 tokens and generates
  *                                              16, flash attention off then on; times the first token, which
  *                                              holds the CUDA JIT / Vulkan pipeline compiles of first use
+ *   node device-probe.mjs greedy               greedy tokens of every GPU executor equal to cpu's on the default model
+ *   node device-probe.mjs profile              onnxruntime's profile of 16 device-pool decode steps: dispatches, time per program
+ *   (greedy and profile: executor-checks.ts)
  *
  * Prints `ok ...` lines, or `FAIL ...` with the error, and exits 0 / 1. Runs as well under tsx here:
  * `npx tsx bench/device/device-probe.ts llama false`.
@@ -24,6 +27,7 @@ import { loadCheckpoint } from "../../gpu-backend/model/checkpoint/checkpoint";
 import { materializeModel, tinyDemoConfig } from "../../gpu-backend/model/checkpoint/demo-model";
 import { exportGguf, type GgufFileType } from "../../gpu-backend/model/export/gguf-export";
 import { DAWN_FLAGS } from "../../gpu-backend/model/executors/device";
+import { greedyCheck, profileCheck } from "./executor-checks";
 
 const [what, arg] = process.argv.slice(2);
 const t0 = performance.now();
@@ -134,8 +138,10 @@ try {
   if (what === "dawn") await dawn();
   else if (what === "llama") await llama(arg);
   else if (what === "llama-run") await llamaRun(arg, process.argv[4]);
+  else if (what === "greedy") process.exitCode = (await greedyCheck()) ? 0 : 1;
+  else if (what === "profile") await profileCheck();
   else {
-    console.error("usage: device-probe (dawn | llama false|vulkan|cuda | llama-run false|vulkan|cuda [F32|F16|Q8_0|Q4_0])");
+    console.error("usage: device-probe (dawn | llama false|vulkan|cuda | llama-run false|vulkan|cuda [F32|F16|Q8_0|Q4_0] | greedy | profile)");
     process.exitCode = 2;
   }
 } catch (e) {
