@@ -1,25 +1,13 @@
 import * as ort from "onnxruntime-node";
-import type { DecoderSpec, WeightSource } from "../graph/decoder-spec";
+import type { DecoderSpec } from "../graph/decoder-spec";
 import { PAGED_IO, buildPagedLlamaGraph } from "../graph/paged-llama-graph";
 import { POOL_IO, blockGatherGraph, blockScatterGraph, poolAllocGraph } from "../graph/pool-io-graphs";
-import type { QuantizedWeights } from "../quant/quantized-weights";
 import { DevicePoolBlocks } from "./device-pool-blocks";
 import type { Executor, StepResult, StepSequence, TransferStats } from "./executor";
 import { newestProfile } from "./ort-profile";
-import { MAX_QUERY_PIECE, pagedStepInputs } from "./paged-step";
+import { JobQueue, MAX_QUERY_PIECE, checkPagedBlockSize, pagedStepInputs, stepFeeds, stepFetches, stepResult, type PagedExecutorOptions } from "./paged-step";
 
-export interface DevicePoolExecutorOptions {
-  spec: DecoderSpec;
-  weights: WeightSource;
-  /** int8/int4 linear weights (MatMulNBits); float32 when absent. */
-  quantized?: QuantizedWeights | null | undefined;
-  /** Float weights in float16 (`--weights fp16`). */
-  float16?: boolean | undefined;
-  numBlocks: number;
-  /** Power of two >= 16 (PagedAttention). */
-  blockSize: number;
-  /** Longest per-sequence query entry handed to PagedAttention (default MAX_QUERY_PIECE). */
-  maxQueryPiece?: number;
+export interface DevicePoolExecutorOptions extends PagedExecutorOptions {
   /** onnxruntime's profiler on the decoder session (`endProfiling()` writes the file); tests and benches. */
   profileFilePrefix?: string;
 }
@@ -59,7 +47,7 @@ export class DevicePoolExecutor implements Executor {
   readonly transfer: TransferStats = { hostToDeviceBytes: 0, deviceToHostBytes: 0, kvDeviceToHostBytes: 0, steps: 0 };
   readonly kvBytes: number;
   readonly blockIO: DevicePoolBlocks;
-  private queue: Promise<unknown> = Promise.resolve();
+  private readonly jobs = new JobQueue();
 
   private constructor(
     private readonly session: ort.InferenceSession,
@@ -76,14 +64,14 @@ export class DevicePoolExecutor implements Executor {
     const [gather, scatter] = ioSessions;
     this.blockIO = new DevicePoolBlocks({
       spec, numBlocks, blockSize, pool, gather: gather!, scatter: scatter!,
-      enqueue: (job) => this.enqueue(job),
-      idle: () => this.queue.then(() => undefined),
+      enqueue: (job) => this.jobs.run(job),
+      idle: () => this.jobs.idle(),
     });
   }
 
   static async create(options: DevicePoolExecutorOptions): Promise<DevicePoolExecutor> {
     const { spec, blockSize: bs, numBlocks } = options;
-    if (bs < 16 || (bs & (bs - 1)) !== 0) throw new Error(`PagedAttention needs a power-of-two block size >= 16, got ${bs}`);
+    checkPagedBlockSize(bs);
     ort.env.logLevel = "error";
     const { model } = buildPagedLlamaGraph(spec, options.weights, bs, { quantized: options.quantized ?? null, float16: options.float16 ?? false });
     const profile = options.profileFilePrefix ? { enableProfiling: true, profileFilePrefix: options.profileFilePrefix } : {};
@@ -112,46 +100,19 @@ export class DevicePoolExecutor implements Executor {
 
   run(sequences: readonly StepSequence[]): Promise<StepResult> {
     this.blockIO.closeBatch();
-    return this.enqueue(() => this.runStep(sequences));
-  }
-
-  /** Runs `job` after everything enqueued before (steps and block reads and writes share the pool). */
-  private enqueue<T>(job: () => Promise<T>): Promise<T> {
-    const next = this.queue.then(job);
-    this.queue = next.catch(() => undefined);
-    return next;
+    return this.jobs.run(() => this.runStep(sequences));
   }
 
   private async runStep(sequences: readonly StepSequence[]): Promise<StepResult> {
     const step = pagedStepInputs(sequences, this.spec, this.blockSize, this.numBlocks, this.maxQueryPiece);
-    const { ids, positions, cumulative, past, blockTable, maxBlocks, logitIndex, logitRanges, wantLogits } = step;
-    const T = ids.length;
-    const B = past.length;
-    const small: Record<string, ort.Tensor> = {
-      [PAGED_IO.inputIds]: new ort.Tensor("int32", ids, [T]),
-      [PAGED_IO.positionIds]: new ort.Tensor("int32", positions, [T]),
-      [PAGED_IO.cumulative]: new ort.Tensor("int32", cumulative, [B + 1]),
-      [PAGED_IO.past]: new ort.Tensor("int32", past, [B]),
-      [PAGED_IO.blockTable]: new ort.Tensor("int32", blockTable, [B, maxBlocks]),
-      [PAGED_IO.logitIndex]: new ort.Tensor("int32", logitIndex, [logitIndex.length]),
-      [PAGED_IO.attentionMetadata]: new ort.Tensor("int32", step.metadata, [3]),
-    };
-    const fetches = wantLogits ? [PAGED_IO.nextToken, PAGED_IO.logits] : [PAGED_IO.nextToken];
+    const small = stepFeeds(step, (data, dims) => new ort.Tensor("int32", data, dims));
+    const fetches = stepFetches(step);
     const outputs = await this.session.run({ ...small, ...this.pool }, fetches);
     this.transfer.steps++;
     this.transfer.hostToDeviceBytes += hostBytes(Object.values(small));
     this.transfer.deviceToHostBytes += hostBytes(fetches.map((f) => outputs[f]!));
-
-    const next = outputs[PAGED_IO.nextToken]!.data as BigInt64Array | Int32Array;
-    const argmax = logitRanges.map(([from, to]) => (to > from ? Number(next[to - 1]) : -1));
-    const empty = new Float32Array(0);
-    if (!wantLogits) return { logits: sequences.map(() => empty), argmax };
-    const logitsAll = outputs[PAGED_IO.logits]!.data as Float32Array;
-    const V = this.spec.vocabSize;
-    const logits = logitRanges.map(([from, to], i) =>
-      sequences[i]!.logits === "argmax" || sequences[i]!.logits === "none" ? empty : logitsAll.subarray(from * V, to * V),
-    );
-    return { logits, argmax };
+    const logits = step.wantLogits ? (outputs[PAGED_IO.logits]!.data as Float32Array) : undefined;
+    return stepResult(sequences, step, outputs[PAGED_IO.nextToken]!.data as BigInt64Array | Int32Array, logits, this.spec.vocabSize);
   }
 
   /**
@@ -178,14 +139,14 @@ export class DevicePoolExecutor implements Executor {
 
   /** Ends onnxruntime's profile of the decoder session (`profileFilePrefix`): the file's path (read it with `readOrtProfile`). */
   async endProfiling(): Promise<string> {
-    await this.queue;
+    await this.jobs.idle();
     if (!this.profileFilePrefix) throw new Error("endProfiling: the executor was created without profileFilePrefix");
     await this.session.endProfiling(); // onnxruntime-node returns no path: find the file it wrote
     return newestProfile(this.profileFilePrefix);
   }
 
   async dispose(): Promise<void> {
-    await this.queue;
+    await this.jobs.idle();
     for (const t of Object.values(this.pool)) t.dispose();
     await this.session.release();
     for (const s of this.ioSessions) await s.release(); // gather, scatter, then alloc (owns the pool)

@@ -197,3 +197,27 @@ export function executorConformance(target: ConformanceTarget): void {
     });
   });
 }
+
+/**
+ * Registers one test: greedy decoding on the executor `create` builds gives the cpu executor's
+ * `tokens` tokens for three prompts (tiny model, the same random weights on both).
+ *
+ * @example greedyMatchesCpu((o) => DevicePoolExecutor.create(o));
+ */
+export function greedyMatchesCpu(create: ConformanceTarget["create"], tokens = 16): void {
+  it(`greedy decoding gives the cpu executor's ${tokens} tokens for several prompts`, async () => {
+    const spec = tinySpec();
+    const o = { spec, weights: randomWeights(spec, 7), numBlocks: 8, blockSize: CONFORMANCE_BLOCK_SIZE };
+    const { CpuExecutor } = await import("./cpu-executor");
+    const cpu = await CpuExecutor.create({ ...o, threads: 1 });
+    const gpu = await create(o);
+    try {
+      for (const [k, prompt] of [[1, 5, 9], [42, 17, 3, 88, 60, 2, 71, 19, 33, 50, 11], [96]].entries()) {
+        const table = [2 * k, 2 * k + 1];
+        expect(await executorGreedy(gpu, prompt, tokens, table)).toEqual(await executorGreedy(cpu, prompt, tokens, table));
+      }
+    } finally {
+      await Promise.all([cpu.dispose(), gpu.dispose()]);
+    }
+  });
+}

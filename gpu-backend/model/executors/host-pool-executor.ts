@@ -1,21 +1,11 @@
 import * as ort from "onnxruntime-node";
-import type { DecoderSpec, WeightSource } from "../graph/decoder-spec";
+import type { DecoderSpec } from "../graph/decoder-spec";
 import { CUDA_INSTALL_HINT, cudaProviderInstalled } from "./device";
 import type { BlockIO, Executor, StepResult, StepSequence, TransferStats } from "./executor";
 import { PAGED_IO, buildPagedLlamaGraph } from "../graph/paged-llama-graph";
-import type { QuantizedWeights } from "../quant/quantized-weights";
-import { MAX_QUERY_PIECE, pagedStepInputs, stepInputBytes } from "./paged-step";
+import { JobQueue, MAX_QUERY_PIECE, checkPagedBlockSize, pagedStepInputs, stepFeeds, stepFetches, stepInputBytes, stepResult, type PagedExecutorOptions } from "./paged-step";
 
-export interface HostPoolExecutorOptions {
-  spec: DecoderSpec;
-  weights: WeightSource;
-  /** int8/int4 linear weights (MatMulNBits); float32 when absent. */
-  quantized?: QuantizedWeights | null | undefined;
-  /** Float weights in float16 (`--weights fp16`). */
-  float16?: boolean | undefined;
-  numBlocks: number;
-  /** Power of two >= 16 (PagedAttention). */
-  blockSize: number;
+export interface HostPoolExecutorOptions extends PagedExecutorOptions {
   /**
    * The onnxruntime-node provider (default "node-cuda"). "node-webgpu" runs the same executor on
    * onnxruntime-node's bundled WebGPU provider: the tests use it to run this code path on
@@ -24,8 +14,6 @@ export interface HostPoolExecutorOptions {
   provider?: "node-cuda" | "node-webgpu";
   /** CUDA device ordinal (default 0). */
   deviceId?: number;
-  /** Longest per-sequence query entry handed to PagedAttention (default MAX_QUERY_PIECE). */
-  maxQueryPiece?: number;
 }
 
 /**
@@ -58,7 +46,7 @@ export class HostPoolExecutor implements Executor {
   private readonly poolV: Uint16Array[] = [];
   private readonly rowDim: number;
   private readonly blockElems: number;
-  private queue: Promise<unknown> = Promise.resolve();
+  private readonly jobs = new JobQueue();
 
   private constructor(
     private readonly session: ort.InferenceSession,
@@ -95,7 +83,7 @@ export class HostPoolExecutor implements Executor {
 
   static async create(options: HostPoolExecutorOptions): Promise<HostPoolExecutor> {
     const bs = options.blockSize;
-    if (bs < 16 || (bs & (bs - 1)) !== 0) throw new Error(`PagedAttention needs a power-of-two block size >= 16, got ${bs}`);
+    checkPagedBlockSize(bs);
     const provider = options.provider ?? "node-cuda";
     if (provider === "node-cuda" && !cudaProviderInstalled()) throw new Error(CUDA_INSTALL_HINT);
     ort.env.logLevel = "error"; // not the per-run "cache outputs are not aliased" warning: we never fetch them
@@ -111,16 +99,12 @@ export class HostPoolExecutor implements Executor {
   }
 
   run(sequences: readonly StepSequence[]): Promise<StepResult> {
-    // One step at a time: steps mutate the shared pool.
-    const next = this.queue.then(() => this.runStep(sequences));
-    this.queue = next.catch(() => undefined);
-    return next;
+    return this.jobs.run(() => this.runStep(sequences));
   }
 
   private async runStep(sequences: readonly StepSequence[]): Promise<StepResult> {
     const step = pagedStepInputs(sequences, this.spec, this.blockSize, this.numBlocks, this.maxQueryPiece);
-    const { ids, positions, cumulative, past, blockTable, maxBlocks, rowBlocks, logitIndex, logitRanges, wantLogits } = step;
-    const T = ids.length;
+    const { past, blockTable, maxBlocks, rowBlocks } = step;
     const B = past.length;
 
     // The working set: every block a sequence reads, once, renumbered 0..W-1 in the block table.
@@ -147,17 +131,8 @@ export class HostPoolExecutor implements Executor {
       return out;
     };
 
-    const feeds: Record<string, ort.Tensor> = {
-      [PAGED_IO.inputIds]: new ort.Tensor("int32", ids, [T]),
-      [PAGED_IO.positionIds]: new ort.Tensor("int32", positions, [T]),
-      [PAGED_IO.cumulative]: new ort.Tensor("int32", cumulative, [B + 1]),
-      [PAGED_IO.past]: new ort.Tensor("int32", past, [B]),
-      [PAGED_IO.blockTable]: new ort.Tensor("int32", blockTable, [B, maxBlocks]),
-      [PAGED_IO.logitIndex]: new ort.Tensor("int32", logitIndex, [logitIndex.length]),
-      [PAGED_IO.attentionMetadata]: new ort.Tensor("int32", step.metadata, [3]),
-    };
-    const fetches: string[] = [PAGED_IO.nextToken];
-    if (wantLogits) fetches.push(PAGED_IO.logits);
+    const feeds: Record<string, ort.Tensor> = stepFeeds(step, (data, dims) => new ort.Tensor("int32", data, dims));
+    const fetches = stepFetches(step);
     for (let l = 0; l < this.spec.numLayers; l++) {
       feeds[PAGED_IO.kvK(l)] = new ort.Tensor("float16", compact(this.poolK[l]!), dims);
       feeds[PAGED_IO.kvV(l)] = new ort.Tensor("float16", compact(this.poolV[l]!), dims);
@@ -186,22 +161,14 @@ export class HostPoolExecutor implements Executor {
     }
 
     const next = outputs[PAGED_IO.nextToken]!.data as BigInt64Array;
-    this.transfer.deviceToHostBytes += next.byteLength;
-    const argmax = logitRanges.map(([from, to]) => (to > from ? Number(next[to - 1]) : -1));
-    const empty = new Float32Array(0);
-    if (!wantLogits) return { logits: sequences.map(() => empty), argmax };
-    const logitsAll = outputs[PAGED_IO.logits]!.data as Float32Array;
-    this.transfer.deviceToHostBytes += logitsAll.byteLength;
-    const V = this.spec.vocabSize;
-    const logits = logitRanges.map(([from, to], i) =>
-      sequences[i]!.logits === "argmax" || sequences[i]!.logits === "none" ? empty : logitsAll.subarray(from * V, to * V),
-    );
-    return { logits, argmax };
+    const logits = step.wantLogits ? (outputs[PAGED_IO.logits]!.data as Float32Array) : undefined;
+    this.transfer.deviceToHostBytes += next.byteLength + (logits?.byteLength ?? 0);
+    return stepResult(sequences, step, next, logits, this.spec.vocabSize);
   }
 
   /** Pool rows as fp16 bits, [slots.length, numKvHeads, headDim] of `layer` (for tests). */
   async readSlots(layer: number, kind: "k" | "v", slots: ArrayLike<number>): Promise<Uint16Array> {
-    await this.queue;
+    await this.jobs.idle();
     const pool = (kind === "k" ? this.poolK : this.poolV)[layer]!;
     const D = this.rowDim;
     const out = new Uint16Array(slots.length * D);
@@ -210,7 +177,7 @@ export class HostPoolExecutor implements Executor {
   }
 
   async dispose(): Promise<void> {
-    await this.queue;
+    await this.jobs.idle();
     await this.session.release();
   }
 }

@@ -1,5 +1,7 @@
-import type { DecoderSpec } from "../graph/decoder-spec";
-import type { StepSequence } from "./executor";
+import type { DecoderSpec, WeightSource } from "../graph/decoder-spec";
+import { PAGED_IO } from "../graph/paged-llama-graph";
+import type { QuantizedWeights } from "../quant/quantized-weights";
+import type { StepResult, StepSequence } from "./executor";
 
 /**
  * Longest run of new tokens of one sequence handed to PagedAttention as one entry. onnxruntime
@@ -10,6 +12,26 @@ import type { StepSequence } from "./executor";
  * attending, so later pieces see earlier ones (checked by the conformance suite's 40-token prefill).
  */
 export const MAX_QUERY_PIECE = 16;
+
+/** What every executor of the paged graph is built from (device-pool, host-pool). */
+export interface PagedExecutorOptions {
+  spec: DecoderSpec;
+  weights: WeightSource;
+  /** int8/int4 linear weights (MatMulNBits); float32 when absent. */
+  quantized?: QuantizedWeights | null | undefined;
+  /** Float weights in float16 (`--weights fp16`). */
+  float16?: boolean | undefined;
+  numBlocks: number;
+  /** Power of two >= 16 (PagedAttention). */
+  blockSize: number;
+  /** Longest per-sequence query entry handed to PagedAttention (default MAX_QUERY_PIECE). */
+  maxQueryPiece?: number;
+}
+
+/** @throws Error for a block size PagedAttention cannot take (checked before any runtime starts). */
+export function checkPagedBlockSize(blockSize: number): void {
+  if (blockSize < 16 || (blockSize & (blockSize - 1)) !== 0) throw new Error(`PagedAttention needs a power-of-two block size >= 16, got ${blockSize}`);
+}
 
 /**
  * The inputs of one run of the paged decoder graph (`paged-llama-graph.ts`) for a step, shared
@@ -118,4 +140,55 @@ export function pagedStepInputs(
 /** Bytes of the step's small inputs (everything but the pool). */
 export function stepInputBytes(s: PagedStepInputs): number {
   return s.ids.byteLength + s.positions.byteLength + s.cumulative.byteLength + s.past.byteLength + s.blockTable.byteLength + s.logitIndex.byteLength + s.metadata.byteLength;
+}
+
+/** The step's graph inputs but the pool, as tensors of whichever onnxruntime runs the graph (all int32). */
+export function stepFeeds<T>(s: PagedStepInputs, tensor: (data: Int32Array, dims: number[]) => T): Record<string, T> {
+  const T_ = s.ids.length;
+  const B = s.past.length;
+  return {
+    [PAGED_IO.inputIds]: tensor(s.ids, [T_]),
+    [PAGED_IO.positionIds]: tensor(s.positions, [T_]),
+    [PAGED_IO.cumulative]: tensor(s.cumulative, [B + 1]),
+    [PAGED_IO.past]: tensor(s.past, [B]),
+    [PAGED_IO.blockTable]: tensor(s.blockTable, [B, s.maxBlocks]),
+    [PAGED_IO.logitIndex]: tensor(s.logitIndex, [s.logitIndex.length]),
+    [PAGED_IO.attentionMetadata]: tensor(s.metadata, [3]),
+  };
+}
+
+/** The outputs a step fetches: `next_token`, and `logits` only when a sequence asks for them. */
+export function stepFetches(s: PagedStepInputs): string[] {
+  return s.wantLogits ? [PAGED_IO.nextToken, PAGED_IO.logits] : [PAGED_IO.nextToken];
+}
+
+/** A step's result from its fetched `next_token` and `logits` ([R, vocab], when fetched). */
+export function stepResult(sequences: readonly StepSequence[], s: PagedStepInputs, nextToken: ArrayLike<number | bigint>, logitsAll: Float32Array | undefined, vocab: number): StepResult {
+  const argmax = s.logitRanges.map(([from, to]) => (to > from ? Number(nextToken[to - 1]) : -1));
+  const empty = new Float32Array(0);
+  if (!logitsAll) return { logits: sequences.map(() => empty), argmax };
+  const logits = s.logitRanges.map(([from, to], i) =>
+    sequences[i]!.logits === "argmax" || sequences[i]!.logits === "none" ? empty : logitsAll.subarray(from * vocab, to * vocab),
+  );
+  return { logits, argmax };
+}
+
+/**
+ * Runs jobs one at a time, in the order given (steps, and block reads and writes, share the pool).
+ *
+ * @example const next = this.jobs.run(() => this.runStep(sequences));
+ */
+export class JobQueue {
+  private tail: Promise<unknown> = Promise.resolve();
+
+  run<T>(job: () => Promise<T>): Promise<T> {
+    const next = this.tail.then(job);
+    this.tail = next.catch(() => undefined);
+    return next;
+  }
+
+  /** Resolves once every job queued so far has run. */
+  idle(): Promise<void> {
+    return this.tail.then(() => undefined);
+  }
 }

@@ -2,26 +2,16 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type * as OrtWeb from "onnxruntime-web";
-import type { DecoderSpec, WeightSource } from "../graph/decoder-spec";
+import type { DecoderSpec } from "../graph/decoder-spec";
 import type { Executor, StepResult, StepSequence, TransferStats } from "./executor";
 import { DAWN_FLAGS } from "./device";
 import { PAGED_IO, buildPagedLlamaGraph } from "../graph/paged-llama-graph";
-import type { QuantizedWeights } from "../quant/quantized-weights";
-import { MAX_QUERY_PIECE, pagedStepInputs, stepInputBytes } from "./paged-step";
+import { JobQueue, MAX_QUERY_PIECE, checkPagedBlockSize, pagedStepInputs, stepFeeds, stepFetches, stepInputBytes, stepResult, type PagedExecutorOptions } from "./paged-step";
 
 export const NO_WEBGPU_ADAPTER =
   "no WebGPU adapter: run scripts/install-webgpu-deps.sh (Mesa lavapipe) or use a machine with a GPU";
 
-export interface WebDevicePoolExecutorOptions {
-  spec: DecoderSpec;
-  weights: WeightSource;
-  /** int8/int4 linear weights (MatMulNBits); float32 when absent. */
-  quantized?: QuantizedWeights | null | undefined;
-  /** Float weights in float16 (`--weights fp16`). */
-  float16?: boolean | undefined;
-  numBlocks: number;
-  /** Power of two >= 16 (PagedAttention). */
-  blockSize: number;
+export interface WebDevicePoolExecutorOptions extends PagedExecutorOptions {
   /** onnxruntime-web log level; default "error". */
   logLevel?: "verbose" | "info" | "warning" | "error" | "fatal";
 }
@@ -105,12 +95,13 @@ export class WebDevicePoolExecutor implements Executor {
   private readonly poolBuffers: GpuBuffer[] = [];
   private readonly poolFeeds: Record<string, OrtWeb.Tensor> = {};
   private readonly layerBytes: number;
-  private queue: Promise<unknown> = Promise.resolve();
+  private readonly jobs = new JobQueue();
 
   private constructor(
     private readonly rt: WebGpuRuntime,
     private readonly session: OrtWeb.InferenceSession,
     private readonly gpuDevice: GpuDevice,
+    private readonly maxQueryPiece: number,
     readonly spec: DecoderSpec,
     readonly numBlocks: number,
     readonly blockSize: number,
@@ -135,7 +126,7 @@ export class WebDevicePoolExecutor implements Executor {
 
   static async create(options: WebDevicePoolExecutorOptions): Promise<WebDevicePoolExecutor> {
     const bs = options.blockSize;
-    if (bs < 16 || (bs & (bs - 1)) !== 0) throw new Error(`PagedAttention needs a power-of-two block size >= 16, got ${bs}`);
+    checkPagedBlockSize(bs);
     const rt = await webGpuRuntime();
     const { ort } = rt;
     ort.env.logLevel = options.logLevel ?? "error";
@@ -146,50 +137,24 @@ export class WebDevicePoolExecutor implements Executor {
       extra: { session: { disable_cpu_ep_fallback: "1" } },
     });
     const device = await ort.env.webgpu.device;
-    return new WebDevicePoolExecutor(rt, session, device, options.spec, options.numBlocks, options.blockSize);
+    return new WebDevicePoolExecutor(rt, session, device, options.maxQueryPiece ?? MAX_QUERY_PIECE, options.spec, options.numBlocks, options.blockSize);
   }
 
   run(sequences: readonly StepSequence[]): Promise<StepResult> {
-    // One step at a time: steps mutate the shared pool.
-    const next = this.queue.then(() => this.runStep(sequences));
-    this.queue = next.catch(() => undefined);
-    return next;
+    return this.jobs.run(() => this.runStep(sequences));
   }
 
   private async runStep(sequences: readonly StepSequence[]): Promise<StepResult> {
     const { ort } = this.rt;
-    const step = pagedStepInputs(sequences, this.spec, this.blockSize, this.numBlocks, MAX_QUERY_PIECE);
-    const { ids, positions, cumulative, past, blockTable, maxBlocks, logitIndex, logitRanges, wantLogits } = step;
-    const T = ids.length;
-    const B = past.length;
-
-    const feeds: Record<string, OrtWeb.Tensor> = {
-      [PAGED_IO.inputIds]: new ort.Tensor("int32", ids, [T]),
-      [PAGED_IO.positionIds]: new ort.Tensor("int32", positions, [T]),
-      [PAGED_IO.cumulative]: new ort.Tensor("int32", cumulative, [B + 1]),
-      [PAGED_IO.past]: new ort.Tensor("int32", past, [B]),
-      [PAGED_IO.blockTable]: new ort.Tensor("int32", blockTable, [B, maxBlocks]),
-      [PAGED_IO.logitIndex]: new ort.Tensor("int32", logitIndex, [logitIndex.length]),
-      [PAGED_IO.attentionMetadata]: new ort.Tensor("int32", step.metadata, [3]),
-      ...this.poolFeeds,
-    };
-    const fetches = wantLogits ? [PAGED_IO.nextToken, PAGED_IO.logits] : [PAGED_IO.nextToken];
-    const outputs = await this.session.run(feeds, fetches);
+    const step = pagedStepInputs(sequences, this.spec, this.blockSize, this.numBlocks, this.maxQueryPiece);
+    const feeds = { ...stepFeeds(step, (data, dims) => new ort.Tensor("int32", data, dims)), ...this.poolFeeds };
+    const outputs = await this.session.run(feeds, stepFetches(step));
     this.transfer.steps++;
     this.transfer.hostToDeviceBytes += stepInputBytes(step);
-
     const next = outputs[PAGED_IO.nextToken]!.data as BigInt64Array;
-    this.transfer.deviceToHostBytes += next.byteLength;
-    const argmax = logitRanges.map(([from, to]) => (to > from ? Number(next[to - 1]) : -1));
-    const empty = new Float32Array(0);
-    if (!wantLogits) return { logits: sequences.map(() => empty), argmax };
-    const logitsAll = outputs[PAGED_IO.logits]!.data as Float32Array;
-    this.transfer.deviceToHostBytes += logitsAll.byteLength;
-    const V = this.spec.vocabSize;
-    const logits = logitRanges.map(([from, to], i) =>
-      sequences[i]!.logits === "argmax" || sequences[i]!.logits === "none" ? empty : logitsAll.subarray(from * V, to * V),
-    );
-    return { logits, argmax };
+    const logits = step.wantLogits ? (outputs[PAGED_IO.logits]!.data as Float32Array) : undefined;
+    this.transfer.deviceToHostBytes += next.byteLength + (logits?.byteLength ?? 0);
+    return stepResult(sequences, step, next, logits, this.spec.vocabSize);
   }
 
   /**
@@ -197,7 +162,7 @@ export class WebDevicePoolExecutor implements Executor {
    * [slots.length, numKvHeads, headDim] of layer `layer` as float16 bits.
    */
   async readSlots(layer: number, kind: "k" | "v", slots: ArrayLike<number>): Promise<Uint16Array> {
-    await this.queue;
+    await this.jobs.idle();
     const G = this.rt.globals;
     const src = this.poolBuffers[2 * layer + (kind === "k" ? 0 : 1)];
     const staging = this.gpuDevice.createBuffer({ size: src.size, usage: G.GPUBufferUsage.MAP_READ | G.GPUBufferUsage.COPY_DST });
@@ -215,7 +180,7 @@ export class WebDevicePoolExecutor implements Executor {
   }
 
   async dispose(): Promise<void> {
-    await this.queue;
+    await this.jobs.idle();
     await this.session.release();
     for (const b of this.poolBuffers) b.destroy();
   }
