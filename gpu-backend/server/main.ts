@@ -15,7 +15,7 @@ import { DEMO_FAMILIES } from "../model/families/registry";
 /** `npm run backend -- --help` prints this. */
 const USAGE = `npm run backend -- [flags]: one backend process serving one model (npm start runs it together with the edge).
 
-  --model DIR|DEMO       Hugging Face-style folder, or a demo family (${DEMO_FAMILIES.join(", ")})
+  --model DIR|FILE.gguf|DEMO  Hugging Face-style folder, a GGUF file, or a demo family (${DEMO_FAMILIES.join(", ")})
                          materialized with seeded random weights (default: the embedded demo-llama-random)
   --kv-memory SIZE       KV pool budget, e.g. 512MiB, 2GiB (default 1GiB)
   --block-size N         tokens per KV block (default 16)
