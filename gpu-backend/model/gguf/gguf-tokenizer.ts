@@ -8,8 +8,8 @@ import type { GgufMetadata } from "./gguf-writer";
  *
  *   "gpt2"   byte-level BPE: vocab from tokens, merges as given, the pre-tokenizer by
  *            `tokenizer.ggml.pre` (`BPE_PRE_TOKENIZERS`), ByteLevel decoder
- *   "llama"  SentencePiece: a BPE with byte fallback whose merges are every split of a normal piece
- *            into two normal pieces, ranked by the piece's score (highest first; transformers'
+ *   "llama"  SentencePiece: a BPE with byte fallback whose merges are every split of a normal (or
+ *            user-defined) piece into two such pieces, ranked by the piece's score (highest first; transformers'
  *            SentencePieceExtractor does the same), so that the lowest-ranked merge is the pair
  *            llama.cpp's SPM tokenizer merges first; `add_space_prefix` (default true) prepends "▁"
  *
@@ -169,13 +169,14 @@ export function ggufTokenizer(metadata: GgufMetadata, arch: string): GgufTokeniz
 }
 
 /**
- * Merges of a SentencePiece vocabulary: every split of a normal piece into two normal pieces,
- * pieces by score (highest first, then id), splits of one piece by their left then right id.
+ * Merges of a SentencePiece vocabulary: every split of a normal or user-defined piece (Gemma's
+ * whitespace runs "▁▁▁▁" are user-defined) into two such pieces, pieces by score (highest first,
+ * then id), splits of one piece by their left then right id.
  */
 function spmMerges(tokens: readonly string[], scores: readonly number[], types: readonly number[]): [string, string][] {
   const normal = new Map<string, number>();
   tokens.forEach((t, i) => {
-    if (types[i] === GGUF_TOKEN_TYPES.normal && !normal.has(t)) normal.set(t, i);
+    if ((types[i] === GGUF_TOKEN_TYPES.normal || types[i] === GGUF_TOKEN_TYPES.userDefined) && !normal.has(t)) normal.set(t, i);
   });
   const pieces: { id: number; score: number; splits: [number, number, string, string][] }[] = [];
   for (const [piece, id] of normal) {
