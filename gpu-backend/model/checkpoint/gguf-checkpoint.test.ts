@@ -99,6 +99,27 @@ describe.each(DEMO_FAMILIES)("GGUF checkpoint: %s", (family) => {
   });
 });
 
+describe("loadModel with a GGUF file", () => {
+  it("serves `--model FILE.gguf`: spec, codec and the int4 weights as stored through weightsAt", async () => {
+    const { loadModel } = await import("../../engine/load-model");
+    const { weightsAt } = await import("../../engine/weight-precision");
+    const folder = await loadCheckpoint(await materializeModel({ dir: join(root, "served"), config: tinyFamilyConfig("llama", ids), seed: 7 }));
+    const path = join(root, "served-Q4_0.gguf");
+    exportGguf(folder, path, { fileType: "Q4_0" });
+    const lines: string[] = [];
+    const model = await loadModel({ dir: path, maxContext: 256, log: (l) => lines.push(l) });
+    expect(lines[0]).toBe(`loading ${path}`);
+    expect(model.checkpoint.ggufPath).toBe(path);
+    expect(model.spec.numLayers).toBe(2);
+    const text = "<|im_start|>user\nhi there<|im_end|>";
+    expect(model.codec.decode(model.codec.encode(text))).toBe(text);
+    expect(model.codec.eosTokenIds).toEqual(expect.arrayContaining(folder.config.eosTokenIds));
+    const w = weightsAt(model.checkpoint, "cpu", "int4", (l) => lines.push(l));
+    expect(w.quantized?.freshCount).toBe(0);
+    expect(lines.some((l) => /int4: 9 of 9 linear weights taken as stored Q4_0 blocks/.test(l))).toBe(true);
+  });
+});
+
 describe("GGUF checkpoint errors", () => {
   it("names the file and a tensor of a type it does not decode, and a missing tensor", async () => {
     const { readFileSync, writeFileSync } = await import("node:fs");
