@@ -2,12 +2,12 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { exportGguf } from "../export/gguf-export";
-import { loadCheckpoint, type Checkpoint } from "./checkpoint";
-import { DEMO_FAMILIES, TOKENIZER_OF, tinyFamilyConfig } from "./demo-families";
-import { materializeModel } from "./demo-model";
-import { writeFamilyTokenizer } from "./family-tokenizers";
-import { loadGgufCheckpoint } from "./gguf-checkpoint";
+import { exportGguf } from "../../export/gguf-export";
+import { loadCheckpoint, type Checkpoint } from "../../checkpoint/checkpoint";
+import { DEMO_FAMILIES, TOKENIZER_OF, tinyFamilyConfig } from "../../checkpoint/demo-families";
+import { materializeModel } from "../../checkpoint/demo-model";
+import { writeFamilyTokenizer } from "../../checkpoint/family-tokenizers";
+import { loadGgufCheckpoint } from "../../checkpoint/gguf-checkpoint";
 
 /**
  * The tokenizer and chat template a GGUF file's `tokenizer.*` metadata builds (gguf-tokenizer.ts)

@@ -2,18 +2,18 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { exportGguf, type GgufFileType } from "../export/gguf-export";
-import { CpuExecutor } from "../executors/cpu-executor";
-import { maxAbsDiff } from "../executors/executor-conformance";
-import type { ModelConfig } from "../config/model-config";
-import type { WeightSource } from "../graph/decoder-spec";
-import { QuantizedWeights } from "../quant/quantized-weights";
-import { dequantizedWeights } from "../testing/dequantized-weights";
-import { loadCheckpoint, type Checkpoint } from "./checkpoint";
-import { DEMO_FAMILIES, tinyFamilyConfig, type TokenizerIds } from "./demo-families";
-import { demoModelConfig, materializeModel } from "./demo-model";
-import { decoderSpecOf } from "./decoder-spec-of";
-import { loadGgufCheckpoint } from "./gguf-checkpoint";
+import { exportGguf, type GgufFileType } from "../../export/gguf-export";
+import { CpuExecutor } from "../../executors/cpu-executor";
+import { maxAbsDiff } from "../../executors/executor-conformance";
+import type { ModelConfig } from "../../config/model-config";
+import type { WeightSource } from "../../graph/decoder-spec";
+import { QuantizedWeights } from "../../quant/quantized-weights";
+import { dequantizedWeights } from "../../testing/dequantized-weights";
+import { loadCheckpoint, type Checkpoint } from "../../checkpoint/checkpoint";
+import { DEMO_FAMILIES, tinyFamilyConfig, type TokenizerIds } from "../../checkpoint/demo-families";
+import { demoModelConfig, materializeModel } from "../../checkpoint/demo-model";
+import { decoderSpecOf } from "../../checkpoint/decoder-spec-of";
+import { loadGgufCheckpoint } from "../../checkpoint/gguf-checkpoint";
 
 /**
  * Each family's tiny seeded checkpoint written as GGUF by our writer (`exportGguf`) in every type
@@ -99,31 +99,10 @@ describe.each(DEMO_FAMILIES)("GGUF checkpoint: %s", (family) => {
   });
 });
 
-describe("loadModel with a GGUF file", () => {
-  it("serves `--model FILE.gguf`: spec, codec and the int4 weights as stored through weightsAt", async () => {
-    const { loadModel } = await import("../../engine/load-model");
-    const { weightsAt } = await import("../../engine/weight-precision");
-    const folder = await loadCheckpoint(await materializeModel({ dir: join(root, "served"), config: tinyFamilyConfig("llama", ids), seed: 7 }));
-    const path = join(root, "served-Q4_0.gguf");
-    exportGguf(folder, path, { fileType: "Q4_0" });
-    const lines: string[] = [];
-    const model = await loadModel({ dir: path, maxContext: 256, log: (l) => lines.push(l) });
-    expect(lines[0]).toBe(`loading ${path}`);
-    expect(model.checkpoint.ggufPath).toBe(path);
-    expect(model.spec.numLayers).toBe(2);
-    const text = "<|im_start|>user\nhi there<|im_end|>";
-    expect(model.codec.decode(model.codec.encode(text))).toBe(text);
-    expect(model.codec.eosTokenIds).toEqual(expect.arrayContaining(folder.config.eosTokenIds));
-    const w = weightsAt(model.checkpoint, "cpu", "int4", (l) => lines.push(l));
-    expect(w.quantized?.freshCount).toBe(0);
-    expect(lines.some((l) => /int4: 9 of 9 linear weights taken as stored Q4_0 blocks/.test(l))).toBe(true);
-  });
-});
-
 describe("GGUF checkpoint errors", () => {
   it("names the file and a tensor of a type it does not decode, and a missing tensor", async () => {
     const { readFileSync, writeFileSync } = await import("node:fs");
-    const { readGguf } = await import("../gguf/gguf-reader");
+    const { readGguf } = await import("../gguf-reader");
     const folder = await loadCheckpoint(await materializeModel({ dir: join(root, "errors"), config: tinyFamilyConfig("qwen3", ids), seed: 4 }));
     const path = join(root, "errors.gguf");
     exportGguf(folder, path);
@@ -144,7 +123,7 @@ describe("GGUF checkpoint errors", () => {
   });
 
   it("refuses an architecture no family serves, naming the served ones", async () => {
-    const { writeGguf, gguf } = await import("../gguf/gguf-writer");
+    const { writeGguf, gguf } = await import("../gguf-writer");
     const path = join(root, "falcon.gguf");
     writeGguf(path, { metadata: { "general.architecture": gguf.string("falcon") }, tensors: [{ name: "x.weight", shape: [32], type: "F32", data: () => new Float32Array(32) }] });
     await expect(loadGgufCheckpoint(path)).rejects.toThrow(`${path}: general.architecture "falcon" is not served (served: llama, qwen2, qwen3, qwen3moe, gemma3, phi3, smollm3)`);

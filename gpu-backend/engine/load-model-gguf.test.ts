@@ -1,0 +1,36 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { loadCheckpoint } from "../model/checkpoint/checkpoint";
+import { tinyFamilyConfig, type TokenizerIds } from "../model/checkpoint/demo-families";
+import { demoModelConfig, materializeModel } from "../model/checkpoint/demo-model";
+import { exportGguf } from "../model/export/gguf-export";
+import { loadModel } from "./load-model";
+import { weightsAt } from "./weight-precision";
+
+/** `--model FILE.gguf`: loadModel and the weight precision choice over a GGUF file (model/checkpoint/gguf-checkpoint.ts). */
+const root = mkdtempSync(join(tmpdir(), "load-model-gguf-"));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+const ids: TokenizerIds = { vocabSize: demoModelConfig().vocabSize, bosTokenId: null, eosTokenIds: demoModelConfig().eosTokenIds };
+
+describe("loadModel with a GGUF file", () => {
+  it("serves `--model FILE.gguf`: spec, codec and the int4 weights as stored through weightsAt", async () => {
+    const folder = await loadCheckpoint(await materializeModel({ dir: join(root, "served"), config: tinyFamilyConfig("llama", ids), seed: 7 }));
+    const path = join(root, "served-Q4_0.gguf");
+    exportGguf(folder, path, { fileType: "Q4_0" });
+    const lines: string[] = [];
+    const model = await loadModel({ dir: path, maxContext: 256, log: (l) => lines.push(l) });
+    expect(lines[0]).toBe(`loading ${path}`);
+    expect(model.checkpoint.ggufPath).toBe(path);
+    expect(model.spec.numLayers).toBe(2);
+    const text = "<|im_start|>user\nhi there<|im_end|>";
+    expect(model.codec.decode(model.codec.encode(text))).toBe(text);
+    expect(model.codec.eosTokenIds).toEqual(expect.arrayContaining(folder.config.eosTokenIds));
+    const w = weightsAt(model.checkpoint, "cpu", "int4", (l) => lines.push(l));
+    expect(w.quantized?.freshCount).toBe(0);
+    expect(lines.some((l) => /int4: 9 of 9 linear weights taken as stored Q4_0 blocks/.test(l))).toBe(true);
+  });
+});
+
