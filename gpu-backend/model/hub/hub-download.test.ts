@@ -136,6 +136,16 @@ describe("downloadFromHub against a stand-in hub", () => {
     expect(seen.filter((r) => r.url.startsWith("/cdn/")).map((r) => r.authorization)).toEqual([undefined]);
   });
 
+  it("two processes' downloads into one cache at once: the second waits on the lock, each file is fetched once", async () => {
+    const cacheDir = cacheFor("concurrent");
+    const start = hub.requests.length;
+    const [a, b] = await Promise.all([0, 1].map(() => downloadFromHub(parseHubRef("hf:org/tiny"), { cacheDir, env: env() })));
+    expect(a).toBe(b);
+    for (const f of ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]) expect(readFileSync(join(a!, f)).equals(modelFiles.get(f)!)).toBe(true);
+    expect(hub.requests.slice(start).filter((r) => r.url.startsWith("/cdn/")).length).toBe(2);
+    expect(readdirSync(a!).filter((f) => /\.(lock|incomplete)$/.test(f))).toEqual([]);
+  });
+
   it("offline (a closed port): a clear error saying what to do", async () => {
     await expect(downloadFromHub(parseHubRef("hf:org/tiny"), { cacheDir: cacheFor("offline"), env: { HF_ENDPOINT: await closedPortUrl() } })).rejects.toThrow(
       /cannot reach the Hugging Face hub at http:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\).*check the network .* or HF_ENDPOINT/,

@@ -3,6 +3,7 @@ import { createReadStream, createWriteStream, existsSync, statSync } from "node:
 import { mkdir, rename, rm, truncate } from "node:fs/promises";
 import { dirname } from "node:path";
 import { bareEtag, hubGet, isUnreachable, type HubConfig } from "./hub-http";
+import { lockDownload, type DownloadLock } from "./hub-lock";
 
 /** What a downloaded file must hash to: an LFS file's sha256, or a small file's git blob sha1. */
 export type FileCheck = { kind: "sha256"; hex: string } | { kind: "git-sha1"; hex: string };
@@ -30,19 +31,30 @@ const mib = (n: number) => (n / MiB).toFixed(1);
  * Range restarts from zero. Progress lines every 10% (and at least every 2 s). A cut connection is
  * retried with Range up to `attempts` times. The bytes are hashed as they arrive (the kept part
  * first) and checked against `check` (else the response's X-Linked-Etag when it is a sha256): on
- * a mismatch the partial file is deleted and the error names the file and both hashes.
+ * a mismatch the partial file is deleted and the error names the file and both hashes. Under
+ * `<dest>.lock` (hub-lock.ts): a second process waits for the first, then finds the file there.
  *
  * @example await downloadHubFile(config, { url, dest, what: "org/name/model.safetensors", size, check: { kind: "sha256", hex }, log });
  */
 export async function downloadHubFile(config: HubConfig, d: FileDownload): Promise<void> {
-  const partial = `${d.dest}.incomplete`;
   await mkdir(dirname(d.dest), { recursive: true });
+  const lock = await lockDownload(d.dest, d.log, d.what);
+  if (!lock) return;
+  try {
+    await download(config, d, lock);
+  } finally {
+    await lock.release();
+  }
+}
+
+async function download(config: HubConfig, d: FileDownload, lock: DownloadLock): Promise<void> {
+  const partial = `${d.dest}.incomplete`;
   const attempts = d.attempts ?? 5;
   for (let attempt = 1; ; attempt += 1) {
     const have = existsSync(partial) ? statSync(partial).size : 0;
     if (have > 0 && d.size !== undefined && have > d.size) await truncate(partial, 0);
     try {
-      const done = await fetchInto(config, d, partial, existsSync(partial) ? statSync(partial).size : 0, attempt);
+      const done = await fetchInto(config, d, partial, existsSync(partial) ? statSync(partial).size : 0, attempt, lock);
       await verify(d, partial, done);
       await rename(partial, d.dest);
       return;
@@ -70,7 +82,7 @@ interface Fetched {
 }
 
 /** One GET into the partial file, from `have` bytes on; returns the running hash over the whole file. */
-async function fetchInto(config: HubConfig, d: FileDownload, partial: string, have: number, attempt: number): Promise<Fetched> {
+async function fetchInto(config: HubConfig, d: FileDownload, partial: string, have: number, attempt: number, lock: DownloadLock): Promise<Fetched> {
   const headers: Record<string, string> = have > 0 ? { range: `bytes=${have}-` } : {};
   if (have > 0 && attempt === 1) d.log(`${d.what}: resuming a partial download at ${mib(have)} MiB`);
   const { response, etag } = await hubGet(config, d.url, d.what, headers);
@@ -101,6 +113,7 @@ async function fetchInto(config: HubConfig, d: FileDownload, partial: string, ha
         d.log(`${d.what}: ${mib(received)} / ${total > 0 ? mib(total) : "?"} MiB${total > 0 ? ` (${Math.floor(percent)}%)` : ""}`);
         nextPercent = Math.floor(percent / 10) * 10 + 10;
         lastLog = performance.now();
+        await lock.touch();
       }
     }
   } finally {
