@@ -43,6 +43,7 @@ beforeAll(async () => {
     "org/tiny": { commit: COMMIT, files: modelFiles },
     "org/tiny-GGUF": { commit: GGUF_COMMIT, refs: ["main", "v1"], files: new Map([["tiny.Q4_0.gguf", gguf], ["README.md", Buffer.from("x")]]) },
     "org/gated": { commit: GATED_COMMIT, token: "hf_secret", files: new Map([["config.json", Buffer.from("{}")], ["model.safetensors", shard2]]) },
+    "org/private": { commit: GATED_COMMIT, token: "hf_secret", private: true, files: new Map([["config.json", Buffer.from("{}")], ["model.safetensors", shard2]]) },
   });
 });
 afterAll(async () => {
@@ -126,14 +127,16 @@ describe("downloadFromHub against a stand-in hub", () => {
 
   it("a gated repo: 401 without a token names HF_TOKEN; with HF_TOKEN it downloads, and the token never goes to the CDN", async () => {
     const cacheDir = cacheFor("gated");
-    await expect(downloadFromHub(parseHubRef("hf:org/gated"), { cacheDir, env: env() })).rejects.toThrow(/refused .*\(401\).*set HF_TOKEN/);
+    await expect(downloadFromHub(parseHubRef("hf:org/gated"), { cacheDir, env: env() })).rejects.toThrow(/refused org\/gated\/config\.json \(401\).*set HF_TOKEN/);
+    await expect(downloadFromHub(parseHubRef("hf:org/private"), { cacheDir, env: env() })).rejects.toThrow(/refused org\/private@main \(file list\) \(401\).*set HF_TOKEN/);
     await expect(downloadFromHub(parseHubRef("hf:org/gated"), { cacheDir, env: { ...env(), HF_TOKEN: "hf_wrong" } })).rejects.toThrow(/401\) with the token in HF_TOKEN/);
     const start = hub.requests.length;
     const dir = await downloadFromHub(parseHubRef("hf:org/gated"), { cacheDir, env: { ...env(), HF_TOKEN: "hf_secret" } });
     expect(readFileSync(join(dir, "model.safetensors")).equals(shard2)).toBe(true);
+    expect(await downloadFromHub(parseHubRef("hf:org/private"), { cacheDir, env: { ...env(), HF_TOKEN: "hf_secret" } })).toMatch(/models--org--private/);
     const seen = hub.requests.slice(start);
     expect(seen.filter((r) => !r.url.startsWith("/cdn/")).every((r) => r.authorization === "Bearer hf_secret")).toBe(true);
-    expect(seen.filter((r) => r.url.startsWith("/cdn/")).map((r) => r.authorization)).toEqual([undefined]);
+    expect(seen.filter((r) => r.url.startsWith("/cdn/")).map((r) => r.authorization)).toEqual([undefined, undefined]);
   });
 
   it("two processes' downloads into one cache at once: the second waits on the lock, each file is fetched once", async () => {
@@ -151,6 +154,9 @@ describe("downloadFromHub against a stand-in hub", () => {
       /cannot reach the Hugging Face hub at http:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\).*check the network .* or HF_ENDPOINT/,
     );
     await expect(downloadFromHub(parseHubRef("hf:org/missing"), { cacheDir: cacheFor("404"), env: env() })).rejects.toThrow(/not found on the hub \(404/);
+    const start = hub.requests.length;
+    await expect(downloadFromHub(parseHubRef("hf:org/tiny"), { cacheDir: cacheFor("offline"), env: { ...env(), HF_HUB_OFFLINE: "1" } })).rejects.toThrow(/not in the cache .* HF_HUB_OFFLINE is set/);
+    expect(hub.requests.length).toBe(start);
   });
 });
 

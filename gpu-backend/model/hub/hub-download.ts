@@ -56,6 +56,7 @@ const MODEL_FILES = new Set([
  * to; files are in `snapshots/<commit>/`. A call whose revision resolves (through refs/, or a
  * commit hash) to a snapshot that has the file, or is complete, returns without the network: a
  * branch is not re-checked for new commits (delete its refs/ file, or pin a commit, to move).
+ * With `HF_HUB_OFFLINE=1` a cache miss is an error instead of a download.
  *
  * @throws Error on an unreachable hub, a refusal (HF_TOKEN), a missing repo or file, a checksum mismatch
  * @example const dir = await downloadFromHub(parseHubRef("hf:HuggingFaceTB/SmolLM2-135M-Instruct"), { log: console.log });
@@ -74,6 +75,9 @@ export async function downloadFromHub(ref: HubRef, options: HubDownloadOptions =
     }
   }
 
+  if (/^(1|true|yes|on)$/i.test((options.env ?? process.env).HF_HUB_OFFLINE ?? "")) {
+    throw new Error(`${formatHubRef(ref)} is not in the cache (${repoDir}) and HF_HUB_OFFLINE is set: unset it to download, or copy the model there`);
+  }
   const listing = await listRevision(config, ref);
   const commit = listing.sha;
   const snapshot = join(repoDir, "snapshots", commit);

@@ -12,8 +12,9 @@ export interface StandInRepo {
   files: Map<string, Buffer>;
   /** Files served as LFS (302 to /cdn/<sha256>, listed with lfs.sha256); default: *.safetensors and *.gguf. */
   lfs?: (path: string) => boolean;
-  /** A token the repo demands (gated): without `Authorization: Bearer <token>`, 401. */
+  /** A token the repo demands: without `Authorization: Bearer <token>`, 401 on its files (a gated repo; its file list stays public, as on the hub) or on everything (`private`). */
   token?: string;
+  private?: boolean;
 }
 
 /** One request the stand-in saw. */
@@ -86,7 +87,7 @@ export async function startHubStandIn(repos: Record<string, StandInRepo>): Promi
       const [repoName, rev] = [api[1]!, decodeURIComponent(api[2]!)];
       const r = byRev(repoName, rev);
       if (!r) return send(res, 404, JSON.stringify({ error: "Repository Not Found" }));
-      if (!authorized(r, req)) return send(res, 401, JSON.stringify({ error: "Access to this model is restricted" }));
+      if (r.private && !authorized(r, req)) return send(res, 401, JSON.stringify({ error: "Invalid credentials in Authorization header" }));
       const siblings = [...r.files].map(([p, b]) => ({ rfilename: p, size: b.length, blobId: gitSha1(b), ...(isLfs(r, p) ? { lfs: { sha256: sha256(b), size: b.length, pointerSize: 130 } } : {}) }));
       return send(res, 200, JSON.stringify({ id: repoName, sha: r.commit, siblings }));
     }
