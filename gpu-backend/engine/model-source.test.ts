@@ -69,6 +69,7 @@ describe("--model sources", () => {
 
   // In CI, .ci/run fetches the file before the tests; elsewhere this runs once it is fetched.
   it.runIf(existsSync(realSmollm2) || process.env.CI)("the fetched SmolLM2 GGUF is the model docs/model-sources.md describes", () => {
+    expect(existsSync(realSmollm2), `${realSmollm2} missing: run bash scripts/fetch-test-models.sh (.ci/run does)`).toBe(true);
     const g = readGguf(realSmollm2);
     const value = (k: string) => g.metadata[k]?.value;
     expect([value("general.architecture"), value("llama.vocab_size"), value("general.file_type"), value("llama.block_count"), g.tensors.length]).toEqual(["llama", 49152, 3, 30, 272]);
