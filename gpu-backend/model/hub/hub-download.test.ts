@@ -108,6 +108,15 @@ describe("downloadFromHub against a stand-in hub", () => {
     expect(readFileSync(path).equals(gguf)).toBe(true);
     expect(hub.requests.slice(mark).find((r) => r.url.startsWith("/cdn/"))?.range).toBe("bytes=1000000-");
     expect(existsSync(`${path}.incomplete`)).toBe(false);
+
+    // A partial file that holds every byte (stopped before its rename) is checked, not fetched again.
+    const cache3 = cacheFor("resume-3");
+    const snap3 = join(cache3, "models--org--tiny-GGUF", "snapshots", GGUF_COMMIT);
+    mkdirSync(snap3, { recursive: true });
+    writeFileSync(join(snap3, "tiny.Q4_0.gguf.incomplete"), gguf);
+    const mark3 = hub.requests.length;
+    expect(readFileSync(await downloadFromHub(parseHubRef("hf:org/tiny-GGUF:tiny.Q4_0.gguf"), { cacheDir: cache3, env: env() })).equals(gguf)).toBe(true);
+    expect(hub.requests.slice(mark3).filter((r) => r.url.startsWith("/cdn/"))).toEqual([]);
   });
 
   it("refuses a file whose sha256 differs from the one the hub publishes, naming the file and both hashes, and deletes it", async () => {
