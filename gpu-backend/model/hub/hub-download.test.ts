@@ -44,7 +44,7 @@ beforeAll(async () => {
     "org/tiny-GGUF": { commit: GGUF_COMMIT, refs: ["main", "v1"], files: new Map([["tiny.Q4_0.gguf", gguf], ["README.md", Buffer.from("x")]]) },
     "org/gated": { commit: GATED_COMMIT, token: "hf_secret", files: new Map([["config.json", Buffer.from("{}")], ["model.safetensors", shard2]]) },
     "org/private": { commit: GATED_COMMIT, token: "hf_secret", private: true, files: new Map([["config.json", Buffer.from("{}")], ["model.safetensors", shard2]]) },
-  });
+  }, { renamed: { "old/gated": "org/gated" } });
 });
 afterAll(async () => {
   await hub.close();
@@ -146,6 +146,10 @@ describe("downloadFromHub against a stand-in hub", () => {
     const seen = hub.requests.slice(start);
     expect(seen.filter((r) => !r.url.startsWith("/cdn/")).every((r) => r.authorization === "Bearer hf_secret")).toBe(true);
     expect(seen.filter((r) => r.url.startsWith("/cdn/")).map((r) => r.authorization)).toEqual([undefined, undefined]);
+
+    // A renamed repo: the relative redirect stays on the hub's origin, so the token goes along.
+    const renamed = await downloadFromHub(parseHubRef("hf:old/gated"), { cacheDir: cacheFor("renamed"), env: { ...env(), HF_TOKEN: "hf_secret" } });
+    expect(readFileSync(join(renamed, "model.safetensors")).equals(shard2)).toBe(true);
   });
 
   it("two processes' downloads into one cache at once: the second waits on the lock, each file is fetched once", async () => {

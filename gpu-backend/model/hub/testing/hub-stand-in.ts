@@ -58,11 +58,12 @@ export function filesOf(dir: string): Map<string, Buffer> {
  * hub-download.ts uses: `GET /api/models/{repo}/revision/{rev}` (sha, siblings with size, blobId,
  * lfs.sha256), `GET /{repo}/resolve/{rev}/{file}` (small files: 200 with ETag = git sha1; LFS
  * files: 302 to a second origin's `/cdn/<sha256>/<file>` (the CDN, which refuses an Authorization header) with X-Linked-Etag, X-Linked-Size, X-Repo-Commit), the CDN
- * with `Range` (206, Content-Range); gated repos answer 401 without their token. Test helper.
+ * with `Range` (206, Content-Range); gated repos answer 401 without their token; a renamed repo
+ * answers a relative 307 to its new name. Test helper.
  *
  * @example const hub = await startHubStandIn({ "org/tiny": { commit: "a".repeat(40), files: filesOf(dir) } });
  */
-export async function startHubStandIn(repos: Record<string, StandInRepo>): Promise<HubStandIn> {
+export async function startHubStandIn(repos: Record<string, StandInRepo>, options: { renamed?: Record<string, string> } = {}): Promise<HubStandIn> {
   const requests: SeenRequest[] = [];
   const cutNext = new Set<string>();
   const corrupt = new Set<string>();
@@ -82,6 +83,15 @@ export async function startHubStandIn(repos: Record<string, StandInRepo>): Promi
     const url = new URL(req.url ?? "/", "http://x");
     requests.push({ method: req.method ?? "GET", url: url.pathname + url.search, range: req.headers.range, authorization: req.headers.authorization });
     const path = decodeURIComponent(url.pathname);
+    // A renamed repo: a relative 307 to the same path under the new name (the hub's own origin).
+    for (const [from, to] of Object.entries(options.renamed ?? {})) {
+      for (const prefix of [`/api/models/${from}/`, `/${from}/resolve/`]) {
+        if (url.pathname.startsWith(prefix)) {
+          res.writeHead(307, { location: prefix.replace(from, to) + url.pathname.slice(prefix.length) + url.search });
+          return res.end();
+        }
+      }
+    }
     const api = /^\/api\/models\/(.+?)\/revision\/([^/]+)$/.exec(url.pathname);
     if (api) {
       const [repoName, rev] = [api[1]!, decodeURIComponent(api[2]!)];
