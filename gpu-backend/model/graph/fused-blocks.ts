@@ -124,24 +124,16 @@ export function fusedLayer(c: FusedContext, l: number, s: Stream, p: PagedInputs
   if (!spec.qkNorm && (opRotary || !rotate) && !c.newKv) {
     qkvIn = [to16(qkv), "", ""]; // packed QKV
   } else {
-    const [q2, k2, v2] = g.opN("Split", [qkv, g.int64s([nh * hd, nkv * hd, nkv * hd])], 3, { attributes: { axis: 1 } });
-    let q = q2!;
-    let k = k2!;
+    // q and k as one [T, H + KVH, D] tensor: one norm (+ Mul by the q/k weights per head) and one rotary for both.
+    let [qk, v] = g.opN("Split", [qkv, g.int64s([(nh + nkv) * hd, nkv * hd])], 2, { attributes: { axis: 1 } }) as [string, string];
     if (spec.qkNorm || (rotate && !opRotary)) {
-      q = g.op("Reshape", [q, g.int64s([0, nh, hd])]);
-      k = g.op("Reshape", [k, g.int64s([0, nkv, hd])]);
-      if (spec.qkNorm) {
-        q = norm(c, q, null, w.qNorm, hd).y;
-        k = norm(c, k, null, w.kNorm, hd).y;
-      }
-      if (rotate && !opRotary) {
-        q = applyRope(g, q, c.stepRope!, hd, spec.rotaryDim);
-        k = applyRope(g, k, c.stepRope!, hd, spec.rotaryDim);
-      }
-      q = g.op("Reshape", [q, g.int64s([0, nh * hd])]);
-      k = g.op("Reshape", [k, g.int64s([0, nkv * hd])]);
+      qk = g.op("Reshape", [qk, g.int64s([0, nh + nkv, hd])]);
+      if (spec.qkNorm) qk = g.op("Mul", [norm(c, qk, null, null, hd).y, qkNormWeights(c, l)]);
+      if (rotate && !opRotary) qk = applyRope(g, qk, c.stepRope!, hd, spec.rotaryDim);
+      qk = g.op("Reshape", [qk, g.int64s([0, (nh + nkv) * hd])]);
     }
-    qkvIn = [to16(q), to16(k), to16(v2!)];
+    const [q, k] = g.opN("Split", [qk, g.int64s([nh * hd, nkv * hd])], 2, { attributes: { axis: 1 } });
+    qkvIn = [to16(q!), to16(k!), to16(v)];
     [newK, newV] = [qkvIn[1], qkvIn[2]];
   }
   const rotary = opRotary ? [c.caches!.cos, c.caches!.sin] : ["", ""];
@@ -196,12 +188,22 @@ export function fusedLmHead(c: FusedContext, embed: { head: (x: string) => strin
   g.output(chunkedArgmax(g, logits, spec.vocabSize), DataType.INT64, ["R"], names.nextToken);
 }
 
+/** Layer l's q and k norm weights (Gemma's 1 + w folded in) per head: [H + KVH, D], q's heads first. */
+function qkNormWeights(c: FusedContext, l: number): string {
+  const { numHeads: nh, numKvHeads: nkv, headDim: hd } = c.spec;
+  const w = layerWeightNames(l);
+  const q = normWeight(c.spec, c.gw.source.take(w.qNorm));
+  const k = normWeight(c.spec, c.gw.source.take(w.kNorm));
+  return constant(c, `layer${l}.qk_norm`, concatVectors([...Array<Float32Array>(nh).fill(q), ...Array<Float32Array>(nkv).fill(k)]), [nh + nkv, hd]);
+}
+
 /**
  * RMSNorm of `x` (+ `skip`, fused: SkipSimplifiedLayerNormalization, whose output 3 is the sum)
- * with the weight `name` (Gemma's 1 + w folded in) over the last axis: y, and the normed input.
+ * over the last axis with the weight `name` (Gemma's 1 + w folded in; null: ones, the caller
+ * multiplies): y, and the normed input.
  */
-function norm(c: FusedContext, x: string, skip: string | null, name: string, dim: number): { y: string; sum: string } {
-  const weight = constant(c, name, normWeight(c.spec, c.gw.source.take(name)), [dim]);
+function norm(c: FusedContext, x: string, skip: string | null, name: string | null, dim: number): { y: string; sum: string } {
+  const weight = name === null ? constant(c, `ones_${dim}`, new Float32Array(dim).fill(1), [dim], true) : constant(c, name, normWeight(c.spec, c.gw.source.take(name)), [dim]);
   const epsilon = { float: c.spec.rmsNormEps };
   if (skip === null) return { y: c.g.op("SimplifiedLayerNormalization", [x, weight], { attributes: { axis: -1, epsilon } }), sum: x };
   // Outputs 1 and 2 (mean, inv_std_var) are not asked for.
@@ -209,7 +211,15 @@ function norm(c: FusedContext, x: string, skip: string | null, name: string, dim
   return { y: y!, sum: sum! };
 }
 
-/** A float initializer in the activation type. */
-function constant(c: FusedContext, name: string, data: Float32Array, dims: number[]): string {
+/** A float initializer in the activation type (`shared`: added once per graph under `name`). */
+function constant(c: FusedContext, name: string, data: Float32Array, dims: number[], shared = false): string {
+  if (shared) {
+    const names = sharedNames.get(c.g) ?? new Set<string>();
+    sharedNames.set(c.g, names);
+    if (names.has(name)) return name;
+    names.add(name);
+  }
   return c.dt === DataType.FLOAT16 ? c.g.half(name, f32ToF16(data), dims) : c.g.weight(name, data, dims);
 }
+
+const sharedNames = new WeakMap<GraphBuilder, Set<string>>();

@@ -207,9 +207,9 @@ describe("fused paged decoder graph", () => {
         expect(n.attributes?.do_rotary ?? 0).toBe(want.opRotary ? 1 : 0);
         expect(n.inputs[1] === "").toBe(want.packed);
       }
-      // q/k norms: one SimplifiedLayerNormalization each per layer over [T, heads, headDim].
+      // q/k norms: one SimplifiedLayerNormalization per layer over q and k as [T, H + KVH, headDim].
       const sln = graph.nodes.filter((n) => n.opType === "SimplifiedLayerNormalization").length;
-      expect(sln).toBe(1 + (spec.qkNorm ? 2 * spec.numLayers : 0));
+      expect(sln).toBe(1 + (spec.qkNorm ? spec.numLayers : 0));
     });
   }
 
