@@ -20,8 +20,8 @@ import { EMBED_WEIGHT, FINAL_NORM_WEIGHT, LM_HEAD_WEIGHT, layerWeightNames, norm
  *
  * The last layer's MLP residual add is fused into the final norm. Activations are float16 end to
  * end when the weights are float16 or quantized (`GraphWeights.float16Activations`): Casts only
- * where a value leaves float16 (logits to float32 for the output and the argmax; the MoE block,
- * which stays float32 inside). With float32 weights activations stay float32 and only the packed
+ * where a value leaves float16 (logits to float32 for the output and the argmax; the MoE block's
+ * router and routing, float32: x cast up once, the routing weights down once). With float32 weights activations stay float32 and only the packed
  * q/k/v is cast to fp16 for PagedAttention and its output back.
  *
  * Where PagedAttention's own rotary cannot serve (onnxruntime 1.30 WebGPU: head_size a multiple
@@ -158,14 +158,11 @@ function mlp(c: FusedContext, l: number, h: string): string {
   const { hiddenSize: hid, intermediateSize: inter } = spec;
   const moe = spec.moe?.sparseLayers[l] ? spec.moe : null;
   if (moe) {
-    // onnxruntime 1.30 has no WebGPU MoE kernel; the per-expert block routes in float32.
-    const half16 = c.dt === DataType.FLOAT16;
-    const x32 = half16 ? g.op("Cast", [h], { attributes: { to: DataType.FLOAT } }) : h;
-    const y = moeMlp(g, x32, {
+    // onnxruntime 1.30 has no WebGPU MoE kernel: the per-expert block (routing in float32, experts in the activation type).
+    return moeMlp(g, h, {
       layer: l, hiddenSize: hid, moeIntermediateSize: moe.intermediateSize, numExperts: moe.numExperts, topK: moe.topK, normTopkProb: moe.normTopkProb,
-      weights: gw.source, quantized: gw.quantized, float16: gw.float16, kernel: pickMoeKernel("webgpu", gw.quantized !== null),
+      weights: gw.source, quantized: gw.quantized, float16: gw.float16, float16Activations: c.dt === DataType.FLOAT16, kernel: pickMoeKernel("webgpu", gw.quantized !== null),
     });
-    return half16 ? g.op("Cast", [y], { attributes: { to: DataType.FLOAT16 } }) : y;
   }
   const w = layerWeightNames(l);
   const gu = linear(g, gw, `layer${l}.gate_up`, h, [w.gate, w.up], hid, 2 * inter);
