@@ -132,8 +132,8 @@ export function fusedLayer(c: FusedContext, l: number, s: Stream, p: PagedInputs
       if (rotate && !opRotary) qk = applyRope(g, qk, c.stepRope!, hd, spec.rotaryDim);
       qk = g.op("Reshape", [qk, g.int64s([0, (nh + nkv) * hd])]);
     }
-    const [q, k] = g.opN("Split", [qk, g.int64s([nh * hd, nkv * hd])], 2, { attributes: { axis: 1 } });
-    qkvIn = [to16(q!), to16(k!), to16(v)];
+    const [q, k] = g.opN("Split", [to16(qk), g.int64s([nh * hd, nkv * hd])], 2, { attributes: { axis: 1 } });
+    qkvIn = [q!, k!, to16(v)];
     [newK, newV] = [qkvIn[1], qkvIn[2]];
   }
   const rotary = opRotary ? [c.caches!.cos, c.caches!.sin] : ["", ""];
