@@ -7,6 +7,7 @@ import type { DecoderSpec } from "../graph/decoder-spec";
 import { dequantizedWeights } from "../testing/dequantized-weights";
 import { familySpecs } from "../testing/family-specs";
 import { randomWeights } from "../testing/random-weights";
+import { tinySpec } from "../testing/tiny-spec";
 import { QuantizedWeights } from "../quant/quantized-weights";
 
 /**
@@ -14,8 +15,9 @@ import { QuantizedWeights } from "../quant/quantized-weights";
  *   - PagedAttention's own rotary over a partial rotary dimension (Phi-4-mini's 3/4 of the head,
  *     here 16 of 32, with LongRoPE's cos/sin factor folded into the caches), packed QKV;
  *   - a layer without rotary (SmolLM3's NoPE layer: do_rotary 0, packed);
+ *   - q/k/v bias and an untied LM head (fp16 Add and Gemm, int4 MatMulNBits head);
  *   - the cuda executor (new_k/new_v outputs: explicit rotary, unpacked) with fp16 activations.
- * Tolerances as the other webgpu suites: 1e-2 with fp32 weights, 3e-2 / 2e-2 with fp16 weights
+ * Tolerances as the other webgpu suites: 1e-2 with fp32 weights, 3e-2 / 2e-2 with fp16 / int4 weights
  * (fp16 activations end to end; measured errors are printed by the suite).
  */
 const families = familySpecs();
@@ -24,18 +26,21 @@ const phi4Shaped: DecoderSpec = { ...families.phi3, modelId: "tiny-phi4-shaped",
 const cases: [string, DecoderSpec][] = [
   ["phi4-shaped (op rotary 16 of 32)", phi4Shaped],
   ["smollm3 (a layer without rotary)", families.smollm3],
+  ["qkv bias, untied LM head (Qwen2-style)", tinySpec({ modelId: "tiny-bias-untied", attentionBias: true, tieWordEmbeddings: false })],
 ];
 
 for (const [name, spec] of cases) {
   executorConformance({ name: `webgpu fused ${name}`, spec, tolerances: { reference: 1e-2, cached: 1e-2 }, greedyTokens: 16, create: (o) => WebGpuExecutor.create(o) });
-  executorConformance({
-    name: `webgpu fused fp16 ${name}`,
-    spec,
-    tolerances: { reference: 3e-2, cached: 2e-2 },
-    greedyTokens: 16,
-    referenceWeights: (s, w) => dequantizedWeights(s, w, "fp16"),
-    create: (o) => WebGpuExecutor.create({ ...o, float16: true }),
-  });
+  for (const precision of ["fp16", "int4"] as const) {
+    executorConformance({
+      name: `webgpu fused ${precision} ${name}`,
+      spec,
+      tolerances: { reference: 3e-2, cached: 2e-2 },
+      greedyTokens: 16,
+      referenceWeights: (s, w) => dequantizedWeights(s, w, precision === "int4" ? 4 : "fp16"),
+      create: (o) => WebGpuExecutor.create({ ...o, float16: precision === "fp16", quantized: precision === "int4" ? QuantizedWeights.open(4) : null }),
+    });
+  }
 }
 
 describe("cuda executor (onnxruntime-node webgpu) with fp16 and int4 weights: fused graph with new_k/new_v outputs", () => {
