@@ -182,7 +182,7 @@ export function fusedLmHead(c: FusedContext, embed: { head: (x: string) => strin
   const head = spec.tieWordEmbeddings ? embed.head(rows) : lmHeadProduct(g, gw, LM_HEAD_WEIGHT, rows, spec.vocabSize, spec.hiddenSize);
   const logits = c.dt === DataType.FLOAT16 ? g.op("Cast", [head], { attributes: { to: DataType.FLOAT } }) : head;
   g.output(logits, DataType.FLOAT, ["R", spec.vocabSize], names.logits);
-  g.output(chunkedArgmax(g, logits, spec.vocabSize), DataType.INT64, ["R"], names.nextToken);
+  g.output(chunkedArgmax(g, logits, spec.vocabSize), DataType.INT32, ["R"], names.nextToken);
 }
 
 /** Layer l's q and k norm weights (Gemma's 1 + w folded in) per head: [H + KVH, D], q's heads first. */

@@ -29,7 +29,7 @@ import { fusedContext, fusedEmbed, fusedLayer, fusedLmHead, type Stream } from "
  *                                          the same again as the lower bound] (see below)
  *   kv_k_L, kv_v_L           fp16 [numBlocks, blockSize, numKvHeads, headDim]   per layer
  *
- * Outputs: `logits` [R, vocab] fp32 and `next_token` [R] int64 (their argmax, two-stage:
+ * Outputs: `logits` [R, vocab] fp32 and `next_token` [R] int32 (their argmax, two-stage:
  * `chunkedArgmax`). PagedAttention's own cache outputs are omitted: the op then scatters this
  * step's K (after our rotary) and V into the cache INPUTS in place (onnxruntime 1.30, WebGPU and
  * CUDA kernels: "if both are omitted, update the input caches in place"). So the pool is whatever
