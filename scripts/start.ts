@@ -14,7 +14,9 @@ demo model and the edge Worker (wrangler dev) wired to them. Ctrl-C stops everyt
   --backend-port N       port of the first backend (default 8080)
   --port N               port of the edge (default 8787)
   --model DIR|FILE.gguf|DEMO  backend model folder, a GGUF file, or a demo family (${DEMO_FAMILIES.join(", ")})
-                         (default: the embedded demo-llama-random)
+                         (default: the embedded demo-llama-random), or smollm2 (the trained test model,
+                         bash scripts/fetch-test-models.sh), or hf:ORG/NAME[@REVISION][:FILE] (downloaded
+                         from the Hugging Face hub into the model cache; HF_TOKEN, HF_ENDPOINT)
   --kv-memory SIZE       backend KV pool budget, e.g. 512MiB (default 1GiB)
   --weights P            backend weight precision: fp32, int8 or int4 (default int4 on cpu; see npm run backend -- --help)
   --no-prefix-cache      backends without prefix reuse (the benchmark baseline)

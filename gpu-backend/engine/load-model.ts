@@ -1,4 +1,3 @@
-import { existsSync } from "node:fs";
 import type { ChatCodec } from "./chat-codec";
 import { TokenPieces } from "../tokenizer/token-pieces";
 import { newToolCallId } from "../tokenizer/tool-call-id";
@@ -6,8 +5,8 @@ import { detectToolCallConvention, parseAssistantText, toolCallMarkers } from ".
 import { loadCheckpoint, type Checkpoint } from "../model/checkpoint/checkpoint";
 import { isGgufPath, loadGgufCheckpoint } from "../model/checkpoint/gguf-checkpoint";
 import type { DecoderSpec, WeightSource } from "../model/graph/decoder-spec";
-import { demoFamilyOf, materializeFamilyDemo } from "../model/checkpoint/demo-families";
 import { decoderSpecOf } from "../model/checkpoint/decoder-spec-of";
+import { resolveModelSource } from "./model-source";
 
 export interface LoadedModel {
   spec: DecoderSpec;
@@ -24,16 +23,18 @@ export const DEFAULT_MAX_CONTEXT = 32_768;
  * or materializes and loads the embedded demo model when `dir` is undefined, into what the executor and the engine need: the decoder spec, the weights, and the
  * engine's `ChatCodec` (tokenizer, chat template, tool-call convention). It lives with the engine
  * because the codec is the engine's interface; server/backend.ts assembles the backend from it
- * (executor, block pool, engine, HTTP app, heartbeats).
+ * (executor, block pool, engine, HTTP app, heartbeats). `dir` is any `--model` value: a demo
+ * family, a trained test model ("smollm2"), an `hf:` hub model (resolveModelSource, model-source.ts).
  *
  * @example
  * const { spec, weights, codec } = await loadModel({ dir: undefined, log: console.log });
  */
 export async function loadModel(options: { dir: string | undefined; maxContext?: number; log?: (line: string) => void }): Promise<LoadedModel> {
   const log = options.log ?? (() => {});
-  // A demo family or demo model id ("qwen3", "demo-gemma3-random") is materialized; anything else is a folder.
-  const family = options.dir === undefined ? "llama" : existsSync(options.dir) ? undefined : demoFamilyOf(options.dir);
-  const dir = family ? await materializeFamilyDemo(family, { onProgress: log }) : options.dir!;
+  // Hook point (model-source.ts): the `--model` value as a local path, a folder or a file. A demo
+  // family is materialized, "smollm2" is the fetched trained test model (a .gguf file), "hf:..." is
+  // downloaded from the hub; what reads the path (GGUF or folder) comes after this line.
+  const dir = await resolveModelSource(options.dir, log);
   log(`loading ${dir}`);
   const checkpoint = isGgufPath(dir) ? await loadGgufCheckpoint(dir, { log }) : await loadCheckpoint(dir);
   const spec = decoderSpecOf(checkpoint.modelId, checkpoint.config, options.maxContext ?? DEFAULT_MAX_CONTEXT);

@@ -15,8 +15,13 @@ import { DEMO_FAMILIES } from "../model/families/registry";
 /** `npm run backend -- --help` prints this. */
 const USAGE = `npm run backend -- [flags]: one backend process serving one model (npm start runs it together with the edge).
 
-  --model DIR|FILE.gguf|DEMO  Hugging Face-style folder, a GGUF file, or a demo family (${DEMO_FAMILIES.join(", ")})
-                         materialized with seeded random weights (default: the embedded demo-llama-random)
+  --model DIR|FILE.gguf|DEMO  Hugging Face-style folder, a GGUF file (docs/models.md), or a demo family (${DEMO_FAMILIES.join(", ")})
+                         materialized with seeded random weights (default: the embedded demo-llama-random),
+                         or smollm2: the trained test model (SmolLM2-135M-Instruct Q4_1 GGUF, fetched by
+                         bash scripts/fetch-test-models.sh), or hf:ORG/NAME[@REVISION][:FILE]: downloaded
+                         from the Hugging Face hub into the model cache, then loaded (a whole model: config,
+                         tokenizer, safetensors; with FILE that one file, e.g. a .gguf); env HF_TOKEN for
+                         gated repos, HF_ENDPOINT for a mirror (docs/model-sources.md)
   --kv-memory SIZE       KV pool budget, e.g. 512MiB, 2GiB (default 1GiB)
   --block-size N         tokens per KV block (default 16)
   --max-batch-tokens N   token budget of one engine step (default 512)

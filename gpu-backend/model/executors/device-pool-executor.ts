@@ -112,7 +112,7 @@ export class DevicePoolExecutor implements Executor {
     this.transfer.hostToDeviceBytes += hostBytes(Object.values(small));
     this.transfer.deviceToHostBytes += hostBytes(fetches.map((f) => outputs[f]!));
     const logits = step.wantLogits ? (outputs[PAGED_IO.logits]!.data as Float32Array) : undefined;
-    return stepResult(sequences, step, outputs[PAGED_IO.nextToken]!.data as BigInt64Array | Int32Array, logits, this.spec.vocabSize);
+    return stepResult(sequences, step, outputs[PAGED_IO.nextToken]!.data as Int32Array, logits, this.spec.vocabSize);
   }
 
   /**

@@ -160,7 +160,7 @@ export class HostPoolExecutor implements Executor {
       }
     }
 
-    const next = outputs[PAGED_IO.nextToken]!.data as BigInt64Array;
+    const next = outputs[PAGED_IO.nextToken]!.data as Int32Array;
     const logits = step.wantLogits ? (outputs[PAGED_IO.logits]!.data as Float32Array) : undefined;
     this.transfer.deviceToHostBytes += next.byteLength + (logits?.byteLength ?? 0);
     return stepResult(sequences, step, next, logits, this.spec.vocabSize);

@@ -43,7 +43,7 @@ describe(`host-pool executor on ${provider}`, () => {
       const blockBytes = CONFORMANCE_BLOCK_SIZE * rowBytes;
       const small = 4 * (1 + 1 + 2 + 1 + 2 + 1 + 3); // ids, positions, cumulative, past, block table, logit index, attention metadata
       expect(exec.transfer.hostToDeviceBytes - up0).toBe(2 * spec.numLayers * 2 * blockBytes + small);
-      expect(exec.transfer.deviceToHostBytes - down0).toBe(2 * spec.numLayers * rowBytes + 8);
+      expect(exec.transfer.deviceToHostBytes - down0).toBe(2 * spec.numLayers * rowBytes + 4);
       expect(exec.kvBytes).toBe(2 * spec.numLayers * 8 * blockBytes);
       // The new rows landed in the host pool at slot 20 (block 1, offset 4): not zeros.
       const k = await exec.readSlots(1, "k", [1 * CONFORMANCE_BLOCK_SIZE + 4]);

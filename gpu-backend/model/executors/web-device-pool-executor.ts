@@ -151,7 +151,7 @@ export class WebDevicePoolExecutor implements Executor {
     const outputs = await this.session.run(feeds, stepFetches(step));
     this.transfer.steps++;
     this.transfer.hostToDeviceBytes += stepInputBytes(step);
-    const next = outputs[PAGED_IO.nextToken]!.data as BigInt64Array;
+    const next = outputs[PAGED_IO.nextToken]!.data as Int32Array;
     const logits = step.wantLogits ? (outputs[PAGED_IO.logits]!.data as Float32Array) : undefined;
     this.transfer.deviceToHostBytes += next.byteLength + (logits?.byteLength ?? 0);
     return stepResult(sequences, step, next, logits, this.spec.vocabSize);

@@ -134,7 +134,8 @@ function normInit(g: GraphBuilder, spec: DecoderSpec, weights: WeightSource, nam
 
 /**
  * Final norm and LM head for the rows in `logitIndex` only, as outputs `logits` [R, vocab] and
- * `next_token` [R] (their argmax: greedy decoding reads only this). `argmax`: "chunked"
+ * `next_token` [R] (their argmax: greedy decoding reads only this; int32 from the chunked form,
+ * 4 bytes a row down from the GPU, int64 from ArgMax). `argmax`: "chunked"
  * (`chunkedArgmax`, for the GPU providers, whose ArgMax is one serial loop per row) or "argmax"
  * (one ArgMax node: the cpu graph, where the chunked form measured ~1 ms slower per batch-8 decode
  * step on the demo model, 17.3 vs 16.2 ms, and the same at batch 1).
@@ -153,12 +154,12 @@ export function lmHead(
   const normed = rmsNorm(g, last, normInit(g, spec, gw.source, FINAL_NORM_WEIGHT, spec.hiddenSize), spec.rmsNormEps);
   const logits = spec.tieWordEmbeddings ? embed.head(normed) : lmHeadProduct(g, gw, LM_HEAD_WEIGHT, normed, spec.vocabSize, spec.hiddenSize);
   g.output(logits, DataType.FLOAT, ["R", spec.vocabSize], names.logits);
-  const next = argmax === "chunked" ? chunkedArgmax(g, logits, spec.vocabSize) : g.op("ArgMax", [logits], { attributes: { axis: 1, keepdims: 0 } });
-  g.output(next, DataType.INT64, ["R"], names.nextToken);
+  if (argmax === "chunked") g.output(chunkedArgmax(g, logits, spec.vocabSize), DataType.INT32, ["R"], names.nextToken);
+  else g.output(g.op("ArgMax", [logits], { attributes: { axis: 1, keepdims: 0 } }), DataType.INT64, ["R"], names.nextToken);
 }
 
 /**
- * ArgMax over the last axis of `rows` [R, width] float32, as int64 [R]: the same index as
+ * ArgMax over the last axis of `rows` [R, width] float32, as int32 [R]: the same index as
  * `ArgMax(axis=1)` (the first index of the maximum on ties), with no reduction wider than
  * ~sqrt(width). onnxruntime's WebGPU ArgMax runs one thread per output that loops over the whole
  * axis: over a 151,680-wide row, one thread looping 151,680 times. Here:
@@ -174,7 +175,8 @@ export function lmHead(
  * and min/max are exact; indices are floats, exact below 2^24). Padding (-inf) sits after every
  * real entry, so it never beats an equal real value. No ArgMax and no int64 arithmetic either:
  * onnxruntime's WebGPU provider (1.30, without its enableInt64 option) has no int64 Mul, Add,
- * GatherElements, Reshape or Cast-from-int64 kernel; the result is cast to int64 last.
+ * GatherElements, Reshape or Cast-from-int64 kernel; the result is cast to int32 last (a token id
+ * fits; half the bytes of int64 to download).
  */
 export function chunkedArgmax(g: GraphBuilder, rows: string, width: number): string {
   if (!(width >= 1 && width < 2 ** 24)) throw new Error(`chunkedArgmax: width ${width} outside [1, 2^24)`);
@@ -193,7 +195,7 @@ export function chunkedArgmax(g: GraphBuilder, rows: string, width: number): str
   const chunkMax = g.op("Reshape", [cmax, g.int64s([0, N])]);
   const rmax = g.op("ReduceMax", [chunkMax], { attributes: { axes: [1], keepdims: 1 } });
   const first = g.op("ReduceMin", [g.op("Where", [g.op("Equal", [chunkMax, rmax]), cfirst, inf])], { attributes: { axes: [1], keepdims: 0 } });
-  return g.op("Cast", [first], { attributes: { to: DataType.INT64 } });
+  return g.op("Cast", [first], { attributes: { to: DataType.INT32 } });
 }
 
 export function rmsNorm(g: GraphBuilder, x: string, weight: string, eps: number): string {

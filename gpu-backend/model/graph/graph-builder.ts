@@ -101,15 +101,16 @@ export class GraphBuilder {
     return this.opN(opType, inputs, 1, options)[0]!;
   }
 
+  /** `emptyOutputs`: optional outputs left unnamed (not computed), returned as "". */
   opN(
     opType: string,
     inputs: string[],
     numOutputs: number,
-    options: { attributes?: Record<string, AttributeValue>; domain?: string; outputName?: string } = {},
+    options: { attributes?: Record<string, AttributeValue>; domain?: string; outputName?: string; emptyOutputs?: number[] } = {},
   ): string[] {
     const id = this.counter++;
     const outputs = Array.from({ length: numOutputs }, (_, i) =>
-      i === 0 && options.outputName ? options.outputName : `${opType.toLowerCase()}_${id}_${i}`,
+      options.emptyOutputs?.includes(i) ? "" : i === 0 && options.outputName ? options.outputName : `${opType.toLowerCase()}_${id}_${i}`,
     );
     const node: NodeSpec = { opType, inputs, outputs, name: `${opType}_${id}` };
     if (options.attributes) node.attributes = options.attributes;

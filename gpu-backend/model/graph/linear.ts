@@ -22,6 +22,13 @@ export interface GraphWeights {
   quantized: QuantizedWeights | null;
   /** Float weights in float16 (webgpu, cuda) rather than float32. */
   float16?: boolean;
+  /**
+   * Activations are float16 end to end (the fused paged graph, `fused-blocks.ts`): every product
+   * takes and returns float16 with no Cast around it, float weights are float16 (also the linears
+   * a quantized graph leaves unquantized) and MatMulNBits / GatherBlockQuantized scales are
+   * float16. Absent (the cpu graph, the unfused paged graph): float32 activations.
+   */
+  float16Activations?: boolean;
 }
 
 /**
@@ -41,18 +48,22 @@ export function linear(g: GraphBuilder, gw: GraphWeights, name: string, x: strin
   const rows = () => names.map((n) => gw.source.take(n));
   if (!gw.quantized || !quantizable(inDim)) {
     const w = concatTransposed(rows(), inDim);
+    if (gw.float16Activations) return g.op("MatMul", [x, g.half(name, f32ToF16(w), [inDim, outDim])]);
     if (gw.float16) return half(g, (x16) => g.op("MatMul", [x16, g.half(name, f32ToF16(w), [inDim, outDim])]), x);
     return g.op("MatMul", [x, g.weight(name, w, [inDim, outDim])]);
   }
   const w = gw.quantized.get(name, outDim, inDim, () => concatVectors(rows()));
-  return matMulNBits(g, name, x, w);
+  return matMulNBits(g, name, x, w, gw.float16Activations);
 }
 
-/** The quantized product with an already packed weight (a tied LM head reuses the embedding's). */
-export function matMulNBits(g: GraphBuilder, name: string, x: string, w: PackedWeight): string {
+/**
+ * The quantized product with an already packed weight (a tied LM head reuses the embedding's);
+ * `half`: x and the result float16, so the scales are too (MatMulNBits' A and scales share a type).
+ */
+export function matMulNBits(g: GraphBuilder, name: string, x: string, w: PackedWeight, half = false): string {
   const blocks = w.cols / BLOCK_SIZE;
   const packed = initializerOnce(g, `${name}.packed`, () => g.bytes(`${name}.packed`, w.packed, [w.rows, blocks, (BLOCK_SIZE * w.bits) / 8]));
-  const scales = initializerOnce(g, `${name}.scales`, () => g.weight(`${name}.scales`, w.scales, [w.rows, blocks]));
+  const scales = initializerOnce(g, `${name}.scales`, () => scaleInit(g, `${name}.scales`, w.scales, [w.rows, blocks], half));
   return g.op("MatMulNBits", [x, packed, scales], {
     domain: "com.microsoft",
     attributes: { K: w.cols, N: w.rows, bits: w.bits, block_size: BLOCK_SIZE, accuracy_level: ACCURACY_LEVEL },
@@ -64,7 +75,15 @@ export function matMulNBits(g: GraphBuilder, name: string, x: string, w: PackedW
  * over the quantized table. Returns the rows and, for a tied LM head, how to multiply by the table.
  */
 export function embedding(g: GraphBuilder, gw: GraphWeights, name: string, ids: string, vocab: number, hidden: number) {
+  const half16 = gw.float16Activations ?? false;
   if (!gw.quantized || !quantizable(hidden)) {
+    if (half16) {
+      const table = g.half(name, f32ToF16(gw.source.take(name)), [vocab, hidden]);
+      return {
+        rows: g.op("Gather", [table, ids], { attributes: { axis: 0 } }),
+        head: (x: string) => g.op("Gemm", [x, table], { attributes: { transB: 1 } }),
+      };
+    }
     if (gw.float16) {
       const table = g.half(name, f32ToF16(gw.source.take(name)), [vocab, hidden]);
       return {
@@ -80,24 +99,30 @@ export function embedding(g: GraphBuilder, gw: GraphWeights, name: string, ids: 
   }
   const w = gw.quantized.get(name, vocab, hidden, () => gw.source.take(name));
   const packed = g.bytes(`${name}.packed`, w.packed, [vocab, (hidden * w.bits) / 8]);
-  const scales = g.weight(`${name}.scales`, w.scales, [vocab, hidden / BLOCK_SIZE]);
+  const scales = scaleInit(g, `${name}.scales`, w.scales, [vocab, hidden / BLOCK_SIZE], half16);
   return {
     rows: g.op("GatherBlockQuantized", [packed, ids, scales], {
       domain: "com.microsoft",
       attributes: { gather_axis: 0, quantize_axis: 1, block_size: BLOCK_SIZE, bits: w.bits },
     }),
     // The same bytes under a second name: MatMulNBits wants B as [N, blocks, blob], the gather [N, K * bits / 8].
-    head: (x: string) => matMulNBits(g, `${name}.head`, x, w),
+    head: (x: string) => matMulNBits(g, `${name}.head`, x, w, half16),
   };
 }
 
 /** An untied LM head [vocab, hidden] applied to x [R, hidden]. */
 export function lmHeadProduct(g: GraphBuilder, gw: GraphWeights, name: string, x: string, vocab: number, hidden: number): string {
   if (!gw.quantized || !quantizable(hidden)) {
+    if (gw.float16Activations) return g.op("Gemm", [x, g.half(name, f32ToF16(gw.source.take(name)), [vocab, hidden])], { attributes: { transB: 1 } });
     if (gw.float16) return half(g, (x16) => g.op("Gemm", [x16, g.half(name, f32ToF16(gw.source.take(name)), [vocab, hidden])], { attributes: { transB: 1 } }), x);
     return g.op("Gemm", [x, g.weight(name, gw.source.take(name), [vocab, hidden])], { attributes: { transB: 1 } });
   }
-  return matMulNBits(g, name, x, gw.quantized.get(name, vocab, hidden, () => gw.source.take(name)));
+  return matMulNBits(g, name, x, gw.quantized.get(name, vocab, hidden, () => gw.source.take(name)), gw.float16Activations);
+}
+
+/** Quantization scales as an initializer: float32, or float16 for float16 activations. */
+function scaleInit(g: GraphBuilder, name: string, scales: Float32Array, dims: number[], half16: boolean): string {
+  return half16 ? g.half(name, f32ToF16(scales), dims) : g.weight(name, scales, dims);
 }
 
 /** `product` computed in float16 on x cast down; its result cast back to float32. */

@@ -52,6 +52,12 @@ export interface MoeBlockArgs {
   quantized?: QuantizedWeights | null;
   /** float16 expert products on `per-expert` (webgpu, cuda). */
   float16?: boolean;
+  /**
+   * `x` and the result are float16 (`per-expert` only; the fused paged graph): the router and the
+   * routing stay float32 (x cast up once), the expert products take and give float16 with no Cast
+   * around them (`GraphWeights.float16Activations`), the routing weights are cast down once.
+   */
+  float16Activations?: boolean;
   /** Default: {@link pickMoeKernel}("cpu", whether `quantized` is given). */
   kernel?: MoeKernel;
 }
@@ -89,8 +95,10 @@ export function moeMlp(g: GraphBuilder, x: string, a: MoeBlockArgs): string {
   const names = moeWeightNames(a.layer, E);
   const routerW = a.weights.take(names.router);
   checkSize(names.router, routerW, E * hid);
-  const logits = g.op("MatMul", [x, g.weight(`layer${a.layer}.moe_router`, transpose(routerW, hid, E), [hid, E])]);
   const kernel = a.kernel ?? pickMoeKernel("cpu", !!a.quantized);
+  if (a.float16Activations && kernel !== "per-expert") throw new Error(`MoE: the ${kernel} kernel has no float16 activations`);
+  const x32 = a.float16Activations ? g.op("Cast", [x], { attributes: { to: DataType.FLOAT } }) : x;
+  const logits = g.op("MatMul", [x32, g.weight(`layer${a.layer}.moe_router`, transpose(routerW, hid, E), [hid, E])]);
   if ((a.quantized && (kernel === "gather" || kernel === "dense")) || (a.float16 && kernel !== "per-expert"))
     throw new Error(`MoE: the ${kernel} kernel has no ${a.quantized ? `int${a.quantized.bits}` : "float16"} experts`);
   switch (kernel) {
@@ -233,7 +241,8 @@ function gatherMoe(g: GraphBuilder, x: string, logits: string, a: MoeBlockArgs, 
  */
 function perExpertMoe(g: GraphBuilder, x: string, logits: string, a: MoeBlockArgs, experts: ExpertNames): string {
   const { hiddenSize: hid, moeIntermediateSize: inter, topK: k, layer: l } = a;
-  const gw: GraphWeights = { source: checkedSource(a), quantized: a.quantized ?? null, float16: a.float16 };
+  const half16 = a.float16Activations ?? false;
+  const gw: GraphWeights = { source: checkedSource(a), quantized: a.quantized ?? null, float16: a.float16, float16Activations: half16 };
   const { weights, ids } = route(g, logits, a);
   const zeros = g.op("Mul", [logits, g.scalar(0)]); // [T, E]
   const mask = g.op("ScatterElements", [zeros, ids, g.op("Add", [g.op("Mul", [weights, g.scalar(0)]), g.scalar(1)])], { attributes: { axis: -1 } });
@@ -245,7 +254,7 @@ function perExpertMoe(g: GraphBuilder, x: string, logits: string, a: MoeBlockArg
   const ones = g.op("Add", [g.op("Gather", [zeros, g.int64s([0])], { attributes: { axis: 1 } }), g.scalar(1)]); // [T, 1]
   const descending = g.op("Sub", [g.op("ReduceSum", [ones, g.int64s([0])], { attributes: { keepdims: 1 } }), g.op("Sub", [g.op("CumSum", [ones, g.int64s([0])]), g.scalar(1)])]); // T - t
   const keys = g.op("Mul", [mask, descending]); // [T, E]
-  const zeroRow = g.weight(`layer${l}.moe_zero_row`, new Float32Array(hid), [1, hid]);
+  const zeroRow = half16 ? g.half(`layer${l}.moe_zero_row`, new Uint16Array(hid), [1, hid]) : g.weight(`layer${l}.moe_zero_row`, new Float32Array(hid), [1, hid]);
   const ys = experts.map((n, e) => {
     const column = g.op("Squeeze", [g.op("Gather", [keys, g.int64s([e])], { attributes: { axis: 1 } }), g.int64s([1])]); // [T]
     const count = g.op("Cast", [g.op("Reshape", [g.op("Gather", [counts, g.int64s([e])], { attributes: { axis: 1 } }), g.int64s([1])])], { attributes: { to: DataType.INT64 } });
@@ -257,7 +266,7 @@ function perExpertMoe(g: GraphBuilder, x: string, logits: string, a: MoeBlockArg
     return g.op("Concat", [ye, zeroRow], { attributes: { axis: 0 } });
   });
   const picked = g.op("Gather", [g.op("Concat", ys, { attributes: { axis: 0 } }), pos], { attributes: { axis: 0 } }); // [T, k, H]
-  const w = g.op("Reshape", [weights, g.int64s([-1, 1, k])]);
+  const w = g.op("Reshape", [half16 ? g.op("Cast", [weights], { attributes: { to: DataType.FLOAT16 } }) : weights, g.int64s([-1, 1, k])]);
   return g.op("Reshape", [g.op("MatMul", [w, picked]), g.int64s([-1, hid])]);
 }
 

@@ -5,12 +5,16 @@ import { pickMoeKernel } from "./moe-block";
 import type { QuantizedWeights } from "../quant/quantized-weights";
 import type { GraphWeights } from "./linear";
 import { attentionInputs, attentionOutputAndMlp, embedTokens, layerRope, lmHead } from "./decoder-blocks";
+import { fusedContext, fusedEmbed, fusedLayer, fusedLmHead, type Stream } from "./fused-blocks";
 
 /**
  * The Llama-family decoder of `llama-graph.ts` with each layer's attention as ONE
  * `com.microsoft.PagedAttention` node over an fp16 block pool (onnxruntime 1.30, WebGPU/CUDA
- * kernels only). Everything else (embeddings, rotary, MLP, norms, LM head) is float32 as in
- * `llama-graph.ts`; only q/k/v are cast to fp16 for the op and its output back to fp32.
+ * kernels only). By default the layers are `fused-blocks.ts`' (SimplifiedLayerNormalization with
+ * the residual adds fused, packed QKV, the op's own rotary, fp16 activations with fp16 or
+ * quantized weights: ~11 nodes per dense layer); `fused: false` builds the unfused graph of the
+ * shared blocks (float32 everywhere as in `llama-graph.ts`, q/k/v cast to fp16 for the op and its
+ * output back to fp32; ~56 nodes per layer), kept for comparison.
  *
  * One run is one engine step over a flat batch of T new tokens of B sequences, in any mix of
  * decode tokens and prefill chunks (the op handles mixed batches; no masks, no gathers):
@@ -25,7 +29,7 @@ import { attentionInputs, attentionOutputAndMlp, embedTokens, layerRope, lmHead 
  *                                          the same again as the lower bound] (see below)
  *   kv_k_L, kv_v_L           fp16 [numBlocks, blockSize, numKvHeads, headDim]   per layer
  *
- * Outputs: `logits` [R, vocab] fp32 and `next_token` [R] int64 (their argmax, two-stage:
+ * Outputs: `logits` [R, vocab] fp32 and `next_token` [R] int32 (their argmax, two-stage:
  * `chunkedArgmax`). PagedAttention's own cache outputs are omitted: the op then scatters this
  * step's K (after our rotary) and V into the cache INPUTS in place (onnxruntime 1.30, WebGPU and
  * CUDA kernels: "if both are omitted, update the input caches in place"). So the pool is whatever
@@ -59,6 +63,8 @@ export interface PagedLlamaGraphOptions {
   quantized?: QuantizedWeights | null;
   /** Float weights and their products in float16 (see graph/linear.ts). */
   float16?: boolean;
+  /** The fused layers of `fused-blocks.ts` (default true); false: the unfused shared blocks. */
+  fused?: boolean;
 }
 
 export const PAGED_IO = {
@@ -102,10 +108,29 @@ export function buildPagedLlamaGraph(spec: DecoderSpec, weights: WeightSource, b
   const logitIndex = g.input(PAGED_IO.logitIndex, I32, ["R"]);
   const metadata = g.input(PAGED_IO.attentionMetadata, I32, [3]);
 
+  const cacheShape = ["num_blocks", blockSize, nkv, hd];
+  if (options.fused ?? true) {
+    // fp16 activations wherever the weights are not float32.
+    const fgw: GraphWeights = { ...gw, float16Activations: gw.float16 || gw.quantized !== null };
+    const c = fusedContext(g, spec, fgw, positionIds, options.newKvOutputs ?? false);
+    const { embed, x } = fusedEmbed(c, inputIds);
+    let stream: Stream = { residual: x, pending: null };
+    for (let l = 0; l < spec.numLayers; l++) {
+      const p = { poolK: g.input(PAGED_IO.kvK(l), F16, cacheShape), poolV: g.input(PAGED_IO.kvV(l), F16, cacheShape), cumulative, past, blockTable, metadata };
+      const layer = fusedLayer(c, l, stream, p);
+      stream = layer.stream;
+      if (options.newKvOutputs) {
+        g.output(layer.newK!, F16, ["T", nkv * hd], PAGED_IO.newK(l));
+        g.output(layer.newV!, F16, ["T", nkv * hd], PAGED_IO.newV(l));
+      }
+    }
+    fusedLmHead(c, embed, stream, logitIndex, { logits: PAGED_IO.logits, nextToken: PAGED_IO.nextToken });
+    return { model: g.encode(), graph: g.spec() };
+  }
+
   const step = embedTokens(g, spec, gw, inputIds, positionIds);
   const { embed, x: x0 } = step;
   let x = x0;
-  const cacheShape = ["num_blocks", blockSize, nkv, hd];
 
   for (let l = 0; l < spec.numLayers; l++) {
     const poolK = g.input(PAGED_IO.kvK(l), F16, cacheShape);
