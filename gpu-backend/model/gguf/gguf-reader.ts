@@ -74,7 +74,9 @@ class OutOfWindow extends Error {}
 
 function parseHeader(path: string, buf: Uint8Array, fileSize: number): GgufFile {
   const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
-  const decoder = new TextDecoder("utf-8", { fatal: true });
+  // ignoreBOM: keep a leading U+FEFF (Gemma's and Llama 2's vocabularies have the pieces "\ufeff" and
+  // "\ufeff#"), which TextDecoder drops by default.
+  const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
   let at = 0;
   const take = (n: number) => {
     if (at + n > buf.length) throw new OutOfWindow();

@@ -124,6 +124,12 @@ describe("writeGguf / readGguf", () => {
     expect(value?.type === "array" && value.value[79_999]).toBe("token-79999-ĠĊ");
   });
 
+  it("keeps a leading U+FEFF in strings (vocabulary pieces such as Gemma's \"\\ufeff#\")", () => {
+    const path = join(dir, "bom.gguf");
+    writeGguf(path, { metadata: { "tokenizer.ggml.tokens": gguf.strings(["\ufeff", "\ufeff#", "#"]) }, tensors: [] });
+    expect(readGguf(path).metadata["tokenizer.ggml.tokens"]?.value).toEqual(["\ufeff", "\ufeff#", "#"]);
+  });
+
   it("rejects values out of range, duplicate names and data of the wrong length, leaving no file", () => {
     const path = join(dir, "bad.gguf");
     expect(() => writeGguf(path, { metadata: { x: gguf.uint32(-1) }, tensors: [] })).toThrow(/x: -1 is not a valid uint32/);

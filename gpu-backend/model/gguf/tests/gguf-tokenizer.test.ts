@@ -8,6 +8,7 @@ import { DEMO_FAMILIES, TOKENIZER_OF, tinyFamilyConfig } from "../../checkpoint/
 import { materializeModel } from "../../checkpoint/demo-model";
 import { writeFamilyTokenizer } from "../../checkpoint/family-tokenizers";
 import { loadGgufCheckpoint } from "../../checkpoint/gguf-checkpoint";
+import { AGENT_TEXTS, renderedPrompts } from "../../../../test/oracle/agent-text-corpus";
 
 /**
  * The tokenizer and chat template a GGUF file's `tokenizer.*` metadata builds (gguf-tokenizer.ts)
@@ -59,8 +60,8 @@ describe.each(DEMO_FAMILIES)("GGUF tokenizer: %s", (family) => {
     gguf = await loadGgufCheckpoint(path);
   }, 120_000);
 
-  it("encodes the mixed corpus to the folder's ids and decodes them to the same text", () => {
-    for (const text of CORPUS) {
+  it("encodes the mixed corpus, the oracle's agent texts and rendered prompts to the folder's ids and decodes them to the same text", () => {
+    for (const text of [...CORPUS, ...AGENT_TEXTS, ...renderedPrompts(folder.template)]) {
       const ids = folder.tokenizer.encode(text);
       expect(gguf.tokenizer.encode(text), JSON.stringify(text)).toEqual(ids);
       expect(gguf.tokenizer.decode(ids), JSON.stringify(text)).toBe(folder.tokenizer.decode(ids));
