@@ -60,6 +60,10 @@ export async function loadGgufCheckpoint(path: string, options: { log?: (line: s
     const served = [...new Set(FAMILIES.map((f) => f.gguf.arch))];
     return fail(`general.architecture ${JSON.stringify(arch)} is not served (served: ${served.join(", ")})`);
   }
+  const experts = gguf.metadata[`${arch}.expert_count`]?.value;
+  if (typeof experts === "number" && experts > 0 && !family.gguf.tensors.some((r) => r.hf.includes("{xid}"))) {
+    return fail(`${arch}.expert_count ${experts}: a mixture of experts in a ${arch} file (e.g. Mixtral) is not served: its family has no experts`);
+  }
   const byName = new Map(gguf.tensors.map((t) => [t.name, t]));
   const typeCounts = new Map<string, number>();
   for (const t of gguf.tensors) typeCounts.set(ggmlTypeName(t.ggmlType), (typeCounts.get(ggmlTypeName(t.ggmlType)) ?? 0) + 1);

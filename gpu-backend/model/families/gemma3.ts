@@ -105,10 +105,16 @@ export const gemma3 = {
       const out = commonConfigJson(h);
       const layers = out.num_hidden_layers as number;
       const window = h.value("attention.sliding_window");
-      const period = h.num("attention.sliding_window_pattern", 6);
+      const pattern = h.value("attention.sliding_window_pattern");
       const slides = typeof window === "number" && window > 0;
       out.sliding_window = slides ? window : out.max_position_embeddings;
-      out.layer_types = Array.from({ length: layers }, (_, il) => (slides && (period === 0 || il % period < period - 1) ? "sliding_attention" : "full_attention"));
+      if (slides && Array.isArray(pattern)) {
+        // Newer converters write the pattern as one bool per layer (true: the layer slides).
+        out.layer_types = pattern.map((s) => (s === true ? "sliding_attention" : "full_attention"));
+      } else {
+        const period = h.num("attention.sliding_window_pattern", 6);
+        out.layer_types = Array.from({ length: layers }, (_, il) => (slides && (period === 0 || il % period < period - 1) ? "sliding_attention" : "full_attention"));
+      }
       out.rope_local_base_freq = shortFloat(h.num("rope.freq_base_swa", 10000));
       // gemma3.cpp's attention scale (see `check`): llama.cpp reads no query_pre_attn_scalar.
       out.query_pre_attn_scalar = layers === 62 ? (out.hidden_size as number) / (out.num_attention_heads as number) : out.head_dim;

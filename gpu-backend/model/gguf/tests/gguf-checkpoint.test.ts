@@ -128,6 +128,38 @@ describe("GGUF checkpoint errors", () => {
     writeGguf(path, { metadata: { "general.architecture": gguf.string("falcon") }, tensors: [{ name: "x.weight", shape: [32], type: "F32", data: () => new Float32Array(32) }] });
     await expect(loadGgufCheckpoint(path)).rejects.toThrow(`${path}: general.architecture "falcon" is not served (served: llama, qwen2, qwen3, qwen3moe, gemma3, phi3, smollm3)`);
   });
+
+  it("refuses a llama file with experts (Mixtral)", async () => {
+    const { writeGguf, gguf } = await import("../gguf-writer");
+    const path = join(root, "mixtral.gguf");
+    writeGguf(path, { metadata: { "general.architecture": gguf.string("llama"), "llama.expert_count": gguf.uint32(8) }, tensors: [{ name: "x.weight", shape: [32], type: "F32", data: () => new Float32Array(32) }] });
+    await expect(loadGgufCheckpoint(path)).rejects.toThrow(`${path}: llama.expert_count 8: a mixture of experts in a llama file (e.g. Mixtral) is not served`);
+  });
+});
+
+describe("GGUF hyper-parameters read back", () => {
+  it("gemma3: a per-layer sliding_window_pattern (one bool a layer) gives the layer types", async () => {
+    const { familyOf } = await import("../../families/registry");
+    const { ggufHparams } = await import("../gguf-hparams");
+    const { gguf } = await import("../gguf-writer");
+    const metadata = {
+      "gemma3.embedding_length": gguf.uint32(64),
+      "gemma3.feed_forward_length": gguf.uint32(128),
+      "gemma3.block_count": gguf.uint32(3),
+      "gemma3.attention.head_count": gguf.uint32(4),
+      "gemma3.attention.key_length": gguf.uint32(16),
+      "gemma3.attention.layer_norm_rms_epsilon": gguf.float32(1e-6),
+      "gemma3.context_length": gguf.uint32(4096),
+      "gemma3.attention.sliding_window": gguf.uint32(512),
+      "gemma3.attention.sliding_window_pattern": { type: "array", itemType: "bool", value: [true, false, true] },
+    } as const;
+    const h = ggufHparams(metadata, "gemma3", new Map([["token_embd.weight", [1000, 64]]]), () => new Float32Array());
+    const json = familyOf("gemma3_text").gguf.configJson(h);
+    expect(json.layer_types).toEqual(["sliding_attention", "full_attention", "sliding_attention"]);
+    expect(json.rms_norm_eps).toBe(1e-6);
+    expect(json.query_pre_attn_scalar).toBe(16);
+    expect(json.tie_word_embeddings).toBe(true);
+  });
 });
 
 /** Byte offset of a tensor's ggml type field in the header: after its name, dims count and dims. */
