@@ -27,8 +27,9 @@ export interface TensorSource {
  *
  * Keys are the graph's linear names (graph/decoder-blocks.ts, graph/linear.ts): `layer<l>.qkv`
  * (q, k, v rows), `layer<l>.o`, `layer<l>.gate_up` (gate, up rows), `layer<l>.down`, the embedding
- * table and an untied LM head by their tensor names. A weight is taken only when all of its parts
- * are stored in the type; the MoE experts' stacked weights are left to the executor.
+ * table and an untied LM head by their tensor names, and each expert's `layer<l>.moe_e<e>_gate_up` /
+ * `_down` (rows of the stacked expert tensors; quantized experts run the per-expert kernel). A
+ * weight is taken only when all of its parts are stored in the type.
  *
  * @example
  * ggufPackedWeights({ file, config, family, sources, bits: 4, log }); // [["layer0.qkv", { bits: 4, ... }], ...]
@@ -57,9 +58,20 @@ export function ggufPackedWeights(a: {
       });
     }
   }
+  const stacks = new Map<string, QuantizedRows>();
   const direct = (hfName: string): QuantizedRows | null => {
     const src = sources.get(hfName);
-    if (!src || src.xid !== undefined || src.rule.untransform || src.gguf.ggmlType !== type) return null;
+    if (!src || src.rule.untransform || src.gguf.ggmlType !== type) return null;
+    if (src.xid !== undefined) {
+      // One expert of a stacked [E, rows, cols] tensor: its rows.
+      let stack = stacks.get(src.gguf.name);
+      if (!stack) {
+        stack = file.readQuantized(src.gguf.name);
+        stacks.set(src.gguf.name, stack);
+      }
+      const rows = stack.rows / src.gguf.shape[0]!;
+      return rowRange(stack, src.xid * rows, rows);
+    }
     const q = file.readQuantized(src.gguf.name);
     if (family.rope !== "norm" || !src.rule.ropePermute) return q;
     const heads = src.rule.ropePermute === "q" ? config.numAttentionHeads : config.numKeyValueHeads;
@@ -71,14 +83,7 @@ export function ggufPackedWeights(a: {
     const part = fusedPart.get(hfName);
     if (!part) return direct(hfName);
     const q = direct(part.fused);
-    if (!q) return null;
-    const blocks = q.cols / BLOCK_SIZE;
-    return {
-      ...q,
-      rows: part.rows,
-      codes: q.codes.slice(part.row * q.cols, (part.row + part.rows) * q.cols),
-      scales: q.scales.slice(part.row * blocks, (part.row + part.rows) * blocks),
-    };
+    return q && rowRange(q, part.row, part.rows);
   };
   const packed = (names: string[]): PackedWeight | null => {
     const parts: QuantizedRows[] = [];
@@ -107,7 +112,15 @@ export function ggufPackedWeights(a: {
   for (let l = 0; l < config.numHiddenLayers; l++) {
     const w = layerWeightNames(l);
     wanted.push([`layer${l}.qkv`, [w.q, w.k, w.v]], [`layer${l}.o`, [w.o]]);
-    if (!isSparseLayer(config.moe, l)) wanted.push([`layer${l}.gate_up`, [w.gate, w.up]], [`layer${l}.down`, [w.down]]);
+    if (!isSparseLayer(config.moe, l)) {
+      wanted.push([`layer${l}.gate_up`, [w.gate, w.up]], [`layer${l}.down`, [w.down]]);
+      continue;
+    }
+    // Quantized experts run the per-expert kernel (graph/moe-block.ts pickMoeKernel), one linear pair per expert.
+    for (let e = 0; e < config.moe!.numExperts; e++) {
+      const x = w.expert(e);
+      wanted.push([`layer${l}.moe_e${e}_gate_up`, [x.gate, x.up]], [`layer${l}.moe_e${e}_down`, [x.down]]);
+    }
   }
   const out: [string, PackedWeight][] = [];
   for (const [name, parts] of wanted) {
@@ -116,4 +129,10 @@ export function ggufPackedWeights(a: {
   }
   a.log(`int${bits}: ${out.length} of ${wanted.length} linear weights taken as stored ${typeName} blocks; the others are quantized from float32`);
   return out;
+}
+
+/** Rows [from, from + count) of quantized rows. */
+function rowRange(q: QuantizedRows, from: number, count: number): QuantizedRows {
+  const blocks = q.cols / BLOCK_SIZE;
+  return { ...q, rows: count, codes: q.codes.slice(from * q.cols, (from + count) * q.cols), scales: q.scales.slice(from * blocks, (from + count) * blocks) };
 }

@@ -92,8 +92,8 @@ describe.each(DEMO_FAMILIES)("GGUF checkpoint: %s", (family) => {
     const gguf = await loadGgufCheckpoint(path);
     const stored = QuantizedWeights.open(bits, gguf.packedWeights!(bits));
     const fromGguf = await logitsOf(gguf, gguf.weights, stored);
-    // Every dense linear, the embedding and an untied head came as stored: nothing quantized here but MoE experts.
-    if (!folder.config.moe) expect(stored.freshCount).toBe(0);
+    // Every linear (experts included), the embedding and an untied head came as stored: nothing quantized here.
+    expect(stored.freshCount).toBe(0);
     const fromFolder = await logitsOf(folder, folder.weights, QuantizedWeights.open(bits));
     expect(maxAbsDiff(fromGguf, fromFolder)).toBeLessThanOrEqual(1e-5);
   });
