@@ -14,8 +14,8 @@ import { isHubRef, parseHubRef } from "../model/hub/hub-ref";
  * - "hf:ORG/NAME[@REVISION][:FILE]": downloaded from the Hugging Face hub into the model cache
  *   (hub-download.ts), the snapshot folder or the one file;
  * - anything else: itself (the loader reports the missing folder).
- * The result is a folder or a file; loadModel decides how to read it (a .gguf file by its GGUF
- * loader once that exists, a folder by loadCheckpoint).
+ * The result is a folder or a file; loadModel decides how to read it (a .gguf file by
+ * loadGgufCheckpoint, model/checkpoint/gguf-checkpoint.ts; a folder by loadCheckpoint).
  *
  * @example const path = await resolveModelSource("hf:HuggingFaceTB/SmolLM2-135M-Instruct", console.log);
  */
