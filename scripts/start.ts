@@ -13,7 +13,7 @@ demo model and the edge Worker (wrangler dev) wired to them. Ctrl-C stops everyt
   --backends N           local backends on consecutive ports from --backend-port (default 1)
   --backend-port N       port of the first backend (default 8080)
   --port N               port of the edge (default 8787)
-  --model DIR|DEMO       backend model folder, or a demo family (${DEMO_FAMILIES.join(", ")})
+  --model DIR|FILE.gguf|DEMO  backend model folder, a GGUF file, or a demo family (${DEMO_FAMILIES.join(", ")})
                          (default: the embedded demo-llama-random), or smollm2 (the trained test model,
                          bash scripts/fetch-test-models.sh), or hf:ORG/NAME[@REVISION][:FILE] (downloaded
                          from the Hugging Face hub into the model cache; HF_TOKEN, HF_ENDPOINT)

@@ -3,6 +3,7 @@ import { TokenPieces } from "../tokenizer/token-pieces";
 import { newToolCallId } from "../tokenizer/tool-call-id";
 import { detectToolCallConvention, parseAssistantText, toolCallMarkers } from "../tokenizer/tool-call-parser";
 import { loadCheckpoint, type Checkpoint } from "../model/checkpoint/checkpoint";
+import { isGgufPath, loadGgufCheckpoint } from "../model/checkpoint/gguf-checkpoint";
 import type { DecoderSpec, WeightSource } from "../model/graph/decoder-spec";
 import { decoderSpecOf } from "../model/checkpoint/decoder-spec-of";
 import { resolveModelSource } from "./model-source";
@@ -18,8 +19,8 @@ export interface LoadedModel {
 export const DEFAULT_MAX_CONTEXT = 32_768;
 
 /**
- * Loads a Hugging Face-style folder (or materializes and loads the embedded demo model when `dir`
- * is undefined) into what the executor and the engine need: the decoder spec, the weights, and the
+ * Loads a Hugging Face-style folder or a GGUF file (`*.gguf`, model/checkpoint/gguf-checkpoint.ts),
+ * or materializes and loads the embedded demo model when `dir` is undefined, into what the executor and the engine need: the decoder spec, the weights, and the
  * engine's `ChatCodec` (tokenizer, chat template, tool-call convention). It lives with the engine
  * because the codec is the engine's interface; server/backend.ts assembles the backend from it
  * (executor, block pool, engine, HTTP app, heartbeats). `dir` is any `--model` value: a demo
@@ -35,7 +36,7 @@ export async function loadModel(options: { dir: string | undefined; maxContext?:
   // downloaded from the hub; what reads the path (GGUF or folder) comes after this line.
   const dir = await resolveModelSource(options.dir, log);
   log(`loading ${dir}`);
-  const checkpoint = await loadCheckpoint(dir);
+  const checkpoint = isGgufPath(dir) ? await loadGgufCheckpoint(dir, { log }) : await loadCheckpoint(dir);
   const spec = decoderSpecOf(checkpoint.modelId, checkpoint.config, options.maxContext ?? DEFAULT_MAX_CONTEXT);
   const { tokenizer, template } = checkpoint;
   const weights = checkpoint.weights;

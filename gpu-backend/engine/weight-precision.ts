@@ -70,7 +70,9 @@ export function quantizedWeightsFor(checkpoint: Checkpoint, bits: QuantBits, log
   const hash = weightFilesHash(checkpoint);
   log(`weights sha256 ${hash.slice(0, 16)} (${((performance.now() - t0) / 1000).toFixed(1)} s)`);
   const path = join(cacheFolder(checkpoint.dir), `${hash.slice(0, 16)}-int${bits}-b${BLOCK_SIZE}.safetensors`);
-  const weights = QuantizedWeights.open(bits, existsSync(path) ? readCache(path, bits, log) : [], log);
+  // A GGUF checkpoint's Q4_0 / Q8_0 weights come packed as stored (checkpoint/gguf-packed.ts); the cache holds the rest.
+  const stored = checkpoint.packedWeights?.(bits) ?? [];
+  const weights = QuantizedWeights.open(bits, [...(existsSync(path) ? readCache(path, bits, log) : []), ...stored], log);
   return { weights, save: () => writeCache(path, weights, log) };
 }
 

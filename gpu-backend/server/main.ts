@@ -15,7 +15,7 @@ import { DEMO_FAMILIES } from "../model/families/registry";
 /** `npm run backend -- --help` prints this. */
 const USAGE = `npm run backend -- [flags]: one backend process serving one model (npm start runs it together with the edge).
 
-  --model DIR|DEMO       Hugging Face-style folder, or a demo family (${DEMO_FAMILIES.join(", ")})
+  --model DIR|FILE.gguf|DEMO  Hugging Face-style folder, a GGUF file, or a demo family (${DEMO_FAMILIES.join(", ")})
                          materialized with seeded random weights (default: the embedded demo-llama-random),
                          or smollm2: the trained test model (SmolLM2-135M-Instruct Q4_1 GGUF, fetched by
                          bash scripts/fetch-test-models.sh), or hf:ORG/NAME[@REVISION][:FILE]: downloaded

@@ -3,6 +3,8 @@ import { basename, join, resolve } from "node:path";
 import { ChatTemplate } from "../../tokenizer/chat-template";
 import { Tokenizer } from "../../tokenizer/tokenizer";
 import type { WeightSource } from "../graph/decoder-spec";
+import type { QuantBits } from "../quant/block-quant";
+import type { PackedWeight } from "../quant/quantized-weights";
 import { checkpointWeights, diskTensorNames, expectedTensorShapes } from "./checkpoint-weights";
 import type { ModelConfig } from "../config/model-config";
 import { parseModelConfig } from "./parse-model-config";
@@ -38,6 +40,14 @@ export interface Checkpoint {
   chatTemplate: string;
   /** The compiled chat template with the tokenizer's bos/eos tokens. */
   template: ChatTemplate;
+  /** The GGUF file it was loaded from (gguf-checkpoint.ts); `dir` is then its folder. */
+  ggufPath?: string;
+  /**
+   * Linear weights stored in the one ggml block type that is `bits`' MatMulNBits layout (Q4_0 for
+   * 4, Q8_0 for 8), packed as stored, by graph tensor name (a GGUF checkpoint's); the others are
+   * quantized from float32 as for a folder.
+   */
+  packedWeights?(bits: QuantBits): [string, PackedWeight][];
 }
 
 /**

@@ -1,7 +1,9 @@
 import { expectedTensorShapes, type Checkpoint } from "../checkpoint/checkpoint";
 import { LM_HEAD_WEIGHT } from "../graph/decoder-spec";
 import { familyOf } from "../families/registry";
-import { llama3RopeFactors, ropePermuteRows, type GgufFamily, type TensorRule } from "../gguf/gguf-family";
+import { llama3RopeFactors, mapTensorName, ropePermuteRows, type TensorRule } from "../gguf/gguf-family";
+
+export { mapTensorName } from "../gguf/gguf-family";
 import { ggufTokenizerMetadata } from "../gguf/gguf-vocab";
 import { quantizable, quantizeRows } from "../quant/block-quant";
 import { quantBitsOf } from "../gguf/ggml-quant-blocks";
@@ -155,30 +157,4 @@ export function exportGguf(checkpoint: Checkpoint, outPath: string, options: Exp
     },
   });
   return { path: outPath, arch: family.arch, tensorNames: tensors.map((t) => t.name) };
-}
-
-/**
- * The GGUF name of a Hugging Face tensor name under a family's table; `xid` is the expert index
- * when the rule stacks experts.
- *
- * @throws Error when no rule matches
- * @example
- * mapTensorName(familyOf(config.modelType).gguf, "model.layers.3.self_attn.q_proj.bias").gguf; // "blk.3.attn_q.bias"
- */
-export function mapTensorName(family: GgufFamily, name: string): { gguf: string; rule: TensorRule; xid?: number } {
-  const dot = name.lastIndexOf(".");
-  const base = name.slice(0, dot);
-  const suffix = name.slice(dot);
-  if (suffix === ".weight" || suffix === ".bias") {
-    for (const rule of family.tensors) {
-      const pattern = new RegExp(`^${rule.hf.replaceAll(".", "\\.").replace("{bid}", "(?<bid>\\d+)").replace("{xid}", "(?<xid>\\d+)")}$`);
-      const m = pattern.exec(base);
-      if (!m) continue;
-      const bid = m.groups?.bid;
-      const xid = m.groups?.xid;
-      const gguf = (bid === undefined ? rule.gguf : rule.gguf.replace("{bid}", bid)) + suffix;
-      return xid === undefined ? { gguf, rule } : { gguf, rule, xid: Number(xid) };
-    }
-  }
-  throw new Error(`GGUF export: no ${family.arch} GGUF name for tensor ${name}`);
 }

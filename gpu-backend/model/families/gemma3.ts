@@ -1,27 +1,30 @@
 import type { ConfigFields } from "../config/config-fields";
 import type { LayerType, ModelConfig } from "../config/model-config";
-import { commonHparams, refuse, QK_NORM_TENSORS, type TensorRule } from "../gguf/gguf-family";
+import { commonConfigJson, commonHparams, refuse, QK_NORM_TENSORS, type TensorRule } from "../gguf/gguf-family";
+import { shortFloat } from "../gguf/gguf-hparams";
 import { gguf } from "../gguf/gguf-writer";
 import type { FamilyDefinition } from "./family";
 import { packageFile, tokenIds, vocabSizeOf, type TokenizerFiles, type TokenizerJson } from "./tokenizer-files";
 
 /** Gemma3Model.modify_tensors: every `*norm.weight` is stored as 1 + w (Gemma3RMSNorm scales by 1 + w). */
 const plusOne = (data: Float32Array): Float32Array => Float32Array.from(data, (x) => x + 1);
+const minusOne = (data: Float32Array): Float32Array => Float32Array.from(data, (x) => x - 1);
+const norm = { transform: plusOne, untransform: minusOne };
 
 /** Gemma 3's sandwich norms (tensor_mapping.py: post_attention_layernorm is ATTN_POST_NORM there). */
 const GEMMA3_TENSORS: readonly TensorRule[] = [
   { hf: "model.embed_tokens", gguf: "token_embd" },
-  { hf: "model.norm", gguf: "output_norm", transform: plusOne },
+  { hf: "model.norm", gguf: "output_norm", ...norm },
   { hf: "lm_head", gguf: "output" },
-  { hf: "model.layers.{bid}.input_layernorm", gguf: "blk.{bid}.attn_norm", transform: plusOne },
+  { hf: "model.layers.{bid}.input_layernorm", gguf: "blk.{bid}.attn_norm", ...norm },
   { hf: "model.layers.{bid}.self_attn.q_proj", gguf: "blk.{bid}.attn_q" },
   { hf: "model.layers.{bid}.self_attn.k_proj", gguf: "blk.{bid}.attn_k" },
   { hf: "model.layers.{bid}.self_attn.v_proj", gguf: "blk.{bid}.attn_v" },
   { hf: "model.layers.{bid}.self_attn.o_proj", gguf: "blk.{bid}.attn_output" },
-  ...QK_NORM_TENSORS.map((r) => ({ ...r, transform: plusOne })),
-  { hf: "model.layers.{bid}.post_attention_layernorm", gguf: "blk.{bid}.post_attention_norm", transform: plusOne },
-  { hf: "model.layers.{bid}.pre_feedforward_layernorm", gguf: "blk.{bid}.ffn_norm", transform: plusOne },
-  { hf: "model.layers.{bid}.post_feedforward_layernorm", gguf: "blk.{bid}.post_ffw_norm", transform: plusOne },
+  ...QK_NORM_TENSORS.map((r) => ({ ...r, ...norm })),
+  { hf: "model.layers.{bid}.post_attention_layernorm", gguf: "blk.{bid}.post_attention_norm", ...norm },
+  { hf: "model.layers.{bid}.pre_feedforward_layernorm", gguf: "blk.{bid}.ffn_norm", ...norm },
+  { hf: "model.layers.{bid}.post_feedforward_layernorm", gguf: "blk.{bid}.post_ffw_norm", ...norm },
   { hf: "model.layers.{bid}.mlp.gate_proj", gguf: "blk.{bid}.ffn_gate" },
   { hf: "model.layers.{bid}.mlp.up_proj", gguf: "blk.{bid}.ffn_up" },
   { hf: "model.layers.{bid}.mlp.down_proj", gguf: "blk.{bid}.ffn_down" },
@@ -98,6 +101,20 @@ export const gemma3 = {
       return out;
     },
     tensors: GEMMA3_TENSORS,
+    configJson(h) {
+      const out = commonConfigJson(h);
+      const layers = out.num_hidden_layers as number;
+      const window = h.value("attention.sliding_window");
+      const period = h.num("attention.sliding_window_pattern", 6);
+      const slides = typeof window === "number" && window > 0;
+      out.sliding_window = slides ? window : out.max_position_embeddings;
+      out.layer_types = Array.from({ length: layers }, (_, il) => (slides && (period === 0 || il % period < period - 1) ? "sliding_attention" : "full_attention"));
+      out.rope_local_base_freq = shortFloat(h.num("rope.freq_base_swa", 10000));
+      // gemma3.cpp's attention scale (see `check`): llama.cpp reads no query_pre_attn_scalar.
+      out.query_pre_attn_scalar = layers === 62 ? (out.hidden_size as number) / (out.num_attention_heads as number) : out.head_dim;
+      out.hidden_activation = "gelu_pytorch_tanh";
+      return out;
+    },
   },
   demo: {
     name: "gemma3" as const,

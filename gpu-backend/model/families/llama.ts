@@ -1,4 +1,4 @@
-import { LLAMA_LIKE_TENSORS, commonHparams, type GgufFamily } from "../gguf/gguf-family";
+import { LLAMA_LIKE_TENSORS, commonHparams, llamaConfigJson, type GgufFamily } from "../gguf/gguf-family";
 import { gguf } from "../gguf/gguf-writer";
 import type { FamilyDefinition } from "./family";
 
@@ -19,6 +19,7 @@ export const LLAMA_GGUF: GgufFamily = {
     "rope.dimension_count": gguf.uint32(c.headDim),
   }),
   tensors: LLAMA_LIKE_TENSORS,
+  configJson: llamaConfigJson,
 };
 
 export const llama = {

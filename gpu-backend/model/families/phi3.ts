@@ -1,6 +1,7 @@
 import { globalRope } from "../config/model-config";
 import { ropeAttentionFactor } from "../config/rope-config";
-import { LLAMA_LIKE_TENSORS, refuse, type TensorRule } from "../gguf/gguf-family";
+import { LLAMA_LIKE_TENSORS, commonConfigJson, refuse, type TensorRule } from "../gguf/gguf-family";
+import { shortFloat } from "../gguf/gguf-hparams";
 import { gguf, type GgufValue } from "../gguf/gguf-writer";
 import { layerWeightNames } from "../graph/decoder-spec";
 import type { FamilyDefinition } from "./family";
@@ -70,6 +71,29 @@ export const phi3 = {
       return out;
     },
     tensors: PHI3_TENSORS,
+    configJson(h) {
+      const out = commonConfigJson(h);
+      const headDim = out.head_dim as number;
+      out.partial_rotary_factor = h.num("rope.dimension_count", headDim) / headDim;
+      const window = h.num("attention.sliding_window", 0);
+      if (window > 0) out.sliding_window = window;
+      if (h.shape("rope_factors_long.weight") !== undefined) {
+        const original = h.num("rope.scaling.original_context_length");
+        const scaling: Record<string, unknown> = {
+          rope_type: "longrope",
+          long_factor: Array.from(h.read("rope_factors_long.weight"), shortFloat),
+          short_factor: Array.from(h.read("rope_factors_short.weight"), shortFloat),
+          original_max_position_embeddings: original,
+        };
+        // The converter writes the attention factor even when it is transformers' default: keep null then.
+        const attn = h.value("rope.scaling.attn_factor");
+        const max = out.max_position_embeddings as number;
+        const fallback = max <= original ? 1 : Math.sqrt(1 + Math.log(max / original) / Math.log(original));
+        if (typeof attn === "number" && Math.abs(attn - fallback) > 1e-6 * fallback) scaling.attention_factor = shortFloat(attn);
+        out.rope_scaling = scaling;
+      }
+      return out;
+    },
     extraTensors(c) {
       const s = c.ropeScaling;
       if (s?.ropeType !== "longrope") return [];

@@ -1,6 +1,6 @@
 import type { ConfigFields } from "../config/config-fields";
 import type { MoeConfig } from "../config/model-config";
-import { LLAMA_LIKE_TENSORS, QK_NORM_TENSORS, commonHparams, refuse, type TensorRule } from "../gguf/gguf-family";
+import { LLAMA_LIKE_TENSORS, QK_NORM_TENSORS, commonConfigJson, commonHparams, refuse, type TensorRule } from "../gguf/gguf-family";
 import { gguf } from "../gguf/gguf-writer";
 import type { FamilyDefinition } from "./family";
 import { qwen3 } from "./qwen3";
@@ -54,6 +54,13 @@ export const qwen3Moe = {
       expert_feed_forward_length: gguf.uint32(c.moe!.moeIntermediateSize),
     }),
     tensors: QWEN3_MOE_TENSORS,
+    configJson: (h) => ({
+      ...commonConfigJson(h),
+      num_experts: h.num("expert_count"),
+      num_experts_per_tok: h.num("expert_used_count"),
+      moe_intermediate_size: h.num("expert_feed_forward_length"),
+      norm_topk_prob: true,
+    }),
   },
   demo: {
     name: "qwen3_moe" as const,

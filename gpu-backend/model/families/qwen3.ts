@@ -1,4 +1,4 @@
-import { LLAMA_LIKE_TENSORS, QK_NORM_TENSORS, commonHparams } from "../gguf/gguf-family";
+import { LLAMA_LIKE_TENSORS, QK_NORM_TENSORS, commonConfigJson, commonHparams } from "../gguf/gguf-family";
 import type { FamilyDefinition } from "./family";
 import { packageFile, tokenIds, vocabSizeOf, type TokenizerFiles, type TokenizerJson } from "./tokenizer-files";
 
@@ -11,7 +11,7 @@ export const qwen3 = {
   architecture: "Qwen3ForCausalLM",
   traits: { qkNorm: true },
   // conversion/qwen.py Qwen3Model (a Qwen2Model): LLM_ARCH_QWEN3, per-head q/k RMSNorm.
-  gguf: { arch: "qwen3", rope: "neox", ropeFreqsTensor: false, hparams: commonHparams, tensors: [...LLAMA_LIKE_TENSORS, ...QK_NORM_TENSORS] },
+  gguf: { arch: "qwen3", rope: "neox", ropeFreqsTensor: false, hparams: commonHparams, tensors: [...LLAMA_LIKE_TENSORS, ...QK_NORM_TENSORS], configJson: commonConfigJson },
   demo: {
     name: "qwen3" as const,
     tokenizer: "qwen3" as const,

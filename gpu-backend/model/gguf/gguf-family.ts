@@ -1,5 +1,6 @@
 import type { ModelConfig } from "../config/model-config";
 import { gguf, type GgufValue } from "./gguf-writer";
+import { commonConfigJson, shortFloat, type GgufHparams } from "./gguf-hparams";
 
 /**
  * How one model family converts from a Hugging Face checkpoint to llama.cpp's GGUF, following
@@ -32,6 +33,12 @@ export interface GgufFamily {
   tensors: readonly TensorRule[];
   /** Tensors the converter adds that the checkpoint does not have (Phi-3's LongRoPE factors). */
   extraTensors?(config: ModelConfig): { name: string; data: Float32Array }[];
+  /**
+   * The config.json keys (without model_type) a GGUF file of the arch stands for: the inverse of
+   * `hparams` (and of `extraTensors` / rope_freqs), read by the GGUF loader (checkpoint/gguf-checkpoint.ts)
+   * and then validated by `parseModelConfig` as a folder's config.json is.
+   */
+  configJson(h: GgufHparams): Record<string, unknown>;
 }
 
 /**
@@ -49,6 +56,8 @@ export interface TensorRule {
   ropePermute?: "q" | "k";
   /** Applied to the values before writing (Gemma's RMSNorm weights are stored as 1 + w). */
   transform?: (data: Float32Array) => Float32Array;
+  /** The inverse of `transform`, applied when reading a GGUF file. */
+  untransform?: (data: Float32Array) => Float32Array;
 }
 
 /** The decoder tensors shared by the Llama-like families (gguf-py tensor_mapping.py). */
@@ -73,6 +82,8 @@ export const QK_NORM_TENSORS: readonly TensorRule[] = [
   { hf: "model.layers.{bid}.self_attn.k_norm", gguf: "blk.{bid}.attn_k_norm" },
 ];
 
+export { commonConfigJson } from "./gguf-hparams";
+
 /** TextModel.set_gguf_parameters: what every decoder writes. */
 export function commonHparams(c: ModelConfig): Record<string, GgufValue> {
   const out: Record<string, GgufValue> = {
@@ -92,6 +103,42 @@ export function commonHparams(c: ModelConfig): Record<string, GgufValue> {
     out["rope.scaling.factor"] = gguf.float32(c.ropeScaling.factor);
   }
   return out;
+}
+
+/**
+ * config.json keys of a Llama-like GGUF: `commonConfigJson`, and Llama 3 rope scaling recovered
+ * from rope_freqs.weight (see `llama3ScalingOf`).
+ */
+export function llamaConfigJson(h: GgufHparams): Record<string, unknown> {
+  const out = commonConfigJson(h);
+  if (h.shape("rope_freqs.weight") !== undefined) {
+    out.rope_scaling = llama3ScalingOf(h.read("rope_freqs.weight"), out.head_dim as number, out.rope_theta as number, h.num("rope.scaling.original_context_length", 8192));
+  }
+  return out;
+}
+
+/**
+ * The Llama 3 rope scaling whose `llama3RopeFactors` are `factors` (llama.cpp's rope_freqs.weight):
+ * the factor is the largest one; low/high frequency factors and the original context are searched
+ * among the values Llama 3.x ships (1 and 4, 8192) and their neighbours.
+ *
+ * @throws Error when no candidate reproduces the factors (the message says so)
+ */
+export function llama3ScalingOf(factors: Float32Array, headDim: number, ropeTheta: number, original: number): Record<string, unknown> {
+  const factor = shortFloat(Math.max(...factors));
+  for (const originalMaxPositionEmbeddings of [original, 8192, 4096, 2048, 16384, 32768]) {
+    for (const lowFreqFactor of [1, 0.5, 2, 4]) {
+      for (const highFreqFactor of [4, 2, 8, 16, 32]) {
+        if (highFreqFactor <= lowFreqFactor) continue;
+        const ropeScaling = { ropeType: "llama3" as const, factor, lowFreqFactor, highFreqFactor, originalMaxPositionEmbeddings };
+        const candidate = llama3RopeFactors({ headDim, ropeTheta, ropeScaling });
+        if (candidate.length === factors.length && candidate.every((x, i) => Math.abs(x - factors[i]!) <= 1e-5 * Math.abs(x))) {
+          return { rope_type: "llama3", factor, low_freq_factor: lowFreqFactor, high_freq_factor: highFreqFactor, original_max_position_embeddings: originalMaxPositionEmbeddings };
+        }
+      }
+    }
+  }
+  throw new Error(`rope_freqs.weight (${factors.length} factors up to ${factor}) matches no Llama 3 rope scaling (low/high frequency factors, original context) this loader tries`);
 }
 
 /**
@@ -122,6 +169,26 @@ export function ropePermuteRows(data: Float32Array, numHeads: number, headDim: n
       for (let j = 0; j < 2; j++) {
         const src = (h * headDim + j * half + i) * cols;
         const dst = (h * headDim + 2 * i + j) * cols;
+        out.set(data.subarray(src, src + cols), dst);
+      }
+    }
+  }
+  return out;
+}
+
+/** The inverse of `ropePermuteRows`: llama.cpp's interleaved rotary rows back to Hugging Face's halves. */
+export function ropeUnpermuteRows(data: Float32Array, numHeads: number, headDim: number, cols: number): Float32Array {
+  return permuteHeadRows(data, numHeads, headDim, cols, (h, i, j) => [(h * headDim + 2 * i + j) * cols, (h * headDim + j * headDim / 2 + i) * cols]);
+}
+
+/** Rows moved per head: `at(h, i, j)` gives [source, destination] offsets of row pair element j of pair i. */
+export function permuteHeadRows<T extends Float32Array | Uint8Array>(data: T, numHeads: number, headDim: number, cols: number, at: (h: number, i: number, j: number) => [number, number]): T {
+  if (data.length !== numHeads * headDim * cols) throw new Error(`rope rows: ${data.length} values for ${numHeads} x ${headDim} x ${cols}`);
+  const out = new (data.constructor as new (n: number) => T)(data.length);
+  for (let h = 0; h < numHeads; h++) {
+    for (let i = 0; i < headDim / 2; i++) {
+      for (let j = 0; j < 2; j++) {
+        const [src, dst] = at(h, i, j);
         out.set(data.subarray(src, src + cols), dst);
       }
     }
@@ -164,4 +231,30 @@ export function llama3RopeFactors(config: Pick<ModelConfig, "headDim" | "ropeThe
     }
   }
   return out;
+}
+
+/**
+ * The GGUF name of a Hugging Face tensor name under a family's table; `xid` is the expert index
+ * when the rule stacks experts.
+ *
+ * @throws Error when no rule matches
+ * @example
+ * mapTensorName(familyOf(config.modelType).gguf, "model.layers.3.self_attn.q_proj.bias").gguf; // "blk.3.attn_q.bias"
+ */
+export function mapTensorName(family: GgufFamily, name: string): { gguf: string; rule: TensorRule; xid?: number } {
+  const dot = name.lastIndexOf(".");
+  const base = name.slice(0, dot);
+  const suffix = name.slice(dot);
+  if (suffix === ".weight" || suffix === ".bias") {
+    for (const rule of family.tensors) {
+      const pattern = new RegExp(`^${rule.hf.replaceAll(".", "\\.").replace("{bid}", "(?<bid>\\d+)").replace("{xid}", "(?<xid>\\d+)")}$`);
+      const m = pattern.exec(base);
+      if (!m) continue;
+      const bid = m.groups?.bid;
+      const xid = m.groups?.xid;
+      const gguf = (bid === undefined ? rule.gguf : rule.gguf.replace("{bid}", bid)) + suffix;
+      return xid === undefined ? { gguf, rule } : { gguf, rule, xid: Number(xid) };
+    }
+  }
+  throw new Error(`no ${family.arch} GGUF name for tensor ${name}`);
 }

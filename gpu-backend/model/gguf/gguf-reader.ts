@@ -1,6 +1,6 @@
 import { closeSync, fstatSync, openSync, readSync } from "node:fs";
-import { f16ToF32 } from "../quant/float-formats";
-import { dequantizeRows, type QuantizedRows } from "../quant/block-quant";
+import type { QuantizedRows } from "../quant/block-quant";
+import { DECODED_GGML_TYPES, decodedGgmlType, dequantizeGgml, ggmlByteLength, ggmlTypeName } from "./ggml-dequant";
 import { decodeGgmlBlocks, ggmlQuantBytes, type GgmlQuantType } from "./ggml-quant-blocks";
 import { GGML_TYPES, GGUF_DEFAULT_ALIGNMENT, GGUF_VALUE_TYPES, type GgufItemType, type GgufMetadata, type GgufValue } from "./gguf-writer";
 
@@ -24,8 +24,9 @@ export interface GgufFile {
   /** Absolute offset of the tensor data section. */
   dataOffset: number;
   /**
-   * Reads an F32, F16, Q8_0 or Q4_0 tensor as float32 (quantized ones dequantized as ggml does:
-   * fp16 scale times centred code, in float32). @throws Error for an unknown name or another type
+   * Reads a tensor as float32, dequantized as ggml does (every type of `DECODED_GGML_TYPES`:
+   * F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K .. Q6_K; see ggml-dequant.ts).
+   * @throws Error for an unknown name or another type
    */
   readTensor(name: string): Float32Array;
   /**
@@ -38,8 +39,8 @@ export interface GgufFile {
 const ITEM_TYPE_NAMES = Object.fromEntries(Object.entries(GGUF_VALUE_TYPES).map(([name, id]) => [id, name])) as Record<number, keyof typeof GGUF_VALUE_TYPES>;
 
 /**
- * Parses a GGUF (v2 or v3) file's header: metadata, tensor infos, alignment. For tests and
- * tools; the serving path never reads GGUF.
+ * Parses a GGUF (v2 or v3) file's header: metadata, tensor infos, alignment; tensor data is read
+ * on demand. The GGUF loader (checkpoint/gguf-checkpoint.ts) and the tests read files through it.
  *
  * @throws Error for a bad magic, an unsupported version, an unknown value type, nested arrays,
  *         or a header that runs past the end of the file
@@ -161,10 +162,9 @@ function parseHeader(path: string, buf: Uint8Array, fileSize: number): GgufFile 
     dataOffset,
     readTensor(name) {
       const t = info(name);
-      if (t.ggmlType === GGML_TYPES.Q8_0 || t.ggmlType === GGML_TYPES.Q4_0) return dequantizeRows(readQuantized(t));
-      if (t.ggmlType !== GGML_TYPES.F32 && t.ggmlType !== GGML_TYPES.F16) throw new Error(`${path}: tensor ${name} has ggml type ${t.ggmlType}; only F32 (0), F16 (1), Q4_0 (2) and Q8_0 (8) can be read`);
-      const bytes = readBytes(t, count(t) * (t.ggmlType === GGML_TYPES.F32 ? 4 : 2));
-      return t.ggmlType === GGML_TYPES.F32 ? new Float32Array(bytes.buffer) : f16ToF32(new Uint16Array(bytes.buffer));
+      const type = decodedGgmlType(t.ggmlType);
+      if (!type) throw new Error(`${path}: tensor ${name} has ggml type ${ggmlTypeName(t.ggmlType)} (${t.ggmlType}), which is not decoded (decoded: ${DECODED_GGML_TYPES.join(", ")})`);
+      return dequantizeGgml(type, readBytes(t, ggmlByteLength(type, count(t))), count(t));
     },
     readQuantized(name) {
       return readQuantized(info(name));

@@ -1,0 +1,139 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { exportGguf, type GgufFileType } from "../export/gguf-export";
+import { CpuExecutor } from "../executors/cpu-executor";
+import { maxAbsDiff } from "../executors/executor-conformance";
+import type { ModelConfig } from "../config/model-config";
+import type { WeightSource } from "../graph/decoder-spec";
+import { QuantizedWeights } from "../quant/quantized-weights";
+import { dequantizedWeights } from "../testing/dequantized-weights";
+import { loadCheckpoint, type Checkpoint } from "./checkpoint";
+import { DEMO_FAMILIES, tinyFamilyConfig, type TokenizerIds } from "./demo-families";
+import { demoModelConfig, materializeModel } from "./demo-model";
+import { decoderSpecOf } from "./decoder-spec-of";
+import { loadGgufCheckpoint } from "./gguf-checkpoint";
+
+/**
+ * Each family's tiny seeded checkpoint written as GGUF by our writer (`exportGguf`) in every type
+ * it writes and loaded back by the GGUF loader: the same config, and the cpu executor's logits the
+ * folder's within the type's error (F32 exact-ish; F16, Q8_0, Q4_0 against the folder's weights
+ * rounded or dequantized the same way); Q4_0 / Q8_0 weights handed to the int4 / int8 graph as
+ * stored give the folder's int4 / int8 logits.
+ */
+const root = mkdtempSync(join(tmpdir(), "gguf-checkpoint-"));
+afterAll(() => rmSync(root, { recursive: true, force: true }));
+
+const ids: TokenizerIds = { vocabSize: demoModelConfig().vocabSize, bosTokenId: null, eosTokenIds: demoModelConfig().eosTokenIds };
+const PROMPT = Array.from({ length: 24 }, (_, i) => (i * 7919 + 13) % 5000);
+
+async function logitsOf(checkpoint: Checkpoint, weights: WeightSource = checkpoint.weights, quantized: QuantizedWeights | null = null): Promise<Float32Array> {
+  const spec = decoderSpecOf(checkpoint.modelId, checkpoint.config, 512);
+  const exec = await CpuExecutor.create({ spec, weights, quantized, numBlocks: 4, blockSize: 16, threads: 1 });
+  try {
+    return (await exec.run([{ tokenIds: PROMPT, startPos: 0, blockTable: [0, 1], logits: "all" }])).logits[0]!.slice();
+  } finally {
+    await exec.dispose();
+  }
+}
+
+/**
+ * The config fields a GGUF file carries (not the dtype, nor the token ids its tokenizer may list
+ * otherwise), LongRoPE factors as float32 (the rotary tables round them so).
+ */
+function hyperparameters(c: ModelConfig) {
+  const { torchDtype: _dtype, bosTokenIds: _bos, eosTokenIds: _eos, ...rest } = c;
+  const s = c.ropeScaling;
+  if (s?.ropeType !== "longrope") return rest;
+  return { ...rest, ropeScaling: { ...s, shortFactor: s.shortFactor.map(Math.fround), longFactor: s.longFactor.map(Math.fround) } };
+}
+
+/** The tiny config, Gemma 3's with the attention scale llama.cpp derives (1/sqrt(head_dim)), which is all a GGUF can say. */
+function ggufExpressible(family: (typeof DEMO_FAMILIES)[number]): ModelConfig {
+  const c = tinyFamilyConfig(family, ids);
+  return c.queryPreAttnScalar === null ? c : { ...c, queryPreAttnScalar: c.headDim };
+}
+
+/** Logit error allowed per file type, against the folder's weights as that type holds them. */
+const TOLERANCE: Record<GgufFileType, number> = { F32: 1e-5, F16: 1e-4, Q8_0: 1e-4, Q4_0: 1e-4 };
+const HELD: Record<GgufFileType, 4 | 8 | "fp16" | null> = { F32: null, F16: "fp16", Q8_0: 8, Q4_0: 4 };
+
+describe.each(DEMO_FAMILIES)("GGUF checkpoint: %s", (family) => {
+  let folder: Checkpoint;
+  let folderLogits: Float32Array;
+  beforeAll(async () => {
+    folder = await loadCheckpoint(await materializeModel({ dir: join(root, family), config: ggufExpressible(family), seed: 3 }));
+    folderLogits = await logitsOf(folder);
+  });
+
+  it.each(["F32", "F16", "Q8_0", "Q4_0"] as const)("%s: same config, logits of the folder's weights as the type holds them", async (fileType) => {
+    const path = join(root, `${family}-${fileType}.gguf`);
+    exportGguf(folder, path, { fileType });
+    const lines: string[] = [];
+    const gguf = await loadGgufCheckpoint(path, { log: (l) => lines.push(l) });
+    expect(hyperparameters(gguf.config)).toEqual(hyperparameters(folder.config));
+    expect(gguf.modelId).toBe(`${family}-${fileType}`);
+    const held = HELD[fileType];
+    const spec = decoderSpecOf(folder.modelId, folder.config, 512);
+    // fp16: the graph's float16 set leaves out the MoE router, which the F16 file rounds too.
+    const reference = held === null ? folderLogits : await logitsOf(folder, dequantizedWeights(spec, folder.weights, held));
+    const logits = await logitsOf(gguf);
+    const tolerance = fileType === "F16" && folder.config.moe ? 5e-3 : TOLERANCE[fileType];
+    expect(maxAbsDiff(logits, reference)).toBeLessThanOrEqual(tolerance);
+    expect(lines[0]).toMatch(new RegExp(`^${family}-${fileType}\\.gguf: GGUF v3, `));
+    expect(lines.at(-1)).toMatch(/decoded \d+\/\d+ tensors/);
+  });
+
+  it.each([4, 8] as const)("int%i: Q4_0 / Q8_0 weights taken as stored give the folder's quantized logits", async (bits) => {
+    const fileType = bits === 4 ? "Q4_0" : "Q8_0";
+    const path = join(root, `${family}-${fileType}-packed.gguf`);
+    exportGguf(folder, path, { fileType });
+    const gguf = await loadGgufCheckpoint(path);
+    const stored = QuantizedWeights.open(bits, gguf.packedWeights!(bits));
+    const fromGguf = await logitsOf(gguf, gguf.weights, stored);
+    // Every dense linear, the embedding and an untied head came as stored: nothing quantized here but MoE experts.
+    if (!folder.config.moe) expect(stored.freshCount).toBe(0);
+    const fromFolder = await logitsOf(folder, folder.weights, QuantizedWeights.open(bits));
+    expect(maxAbsDiff(fromGguf, fromFolder)).toBeLessThanOrEqual(1e-5);
+  });
+});
+
+describe("GGUF checkpoint errors", () => {
+  it("names the file and a tensor of a type it does not decode, and a missing tensor", async () => {
+    const { readFileSync, writeFileSync } = await import("node:fs");
+    const { readGguf } = await import("../gguf/gguf-reader");
+    const folder = await loadCheckpoint(await materializeModel({ dir: join(root, "errors"), config: tinyFamilyConfig("qwen3", ids), seed: 4 }));
+    const path = join(root, "errors.gguf");
+    exportGguf(folder, path);
+    const file = readGguf(path);
+    const bytes = readFileSync(path);
+    // Rewrite the type id of blk.1.attn_k.weight in the header to IQ2_XXS (16).
+    const at = headerTypeOffset(bytes, file.tensors.find((t) => t.name === "blk.1.attn_k.weight")!);
+    const iq = Buffer.from(bytes);
+    iq.writeUInt32LE(16, at);
+    writeFileSync(join(root, "iq.gguf"), iq);
+    await expect(loadGgufCheckpoint(join(root, "iq.gguf"))).rejects.toThrow(`${join(root, "iq.gguf")}: tensor blk.1.attn_k.weight has ggml type IQ2_XXS (16), which this loader does not decode`);
+    // Rename blk.1.ffn_up.weight to blk.1.ffn_uq.weight: it is missing.
+    const renamed = Buffer.from(bytes);
+    const nameAt = renamed.indexOf("blk.1.ffn_up.weight");
+    renamed.write("blk.1.ffn_uq.weight", nameAt);
+    writeFileSync(join(root, "missing.gguf"), renamed);
+    await expect(loadGgufCheckpoint(join(root, "missing.gguf"))).rejects.toThrow(/missing\.gguf: tensor blk\.1\.ffn_up\.weight is missing \(qwen3 with 2 layers implies it/);
+  });
+
+  it("refuses an architecture no family serves, naming the served ones", async () => {
+    const { writeGguf, gguf } = await import("../gguf/gguf-writer");
+    const path = join(root, "falcon.gguf");
+    writeGguf(path, { metadata: { "general.architecture": gguf.string("falcon") }, tensors: [{ name: "x.weight", shape: [32], type: "F32", data: () => new Float32Array(32) }] });
+    await expect(loadGgufCheckpoint(path)).rejects.toThrow(`${path}: general.architecture "falcon" is not served (served: llama, qwen2, qwen3, qwen3moe, gemma3, phi3, smollm3)`);
+  });
+});
+
+/** Byte offset of a tensor's ggml type field in the header: after its name, dims count and dims. */
+function headerTypeOffset(bytes: Buffer, t: { name: string; shape: number[] }): number {
+  const name = Buffer.from(t.name);
+  let at = bytes.indexOf(name);
+  while (at >= 0 && bytes.readBigUInt64LE(at - 8) !== BigInt(name.length)) at = bytes.indexOf(name, at + 1);
+  return at + name.length + 4 + 8 * t.shape.length;
+}
