@@ -12,6 +12,7 @@ export const SLOW_FILES: Record<string, number> = {
   "bench/llamacpp-bench.test.ts": 105.7,
   "test/structured-outputs.test.ts": 79.3,
   "test/oracle/llama-cpp-oracle.test.ts": 46.7,
+  "test/oracle/trained-model.test.ts": 45.0,
   "test/agent-clis.test.ts": 46.1,
   "bench/soak-bench.test.ts": 34.2,
   "test/workers/fuzz.test.ts": 20.0,

@@ -36,9 +36,12 @@ const BPE_PRE_TOKENIZERS: Record<string, { preTokenizer: unknown; normalizer?: u
     ignoreMerges: true,
     preTokenizer: split("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"),
   },
-  // SmolLM / SmolLM2 (StarCoder's tokenizer): single digits, then GPT-2's byte-level split.
-  smollm: { preTokenizer: { type: "Sequence", pretokenizers: [{ type: "Digits", individual_digits: true }, byteLevel(true)] } },
-  starcoder: { preTokenizer: { type: "Sequence", pretokenizers: [{ type: "Digits", individual_digits: true }, byteLevel(true)] } },
+  // SmolLM / SmolLM2 (StarCoder's tokenizer): every numeric character alone, then GPT-2's byte-level
+  // split. As a \p{N} Split, not Hugging Face's Digits: @huggingface/tokenizers' Digits isolates only
+  // decimal digits, where Rust's char::is_numeric and llama.cpp's \p{N} also take "½", "²", "Ⅻ"
+  // (the agent corpus's " ½" tokenized as " \xc2", "\xbd" instead of llama.cpp's " ", "½").
+  smollm: { preTokenizer: numericsThenByteLevel() },
+  starcoder: { preTokenizer: numericsThenByteLevel() },
   gpt2: { preTokenizer: byteLevel(true) },
   default: { preTokenizer: byteLevel(true) },
 };
@@ -49,6 +52,10 @@ const EOG_TEXTS = new Set(["<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>
 
 function split(regex: string) {
   return { type: "Sequence", pretokenizers: [{ type: "Split", pattern: { Regex: regex }, behavior: "Isolated", invert: false }, byteLevel(false)] };
+}
+
+function numericsThenByteLevel() {
+  return { type: "Sequence", pretokenizers: [{ type: "Split", pattern: { Regex: "\\p{N}" }, behavior: "Isolated", invert: false }, byteLevel(true)] };
 }
 
 function byteLevel(useRegex: boolean) {
