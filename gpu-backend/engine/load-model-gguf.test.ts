@@ -7,7 +7,9 @@ import { tinyFamilyConfig, type TokenizerIds } from "../model/checkpoint/demo-fa
 import { demoModelConfig, materializeModel } from "../model/checkpoint/demo-model";
 import { exportGguf } from "../model/export/gguf-export";
 import { loadModel } from "./load-model";
-import { weightsAt } from "./weight-precision";
+import { defaultPrecision, weightsAt } from "./weight-precision";
+import { trainedModelPath } from "../model/checkpoint/trained-models";
+import { readGguf } from "../model/gguf/gguf-reader";
 
 /** `--model FILE.gguf`: loadModel and the weight precision choice over a GGUF file (model/checkpoint/gguf-checkpoint.ts). */
 const root = mkdtempSync(join(tmpdir(), "load-model-gguf-"));
@@ -32,5 +34,17 @@ describe("loadModel with a GGUF file", () => {
     expect(w.quantized?.freshCount).toBe(0);
     expect(lines.some((l) => /int4: 9 of 9 linear weights taken as stored Q4_0 blocks/.test(l))).toBe(true);
   });
-});
 
+  it("defaults to int8 on cpu for a file of 4-bit blocks int4 cannot take as stored (Q4_1), int4 for a Q4_0 or float file", async () => {
+    const path = join(root, "served-Q4_0.gguf"); // the test above wrote it
+    expect(defaultPrecision("cpu", { ggufPath: path })).toBe("int4");
+    const f16 = join(root, "served-F16.gguf");
+    exportGguf(await loadCheckpoint(join(root, "served")), f16, { fileType: "F16" });
+    expect(defaultPrecision("cpu", { ggufPath: f16 })).toBe("int4");
+    const smollm2 = trainedModelPath("smollm2");
+    expect(readGguf(smollm2).tensors.filter((t) => t.ggmlType === 3).length).toBe(210); // Q4_1
+    expect(defaultPrecision("cpu", { ggufPath: smollm2 })).toBe("int8");
+    expect(defaultPrecision("device-pool", { ggufPath: smollm2 })).toBe("fp16");
+    expect(defaultPrecision("cpu")).toBe("int4");
+  });
+});

@@ -5,6 +5,8 @@ import type { Checkpoint } from "../model/checkpoint/checkpoint";
 import { modelCacheDir } from "../model/checkpoint/demo-model";
 import { openSafetensors, writeSafetensors, type SafetensorsTensorToWrite } from "../model/checkpoint/safetensors";
 import type { ExecutorKind } from "../model/executors/executor";
+import { GGML_TYPE_IDS } from "../model/gguf/ggml-dequant";
+import { readGguf } from "../model/gguf/gguf-reader";
 import { BLOCK_SIZE, type QuantBits } from "../model/quant/block-quant";
 import { QuantizedWeights, type PackedWeight } from "../model/quant/quantized-weights";
 
@@ -24,6 +26,7 @@ import { QuantizedWeights, type PackedWeight } from "../model/quant/quantized-we
  *   cpu         int4: against fp32 it decodes 2.9x faster, runs the 20-turn trajectory 1.4x faster
  *               and holds 2.8x less resident memory, at 0.8x its prefill speed; its cost is the
  *               quantization error (KL and greedy agreement in docs/quantization.md)
+ *   cpu, GGUF of Q4_1/Q5_x/K-quant blocks  int8 (`defaultPrecision`: int4 would quantize 4-bit blocks twice)
  *   device-pool, host-pool  fp16: nobody serves fp32 on a GPU; the PagedAttention pool is fp16 already
  *
  * `--weights fp32` keeps the exact float32 model (the llama.cpp oracle tests use it).
@@ -32,8 +35,23 @@ export type WeightPrecision = "fp32" | "fp16" | "bf16" | "int8" | "int4";
 
 export const WEIGHT_PRECISIONS: readonly WeightPrecision[] = ["fp32", "fp16", "bf16", "int8", "int4"];
 
-export function defaultPrecision(kind: ExecutorKind): WeightPrecision {
-  return kind === "cpu" ? "int4" : "fp16";
+/**
+ * The precision an executor runs a checkpoint at when `--weights` is not given: fp16 on the GPU
+ * executors; on cpu int4, except for a GGUF file whose linear weights are mostly stored in a
+ * quantized type other than Q4_0 (Q4_1, Q5_x, K-quants): int4 would re-quantize 4- or 5-bit blocks
+ * at 4 bits and compound both errors (SmolLM2-135M's Q4_1 file at int4 rambles where int8 answers
+ * as llama.cpp does), so it gets int8, whose rounding is far below the file's own.
+ */
+export function defaultPrecision(kind: ExecutorKind, checkpoint?: Pick<Checkpoint, "ggufPath">): WeightPrecision {
+  if (kind !== "cpu") return "fp16";
+  return checkpoint?.ggufPath && mostlyRequantizedAt4Bits(checkpoint.ggufPath) ? "int8" : "int4";
+}
+
+/** Whether most 2-D weights of a GGUF file are in a quantized type int4 cannot take as stored. */
+function mostlyRequantizedAt4Bits(ggufPath: string): boolean {
+  const floats: number[] = [GGML_TYPE_IDS.F32, GGML_TYPE_IDS.F16, GGML_TYPE_IDS.BF16, GGML_TYPE_IDS.Q4_0];
+  const matrices = readGguf(ggufPath).tensors.filter((t) => t.shape.length === 2);
+  return matrices.filter((t) => !floats.includes(t.ggmlType)).length * 2 > matrices.length;
 }
 
 /** The bit width of a quantized precision, or null for a float one. */
@@ -92,7 +110,7 @@ export interface WeightsAt {
  * @example const w = weightsAt(checkpoint, "cpu", undefined, log); // int4
  */
 export function weightsAt(checkpoint: Checkpoint, kind: ExecutorKind, precision: WeightPrecision | undefined, log: (line: string) => void = () => {}): WeightsAt {
-  const p = precision ?? defaultPrecision(kind);
+  const p = precision ?? defaultPrecision(kind, checkpoint);
   const refusal = precisionRefusal(kind, p);
   if (refusal) throw new Error(refusal);
   const bits = quantBits(p);
