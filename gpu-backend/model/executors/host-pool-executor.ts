@@ -3,7 +3,7 @@ import type { DecoderSpec } from "../graph/decoder-spec";
 import { CUDA_INSTALL_HINT, cudaProviderInstalled } from "./device";
 import type { BlockIO, Executor, StepResult, StepSequence, TransferStats } from "./executor";
 import { PAGED_IO, buildPagedLlamaGraph } from "../graph/paged-llama-graph";
-import { JobQueue, MAX_QUERY_PIECE, checkPagedBlockSize, pagedStepInputs, stepFeeds, stepFetches, stepInputBytes, stepResult, type PagedExecutorOptions } from "./paged-step";
+import { JobQueue, MAX_QUERY_PIECE, checkPagedBlockSize, pagedStepInputs, stepFeeds, stepFetches, stepInputBytes, fetchedStepResult, type PagedExecutorOptions } from "./paged-step";
 
 export interface HostPoolExecutorOptions extends PagedExecutorOptions {
   /**
@@ -160,10 +160,7 @@ export class HostPoolExecutor implements Executor {
       }
     }
 
-    const next = outputs[PAGED_IO.nextToken]!.data as Int32Array;
-    const logits = step.wantLogits ? (outputs[PAGED_IO.logits]!.data as Float32Array) : undefined;
-    this.transfer.deviceToHostBytes += next.byteLength + (logits?.byteLength ?? 0);
-    return stepResult(sequences, step, next, logits, this.spec.vocabSize);
+    return fetchedStepResult(sequences, step, outputs, this.spec.vocabSize, this.transfer);
   }
 
   /** Pool rows as fp16 bits, [slots.length, numKvHeads, headDim] of `layer` (for tests). */

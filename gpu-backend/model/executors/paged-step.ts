@@ -162,6 +162,23 @@ export function stepFetches(s: PagedStepInputs): string[] {
   return s.wantLogits ? [PAGED_IO.nextToken, PAGED_IO.logits] : [PAGED_IO.nextToken];
 }
 
+/**
+ * A step's result from the outputs `session.run` returned for `stepFetches(step)` (any onnxruntime's
+ * tensors, host-resident), adding their bytes to `transfer.deviceToHostBytes`.
+ */
+export function fetchedStepResult(
+  sequences: readonly StepSequence[],
+  step: PagedStepInputs,
+  outputs: Record<string, { data: unknown }>,
+  vocab: number,
+  transfer: { deviceToHostBytes: number },
+): StepResult {
+  const next = outputs[PAGED_IO.nextToken]!.data as Int32Array;
+  const logits = step.wantLogits ? (outputs[PAGED_IO.logits]!.data as Float32Array) : undefined;
+  transfer.deviceToHostBytes += next.byteLength + (logits?.byteLength ?? 0);
+  return stepResult(sequences, step, next, logits, vocab);
+}
+
 /** A step's result from its fetched `next_token` and `logits` ([R, vocab], when fetched). */
 export function stepResult(sequences: readonly StepSequence[], s: PagedStepInputs, nextToken: ArrayLike<number | bigint>, logitsAll: Float32Array | undefined, vocab: number): StepResult {
   const argmax = s.logitRanges.map(([from, to]) => (to > from ? Number(nextToken[to - 1]) : -1));

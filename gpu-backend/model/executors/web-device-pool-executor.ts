@@ -6,7 +6,7 @@ import type { DecoderSpec } from "../graph/decoder-spec";
 import type { Executor, StepResult, StepSequence, TransferStats } from "./executor";
 import { DAWN_FLAGS } from "./device";
 import { PAGED_IO, buildPagedLlamaGraph } from "../graph/paged-llama-graph";
-import { JobQueue, MAX_QUERY_PIECE, checkPagedBlockSize, pagedStepInputs, stepFeeds, stepFetches, stepInputBytes, stepResult, type PagedExecutorOptions } from "./paged-step";
+import { JobQueue, MAX_QUERY_PIECE, checkPagedBlockSize, pagedStepInputs, stepFeeds, stepFetches, stepInputBytes, fetchedStepResult, type PagedExecutorOptions } from "./paged-step";
 
 export const NO_WEBGPU_ADAPTER =
   "no WebGPU adapter: run scripts/install-webgpu-deps.sh (Mesa lavapipe) or use a machine with a GPU";
@@ -151,10 +151,7 @@ export class WebDevicePoolExecutor implements Executor {
     const outputs = await this.session.run(feeds, stepFetches(step));
     this.transfer.steps++;
     this.transfer.hostToDeviceBytes += stepInputBytes(step);
-    const next = outputs[PAGED_IO.nextToken]!.data as Int32Array;
-    const logits = step.wantLogits ? (outputs[PAGED_IO.logits]!.data as Float32Array) : undefined;
-    this.transfer.deviceToHostBytes += next.byteLength + (logits?.byteLength ?? 0);
-    return stepResult(sequences, step, next, logits, this.spec.vocabSize);
+    return fetchedStepResult(sequences, step, outputs, this.spec.vocabSize, this.transfer);
   }
 
   /**
