@@ -1,6 +1,7 @@
 import type { ChatCodec } from "./chat-codec";
 import { TokenPieces } from "../tokenizer/token-pieces";
 import { newToolCallId } from "../tokenizer/tool-call-id";
+import { withGenericTools } from "../tokenizer/generic-tools";
 import { detectToolCallConvention, parseAssistantText, toolCallMarkers } from "../tokenizer/tool-call-parser";
 import { loadCheckpoint, type Checkpoint } from "../model/checkpoint/checkpoint";
 import { isGgufPath, loadGgufCheckpoint } from "../model/checkpoint/gguf-checkpoint";
@@ -41,10 +42,16 @@ export async function loadModel(options: { dir: string | undefined; maxContext?:
   const { tokenizer, template } = checkpoint;
   const weights = checkpoint.weights;
   const eos = new Set([...tokenizer.eosTokenIds, ...checkpoint.config.eosTokenIds]);
-  const toolCalls = detectToolCallConvention(checkpoint.chatTemplate);
+  // A template that renders no tools gets the generic Hermes-style rendering (generic-tools.ts):
+  // tools in the system message, calls as <tool_call> blocks, parsed and constrained as "hermes".
+  const templateToolCalls = detectToolCallConvention(checkpoint.chatTemplate);
+  const toolCalls = templateToolCalls === "none" ? "hermes" : templateToolCalls;
   const pieces = new TokenPieces(tokenizer);
   const codec: ChatCodec = {
-    render: ({ thinking, ...p }) => template.render(thinking === undefined ? p : { ...p, extra: { enable_thinking: thinking } }),
+    render: ({ thinking, ...p }) => {
+      const q = templateToolCalls === "none" && p.tools?.length ? { ...p, messages: withGenericTools(p.messages, p.tools), tools: undefined } : p;
+      return template.render(thinking === undefined ? q : { ...q, extra: { enable_thinking: thinking } });
+    },
     encode: (text) => tokenizer.encode(text, { addSpecialTokens: false }),
     decode: (ids) => tokenizer.decode(ids, { skipSpecialTokens: false }),
     tokenPiece: (id) => pieces.piece(id),

@@ -28,9 +28,10 @@ import { llamaCppGreedy, llamaCppLogProbs, logSoftmax } from "./oracle-support";
  *     the Q4_1 file's tensors): GREEDY greedy tokens after a chat prompt are identical;
  *   - llama.cpp on the Q4_1 file itself (its own kernels round activations to Q8_1 blocks): top-1
  *     agreement and mean KL against our fp32 distributions over the same tokens, stated and bounded;
- *   - the engine on it: a short chat answers in English and ends on the model's own end token,
- *     tool_choice "required" is refused clearly (its template has no tool calls), a json_schema
- *     reply validates.
+ *   - the engine on it: a short chat answers in English and ends on the model's own end token; its
+ *     template renders no tools, so tools go in the generic <tool_call> format (generic-tools.ts):
+ *     tool_choice "required" gives a call that validates, and call and result render back in;
+ *     a json_schema reply validates.
  */
 const GREEDY = 32;
 const CONTEXT = 1024;
@@ -178,16 +179,26 @@ describe("the engine on the trained model", () => {
   const tools: ToolDefinition[] = [{ type: "function", function: { name: "get_weather", description: "Current weather in a city", parameters: WEATHER, strict: true } }];
   const ajv = new Ajv({ strict: false });
 
-  it("refuses tool_choice required with a clear error: its chat template has no tool calls; auto answers in text", async () => {
-    // SmolLM2-135M-Instruct's template renders no tools and no tool-call syntax, so no output of
-    // this model can be parsed as a tool call; constrained decoding needs the template's syntax.
-    const req: GenerateRequest = { requestId: "tool", mode: "full", messages: [{ role: "user", content: "What is the weather in Paris right now?" }], tools, sampling: sampling(40) };
-    await expect(turn({ ...req, constraint: { type: "tool_calls", choice: "required", parallel: false } })).rejects.toThrow(/^invalid_request: tool_choice: this model's chat template writes tool calls as "none"/);
-    const auto = await turn({ ...req, requestId: "tool-auto", constraint: { type: "tool_calls", choice: "auto", parallel: false } }).catch((e: Error) => e);
-    const plain = await turn({ ...req, requestId: "tool-plain" });
-    report(`tools offered, no constraint: ${JSON.stringify(plain.text)}; auto: ${auto instanceof Error ? auto.message : JSON.stringify(auto.text)}`);
-    expect(plain.message.tool_calls ?? []).toEqual([]);
-    expect(plain.text.length).toBeGreaterThan(0);
+  it("calls a tool (its template has none: the generic <tool_call> format): required gives a call that validates; call and result render back", async () => {
+    const ask: GenerateRequest = { requestId: "tool", mode: "full", messages: [{ role: "user", content: "What is the weather in Paris right now?" }], tools, sampling: sampling(60) };
+    const called = await turn({ ...ask, constraint: { type: "tool_calls", choice: "required", parallel: false } });
+    report(`tool_choice required: ${JSON.stringify(called.text)}`);
+    expect(called.message.tool_calls).toHaveLength(1);
+    const call = called.message.tool_calls![0]!;
+    expect(call.function.name).toBe("get_weather");
+    const args = JSON.parse(call.function.arguments) as { city: string };
+    expect(ajv.validate(WEATHER, args), ajv.errorsText()).toBe(true);
+    expect(args.city).toMatch(/Paris/i);
+    // The call and its result go back in as text the model reads: the tools in the system turn, the
+    // call as a <tool_call> block in the assistant turn, the result as a <tool_response> user turn.
+    const history = [...ask.messages, called.message, { role: "tool" as const, tool_call_id: call.id, content: '{"celsius":18}' }];
+    const prompt = model.codec.render({ messages: history, tools, addGenerationPrompt: true });
+    expect(prompt).toContain(`<tools>\n${JSON.stringify(tools[0])}\n</tools>`);
+    expect(prompt).toContain(`<|im_start|>assistant\n<tool_call>\n{"name":"get_weather","arguments":${call.function.arguments.replace(/\s/g, "")}}\n</tool_call><|im_end|>`);
+    expect(prompt).toContain('<|im_start|>user\n<tool_response>\n{"celsius":18}\n</tool_response><|im_end|>');
+    const answered = await turn({ ...ask, requestId: "tool-result", messages: history, sampling: { ...sampling(40), ignoreEos: false } });
+    report(`after the tool result: ${JSON.stringify(answered.text)}`);
+    expect(answered.text.length).toBeGreaterThan(0);
   });
 
   it("gives a json_schema reply that parses and validates", async () => {
