@@ -73,7 +73,8 @@ interface PrecisionRun {
  * Agent Edge against llama.cpp on the same weights, per precision: our engine at fp32 / fp16 /
  * int8 / int4, llama.cpp (node-llama-cpp 3.21.1, prebuilt build, never compiled) on GGUF files our
  * writer exports from the same checkpoint at F32 / F16 / Q8_0 / Q4_0 (pure files: every weight in
- * that type, LM head included, as ours). Same thread count, same token workloads
+ * that type, LM head included, as ours). A model loaded from a GGUF file (`--model smollm2`,
+ * `--model FILE.gguf`) is compared with llama.cpp on that file at its native type instead. Same thread count, same token workloads
  * (llamacpp-workload.ts), each side in a process of its own (llamacpp-child.ts), one after the
  * other. Ratios are ours / theirs for rates and theirs / ours for times: above 1, Agent Edge is better.
  *
@@ -103,10 +104,13 @@ export async function runLlamaCppBench(o: LlamaCppBenchOptions): Promise<Record<
     const refusal = precisionRefusal(kind, precision as WeightPrecision);
     const ours: PrecisionRun["ours"] = o.only === "llamacpp" ? { refused: "not run (--only llamacpp)" } : refusal ? { refused: refusal } : await spawnSide<EngineFigures>(["--side", "ours", "--weights", precision, "--executor", kind, "--provider", provider, ...common]);
     if (refusal) log(`ours ${precision}: not run (${refusal})`);
-    const ggufPath = join(ggufDir, `${checkpoint.modelId}-${pair.gguf}.gguf`);
-    if (o.only !== "ours" && (!existsSync(ggufPath) || statSync(ggufPath).mtimeMs < weightsTime)) exportGguf(checkpoint, ggufPath, { fileType: pair.gguf, onProgress: log });
+    // A model loaded from a GGUF file (e.g. --model smollm2): llama.cpp runs that file at its native
+    // type for every precision of ours; otherwise our writer exports the pair's type.
+    const ggufPath = checkpoint.ggufPath ?? join(ggufDir, `${checkpoint.modelId}-${pair.gguf}.gguf`);
+    if (!checkpoint.ggufPath && o.only !== "ours" && (!existsSync(ggufPath) || statSync(ggufPath).mtimeMs < weightsTime)) exportGguf(checkpoint, ggufPath, { fileType: pair.gguf, onProgress: log });
     const llamacpp = o.only === "ours" ? { failed: "not run (--only ours)" } : await spawnSide<LlamaCppSideResult>(["--side", "llamacpp", "--gguf", ggufPath, ...(o.llamaGpu ? ["--gpu", o.llamaGpu] : []), ...common]).catch((e: Error) => ({ failed: e.message }));
-    const bytes = { ours: (params * pair.ourBits) / 8, llamacpp: (params * pair.ggufBits) / 8 };
+    // A native file's weight bytes per token: the file's size (its weights, each read once a token).
+    const bytes = { ours: (params * pair.ourBits) / 8, llamacpp: checkpoint.ggufPath ? statSync(checkpoint.ggufPath).size : (params * pair.ggufBits) / 8 };
     runs[precision] = {
       ours,
       llamacpp,
