@@ -2,7 +2,7 @@ import type { GenerateRequest } from "../protocol/messages";
 import { commonPrefixLength } from "../protocol/common-prefix";
 import type { Engine } from "../gpu-backend/engine/engine";
 import { blocksForBudget } from "../gpu-backend/kv/block-pool";
-import { loadModel } from "../gpu-backend/engine/load-model";
+import { loadModel, type LoadedModel } from "../gpu-backend/engine/load-model";
 import type { WeightPrecision } from "../gpu-backend/engine/weight-precision";
 import { BLOCK_SIZE, benchEngine, benchExecutor, benchWeights, greedy, submitTurn } from "./kit/engine";
 import { lineChart } from "./kit/plot";
@@ -45,13 +45,17 @@ export async function runAgentBench(o: AgentBenchOptions): Promise<Record<string
   const model = await loadModel({ dir: o.model, log });
   const { spec, codec } = model;
   const trajectories = o.trajectories ?? (o.quick ? 2 : 4);
-  const turns = o.turns ?? (o.quick ? 20 : 24);
+  const asked = o.turns ?? (o.quick ? 20 : 24);
   const numBlocks = blocksForBudget({ budgetBytes: 1.5 * 2 ** 30, blockSize: BLOCK_SIZE, numLayers: spec.numLayers, numKvHeads: spec.numKvHeads, headDim: spec.headDim, bytesPerElement: 4 });
   const weights = benchWeights(model, o.weights, log);
   note("agent", `building the executor (${numBlocks} KV blocks, ${weights.precision} weights)`);
   const executor = await benchExecutor(model, weights, numBlocks);
   weights.save();
-  const workload = makeWorkload({ trajectories, turns, systemTokens: 2100, observationTokens: [100, 400], replyTokens: o.quick ? [16, 32] : [16, 64], seed: 7, countTokens: (t) => codec.encode(t).length });
+  const workload = fitToContext(
+    makeWorkload({ trajectories, turns: asked, systemTokens: 2100, observationTokens: [100, 400], replyTokens: o.quick ? [16, 32] : [16, 64], seed: 7, countTokens: (t) => codec.encode(t).length }),
+    model,
+  );
+  const turns = workload[0]!.turns.length;
   const makeEngine = (enablePrefixCache: boolean) => benchEngine(model, executor, { numBlocks, enablePrefixCache });
 
   const runs: Record<"cache" | "noCache", { records: TurnRecord[]; wallMs: number }> = {
@@ -161,4 +165,28 @@ async function runWorkload(engine: Engine, workload: WorkloadTrajectory[], label
     cur.record.newTokens = cur.prompt.length - lcp;
   });
   return { records, wallMs };
+}
+
+/**
+ * The workload with each trajectory's turns cut where its prompt could outgrow the model's context
+ * (SmolLM2's 8,192 tokens): a turn's prompt is bounded by the first turn's rendered prompt plus,
+ * per later turn, its new messages, the previous reply's budget and 16 tokens of framing a message.
+ */
+function fitToContext(workload: WorkloadTrajectory[], model: LoadedModel): WorkloadTrajectory[] {
+  const { codec, spec } = model;
+  const fits = workload.map((t) => {
+    let bound = codec.encode(codec.render({ messages: t.turns[0]!.newMessages, tools: t.tools, addGenerationPrompt: true })).length + t.turns[0]!.maxTokens;
+    let fit = 1;
+    for (let k = 1; k < t.turns.length; k++) {
+      const turn = t.turns[k]!;
+      bound += turn.maxTokens + turn.newMessages.reduce((n, m) => n + 16 + codec.encode(m.content ?? "").length, 0);
+      if (bound > spec.maxPositions) break;
+      fit = k + 1;
+    }
+    return fit;
+  });
+  // Every trajectory gets the same number of turns: the per-turn series compare like with like.
+  const fit = Math.min(...fits);
+  if (fit < workload[0]!.turns.length) note("agent", `${spec.modelId}: ${fit} of ${workload[0]!.turns.length} turns fit its context of ${spec.maxPositions} tokens`);
+  return workload.map((t) => ({ ...t, turns: t.turns.slice(0, fit) }));
 }
