@@ -5,7 +5,7 @@ import { POOL_IO, blockGatherGraph, blockScatterGraph, poolAllocGraph } from "..
 import { DevicePoolBlocks } from "./device-pool-blocks";
 import type { Executor, StepResult, StepSequence, TransferStats } from "./executor";
 import { newestProfile } from "./ort-profile";
-import { JobQueue, MAX_QUERY_PIECE, checkPagedBlockSize, pagedStepInputs, stepFeeds, stepFetches, stepResult, type PagedExecutorOptions } from "./paged-step";
+import { JobQueue, MAX_QUERY_PIECE, checkPagedBlockSize, pagedStepInputs, stepFeeds, stepFetches, stepInputBytes, fetchedStepResult, type PagedExecutorOptions } from "./paged-step";
 
 export interface DevicePoolExecutorOptions extends PagedExecutorOptions {
   /** onnxruntime's profiler on the decoder session (`endProfiling()` writes the file); tests and benches. */
@@ -31,7 +31,7 @@ const SESSION_OPTIONS = {
  * host sends token ids, positions, the entries' lengths, block tables and logit rows, and
  * receives `next_token` (and logits rows only when a sequence asks for them): nothing that grows
  * with the context but the block tables (4 bytes per block of context). `transfer` counts the
- * bytes of the host tensors actually fed and fetched.
+ * bytes of the host arrays fed and fetched (the pool tensors cross nothing).
  *
  * Whole blocks move in and out through `blockIO` (`DevicePoolBlocks`: a gather session and a
  * scatter session, ordered with the steps), in the host-pool executor's byte format, so this
@@ -105,14 +105,11 @@ export class DevicePoolExecutor implements Executor {
 
   private async runStep(sequences: readonly StepSequence[]): Promise<StepResult> {
     const step = pagedStepInputs(sequences, this.spec, this.blockSize, this.numBlocks, this.maxQueryPiece);
-    const small = stepFeeds(step, (data, dims) => new ort.Tensor("int32", data, dims));
-    const fetches = stepFetches(step);
-    const outputs = await this.session.run({ ...small, ...this.pool }, fetches);
+    const feeds = { ...stepFeeds(step, (data, dims) => new ort.Tensor("int32", data, dims)), ...this.pool };
+    const outputs = await this.session.run(feeds, stepFetches(step));
     this.transfer.steps++;
-    this.transfer.hostToDeviceBytes += hostBytes(Object.values(small));
-    this.transfer.deviceToHostBytes += hostBytes(fetches.map((f) => outputs[f]!));
-    const logits = step.wantLogits ? (outputs[PAGED_IO.logits]!.data as Float32Array) : undefined;
-    return stepResult(sequences, step, outputs[PAGED_IO.nextToken]!.data as Int32Array, logits, this.spec.vocabSize);
+    this.transfer.hostToDeviceBytes += stepInputBytes(step); // the pool tensors cross nothing
+    return fetchedStepResult(sequences, step, outputs, this.spec.vocabSize, this.transfer);
   }
 
   /**
@@ -151,11 +148,4 @@ export class DevicePoolExecutor implements Executor {
     await this.session.release();
     for (const s of this.ioSessions) await s.release(); // gather, scatter, then alloc (owns the pool)
   }
-}
-
-/** Bytes of the host-memory tensors among `tensors` (device tensors cross nothing). */
-export function hostBytes(tensors: readonly ort.Tensor[]): number {
-  let n = 0;
-  for (const t of tensors) if (t.location === "cpu") n += (t.data as ArrayBufferView).byteLength;
-  return n;
 }

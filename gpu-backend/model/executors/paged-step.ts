@@ -174,17 +174,12 @@ export function fetchedStepResult(
   transfer: { deviceToHostBytes: number },
 ): StepResult {
   const next = outputs[PAGED_IO.nextToken]!.data as Int32Array;
-  const logits = step.wantLogits ? (outputs[PAGED_IO.logits]!.data as Float32Array) : undefined;
-  transfer.deviceToHostBytes += next.byteLength + (logits?.byteLength ?? 0);
-  return stepResult(sequences, step, next, logits, vocab);
-}
-
-/** A step's result from its fetched `next_token` and `logits` ([R, vocab], when fetched). */
-export function stepResult(sequences: readonly StepSequence[], s: PagedStepInputs, nextToken: ArrayLike<number | bigint>, logitsAll: Float32Array | undefined, vocab: number): StepResult {
-  const argmax = s.logitRanges.map(([from, to]) => (to > from ? Number(nextToken[to - 1]) : -1));
+  const logitsAll = step.wantLogits ? (outputs[PAGED_IO.logits]!.data as Float32Array) : undefined;
+  transfer.deviceToHostBytes += next.byteLength + (logitsAll?.byteLength ?? 0);
+  const argmax = step.logitRanges.map(([from, to]) => (to > from ? next[to - 1]! : -1));
   const empty = new Float32Array(0);
   if (!logitsAll) return { logits: sequences.map(() => empty), argmax };
-  const logits = s.logitRanges.map(([from, to], i) =>
+  const logits = step.logitRanges.map(([from, to], i) =>
     sequences[i]!.logits === "argmax" || sequences[i]!.logits === "none" ? empty : logitsAll.subarray(from * vocab, to * vocab),
   );
   return { logits, argmax };
