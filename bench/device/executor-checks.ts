@@ -4,7 +4,8 @@ import { join } from "node:path";
 import { loadModel } from "../../gpu-backend/engine/load-model";
 import { createExecutor } from "../../gpu-backend/model/executors/create-executor";
 import { DevicePoolExecutor } from "../../gpu-backend/model/executors/device-pool-executor";
-import { executorLabel, type Executor, type ExecutorChoice } from "../../gpu-backend/model/executors/executor";
+import { executorLabel, type ExecutorChoice } from "../../gpu-backend/model/executors/executor";
+import { executorGreedy } from "../../gpu-backend/model/executors/executor-greedy";
 import { readOrtProfile, timeByProgram } from "../../gpu-backend/model/executors/ort-profile";
 
 /**
@@ -20,24 +21,13 @@ import { readOrtProfile, timeByProgram } from "../../gpu-backend/model/executors
 const PROMPT = Array.from({ length: 64 }, (_, i) => 100 + ((i * 7919) % 5000));
 const BLOCK = 16;
 
-async function greedyTokens(exec: Executor, prompt: number[], n: number): Promise<number[]> {
-  const table = Array.from({ length: Math.ceil((prompt.length + n) / BLOCK) }, (_, i) => i);
-  let next = (await exec.run([{ tokenIds: prompt, startPos: 0, blockTable: table, logits: "argmax" }])).argmax[0]!;
-  const out = [next];
-  for (let i = 1; i < n; i++) {
-    next = (await exec.run([{ tokenIds: [next], startPos: prompt.length + i - 1, blockTable: table, logits: "argmax" }])).argmax[0]!;
-    out.push(next);
-  }
-  return out;
-}
-
 export async function greedyCheck(): Promise<boolean> {
   const { spec, weights } = await loadModel({ dir: undefined });
   const numBlocks = 16;
   const run = async (c: ExecutorChoice) => {
     const exec = await createExecutor({ ...c, spec, weights, numBlocks, blockSize: BLOCK });
     try {
-      return await greedyTokens(exec, PROMPT, 32);
+      return await executorGreedy(exec, PROMPT, 32, Array.from({ length: Math.ceil((PROMPT.length + 32) / BLOCK) }, (_, i) => i));
     } finally {
       await exec.dispose();
     }
