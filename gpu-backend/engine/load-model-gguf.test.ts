@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { loadCheckpoint } from "../model/checkpoint/checkpoint";
+import { loadGgufCheckpoint } from "../model/checkpoint/gguf-checkpoint";
 import { tinyFamilyConfig, type TokenizerIds } from "../model/checkpoint/demo-families";
 import { demoModelConfig, materializeModel } from "../model/checkpoint/demo-model";
 import { exportGguf } from "../model/export/gguf-export";
@@ -37,14 +38,16 @@ describe("loadModel with a GGUF file", () => {
 
   it("defaults to int8 on cpu for a file of 4-bit blocks int4 cannot take as stored (Q4_1), int4 for a Q4_0 or float file", async () => {
     const path = join(root, "served-Q4_0.gguf"); // the test above wrote it
-    expect(defaultPrecision("cpu", { ggufPath: path })).toBe("int4");
+    expect(defaultPrecision("cpu", await loadGgufCheckpoint(path))).toBe("int4");
     const f16 = join(root, "served-F16.gguf");
     exportGguf(await loadCheckpoint(join(root, "served")), f16, { fileType: "F16" });
-    expect(defaultPrecision("cpu", { ggufPath: f16 })).toBe("int4");
+    expect(defaultPrecision("cpu", await loadGgufCheckpoint(f16))).toBe("int4");
+    expect(defaultPrecision("cpu", await loadCheckpoint(join(root, "served")))).toBe("int4"); // a folder of floats
     const smollm2 = trainedModelPath("smollm2");
     expect(readGguf(smollm2).tensors.filter((t) => t.ggmlType === 3).length).toBe(210); // Q4_1
-    expect(defaultPrecision("cpu", { ggufPath: smollm2 })).toBe("int8");
-    expect(defaultPrecision("device-pool", { ggufPath: smollm2 })).toBe("fp16");
+    const trained = await loadGgufCheckpoint(smollm2);
+    expect(defaultPrecision("cpu", trained)).toBe("int8");
+    expect(defaultPrecision("device-pool", trained)).toBe("fp16");
     expect(defaultPrecision("cpu")).toBe("int4");
   });
 });

@@ -5,8 +5,6 @@ import type { Checkpoint } from "../model/checkpoint/checkpoint";
 import { modelCacheDir } from "../model/checkpoint/demo-model";
 import { openSafetensors, writeSafetensors, type SafetensorsTensorToWrite } from "../model/checkpoint/safetensors";
 import type { ExecutorKind } from "../model/executors/executor";
-import { GGML_TYPE_IDS } from "../model/gguf/ggml-dequant";
-import { readGguf } from "../model/gguf/gguf-reader";
 import { BLOCK_SIZE, type QuantBits } from "../model/quant/block-quant";
 import { QuantizedWeights, type PackedWeight } from "../model/quant/quantized-weights";
 
@@ -42,17 +40,19 @@ export const WEIGHT_PRECISIONS: readonly WeightPrecision[] = ["fp32", "fp16", "b
  * at 4 bits and compound both errors (SmolLM2-135M's Q4_1 file at int4 rambles where int8 answers
  * as llama.cpp does), so it gets int8, whose rounding is far below the file's own.
  */
-export function defaultPrecision(kind: ExecutorKind, checkpoint?: Pick<Checkpoint, "ggufPath">): WeightPrecision {
+export function defaultPrecision(kind: ExecutorKind, checkpoint?: Pick<Checkpoint, "tensorNames" | "tensorInfo">): WeightPrecision {
   if (kind !== "cpu") return "fp16";
-  return checkpoint?.ggufPath && mostlyRequantizedAt4Bits(checkpoint.ggufPath) ? "int8" : "int4";
+  return checkpoint && mostlyRequantizedAt4Bits(checkpoint) ? "int8" : "int4";
 }
 
-/** Whether most 2-D weights of a GGUF file are in a quantized type int4 cannot take as stored. */
-function mostlyRequantizedAt4Bits(ggufPath: string): boolean {
-  const floats: number[] = [GGML_TYPE_IDS.F32, GGML_TYPE_IDS.F16, GGML_TYPE_IDS.BF16, GGML_TYPE_IDS.Q4_0];
-  const matrices = readGguf(ggufPath).tensors.filter((t) => t.shape.length === 2);
-  return matrices.filter((t) => !floats.includes(t.ggmlType)).length * 2 > matrices.length;
+/** Whether most 2-D weights are stored in a quantized type int4 cannot take as stored (the checkpoint's own dtypes: ggml type names for a GGUF). */
+function mostlyRequantizedAt4Bits(checkpoint: Pick<Checkpoint, "tensorNames" | "tensorInfo">): boolean {
+  const matrices = checkpoint.tensorNames.map((n) => checkpoint.tensorInfo(n)).filter((t) => t.shape.length === 2);
+  return matrices.filter((t) => !TAKEN_AT_INT4.has(t.dtype)).length * 2 > matrices.length;
 }
+
+/** Float dtypes, and Q4_0 (int4 as stored): what int4 does not quantize twice. */
+const TAKEN_AT_INT4 = new Set(["F32", "F16", "BF16", "Q4_0"]);
 
 /** The bit width of a quantized precision, or null for a float one. */
 export function quantBits(precision: WeightPrecision): QuantBits | null {
