@@ -26,16 +26,24 @@ export interface GgufTokenizer {
   chatTemplate: string | null;
 }
 
+/**
+ * The pre-tokenizers that are one Split regex, by llama.cpp's `tokenizer.ggml.pre` name: the one
+ * table for both directions (the loader below builds their pre-tokenizers; the GGUF writer,
+ * gguf-vocab.ts, names a tokenizer.json's Split by it). llama.cpp's converter identifies a tokenizer
+ * by hashing its encoding of a fixed text (get_vocab_base_pre); matching the Split regex instead is
+ * what the name selects in llama.cpp (src/llama-vocab.cpp). Add an entry for another BPE tokenizer.
+ */
+export const BPE_SPLIT_REGEXES = {
+  // Qwen2, Qwen2.5, Qwen3 (llama-vocab.cpp LLAMA_VOCAB_PRE_TYPE_QWEN2)
+  qwen2: "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+  // Llama 3 (LLAMA_VOCAB_PRE_TYPE_LLAMA3)
+  "llama-bpe": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+} as const;
+
 /** llama.cpp's `tokenizer.ggml.pre` names and the Hugging Face pre-tokenizer each stands for. */
 const BPE_PRE_TOKENIZERS: Record<string, { preTokenizer: unknown; normalizer?: unknown; ignoreMerges?: boolean }> = {
-  qwen2: {
-    normalizer: { type: "NFC" },
-    preTokenizer: split("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"),
-  },
-  "llama-bpe": {
-    ignoreMerges: true,
-    preTokenizer: split("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"),
-  },
+  qwen2: { normalizer: { type: "NFC" }, preTokenizer: split(BPE_SPLIT_REGEXES.qwen2) },
+  "llama-bpe": { ignoreMerges: true, preTokenizer: split(BPE_SPLIT_REGEXES["llama-bpe"]) },
   // SmolLM / SmolLM2 (StarCoder's tokenizer): every numeric character alone, then GPT-2's byte-level
   // split. As a \p{N} Split, not Hugging Face's Digits: @huggingface/tokenizers' Digits isolates only
   // decimal digits, where Rust's char::is_numeric and llama.cpp's \p{N} also take "½", "²", "Ⅻ"

@@ -3,22 +3,9 @@ import { join } from "node:path";
 import type { ModelConfig } from "../config/model-config";
 import { GGUF_TOKEN_TYPES, spmVocabulary, type AddedToken, type TokenizerJson } from "./gguf-vocab-spm";
 import { gguf, type GgufMetadata } from "./gguf-writer";
+import { BPE_SPLIT_REGEXES } from "./gguf-tokenizer";
 
 export { GGUF_TOKEN_TYPES } from "./gguf-vocab-spm";
-
-/**
- * `tokenizer.ggml.pre` by the pre-tokenizer's split regex. llama.cpp's converter identifies a
- * tokenizer by hashing its encoding of a fixed text (get_vocab_base_pre); we match the regex of
- * tokenizer.json's Split pre-tokenizer instead, which is what the pre-tokenizer name selects in
- * llama.cpp (src/llama-vocab.cpp). Add an entry to support another BPE tokenizer.
- */
-const BPE_PRE_TOKENIZERS: readonly { pre: string; regex: string }[] = [
-  {
-    // Qwen2, Qwen2.5, Qwen3 (llama-vocab.cpp LLAMA_VOCAB_PRE_TYPE_QWEN2)
-    pre: "qwen2",
-    regex: "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-  },
-];
 
 /**
  * The `tokenizer.*` metadata of a model folder's tokenizer, as llama.cpp's converter writes it
@@ -27,7 +14,7 @@ const BPE_PRE_TOKENIZERS: readonly { pre: string; regex: string }[] = [
  * a byte-level BPE is written as:
  *
  *   tokenizer.ggml.model        "gpt2"
- *   tokenizer.ggml.pre          by the split regex (see BPE_PRE_TOKENIZERS), e.g. "qwen2"
+ *   tokenizer.ggml.pre          by the split regex (see BPE_SPLIT_REGEXES, gguf-tokenizer.ts), e.g. "qwen2"
  *   tokenizer.ggml.tokens       one per id in [0, vocab_size): the vocabulary's byte-level text,
  *                               an added token's content, or "[PAD{id}]" for an id with no token
  *   tokenizer.ggml.token_type   normal; control for an added token marked special or looking
@@ -136,11 +123,11 @@ function preTokenizerName(preTokenizer: unknown, path: string): string {
     for (const child of n.pretokenizers ?? []) visit(child);
   };
   visit(preTokenizer);
-  const match = BPE_PRE_TOKENIZERS.find((p) => regexes.length === 1 && regexes[0] === p.regex);
+  const match = Object.entries(BPE_SPLIT_REGEXES).find(([, regex]) => regexes.length === 1 && regexes[0] === regex);
   if (!match) {
-    throw new Error(`${path}: unknown BPE pre-tokenizer (split regexes ${JSON.stringify(regexes)}); add it to BPE_PRE_TOKENIZERS in gguf-vocab.ts with llama.cpp's tokenizer.ggml.pre name`);
+    throw new Error(`${path}: unknown BPE pre-tokenizer (split regexes ${JSON.stringify(regexes)}); add it to BPE_SPLIT_REGEXES in gguf-tokenizer.ts with llama.cpp's tokenizer.ggml.pre name`);
   }
-  return match.pre;
+  return match[0];
 }
 
 function tokenText(v: unknown): string | null {
