@@ -14,7 +14,7 @@ type Op = { kind: "read"; blockId: number; out: Uint8Array } | { kind: "write"; 
  * Calls made back to back form one batch, one session run per run of reads or writes; a step
  * enqueued in between closes the batch (`closeBatch`), so an operation never moves ahead of a
  * step that was enqueued before it. A read's `out` holds the block, and a write's `bytes` may be
- * reused, once `settled()` resolves.
+ * reused, once `settled()` resolves; it rejects when a batch since the last call failed.
  *
  * @example const blocks = new DevicePoolBlocks({ spec, numBlocks, blockSize, pool, gather, scatter, enqueue });
  */
@@ -24,6 +24,8 @@ export class DevicePoolBlocks implements BlockIO {
   /** Blocks moved by reads and writes (not counted in the executor's per-step `transfer`). */
   readonly stats = { blocksRead: 0, blocksWritten: 0, runs: 0 };
   private batch: Op[] | null = null;
+  /** The first failed batch since the last `settled()`: its reads hold no block, its writes did not land. */
+  private failure: Error | null = null;
   private readonly rowElems: number;
 
   constructor(
@@ -51,7 +53,13 @@ export class DevicePoolBlocks implements BlockIO {
 
   write = (blockId: number, bytes: Uint8Array): void => this.add({ kind: "write", blockId, bytes });
 
-  settled = (): Promise<void> => this.p.idle();
+  /** Rejects with a batch's failure: a failed read must not be sent on as a block (kv-serve checksums what it reads). */
+  settled = async (): Promise<void> => {
+    await this.p.idle();
+    const failure = this.failure;
+    this.failure = null;
+    if (failure) throw failure;
+  };
 
   /** Called by the executor when it enqueues a step: later operations go after that step. */
   closeBatch(): void {
@@ -65,10 +73,12 @@ export class DevicePoolBlocks implements BlockIO {
     if (this.batch) return void this.batch.push(op);
     const batch: Op[] = [op];
     this.batch = batch;
-    void this.p.enqueue(async () => {
-      if (this.batch === batch) this.batch = null;
-      await this.runBatch(batch);
-    });
+    this.p
+      .enqueue(async () => {
+        if (this.batch === batch) this.batch = null;
+        await this.runBatch(batch);
+      })
+      .catch((e: Error) => (this.failure ??= e));
   }
 
   private async runBatch(batch: Op[]): Promise<void> {

@@ -52,7 +52,7 @@ export interface BlockIO {
   read(blockId: number, out: Uint8Array): void;
   /** Overwrites block `blockId` with `bytes` (bytesPerBlock bytes). */
   write(blockId: number, bytes: Uint8Array): void;
-  /** Resolves once every read and write made so far has taken effect. */
+  /** Resolves once every read and write made so far has taken effect; rejects when one failed. */
   settled(): Promise<void>;
 }
 
