@@ -219,7 +219,10 @@ describe("agent frameworks against the local stack (wrangler dev + backend)", ()
       instructions: SYSTEM,
       model: new OpenAIChatCompletionsModel(client, MODEL),
       tools: [getWeather, convertCurrency],
-      modelSettings: { toolChoice: "required", maxTokens: MAX_TOKENS, temperature: 1 },
+      // Seeded: sampling at temperature 1 on the untrained model is otherwise a new draw each run, and
+      // a draw that keeps adding parallel calls until max_tokens ends the reply with "length" (seen
+      // once in CI); the seed makes the run the same every time (our sampler is seeded per request).
+      modelSettings: { toolChoice: "required", maxTokens: MAX_TOKENS, temperature: 1, providerData: { seed: 7 } },
       resetToolChoice: false,
     });
 
@@ -239,6 +242,7 @@ describe("agent frameworks against the local stack (wrangler dev + backend)", ()
       expect(x.headers.get("x-trajectory-id")).toBe(trajectoryId);
       expect(x.request.tool_choice).toBe("required");
       expect(x.request.max_tokens).toBe(MAX_TOKENS);
+      expect(x.request.seed).toBe(7);
       expect((x.response.choices as { finish_reason: string }[])[0]!.finish_reason).toBe("tool_calls");
       expect(toolCallsOf(x).length).toBeGreaterThan(0);
     }
