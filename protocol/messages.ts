@@ -230,6 +230,40 @@ export interface TokenFrame {
    * Response-only: never part of a turn's state.
    */
   logprobs?: TokenLogprob[];
+  /**
+   * Only when the reply is parsed for tool calls: what these tokens add to the reply's structure
+   * (its content and its calls), so clients see a call's name and arguments as they are generated.
+   * Response-only: never part of a turn's state.
+   */
+  reply?: ReplyDelta;
+}
+
+/**
+ * What a streamed frame adds to a reply parsed for tool calls, split by the model's tool-call
+ * convention (gpu-backend/tokenizer/tool-call-stream.ts). The deltas of a turn add up to its done
+ * frame's message: per call, the first delta names its `id` and `name` (identical to the message's),
+ * and its `arguments` pieces concatenate to exactly the message's `function.arguments`; `content`
+ * pieces concatenate to the message's content (with calls, up to whitespace at its two ends: the
+ * message's content is trimmed). A call the parser would not accept at the end (cut by the budget,
+ * malformed) may have streamed: the done message, not the deltas, is the reply.
+ */
+export interface ReplyDelta {
+  /** Text of the reply's content (outside its tool calls) added by this frame. */
+  content?: string;
+  /** Pieces of tool calls added by this frame, in order. */
+  toolCalls?: ToolCallDelta[];
+}
+
+/** A piece of one streamed tool call. */
+export interface ToolCallDelta {
+  /** The call's position among the reply's calls (0-based; the message's `tool_calls[index]`). */
+  index: number;
+  /** Only on a call's first delta: its id. */
+  id?: string;
+  /** Only on a call's first delta: the function's name. */
+  name?: string;
+  /** Text appended to the call's arguments. */
+  arguments?: string;
 }
 
 /** One token at a generated position, with its log probability. */

@@ -30,6 +30,8 @@ import type {
   SamplingParams,
   Timings,
   TokenFrame,
+  ReplyDelta,
+  ToolCallDelta,
   TokenizeRequest,
   TokenizeResponse,
   TokenLogprob,
@@ -280,11 +282,24 @@ export const tokenLogprobSchema = map({
   topLogprobs: array(topLogprobSchema).max(MAX_TOP_LOGPROBS, `must hold at most ${MAX_TOP_LOGPROBS} entries`),
 }) satisfies z.ZodType<TokenLogprob>;
 
+export const toolCallDeltaSchema = map({
+  index: count,
+  id: string.optional(),
+  name: string.optional(),
+  arguments: string.optional(),
+}) satisfies z.ZodType<ToolCallDelta>;
+
+export const replyDeltaSchema = map({
+  content: string.optional(),
+  toolCalls: array(toolCallDeltaSchema).optional(),
+}) satisfies z.ZodType<ReplyDelta>;
+
 export const tokenFrameSchema = map({
   type: z.literal("token"),
   tokenIds: array(tokenId),
   text: string,
   logprobs: array(tokenLogprobSchema).optional(),
+  reply: replyDeltaSchema.optional(),
 }).refine((f) => f.logprobs === undefined || f.logprobs.length === f.tokenIds.length, {
   path: ["logprobs"],
   error: "must hold one entry per token id",

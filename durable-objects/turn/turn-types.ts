@@ -2,7 +2,7 @@ import type { CacheMiss } from "./cache-miss";
 import type { Repairs } from "./canonicalize";
 import type { PrefixBreak } from "./prefix-break";
 import type { RouteReason } from "../routing/routing-policy";
-import type { BlockEviction, CachePoint, CacheWrite, ChatMessage, ErrorCode, FinishReason, KvPullReport, ReplyConstraint, SamplingParams, TokenLogprob, ToolCall, ToolDefinition, Usage } from "../../protocol/messages";
+import type { BlockEviction, CachePoint, CacheWrite, ChatMessage, ErrorCode, FinishReason, KvPullReport, ReplyConstraint, ReplyDelta, SamplingParams, TokenLogprob, ToolCall, ToolDefinition, Usage } from "../../protocol/messages";
 
 /** The assistant reply of a turn, as stored in the transcript and returned to clients. */
 export interface AssistantReply {
@@ -150,8 +150,12 @@ export type TurnEvent =
    * (a Responses API turn; a replay's is the stored one's).
    */
   | { type: "start"; prefixBreak: PrefixBreak; trajectoryId?: string; responseToken?: string }
-  /** `logprobs`: the token frames' (only when the request asked); response-only, never stored. */
-  | { type: "token"; text: string; logprobs?: TokenLogprob[] }
+  /**
+   * `logprobs`: the token frames' (only when the request asked); `reply`: the frames' content and
+   * tool-call pieces (a reply parsed for tool calls; ids as the client will see them). Both
+   * response-only, never stored.
+   */
+  | { type: "token"; text: string; logprobs?: TokenLogprob[]; reply?: ReplyDelta }
   /** `stopSequence`: the stop string that ended the reply (the backend's, when one did); `cacheWrites`: the backend's, with cache points. */
   | { type: "done"; message: AssistantReply; finishReason: FinishReason; usage: Usage; turn: TurnRecord; replayed: boolean; stopSequence?: string; responseToken?: string; cacheWrites?: CacheWrite[] }
   | { type: "error"; code: ErrorCode; message: string; retryable: boolean };
