@@ -1,12 +1,14 @@
 import { SHORT_HASH_HEX } from "../../protocol/block-hash";
 import type { ChatMessage } from "../../protocol/messages";
 import { openSchema, type SqlHost, type StoreSchema } from "../store-schema";
+import type { NamedTurn } from "../turn/cache-diagnosis";
 import type { CommitTurn, ForkRecord, ParentLink, StoredResponse, StoredResult, TrajectoryMeta, TurnRecord, TurnStore } from "../turn/turn-types";
 
 /**
  * Version 1: `meta` (key/value: tenant, ids, pin, state id, tools, prompt block hashes, parent),
  * `messages`, `turns`, `idempotency`; the Responses API added `responses`, `response_parts` and
- * `forks` under the same version (created on wake when missing).
+ * `forks` under the same version (created on wake when missing), and cache diagnostics
+ * `message_answers` (a Messages API answer's id and the turn it answered).
  */
 export const TRAJECTORY_SCHEMA: StoreSchema = {
   name: "trajectory",
@@ -19,6 +21,10 @@ export const TRAJECTORY_SCHEMA: StoreSchema = {
     sql.exec(`CREATE TABLE IF NOT EXISTS responses (token TEXT PRIMARY KEY, turn INTEGER NOT NULL, message_end INTEGER NOT NULL, rewritten INTEGER NOT NULL DEFAULT 0)`);
     sql.exec(`CREATE TABLE IF NOT EXISTS response_parts (token TEXT NOT NULL, part INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (token, part))`);
     sql.exec(`CREATE TABLE IF NOT EXISTS forks (trajectory_id TEXT PRIMARY KEY, turn INTEGER NOT NULL, created_at TEXT NOT NULL)`);
+    // Cache diagnostics: the answers of Messages API turns that asked for them (a later turn names one by id).
+    sql.exec(
+      `CREATE TABLE IF NOT EXISTS message_answers (id TEXT PRIMARY KEY, turn INTEGER NOT NULL, message_end INTEGER NOT NULL, tools_hash TEXT NOT NULL, model TEXT, prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, rewritten INTEGER NOT NULL DEFAULT 0)`,
+    );
   },
 };
 
@@ -116,6 +122,23 @@ export class TrajectoryStore implements TurnStore {
     return { ...(JSON.parse(parts.map((p) => p.data).join("")) as StoredResponse), rewritten: Number(row.rewritten) === 1 };
   }
 
+  /** The turn a Messages API answer (`msg_...`) stored for cache diagnostics answered (null: none). */
+  messageAnswer(id: string): NamedTurn | null {
+    const row = this.host.sql
+      .exec<{ turn: number; message_end: number; tools_hash: string; model: string | null; prompt_tokens: number; completion_tokens: number; rewritten: number }>(`SELECT * FROM message_answers WHERE id = ?`, id)
+      .toArray()[0];
+    if (!row) return null;
+    return {
+      turn: Number(row.turn),
+      messageEnd: Number(row.message_end),
+      rewritten: Number(row.rewritten) === 1,
+      toolsHash: row.tools_hash,
+      model: row.model,
+      promptTokens: Number(row.prompt_tokens),
+      completionTokens: Number(row.completion_tokens),
+    };
+  }
+
   /** Deletes a stored response; answers whether there was one. */
   deleteResponse(token: string): boolean {
     return this.host.transactionSync(() => {
@@ -194,6 +217,20 @@ export class TrajectoryStore implements TurnStore {
       c.messages.forEach((m, i) => this.writeParts("messages", "idx", c.keep + i, JSON.stringify(m)));
       // Responses whose transcript this turn rewrote can be read, not continued.
       sql.exec(`UPDATE responses SET rewritten = 1 WHERE message_end > ?`, c.keep);
+      sql.exec(`UPDATE message_answers SET rewritten = 1 WHERE message_end > ?`, c.keep);
+      if (c.answer) {
+        const a = c.answer;
+        sql.exec(
+          `INSERT OR REPLACE INTO message_answers (id, turn, message_end, tools_hash, model, prompt_tokens, completion_tokens) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+          a.id,
+          c.record.turn,
+          c.keep + c.messages.length,
+          a.toolsHash,
+          a.model,
+          c.record.promptTokens,
+          c.record.completionTokens,
+        );
+      }
       if (c.response) {
         const messageEnd = c.keep + c.messages.length;
         const stored: Omit<StoredResponse, "rewritten"> = {
@@ -239,7 +276,7 @@ export class TrajectoryStore implements TurnStore {
   /** Deletes everything this trajectory stored. */
   deleteAll(): void {
     this.host.transactionSync(() => {
-      for (const table of ["messages", "turns", "idempotency", "responses", "response_parts", "forks"]) this.host.sql.exec(`DELETE FROM ${table}`);
+      for (const table of ["messages", "turns", "idempotency", "responses", "response_parts", "forks", "message_answers"]) this.host.sql.exec(`DELETE FROM ${table}`);
       // The schema version stays: the tables are emptied, not dropped.
       this.host.sql.exec(`DELETE FROM meta WHERE key != 'schema_version'`);
     });

@@ -7,6 +7,7 @@ import { trajectoryName } from "../trajectory-name";
 import { cacheMissOf } from "./cache-miss";
 import { canonicalJsonText } from "./canonicalize";
 import { relayTurn, turnRecord } from "./relay";
+import { turnDiagnosis } from "./turn-diagnosis";
 import { planTurn } from "./turn-plan";
 import { canonicalTools, normalizeMessage, prefixKey } from "./transcript-diff";
 import type { AssistantReply, TurnEvent, TurnInput, TurnStore } from "./turn-types";
@@ -68,7 +69,8 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
       }
       // A replay's start names the response it stored (a Responses API turn), so its id is the same.
       const token = stored.result.responseToken;
-      if (token !== undefined) await ctx.emit({ type: "start", prefixBreak: stored.result.turn.prefixBreak ?? { cause: "none" }, trajectoryId: input.trajectoryId, responseToken: token });
+      const diagnosis = stored.result.diagnosis;
+      if (token !== undefined || diagnosis) await ctx.emit({ type: "start", prefixBreak: stored.result.turn.prefixBreak ?? { cause: "none" }, trajectoryId: input.trajectoryId, ...(token !== undefined ? { responseToken: token } : {}), ...(diagnosis ? { diagnosis } : {}) });
       if (stored.result.text) await ctx.emit({ type: "token", text: stored.result.text });
       await ctx.emit({ ...withoutText(stored.result), replayed: true });
       return ctx.transcript;
@@ -89,7 +91,8 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     place: async () => ctx.place({ hashes: store.promptBlockHashes(), key: await keyOf(), trajectoryId: input.trajectoryId, pinned: meta.backendUrl ?? undefined }),
   });
   const plan = planTurn({ meta, stored: ctx.transcript, input, backendUrl: backend.url, canonical: ctx.canonicalize ?? true });
-  if (!(await ctx.emit({ type: "start", prefixBreak: plan.prefixBreak, trajectoryId: input.trajectoryId, ...(input.response ? { responseToken: input.response.token } : {}) }))) throw new ProtocolError("backend_unavailable", "the client went away");
+  const { diagnosis, answer } = await turnDiagnosis({ store, input, plan, stored: ctx.transcript });
+  if (!(await ctx.emit({ type: "start", prefixBreak: plan.prefixBreak, trajectoryId: input.trajectoryId, ...(input.response ? { responseToken: input.response.token } : {}), ...(diagnosis ? { diagnosis } : {}) }))) throw new ProtocolError("backend_unavailable", "the client went away");
 
   const result = await relayTurn({
     backend,
@@ -131,7 +134,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
   });
   const miss = cacheMissOf({ previous: turnsDone > 0 ? (store.lastTurnRecord() ?? undefined) : undefined, turn: base, blockSize: done.blockSize, placement: placementCounts(placed, result.backend.url) });
   const record = miss ? { ...base, miss } : base;
-  const event = { type: "done" as const, message: reply, finishReason: done.finishReason, usage: done.usage, turn: record, replayed: false, ...(done.stopSequence !== undefined ? { stopSequence: done.stopSequence } : {}), ...(input.response ? { responseToken: input.response.token } : {}), ...(done.cacheWrites ? { cacheWrites: done.cacheWrites } : {}) };
+  const event = { type: "done" as const, message: reply, finishReason: done.finishReason, usage: done.usage, turn: record, replayed: false, ...(done.stopSequence !== undefined ? { stopSequence: done.stopSequence } : {}), ...(input.response ? { responseToken: input.response.token } : {}), ...(done.cacheWrites ? { cacheWrites: done.cacheWrites } : {}), ...(diagnosis ? { diagnosis } : {}) };
   const transcript = [...plan.fullTranscript, reply as ChatMessage];
   store.commitTurn({
     keep: plan.keep,
@@ -145,6 +148,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     result: { ...event, text: done.text },
     promptBlockHashes: done.promptBlockHashes ?? [],
     ...(input.response ? { response: input.response } : {}),
+    ...(answer ? { answer } : {}),
   });
   // Best effort, after the reply: the pool learns where this prefix now lives.
   if (result.mode === "full" || result.backend.url !== meta.backendUrl) {

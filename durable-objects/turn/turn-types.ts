@@ -1,3 +1,4 @@
+import type { CacheDiagnosis, CompareWith, NamedTurn } from "./cache-diagnosis";
 import type { CacheMiss } from "./cache-miss";
 import type { Repairs } from "./canonicalize";
 import type { PrefixBreak } from "./prefix-break";
@@ -46,6 +47,8 @@ export interface TurnInput {
   quirks?: string[];
   /** A subagent's parent trajectory (its first turn links the two). */
   parent?: string;
+  /** Cache diagnostics asked for: the earlier turn to compare this one with (cache-diagnosis.ts). */
+  compare?: CompareWith;
 }
 
 /** What a Responses API turn stores beside the turn, so `GET /v1/responses/{id}` can answer it. */
@@ -149,15 +152,18 @@ export type TurnEvent =
    * trajectory it runs in (a fork's, when the turn forked) and the token of the response it stores
    * (a Responses API turn; a replay's is the stored one's).
    */
-  | { type: "start"; prefixBreak: PrefixBreak; trajectoryId?: string; responseToken?: string }
+  | { type: "start"; prefixBreak: PrefixBreak; trajectoryId?: string; responseToken?: string; diagnosis?: CacheDiagnosis }
   /**
    * `logprobs`: the token frames' (only when the request asked); `reply`: the frames' content and
    * tool-call pieces (a reply parsed for tool calls; ids as the client will see them). Both
    * response-only, never stored.
    */
   | { type: "token"; text: string; logprobs?: TokenLogprob[]; reply?: ReplyDelta }
-  /** `stopSequence`: the stop string that ended the reply (the backend's, when one did); `cacheWrites`: the backend's, with cache points. */
-  | { type: "done"; message: AssistantReply; finishReason: FinishReason; usage: Usage; turn: TurnRecord; replayed: boolean; stopSequence?: string; responseToken?: string; cacheWrites?: CacheWrite[] }
+  /**
+   * `stopSequence`: the stop string that ended the reply (the backend's, when one did); `cacheWrites`: the backend's, with cache points;
+   * `diagnosis`: the comparison the turn asked for (`TurnInput.compare`; also on the start event).
+   */
+  | { type: "done"; message: AssistantReply; finishReason: FinishReason; usage: Usage; turn: TurnRecord; replayed: boolean; stopSequence?: string; responseToken?: string; cacheWrites?: CacheWrite[]; diagnosis?: CacheDiagnosis }
   | { type: "error"; code: ErrorCode; message: string; retryable: boolean };
 
 /**
@@ -215,6 +221,8 @@ export interface CommitTurn {
   promptBlockHashes: readonly string[];
   /** A Responses API turn's response to keep. */
   response?: ResponseToStore;
+  /** A Messages API turn that asked for cache diagnostics: its answer's id, tools hash and model, kept so a later turn can name it. */
+  answer?: { id: string; toolsHash: string; model: string | null };
 }
 
 /**
@@ -229,6 +237,12 @@ export interface TurnStore {
   /** Short hashes of the last turn's prompt blocks. */
   promptBlockHashes(): string[];
   idempotentResult(key: string): { result: StoredResult; fingerprint: string } | null;
+  /** The number of the turn that ran last (0: none). */
+  lastTurn(): number;
+  /** A stored Responses API response by its token (null: none). */
+  response(token: string): StoredResponse | null;
+  /** The turn a Messages API answer stored for cache diagnostics answered (null: none). */
+  messageAnswer(id: string): NamedTurn | null;
   /** Writes transcript rows, the turn record, state and idempotency result in one transaction. */
   commitTurn(c: CommitTurn): void;
 }
