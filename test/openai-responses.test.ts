@@ -141,4 +141,33 @@ describe("Responses API end to end (wrangler dev + backend + openai client + Age
     expect(state.turns.map((t) => t.mode)).toEqual(["full", ...Array(MAX_TURNS - 1).fill("delta")]);
     for (let k = 1; k < state.turns.length; k++) expect(state.turns[k]!.cached_tokens).toBeGreaterThan(state.turns[k - 1]!.cached_tokens);
   }, 300_000);
+
+  it("prompt cache diagnostics: cache_hit when unchanged, cache_miss input_changed with missed tokens for new instructions (streamed), not found", async () => {
+    type Diagnosed = Response & { prompt_cache_diagnostics?: { type: string; reason?: string; cache_missed_tokens?: number; comparison_reusable_tokens?: number } | null };
+    const base = { model: MODEL, tools: [READ_FILE], tool_choice: "required" as const, parallel_tool_calls: false, max_output_tokens: 40, temperature: 1 };
+    const outputs = (r: Response): ResponseInputItem[] =>
+      r.output.filter((o) => o.type === "function_call").map((c) => ({ type: "function_call_output" as const, call_id: c.call_id, output: "contents" }));
+    const first = (await client.responses.create({ ...base, instructions: INSTRUCTIONS, input: "Find out what this repository does." })) as Diagnosed;
+    expect("prompt_cache_diagnostics" in first).toBe(false);
+    const compare = (id: string) => ({ prompt_cache_options: { comparison_response_id: id } }) as object;
+    const second = (await client.responses.create({ ...base, instructions: INSTRUCTIONS, previous_response_id: first.id, input: outputs(first), ...compare(first.id) })) as Diagnosed;
+    expect(second.prompt_cache_diagnostics).toEqual({ type: "cache_hit" });
+    // New instructions take the place of the old ones at the start: everything the second turn left is missed.
+    const stream = client.responses.stream({ ...base, instructions: `Be brief. ${INSTRUCTIONS}`, previous_response_id: second.id, input: outputs(second), ...compare(second.id) });
+    const third = (await stream.finalResponse()) as Diagnosed;
+    const d = third.prompt_cache_diagnostics;
+    expect(d?.type, JSON.stringify(d)).toBe("cache_miss");
+    expect(d?.reason).toBe("input_changed");
+    expect(d?.cache_missed_tokens).toBeGreaterThan(0);
+    expect(d?.cache_missed_tokens).toBeLessThanOrEqual(d!.comparison_reusable_tokens!);
+    expect(d!.comparison_reusable_tokens).toBe(second.usage!.input_tokens + second.usage!.output_tokens - 1);
+    // An id not of ours, and one of this trajectory with a token it never stored.
+    const made = `resp_${"0".repeat(32)}${third.id.slice(37)}`;
+    let last: Response = third;
+    for (const id of ["resp_nope", made]) {
+      const r = (await client.responses.create({ ...base, instructions: `Be brief. ${INSTRUCTIONS}`, previous_response_id: last.id, input: outputs(last), ...compare(id) })) as Diagnosed;
+      expect(r.prompt_cache_diagnostics, id).toEqual({ type: "comparison_response_not_found" });
+      last = r;
+    }
+  }, 120_000);
 });
