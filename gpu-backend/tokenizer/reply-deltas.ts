@@ -1,4 +1,4 @@
-import type { ReplyDelta } from "../../protocol/messages";
+import type { AssistantMessage, ReplyDelta } from "../../protocol/messages";
 
 /** A reply rebuilt from its deltas: its content, and per call its id, name, arguments and the deltas (by position) that opened and last added to it. */
 export interface SummedReply {
@@ -26,4 +26,24 @@ export function sumReplyDeltas(deltas: readonly (ReplyDelta | undefined)[]): Sum
     }
   });
   return sum;
+}
+
+/**
+ * Where a reply's deltas break the contract with its final message (protocol/messages.ts
+ * `ReplyDelta`), or undefined when they keep it: per call the same id and name and arguments
+ * adding up byte for byte; content adding up to the message's (trimmed at its ends when there
+ * are calls).
+ *
+ * @example
+ * expect(replyDeltasMismatch(frames.map((f) => f.reply), done.message)).toBeUndefined();
+ */
+export function replyDeltasMismatch(deltas: readonly (ReplyDelta | undefined)[], message: AssistantMessage): string | undefined {
+  const sum = sumReplyDeltas(deltas);
+  const calls = message.tool_calls ?? [];
+  const streamed = JSON.stringify(sum.calls.map((c) => [c.id, c.name, c.arguments]));
+  const final = JSON.stringify(calls.map((c) => [c.id, c.function.name, c.function.arguments]));
+  if (streamed !== final) return `streamed calls ${streamed}, message's ${final}`;
+  const content = calls.length > 0 ? sum.content.trim() : sum.content;
+  if (content !== (message.content ?? "")) return `streamed content ${JSON.stringify(content)}, message's ${JSON.stringify(message.content)}`;
+  return undefined;
 }

@@ -54,8 +54,9 @@ export class ToolCallStream {
     return this.s.out.take();
   }
 
-  /** What the end of the reply settles: the rest of it. */
-  finish(): ReplyDelta {
+  /** What the end of the reply settles, with `text` (its last piece, if any): the rest of it. */
+  finish(text = ""): ReplyDelta {
+    this.s.text += text;
     this.convention.run(this.s, true);
     return this.s.out.take();
   }
