@@ -56,7 +56,8 @@ export class TurnIntake {
       const budget = replyBudget(demo ? demoSampling(req.sampling) : req.sampling, prompt.tokenIds.length, this.contextTokens, demo?.replyTokens);
       const cache: SequenceCache = { root, resumeTail: prompt.base, stateId: randomUUID() };
       const turn = { req, prompt, root, cache, parseToolCalls: plan.parseToolCalls, sink };
-      const reply = plan.parseToolCalls ? new ToolCallStream(codec.toolCallConvention) : undefined;
+      const reasoningOpen = prompt.promptText.trimEnd().endsWith("<think>");
+      const reply = plan.parseToolCalls ? new ToolCallStream(codec.toolCallConvention, undefined, { reasoningOpen }) : undefined;
       const job: JobParams = { tokenIds: prompt.tokenIds, budget, cache, sink, signal, ...(reply ? { reply } : {}), onFinish: (reason, j) => endChatTurn(parts, turn, reason, j) };
       const start = () => {
         if (!plan.grammar && plan.bannedTexts.length === 0) return this.start(job);

@@ -78,6 +78,11 @@ export interface BlockMarkers {
   closeOptionalAtEnd: boolean;
   /** Calls inside a Qwen3 reasoning section are not calls (hermes). */
   reasoning: boolean;
+  /**
+   * The prompt opened the reasoning section (it ends with `<think>`): until a `</think>` comes,
+   * a block waits, since the parser takes it for reasoning if one comes and for a call if none does.
+   */
+  reasoningOpen?: boolean;
 }
 
 type BlockState = "open" | "item" | "object" | "between" | "close";
@@ -139,6 +144,7 @@ export class MarkedCallStream implements ConventionStream {
     if (at >= 0) {
       s.out.addContent(text.slice(s.pos, at));
       s.pos = at;
+      if (this.m.reasoningOpen && this.thinkEnd < 0 && !final) return false;
       this.block = { start: at, cursor: at + this.m.open.length, state: "open" };
       return true;
     }

@@ -124,6 +124,25 @@ describe("ToolCallStream", () => {
     expect(stream.finish()).toEqual({});
   });
 
+  it("after a prompt that opened <think>, a block waits for </think> (reasoning) or the end (a call)", () => {
+    const next = random(5);
+    const reasoned = 'I may need <tool_call>\n{"name": "x", "arguments": {}}\n</tool_call> here.\n</think>\n\n<tool_call>\n{"name": "get_time", "arguments": {"tz": "UTC"}}\n</tool_call>';
+    const unclosed = 'Calling.\n<tool_call>\n{"name": "get_time", "arguments": {"tz": "UTC"}}\n</tool_call>';
+    for (const text of [reasoned, unclosed]) {
+      for (let round = 0; round < 20; round++) {
+        let n = 0;
+        const stream = new ToolCallStream("hermes", () => `call_${++n}`, { reasoningOpen: true });
+        const deltas = [...split(text, next, 1 + (round % 6)).map((p) => stream.push(p)), stream.finish()];
+        const message = parseAssistantText(text, "hermes", toolCallIds(stream.ids));
+        expect(message.tool_calls?.map((c) => c.function.name)).toEqual(["get_time"]);
+        expect(replyDeltasMismatch(deltas, message), text).toBeUndefined();
+      }
+    }
+    // Without the option the reasoning's block streams as a call the parser does not keep.
+    const { deltas, message } = streamed(reasoned, "hermes", [...reasoned]);
+    expect(replyDeltasMismatch(deltas, message)).toMatch(/^streamed calls/);
+  });
+
   it("content that may begin a marker waits for the text that settles it", () => {
     const stream = new ToolCallStream("hermes");
     expect(stream.push("a <tool_c")).toEqual({ content: "a " });

@@ -23,7 +23,8 @@ import type { ToolCallConvention } from "./tool-call-parser";
  * they go out decoded when the string closes; pythonic arguments go out as the JSON the parser
  * builds, one keyword argument at a time. A call the parser refuses at the end (cut by the
  * budget, no closing tag, malformed JSON, text after a llama3-json object or a pythonic list, a
- * `</think>` after a call in a reply that did not open with `<think>`) may have streamed.
+ * `</think>` after a call in a reply that neither it nor its prompt opened with `<think>`) may
+ * have streamed.
  *
  * @example
  * const stream = new ToolCallStream("hermes");
@@ -37,9 +38,14 @@ export class ToolCallStream {
   private readonly s: { text: string; pos: number; readonly out: ReplyDeltaBuilder };
   private readonly convention: ConventionStream;
 
-  constructor(convention: ToolCallConvention, makeId: () => string = newToolCallId) {
+  /**
+   * `reasoningOpen`: the prompt ends with `<think>` (a template that opens the reasoning section
+   * itself), so hermes blocks before a `</think>` wait for one (then they are reasoning) or for
+   * the end (then they are calls), as the parser reads them.
+   */
+  constructor(convention: ToolCallConvention, makeId: () => string = newToolCallId, o: { reasoningOpen?: boolean } = {}) {
     this.s = { text: "", pos: 0, out: new ReplyDeltaBuilder(makeId) };
-    this.convention = conventionStream(convention);
+    this.convention = conventionStream(convention, o.reasoningOpen === true);
   }
 
   /** The ids of the calls streamed so far, by call index: what the final parse names its calls. */
@@ -62,10 +68,10 @@ export class ToolCallStream {
   }
 }
 
-function conventionStream(convention: ToolCallConvention): ConventionStream {
+function conventionStream(convention: ToolCallConvention, reasoningOpen: boolean): ConventionStream {
   switch (convention) {
     case "hermes":
-      return new MarkedCallStream({ open: "<tool_call>", close: "</tool_call>", arrays: false, closeOptionalAtEnd: false, reasoning: true });
+      return new MarkedCallStream({ open: "<tool_call>", close: "</tool_call>", arrays: false, closeOptionalAtEnd: false, reasoning: true, reasoningOpen });
     case "phi4-mini":
       return new MarkedCallStream({ open: "<|tool_call|>", close: "<|/tool_call|>", arrays: true, closeOptionalAtEnd: true, reasoning: false });
     case "llama3-json":
