@@ -21,7 +21,7 @@ type Phase = "open" | "key" | "inKey" | "colon" | "value" | "inValue" | "next" |
  * @example
  * const s = new JsonCallScanner(["arguments"]);
  * s.scan('{"name": "f", "argu', 0, {}); // returns 19; events.nameJson: '"f"'
- * s.scan('{"name": "f", "arguments": {"a": 1}}', 19, events); // returns 37; events.argumentsText: '{"a": 1}'; s.phase: "done"
+ * s.scan('{"name": "f", "arguments": {"a": 1}}', 19, events); // returns 36; events.argumentsText: '{"a": 1}'; s.phase: "done"
  */
 export class JsonCallScanner {
   phase: Phase = "open";

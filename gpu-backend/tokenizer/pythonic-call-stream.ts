@@ -30,15 +30,15 @@ interface CallList {
  * `[name(key=value, ...), ...]` that starts the reply or follows whitespace, with nothing but
  * whitespace after it, is the reply's calls and the text before it is content. Content goes out
  * as it comes; from a `[` that may begin a call list the text waits. Each call opens when its
- * `name(` is read, and its arguments go out as the JSON the parser builds (`readPythonicCallList`
- * over the call so far), one keyword argument at a time as each completes, `}` at its `)`; the
- * pieces add up to the parser's `arguments`. A list with text after it is not the reply's calls:
+ * arguments begin as keyword arguments do (`name(key=`, or `name()`), and its arguments go out as
+ * the JSON the parser builds (`readPythonicCallList` over the call so far), one keyword argument
+ * at a time as each completes (the last with the `}`, at the call's `)`); the pieces add up to the parser's `arguments`. A list with text after it is not the reply's calls:
  * its text goes to the content and the search goes on after its `[`, as the parser's does (its
  * calls have streamed: see the contract on protocol/messages.ts `ReplyDelta`).
  *
  * @example
  * const stream = new PythonicCallStream(); // fed 'Sure.\n[get_weather(city="Paris", days=3)]'
- * // content "Sure.\n"; call get_weather: '{"city": "Paris"', ', "days": 3', '}'
+ * // content "Sure.\n"; get_weather opens at `city=`; arguments '{"city": "Paris"' at the `,`, ', "days": 3}' at the `)`
  */
 export class PythonicCallStream implements ConventionStream {
   private list: CallList | undefined;
