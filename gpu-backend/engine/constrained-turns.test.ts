@@ -13,7 +13,7 @@ import { ConstrainedReply } from "../constraint/constrained-reply";
 import { GrammarCache } from "../constraint/grammar-cache";
 import { replyPlan } from "../constraint/reply-grammar";
 import { allows, ReplyMatcher } from "../constraint/reply-matcher";
-import { replyDeltasMismatch } from "../tokenizer/reply-deltas";
+import { replyDeltasMismatch, sumReplyDeltas } from "../tokenizer/reply-deltas";
 import { loadModel, type LoadedModel } from "./load-model";
 import type { Engine } from "./engine";
 import { createEngine } from "./create-engine";
@@ -71,6 +71,8 @@ function done(f: DoneFrame | ErrorFrame): DoneFrame {
   const deltas = deltasOf.get(f)!;
   expect(deltas.every((d) => d !== undefined)).toBe(true);
   expect(replyDeltasMismatch(deltas, f.message), f.text).toBeUndefined();
+  // Each call streamed: its name came in an earlier frame than its last arguments piece.
+  for (const call of sumReplyDeltas(deltas).calls) expect(call.opened, f.text).toBeLessThan(call.last);
   return f;
 }
 
