@@ -24,10 +24,10 @@ export class TrajectoryDO extends TrajectoryObject {
   }
 
   override async webSocketClose(ws: WebSocket): Promise<void> {
-    this.sockets.closed(ws);
+    await this.sockets.closed(ws);
   }
 
   override async webSocketError(ws: WebSocket): Promise<void> {
-    this.sockets.closed(ws);
+    await this.sockets.closed(ws);
   }
 }

@@ -17,7 +17,12 @@ export interface SocketAttachment {
   headers: Record<string, string>;
   /** Unix milliseconds. */
   openedAt: number;
+  /** The ids of this connection's warmups (`generate: false`), whose bodies wait in storage (the last WARMUPS_KEPT). */
+  warmups?: string[];
 }
+
+/** How many warmups a connection keeps (Codex sends one per turn of its own, then chains from it). */
+const WARMUPS_KEPT = 4;
 
 /** One `response.create`, as the Worker's Responses route runs it. */
 export interface SocketTurn {
@@ -34,6 +39,8 @@ export interface SocketTurn {
  */
 export interface SocketResponder {
   run(turn: SocketTurn, signal: AbortSignal): Promise<Response>;
+  /** A warmup's events (`response.created`, `response.completed` with no output): the body checked, no turn run. */
+  warm(turn: SocketTurn): Promise<object[]>;
   /** OpenAI's error body (`{ error: { type, code, message, param } }`). */
   errorBody(err: ProtocolError): object;
   /** Most bytes of one message (MAX_BODY_BYTES, as a POST body). */
@@ -100,23 +107,26 @@ export class ResponsesSockets {
       this.sendError(ws, new ProtocolError("websocket_connection_limit_reached", `this connection reached its ${SOCKET_LIFETIME_MS / 60_000}-minute limit: open a new one (previous_response_id goes on working)`));
       return ws.close(1000, "connection lifetime reached");
     }
-    if (this.inFlight.has(ws)) {
-      this.sendError(ws, new ProtocolError("response_already_in_flight", "a response is already in flight on this connection: send the next response.create after its response.completed (or use another connection)"));
-      return;
-    }
-    let create: { body: Record<string, unknown>; idempotencyKey: string | undefined };
+    let create: ReturnType<typeof parseCreate>;
     try {
       create = parseCreate(data, this.responder.maxMessageBytes());
     } catch (e) {
       this.sendError(ws, toProtocolError(e));
       return;
     }
+    if (create === null) return;
+    if (this.inFlight.has(ws)) {
+      this.sendError(ws, new ProtocolError("response_already_in_flight", "a response is already in flight on this connection: send the next response.create after its response.completed (or use another connection)"));
+      return;
+    }
     // Taken before the first await: the next message sees it.
     const abort = new AbortController();
     this.inFlight.set(ws, abort);
     try {
-      const key = create.idempotencyKey ?? `ws_${await sha256Hex(JSON.stringify(create.body))}`;
-      const answer = await this.responder.run({ tenant: socket.tenant, headers: { ...socket.headers, "idempotency-key": key }, body: create.body }, abort.signal);
+      if (create.body.generate === false) return await this.warm(ws, socket, create.body);
+      const body = await this.unwarmed(create.body);
+      const key = create.idempotencyKey ?? `ws_${await sha256Hex(JSON.stringify(body))}`;
+      const answer = await this.responder.run({ tenant: socket.tenant, headers: { ...socket.headers, "idempotency-key": key }, body }, abort.signal);
       await relay(answer, ws, abort.signal);
     } catch (e) {
       if (!abort.signal.aborted) this.sendError(ws, toProtocolError(e));
@@ -125,10 +135,37 @@ export class ResponsesSockets {
     }
   }
 
-  /** The socket closed or failed (`webSocketClose`, `webSocketError`): its turn, if any, is cancelled. */
-  closed(ws: WebSocket): void {
+  /** The socket closed or failed (`webSocketClose`, `webSocketError`): its turn, if any, is cancelled; its warmups go. */
+  async closed(ws: WebSocket): Promise<void> {
     this.inFlight.get(ws)?.abort();
     this.inFlight.delete(ws);
+    const warmups = (ws.deserializeAttachment() as SocketAttachment | null)?.warmups ?? [];
+    if (warmups.length > 0) await this.ctx.storage.delete(warmups.map(warmKey));
+  }
+
+  /**
+   * A warmup (`generate: false`): no turn runs and nothing joins the transcript; its body waits in
+   * storage under the id its events name, for the message that chains from it (`unwarmed`).
+   */
+  private async warm(ws: WebSocket, socket: SocketAttachment, body: Record<string, unknown>): Promise<void> {
+    const { generate: _generate, ...rest } = body;
+    const events = await this.responder.warm({ tenant: socket.tenant, headers: socket.headers, body: rest });
+    const id = (events[0] as { response: { id: string } }).response.id;
+    await this.ctx.storage.put(warmKey(id), rest);
+    const warmups = [...(socket.warmups ?? []), id];
+    if (warmups.length > WARMUPS_KEPT) await this.ctx.storage.delete(warmKey(warmups.shift()!));
+    ws.serializeAttachment({ ...socket, warmups });
+    for (const event of events) send(ws, JSON.stringify(event));
+  }
+
+  /** A message chaining from a warmup: the warmup's request with this one's fields, its input followed by this one's. */
+  private async unwarmed(body: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const previous = body.previous_response_id;
+    if (typeof previous !== "string") return body;
+    const warm = await this.ctx.storage.get<Record<string, unknown>>(warmKey(previous));
+    if (!warm) return body;
+    const { previous_response_id: _previous, ...rest } = body;
+    return { ...warm, ...rest, input: [...inputItems(warm.input), ...inputItems(body.input)] };
   }
 
   private sendError(ws: WebSocket, err: ProtocolError): void {
@@ -136,8 +173,21 @@ export class ResponsesSockets {
   }
 }
 
-/** A `response.create` message's Responses body (`stream` implied) and its `idempotency_key`. */
-function parseCreate(data: string | ArrayBuffer, maxBytes: number): { body: Record<string, unknown>; idempotencyKey: string | undefined } {
+function warmKey(id: string): string {
+  return `responses-socket-warmup:${id}`;
+}
+
+/** A Responses `input` as items (a string is one user message). */
+function inputItems(input: unknown): unknown[] {
+  if (input === undefined || input === null) return [];
+  return typeof input === "string" ? [{ role: "user", content: input }] : Array.isArray(input) ? input : [input];
+}
+
+/**
+ * A `response.create` message's Responses body (`stream` implied) and its `idempotency_key`;
+ * null for Codex's `response.processed` (its acknowledgement of a response: nothing to do).
+ */
+function parseCreate(data: string | ArrayBuffer, maxBytes: number): { body: Record<string, unknown>; idempotencyKey: string | undefined } | null {
   if (typeof data !== "string") throw new ProtocolError("invalid_request", "binary messages are not served: send each response.create as JSON text");
   const bytes = new TextEncoder().encode(data).byteLength;
   if (bytes > maxBytes) throw new ProtocolError("payload_too_large", `the message is ${bytes} bytes; the limit is ${maxBytes} (MAX_BODY_BYTES)`);
@@ -149,10 +199,13 @@ function parseCreate(data: string | ArrayBuffer, maxBytes: number): { body: Reco
   }
   if (typeof event !== "object" || event === null || Array.isArray(event)) throw new ProtocolError("invalid_request", "a message must be a JSON object");
   const { type, stream: _stream, stream_id: _lane, idempotency_key: key, ...body } = event as Record<string, unknown>;
+  if (type === "response.processed") return null;
   if (type !== "response.create") throw new ProtocolError("invalid_request", `unsupported event type ${JSON.stringify(type)}: only response.create is served`);
+  // Stored whatever `store` says: OpenAI keeps a `store: false` chain in the connection's memory;
+  // here the trajectory object is that memory, so `previous_response_id` works across connections too.
   if (body.background === true) throw new ProtocolError("invalid_request", "background is not supported over WebSocket");
   if (key !== undefined && (typeof key !== "string" || key.length === 0 || key.length > 256)) throw new ProtocolError("invalid_request", "idempotency_key must be 1-256 characters");
-  return { body: { ...body, stream: true }, idempotencyKey: key as string | undefined };
+  return { body: { ...body, store: true, stream: true }, idempotencyKey: key as string | undefined };
 }
 
 /** An answer to the socket: each SSE event's data as one message; a refusal as OpenAI's error event. */

@@ -6,7 +6,11 @@ import { socketUpgrade, type SocketResponder } from "../../durable-objects/traje
 import { trajectoryStub } from "../../durable-objects/trajectory/trajectory-do";
 import { tenantSalt, type AuthVariables } from "../http/auth";
 import { edgeError, errorResponse, openAiErrorBody } from "../http/errors";
+import { isStrictTenant } from "../http/model-names";
+import { DEFAULT_MODEL_ID } from "../http/models";
 import { responseToken } from "../http/response-id";
+import { parseResponsesBody } from "../http/responses-request";
+import { responseJson, responsesUsage, type ResponseMeta } from "../http/responses-response";
 import { SESSION_HEADERS, sessionKey } from "../http/session-key";
 import { responsesRoutes } from "./responses";
 
@@ -60,6 +64,17 @@ export function socketResponder(env: Env, ctx: DurableObjectState): SocketRespon
         .onError((e, c) => errorResponse(c, edgeError(e)));
       const request = new Request(`https://edge.internal${O.base}${O.responses}`, { method: "POST", headers: { ...turn.headers, "content-type": "application/json" }, body: JSON.stringify(turn.body), signal });
       return app.fetch(request, env, context);
+    },
+    warm: async (turn) => {
+      const parsed = parseResponsesBody(turn.body, { strict: isStrictTenant(edgeSettings(env), turn.tenant) });
+      const meta: ResponseMeta = { token: responseToken(), trajectoryId: undefined, stored: false, createdAt: Math.floor(Date.now() / 1000), model: parsed.model ?? DEFAULT_MODEL_ID, echo: parsed.echo, hasTools: parsed.tools.length > 0, shapes: parsed };
+      const pending = responseJson(meta, null);
+      const done = { ...pending, status: "completed", usage: responsesUsage({ promptTokens: 0, cachedTokens: 0, computedTokens: 0, completionTokens: 0 }) };
+      return [
+        { type: "response.created", sequence_number: 0, response: pending },
+        { type: "response.in_progress", sequence_number: 1, response: pending },
+        { type: "response.completed", sequence_number: 2, response: done },
+      ];
     },
     errorBody: openAiErrorBody,
     maxMessageBytes: () => edgeSettings(env).maxBodyBytes,

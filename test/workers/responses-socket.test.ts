@@ -122,6 +122,29 @@ describe("Responses API over a WebSocket", () => {
     reconnected.ws.close();
   });
 
+  it("a warmup (generate: false) runs no turn; the turn chaining from it runs its input once; store: false chains on; response.processed is ignored", async () => {
+    const id = uid("ws-warm");
+    const socket = await connect({ "x-trajectory-id": id });
+    const instructions = uniqueSystem().content!;
+    socket.send({ type: "response.create", instructions, input: [{ role: "user", content: "Say hi." }], store: false, generate: false, ...SMALL });
+    const warm = await socket.ended(1);
+    expect(warm.map((e) => e.type)).toEqual(["response.created", "response.in_progress", "response.completed"]);
+    const warmId = warm.at(-1)!.response!.id;
+    expect((await call(`/v1/tenants/${TENANTS.a.name}/trajectories/${id}`)).status).toBe(404);
+    socket.send({ type: "response.processed", response_id: warmId });
+    socket.send({ type: "response.create", instructions, previous_response_id: warmId, input: [], store: false, ...SMALL });
+    const turn1 = (await socket.ended(2)).at(-1)!;
+    expect(ANSWERED.has(turn1.type), JSON.stringify(turn1)).toBe(true);
+    socket.send({ type: "response.create", instructions, previous_response_id: turn1.response!.id, input: [{ role: "user", content: "More." }], store: false, ...SMALL });
+    const turn2 = (await socket.ended(3)).at(-1)!;
+    expect(ANSWERED.has(turn2.type), JSON.stringify(turn2)).toBe(true);
+    const state = await getState("a", id);
+    expect(state.turns.map((t) => t.mode)).toEqual(["full", "delta"]);
+    // instructions, "Say hi.", reply, "More.", reply: the warmup added nothing.
+    expect(state.message_count).toBe(5);
+    socket.ws.close();
+  });
+
   it("is refused before the upgrade without a valid key; a GET without the upgrade is 426 upgrade_required", async () => {
     const upgrade = { upgrade: "websocket", connection: "Upgrade", "openai-beta": "responses_websockets=2026-02-06" };
     await expectError(await call("/v1/responses", { headers: upgrade, tenant: null }), 401, "unauthorized");
