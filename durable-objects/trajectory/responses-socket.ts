@@ -96,7 +96,8 @@ export class ResponsesSockets {
     this.ctx.acceptWebSocket(server);
     const attachment: SocketAttachment = { ...(JSON.parse(socket) as Omit<SocketAttachment, "openedAt">), openedAt: Date.now() };
     server.serializeAttachment(attachment);
-    return new Response(null, { status: 101, webSocket: client });
+    // Named as a POST's answer names it.
+    return new Response(null, { status: 101, webSocket: client, headers: { "x-trajectory-id": attachment.trajectoryId } });
   }
 
   /** One client message (`webSocketMessage`). */

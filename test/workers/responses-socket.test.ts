@@ -48,7 +48,7 @@ async function connect(headers: Record<string, string> = {}) {
     }
     return [...events];
   };
-  return { ws, events, send, ended, closed: () => closed };
+  return { ws, events, send, ended, closed: () => closed, trajectory: res.headers.get("x-trajectory-id") };
 }
 
 /** Consecutive repeats collapsed (the number of text deltas is the model's, not the transport's). */
@@ -74,6 +74,7 @@ describe("Responses API over a WebSocket", () => {
     const trajectory = parseResponseId(id1).trajectoryId;
     expect(parseResponseId(id2).trajectoryId).toBe(trajectory);
     expect(trajectory).toMatch(/^resp_/);
+    expect(socket.trajectory).toBe(trajectory);
     const state = await getState("a", trajectory);
     expect(state.turns.map((t) => t.mode)).toEqual(["full", "delta"]);
     expect(turn2.at(-1)!.response!.usage!.input_tokens_details.cached_tokens).toBeGreaterThan(0);
