@@ -66,7 +66,10 @@ export function socketResponder(env: Env, ctx: DurableObjectState): SocketRespon
       return app.fetch(request, env, context);
     },
     warm: async (turn) => {
-      const parsed = parseResponsesBody(turn.body, { strict: isStrictTenant(edgeSettings(env), turn.tenant) });
+      // A warmup may carry no input yet (Codex's sends `input: []`): it is checked as if it held one message.
+      const input = turn.body.input;
+      const empty = input === undefined || (Array.isArray(input) && input.length === 0);
+      const parsed = parseResponsesBody(empty ? { ...turn.body, input: "" } : turn.body, { strict: isStrictTenant(edgeSettings(env), turn.tenant) });
       const meta: ResponseMeta = { token: responseToken(), trajectoryId: undefined, stored: false, createdAt: Math.floor(Date.now() / 1000), model: parsed.model ?? DEFAULT_MODEL_ID, echo: parsed.echo, hasTools: parsed.tools.length > 0, shapes: parsed };
       const pending = responseJson(meta, null);
       const done = { ...pending, status: "completed", usage: responsesUsage({ promptTokens: 0, cachedTokens: 0, computedTokens: 0, completionTokens: 0 }) };

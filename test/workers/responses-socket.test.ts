@@ -123,7 +123,7 @@ describe("Responses API over a WebSocket", () => {
     reconnected.ws.close();
   });
 
-  it("a warmup (generate: false) runs no turn; the turn chaining from it runs its input once; store: false chains on; response.processed is ignored", async () => {
+  it("a warmup (generate: false, with or without input) runs no turn; the turn chaining from it runs its input once; store: false chains on; response.processed is ignored", async () => {
     const id = uid("ws-warm");
     const socket = await connect({ "x-trajectory-id": id });
     const instructions = uniqueSystem().content!;
@@ -143,6 +143,16 @@ describe("Responses API over a WebSocket", () => {
     expect(state.turns.map((t) => t.mode)).toEqual(["full", "delta"]);
     // instructions, "Say hi.", reply, "More.", reply: the warmup added nothing.
     expect(state.message_count).toBe(5);
+
+    // Codex's order: a warmup with no input yet, then the whole input chained from it.
+    socket.send({ type: "response.create", instructions, input: [], store: false, generate: false, ...SMALL });
+    const codexWarm = (await socket.ended(4)).at(-1)!;
+    expect(codexWarm.type, JSON.stringify(codexWarm)).toBe("response.completed");
+    const whole = [{ role: "user", content: "Say hi." }, { role: "assistant", content: "Hi." }, { role: "user", content: "Again." }];
+    socket.send({ type: "response.create", instructions, previous_response_id: codexWarm.response!.id, input: whole, store: false, ...SMALL });
+    const turn3 = (await socket.ended(5)).at(-1)!;
+    expect(ANSWERED.has(turn3.type), JSON.stringify(turn3)).toBe(true);
+    expect((await getState("a", id)).turns).toHaveLength(3);
     socket.ws.close();
   });
 
