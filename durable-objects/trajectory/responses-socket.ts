@@ -77,6 +77,10 @@ export function socketUpgrade(upgrade: Request, socket: Omit<SocketAttachment, "
  *   went away); a resend then runs it.
  * - Limits: SOCKET_LIFETIME_MS (then `websocket_connection_limit_reached` and a close), one
  *   message at most MAX_BODY_BYTES (`payload_too_large`), text frames only.
+ *
+ * @example
+ * private readonly sockets = new ResponsesSockets(this.ctx, socketResponder(this.env, this.ctx));
+ * override async webSocketMessage(ws: WebSocket, message: string | ArrayBuffer) { await this.sockets.message(ws, message); }
  */
 export class ResponsesSockets {
   /** Sockets with a response in flight (a turn keeps the object awake, so memory holds this). */

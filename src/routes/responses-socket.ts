@@ -24,6 +24,8 @@ const O = ROUTES.edge.openai;
  * trajectory `resp_<token>` for this connection), then forwarded to that trajectory's object,
  * which accepts the socket (`ResponsesSockets`). Without the upgrade header: 426
  * `upgrade_required`.
+ *
+ * @example openaiRoutes.route("/", responsesSocketRoutes); // before the other GET routes of /v1
  */
 export const responsesSocketRoutes = new Hono<App>().get(O.responses, async (c) => {
   if (c.req.header("upgrade")?.toLowerCase() !== "websocket") {
