@@ -40,6 +40,8 @@ export const responsesSocketRoutes = new Hono<App>().get(O.responses, async (c) 
     if (value !== undefined) headers[h] = value;
   }
   if (!named) headers["x-trajectory-id"] = trajectoryId;
+  // They ride in the socket's attachment, which holds 2 KiB.
+  if (JSON.stringify(headers).length > 1024) throw new ProtocolError("invalid_request", `the session headers (${SESSION_HEADERS.join(", ")}) of a WebSocket upgrade hold at most 1024 characters together`);
   return trajectoryStub(c.env, tenant, trajectoryId).fetch(socketUpgrade(c.req.raw, { tenant, trajectoryId, headers }));
 });
 
