@@ -161,6 +161,8 @@ describe("Responses API over a WebSocket", () => {
     await expectError(await call("/v1/responses", { headers: upgrade, tenant: null }), 401, "unauthorized");
     await expectError(await call("/v1/responses", { headers: upgrade, authorization: "Bearer sk-wrong" }), 401, "unauthorized");
     await expectError(await call("/v1/responses"), 426, "upgrade_required");
+    // Session headers past what the socket's attachment holds: refused before the upgrade too.
+    await expectError(await call("/v1/responses", { headers: { ...upgrade, "session-id": "s".repeat(1100) } }), 400, "invalid_request");
   });
 
   it("keeps the connection's state in the socket's attachment (hibernation-safe); past its lifetime a message gets websocket_connection_limit_reached and a close", async () => {
