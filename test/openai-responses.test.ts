@@ -1,9 +1,11 @@
 import { Agent, MaxTurnsExceededError, OpenAIResponsesModel, run, setTracingDisabled, tool as agentTool } from "@openai/agents";
 import { Ajv } from "ajv";
 import OpenAI, { NotFoundError } from "openai";
-import type { FunctionTool, Response, ResponseInputItem } from "openai/resources/responses/responses";
+import type { FunctionTool, Response, ResponseInputItem, ResponseStreamEvent } from "openai/resources/responses/responses";
+import { ResponsesWS } from "openai/resources/responses/ws";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
+import { parseResponseId } from "../src/http/response-id";
 import { sharedTestStack, type SharedStack } from "./support/stack-fixture";
 
 /**
@@ -105,6 +107,44 @@ describe("Responses API end to end (wrangler dev + backend + openai client + Age
     await client.responses.delete(chain[0]!.id);
     await expect(client.responses.retrieve(chain[0]!.id)).rejects.toBeInstanceOf(NotFoundError);
     expect((await client.responses.retrieve(chain[1]!.id)).id).toBe(chain[1]!.id);
+  }, 300_000);
+
+  it("the openai client's Responses WebSocket (ResponsesWS): two turns on one connection, the second only its new input over previous_response_id, a delta turn; the events of a streamed POST", async () => {
+    const socket = new ResponsesWS(client);
+    const events: ResponseStreamEvent[] = [];
+    socket.on("event", (e) => events.push(e));
+    socket.on("error", (e) => events.push({ type: "error", code: null, message: String(e), param: null, sequence_number: -1 }));
+    const ended = async (n: number) => {
+      const done = () => events.filter((e) => e.type === "response.completed" || e.type === "response.incomplete" || e.type === "error").length >= n;
+      for (let waited = 0; !done(); waited += 50) {
+        if (waited > 120_000) throw new Error(`timed out: ${events.map((e) => e.type).join(" ")}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      return events.splice(0);
+    };
+    const final = (e: ResponseStreamEvent[]): Response => {
+      const last = e.at(-1)!;
+      if (last.type !== "response.completed" && last.type !== "response.incomplete") throw new Error(JSON.stringify(last));
+      return last.response;
+    };
+    const params = { model: MODEL, instructions: INSTRUCTIONS, max_output_tokens: 8, temperature: 0 };
+    socket.send({ type: "response.create", ...params, input: "Say what this repository does." });
+    const turn1 = await ended(1);
+    const r1 = final(turn1);
+    socket.send({ type: "response.create", ...params, previous_response_id: r1.id, input: [{ role: "user", content: "And in one word?" }] });
+    const r2 = final(await ended(1));
+    socket.close();
+    // Both stored in the trajectory the connection opened (response ids name it): the second continued it as a delta.
+    const trajectory = parseResponseId(r1.id).trajectoryId;
+    expect(parseResponseId(r2.id).trajectoryId).toBe(trajectory);
+    expect((await session(trajectory)).turns.map((t) => t.mode)).toEqual(["full", "delta"]);
+    expect(r2.usage!.input_tokens_details.cached_tokens).toBeGreaterThan(0);
+    expect((await client.responses.retrieve(r2.id)).output).toEqual(r2.output);
+    // The same request as a streamed POST: the same event types, in the same order.
+    const sse: string[] = [];
+    for await (const e of await client.responses.create({ ...params, input: "Say what this repository does.", stream: true })) sse.push(e.type);
+    const collapse = (types: string[]) => types.filter((t, i) => t !== types[i - 1]);
+    expect(collapse(turn1.map((e) => e.type))).toEqual(collapse(sse));
   }, 300_000);
 
   it("the Agents SDK's default Responses model runs several tool round trips on one trajectory", async () => {

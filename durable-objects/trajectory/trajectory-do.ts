@@ -166,7 +166,8 @@ export class TrajectoryDO extends DurableObject<Env> {
         const continued = continuedTurn(input, stored, this.transcript);
         // The caps hold for the transcript the model would see, before a fork is created.
         this.checkLimits(continued);
-        if (stored.turn === this.store.lastTurn()) input = continued;
+        // A resend of a turn already run (its Idempotency-Key stored) replays here, not as a fork.
+        if (stored.turn === this.store.lastTurn() || this.replays(input)) input = continued;
         else fork = await this.fork(continued, stored);
       } else this.checkLimits(input);
       if (!fork) await this.runHere(input, emit, signal, (l) => (leaseStart = l));
@@ -178,6 +179,11 @@ export class TrajectoryDO extends DurableObject<Env> {
     }
     // A fork's turn runs in the fork's object; this one is free meanwhile.
     if (fork) await this.relayFork(fork, emit, signal);
+  }
+
+  /** Whether the turn's Idempotency-Key has a stored result (`runTurn` replays it). */
+  private replays(input: TurnInput): boolean {
+    return input.idempotencyKey !== undefined && this.store.idempotentResult(input.idempotencyKey) !== null;
   }
 
   /**

@@ -130,11 +130,12 @@ describe("client sessions", () => {
     expect((await chat({ messages: base, tools: TOOLS, ...SMALL }, { tenant: "b" })).headers.get("x-trajectory-id")).toBeNull();
   });
 
-  it("Codex's WebSocket upgrade gets 426 websocket_unsupported (it then falls back to HTTP at once); without a key 401", async () => {
-    const upgrade = { upgrade: "websocket", connection: "Upgrade", "openai-beta": "responses_websockets=2026-02-06" };
+  it("Codex's WebSocket upgrade (its headers) is accepted (101, a Responses socket: responses-socket.test.ts); without a key 401", async () => {
+    const upgrade = { upgrade: "websocket", connection: "Upgrade", "openai-beta": "responses_websockets=2026-02-06", "session-id": uid("codex-ws") };
     const res = await call("/v1/responses", { method: "GET", headers: upgrade });
-    expect(res.status).toBe(426);
-    expect(((await res.json()) as { error: { code: string } }).error.code).toBe("websocket_unsupported");
+    expect(res.status).toBe(101);
+    res.webSocket!.accept();
+    res.webSocket!.close();
     expect((await call("/v1/responses", { method: "GET", headers: upgrade, tenant: null })).status).toBe(401);
   });
 });
