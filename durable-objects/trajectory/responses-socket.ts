@@ -19,6 +19,8 @@ export interface SocketAttachment {
   openedAt: number;
   /** The ids of this connection's warmups (`generate: false`), whose bodies wait in storage (the last WARMUPS_KEPT). */
   warmups?: string[];
+  /** The ids of this connection's responses whose `additional_tools` items wait in storage (the last WARMUPS_KEPT). */
+  toolChains?: string[];
 }
 
 /** How many warmups a connection keeps (Codex sends one per turn of its own, then chains from it). */
@@ -129,10 +131,11 @@ export class ResponsesSockets {
     this.inFlight.set(ws, abort);
     try {
       if (create.body.generate === false) return await this.warm(ws, socket, create.body);
-      const body = await this.unwarmed(create.body);
+      const { body, toolItems } = await this.withChainTools(await this.unwarmed(create.body));
       const key = create.idempotencyKey ?? `ws_${await sha256Hex(JSON.stringify(body))}`;
       const answer = await this.responder.run({ tenant: socket.tenant, headers: { ...socket.headers, "idempotency-key": key }, body }, abort.signal);
-      await relay(answer, ws, abort.signal);
+      const responseId = await relay(answer, ws, abort.signal);
+      if (responseId !== undefined && toolItems.length > 0) await this.keepChainTools(ws, responseId, toolItems);
     } catch (e) {
       if (!abort.signal.aborted) this.sendError(ws, toProtocolError(e));
     } finally {
@@ -144,8 +147,36 @@ export class ResponsesSockets {
   async closed(ws: WebSocket): Promise<void> {
     this.inFlight.get(ws)?.abort();
     this.inFlight.delete(ws);
-    const warmups = (ws.deserializeAttachment() as SocketAttachment | null)?.warmups ?? [];
-    if (warmups.length > 0) await this.ctx.storage.delete(warmups.map(warmKey));
+    const socket = ws.deserializeAttachment() as SocketAttachment | null;
+    const keys = [...(socket?.warmups ?? []).map(warmKey), ...(socket?.toolChains ?? []).map(toolsKey)];
+    if (keys.length > 0) await this.ctx.storage.delete(keys);
+  }
+
+  /**
+   * A message chaining from a response of this connection carries no tools of its own: Codex (0.171)
+   * declares its tools once, as `additional_tools` input items, and later messages send only new
+   * items. Items of a chained response stay in effect (they are conversation items), so the
+   * response's `additional_tools` items are put back in front of the new input. A message with
+   * `additional_tools` items of its own declares its tools anew: those are used, not added to.
+   * Answers the body to run and the `additional_tools` items in effect for its response.
+   */
+  private async withChainTools(body: Record<string, unknown>): Promise<{ body: Record<string, unknown>; toolItems: unknown[] }> {
+    const own = inputItems(body.input).filter(isToolItem);
+    const previous = body.previous_response_id;
+    if (own.length > 0 || typeof previous !== "string") return { body, toolItems: own };
+    const inherited = await this.ctx.storage.get<unknown[]>(toolsKey(previous));
+    if (!inherited) return { body, toolItems: [] };
+    return { body: { ...body, input: [...inherited, ...inputItems(body.input)] }, toolItems: inherited };
+  }
+
+  /** Keeps a response's `additional_tools` items for the messages that chain from it (the last WARMUPS_KEPT responses). */
+  private async keepChainTools(ws: WebSocket, responseId: string, items: unknown[]): Promise<void> {
+    const socket = ws.deserializeAttachment() as SocketAttachment | null;
+    if (!socket) return;
+    await this.ctx.storage.put(toolsKey(responseId), items);
+    const toolChains = [...(socket.toolChains ?? []), responseId];
+    if (toolChains.length > WARMUPS_KEPT) await this.ctx.storage.delete(toolsKey(toolChains.shift()!));
+    ws.serializeAttachment({ ...socket, toolChains });
   }
 
   /**
@@ -182,6 +213,14 @@ function warmKey(id: string): string {
   return `responses-socket-warmup:${id}`;
 }
 
+function toolsKey(id: string): string {
+  return `responses-socket-tools:${id}`;
+}
+
+function isToolItem(item: unknown): boolean {
+  return typeof item === "object" && item !== null && (item as { type?: unknown }).type === "additional_tools";
+}
+
 /** A Responses `input` as items (a string is one user message). */
 function inputItems(input: unknown): unknown[] {
   if (input === undefined || input === null) return [];
@@ -213,13 +252,17 @@ function parseCreate(data: string | ArrayBuffer, maxBytes: number): { body: Reco
   return { body: { ...body, store: true, stream: true }, idempotencyKey: key as string | undefined };
 }
 
-/** An answer to the socket: each SSE event's data as one message; a refusal as OpenAI's error event. */
-async function relay(answer: Response, ws: WebSocket, signal: AbortSignal): Promise<void> {
+/**
+ * An answer to the socket: each SSE event's data as one message; a refusal as OpenAI's error event.
+ * Answers the id of the response it completed (undefined: none completed).
+ */
+async function relay(answer: Response, ws: WebSocket, signal: AbortSignal): Promise<string | undefined> {
   if (answer.status !== 200 || !answer.body) {
     const body = (await answer.json().catch(() => ({ error: { type: "server_error", code: "internal_error", message: `HTTP ${answer.status}`, param: null } }))) as object;
     send(ws, JSON.stringify({ type: "error", status: answer.status, ...body }));
-    return;
+    return undefined;
   }
+  let completed: string | undefined;
   const reader = answer.body.pipeThrough(new TextDecoderStream()).getReader();
   const stop = () => void reader.cancel().catch(() => {});
   signal.addEventListener("abort", stop);
@@ -227,7 +270,7 @@ async function relay(answer: Response, ws: WebSocket, signal: AbortSignal): Prom
     let pending = "";
     for (;;) {
       const { done, value } = await reader.read();
-      if (done) return;
+      if (done) return completed;
       pending += value;
       for (let end = pending.indexOf("\n\n"); end >= 0; end = pending.indexOf("\n\n")) {
         const data = pending
@@ -237,8 +280,12 @@ async function relay(answer: Response, ws: WebSocket, signal: AbortSignal): Prom
           .map((line) => line.slice(6))
           .join("\n");
         pending = pending.slice(end + 2);
+        if (/^\{"type":"response\.(completed|incomplete)"/.test(data)) completed = (JSON.parse(data) as { response: { id: string } }).response.id;
         // The client is gone: stop reading, which cancels the turn (nothing is committed).
-        if (data && !send(ws, data)) return stop();
+        if (data && !send(ws, data)) {
+          stop();
+          return undefined;
+        }
       }
     }
   } finally {

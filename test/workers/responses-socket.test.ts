@@ -55,6 +55,22 @@ async function connect(headers: Record<string, string> = {}) {
 const shape = (types: string[]) => types.filter((t, i) => t !== types[i - 1]);
 
 describe("Responses API over a WebSocket", () => {
+  it("keeps a chain's additional_tools items (Codex declares its tools once, then sends only new items): turn 2 is a delta with the same tools", async () => {
+    const instructions = uniqueSystem().content!;
+    const tools = { type: "additional_tools", tools: [{ type: "function", name: "read_file", description: "Read a file.", parameters: { type: "object", properties: { path: { type: "string" } }, required: ["path"] } }] };
+    const socket = await connect();
+    socket.send({ type: "response.create", instructions, input: [tools, { role: "user", content: "Read a.txt." }], ...SMALL });
+    const turn1 = await socket.ended(1);
+    expect(ANSWERED.has(turn1.at(-1)!.type), JSON.stringify(turn1.at(-1))).toBe(true);
+    socket.send({ type: "response.create", instructions, previous_response_id: turn1.at(-1)!.response!.id, input: [{ role: "user", content: "Go on." }], ...SMALL });
+    const turn2 = (await socket.ended(2)).slice(turn1.length);
+    expect(ANSWERED.has(turn2.at(-1)!.type), JSON.stringify(turn2.at(-1))).toBe(true);
+    const state = await getState("a", socket.trajectory!);
+    // Without the chain's tools turn 2 would be full (tools-changed: [] after [read_file]).
+    expect(state.turns.map((t) => t.mode), JSON.stringify(state.turns.map((t) => t.prefixBreak))).toEqual(["full", "delta"]);
+    socket.ws.close();
+  });
+
   it("chains two turns on one connection with previous_response_id and only the new input: turn 2 is a delta; the events are the SSE stream's", async () => {
     const instructions = uniqueSystem().content!;
     const first = { instructions, input: "Say hi.", ...SMALL };
