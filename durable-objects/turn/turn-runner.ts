@@ -1,7 +1,7 @@
 import { ProtocolError } from "../../protocol/errors";
 import { sha256Hex } from "../../protocol/hex";
 import type { ChatMessage, DoneFrame, GenerateRequest } from "../../protocol/messages";
-import { chooseBackend, type Placed, type RoutedBackend } from "../routing/placement";
+import { chooseBackend, type ParentPlacement, type Placed, type RoutedBackend } from "../routing/placement";
 import type { RoutingPolicyName } from "../routing/routing-policy";
 import { trajectoryName } from "../trajectory-name";
 import { cacheMissOf } from "./cache-miss";
@@ -27,7 +27,9 @@ export interface TurnContext {
    * trajectory goes and counts it there at once, so concurrent placements see each other. Asked
    * only when affinity does not keep the pin (routing/placement.ts).
    */
-  place: (p: { hashes: string[]; key: string; trajectoryId: string; pinned: string | undefined }) => Promise<(Placed & { prefixBlocks?: Record<string, number> }) | null>;
+  place: (p: { hashes: string[]; key: string; trajectoryId: string; pinned: string | undefined; parent?: ParentPlacement }) => Promise<(Placed & { prefixBlocks?: Record<string, number> }) | null>;
+  /** A subagent's first placement: its parent's pinned backend and prompt blocks (placement.ts rule 1b). */
+  parent?: ParentPlacement;
   /** Records that a backend now holds this prefix key and these prompt blocks (best effort, after the turn). */
   notePrefix: (key: string, url: string, hashes: string[], trajectoryId: string) => Promise<void>;
   /** Keeps best-effort work alive past the response (`ctx.waitUntil`). */
@@ -86,7 +88,8 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     trajectoryId: input.trajectoryId,
     turnsDone,
     backends: ctx.backends,
-    place: async () => ctx.place({ hashes: store.promptBlockHashes(), key: await keyOf(), trajectoryId: input.trajectoryId, pinned: meta.backendUrl ?? undefined }),
+    parent: ctx.parent?.url ?? undefined,
+    place: async () => ctx.place({ hashes: store.promptBlockHashes(), key: await keyOf(), trajectoryId: input.trajectoryId, pinned: meta.backendUrl ?? undefined, ...(ctx.parent ? { parent: ctx.parent } : {}) }),
   });
   const plan = planTurn({ meta, stored: ctx.transcript, input, backendUrl: backend.url, canonical: ctx.canonicalize ?? true });
   if (!(await ctx.emit({ type: "start", prefixBreak: plan.prefixBreak, trajectoryId: input.trajectoryId, ...(input.response ? { responseToken: input.response.token } : {}) }))) throw new ProtocolError("backend_unavailable", "the client went away");
