@@ -1,3 +1,4 @@
+import { commonPrefixLength } from "../../protocol/common-prefix";
 import { ProtocolError } from "../../protocol/errors";
 import { sha256Hex } from "../../protocol/hex";
 import type { ChatMessage, DoneFrame, GenerateRequest } from "../../protocol/messages";
@@ -132,7 +133,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     prefixBreak: plan.prefixBreak.cause === "none" ? plan.prefixBreak : { ...plan.prefixBreak, uncachedFromToken: done.usage.cachedTokens },
     ...(plan.repaired ? { repaired: plan.repaired } : {}),
   });
-  const miss = cacheMissOf({ previous: turnsDone > 0 ? (store.lastTurnRecord() ?? undefined) : undefined, turn: base, blockSize: done.blockSize, placement: placementCounts(placed, result.backend.url) });
+  const miss = cacheMissOf({ previous: turnsDone > 0 ? (store.lastTurnRecord() ?? undefined) : undefined, turn: base, blockSize: done.blockSize, placement: placementCounts(placed, result.backend.url, ctx.parent ? commonPrefixLength(done.promptBlockHashes ?? [], ctx.parent.hashes) : undefined) });
   const record = miss ? { ...base, miss } : base;
   const event = { type: "done" as const, message: reply, finishReason: done.finishReason, usage: done.usage, turn: record, replayed: false, ...(done.stopSequence !== undefined ? { stopSequence: done.stopSequence } : {}), ...(input.response ? { responseToken: input.response.token } : {}), ...(done.cacheWrites ? { cacheWrites: done.cacheWrites } : {}) };
   const transcript = [...plan.fullTranscript, reply as ChatMessage];
@@ -162,11 +163,15 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
   return transcript;
 }
 
-/** The most leading blocks any backend held when the pool placed the turn, and the placed one's. */
-function placementCounts(placed: { prefixBlocks?: Record<string, number> } | undefined, url: string): { bestBlocks: number; placedBlocks: number } | undefined {
+/**
+ * The most leading blocks any backend held when the pool placed the turn, and the placed one's.
+ * `shared`: a subagent's first turn was ranked by its parent's blocks; only the leading ones its
+ * own prompt shares with the parent's count.
+ */
+function placementCounts(placed: { prefixBlocks?: Record<string, number> } | undefined, url: string, shared = Infinity): { bestBlocks: number; placedBlocks: number } | undefined {
   const counts = placed?.prefixBlocks;
   if (!counts) return undefined;
-  return { bestBlocks: Math.max(0, ...Object.values(counts)), placedBlocks: counts[url] ?? 0 };
+  return { bestBlocks: Math.min(shared, Math.max(0, ...Object.values(counts))), placedBlocks: Math.min(shared, counts[url] ?? 0) };
 }
 
 /** `kvSource` of a full turn on `target`: the placement's holder, else the pinned backend left behind, when up. */

@@ -132,7 +132,7 @@ export interface TurnRecord {
   /** What safe canonicalization changed in this turn's request (absent when nothing). */
   repaired?: Repairs;
   /**
-   * Why the turn went to its backend: the routing policy's reason (`pinned`, `prefix`,
+   * Why the turn went to its backend: the routing policy's reason (`pinned`, `parent`: a subagent's first turn, `prefix`,
    * `least-loaded`, `pinned-overloaded`, `pinned-down`, `pinned-draining`, `round-robin`, `hash`), or `failover`
    * when the planned backend failed and another took the turn. Absent on older records.
    */
