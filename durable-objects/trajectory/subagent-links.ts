@@ -19,7 +19,7 @@ export interface ParentObject {
  * placed like any new trajectory and unlisted.
  *
  * @example
- * const parent = await parentPlacement(trajectoryStub(env, tenant, link.trajectoryId), meta); // { url, hashes } | undefined
+ * const parent = await parentPlacement(trajectoryStub(env, tenant, link.trajectoryId), meta, link.trajectoryId); // { url, hashes } | undefined
  */
 export async function parentPlacement(parent: ParentObject, child: Pick<TrajectoryMeta, "trajectoryId" | "createdAt" | "tenant">, parentId: string): Promise<ParentPlacement | undefined> {
   try {

@@ -217,9 +217,9 @@ export class TrajectoryDO extends DurableObject<Env> {
     const settings = edgeSettings(this.env);
     const parent = this.store.parent();
     // A subagent's first turn is placed with its parent (issue 36), and reported to it once done.
-    const meta = this.store.meta()!;
-    const parentStub = parent?.relation === "subagent" && this.store.numTurns() === 0 ? trajectoryStub(this.env, input.tenant, parent.trajectoryId) : undefined;
-    const placeWith = parentStub && !meta.backendUrl ? await parentPlacement(parentStub, meta, parent!.trajectoryId) : undefined;
+    const meta = this.store.meta();
+    const subagent = parent?.relation === "subagent" && meta && this.store.numTurns() === 0 ? { of: trajectoryStub(this.env, input.tenant, parent.trajectoryId), parentId: parent.trajectoryId, meta } : undefined;
+    const placeWith = subagent && !subagent.meta.backendUrl ? await parentPlacement(subagent.of, subagent.meta, subagent.parentId) : undefined;
     this.transcript = await runTurn(
       {
         store: this.store,
@@ -238,8 +238,8 @@ export class TrajectoryDO extends DurableObject<Env> {
       },
       input,
     );
-    const first = parentStub && this.store.numTurns() === 1 ? this.store.lastTurnRecord() : null;
-    if (parentStub && first) this.ctx.waitUntil(reportFirstTurn(parentStub, meta, first));
+    const first = subagent && this.store.numTurns() === 1 ? this.store.lastTurnRecord() : null;
+    if (subagent && first) this.ctx.waitUntil(reportFirstTurn(subagent.of, subagent.meta, first));
   }
 
   /**
