@@ -63,8 +63,8 @@ function turnRow(x: InspectTurn, hasLeases: boolean): Html {
 }
 
 /**
- * A backend as the turn table shows it: host and port (the full URL is the cell's title), so the
- * table fits a 1280 px window.
+ * A backend as the turn table shows it: a URL as its host and port (the whole value is the cell's
+ * title), so the table fits a 1280 px window; a backend id (what turn records hold) as it is.
  *
  * @example backendHost("http://10.0.0.2:8080") // "10.0.0.2:8080"
  */
