@@ -2,13 +2,14 @@ import { SHORT_HASH_HEX } from "../../protocol/block-hash";
 import type { ChatMessage } from "../../protocol/messages";
 import { openSchema, type SqlHost, type StoreSchema } from "../store-schema";
 import type { NamedTurn } from "../turn/cache-diagnosis";
-import type { CommitTurn, ForkRecord, ParentLink, StoredResponse, StoredResult, TrajectoryMeta, TurnRecord, TurnStore } from "../turn/turn-types";
+import type { ChildRecord, CommitTurn, ForkRecord, ParentLink, StoredResponse, StoredResult, TrajectoryMeta, TurnRecord, TurnStore } from "../turn/turn-types";
 
 /**
  * Version 1: `meta` (key/value: tenant, ids, pin, state id, tools, prompt block hashes, parent),
  * `messages`, `turns`, `idempotency`; the Responses API added `responses`, `response_parts` and
- * `forks` under the same version (created on wake when missing), and cache diagnostics
- * `message_answers` (a Messages API answer's id and the turn it answered).
+ * `forks`, cache diagnostics `message_answers` (a Messages API answer's id and the turn it answered)
+ * and subagent placement `children` under the same version: new tables only, created on wake when
+ * missing (store-schema.ts: no new version).
  */
 export const TRAJECTORY_SCHEMA: StoreSchema = {
   name: "trajectory",
@@ -25,6 +26,8 @@ export const TRAJECTORY_SCHEMA: StoreSchema = {
     sql.exec(
       `CREATE TABLE IF NOT EXISTS message_answers (id TEXT PRIMARY KEY, turn INTEGER NOT NULL, message_end INTEGER NOT NULL, tools_hash TEXT NOT NULL, model TEXT, prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, rewritten INTEGER NOT NULL DEFAULT 0)`,
     );
+    // Subagents whose parent link names this trajectory; `first_turn`: their first turn's reuse (JSON), once done.
+    sql.exec(`CREATE TABLE IF NOT EXISTS children (trajectory_id TEXT PRIMARY KEY, created_at TEXT NOT NULL, first_turn TEXT)`);
   },
 };
 
@@ -112,6 +115,27 @@ export class TrajectoryStore implements TurnStore {
       .exec<{ trajectory_id: string; turn: number; created_at: string }>(`SELECT trajectory_id, turn, created_at FROM forks ORDER BY created_at, trajectory_id`)
       .toArray()
       .map((r) => ({ trajectoryId: r.trajectory_id, turn: Number(r.turn), createdAt: r.created_at }));
+  }
+
+  /** Records a subagent of this trajectory (kept as first noted when noted again). */
+  addChild(c: { trajectoryId: string; createdAt: string }): void {
+    this.host.sql.exec(`INSERT OR IGNORE INTO children (trajectory_id, created_at) VALUES (?, ?)`, c.trajectoryId, c.createdAt);
+  }
+
+  /** Records a subagent's first turn (noting the child if it was not yet). */
+  setChildFirstTurn(trajectoryId: string, createdAt: string, firstTurn: NonNullable<ChildRecord["firstTurn"]>): void {
+    this.host.transactionSync(() => {
+      this.addChild({ trajectoryId, createdAt });
+      this.host.sql.exec(`UPDATE children SET first_turn = ? WHERE trajectory_id = ?`, JSON.stringify(firstTurn), trajectoryId);
+    });
+  }
+
+  /** This trajectory's subagents, oldest first. */
+  children(): ChildRecord[] {
+    return this.host.sql
+      .exec<{ trajectory_id: string; created_at: string; first_turn: string | null }>(`SELECT trajectory_id, created_at, first_turn FROM children ORDER BY created_at, trajectory_id`)
+      .toArray()
+      .map((r) => ({ trajectoryId: r.trajectory_id, createdAt: r.created_at, firstTurn: r.first_turn === null ? null : (JSON.parse(r.first_turn) as ChildRecord["firstTurn"]) }));
   }
 
   /** A stored response by its token (null: none, or deleted). */
@@ -276,7 +300,7 @@ export class TrajectoryStore implements TurnStore {
   /** Deletes everything this trajectory stored. */
   deleteAll(): void {
     this.host.transactionSync(() => {
-      for (const table of ["messages", "turns", "idempotency", "responses", "response_parts", "forks", "message_answers"]) this.host.sql.exec(`DELETE FROM ${table}`);
+      for (const table of ["messages", "turns", "idempotency", "responses", "response_parts", "forks", "message_answers", "children"]) this.host.sql.exec(`DELETE FROM ${table}`);
       // The schema version stays: the tables are emptied, not dropped.
       this.host.sql.exec(`DELETE FROM meta WHERE key != 'schema_version'`);
     });

@@ -1,7 +1,8 @@
+import { commonPrefixLength } from "../../protocol/common-prefix";
 import { ProtocolError } from "../../protocol/errors";
 import { sha256Hex } from "../../protocol/hex";
 import type { ChatMessage, DoneFrame, GenerateRequest } from "../../protocol/messages";
-import { chooseBackend, type Placed, type RoutedBackend } from "../routing/placement";
+import { chooseBackend, type ParentPlacement, type Placed, type RoutedBackend } from "../routing/placement";
 import type { RoutingPolicyName } from "../routing/routing-policy";
 import { trajectoryName } from "../trajectory-name";
 import { cacheMissOf } from "./cache-miss";
@@ -28,7 +29,9 @@ export interface TurnContext {
    * trajectory goes and counts it there at once, so concurrent placements see each other. Asked
    * only when affinity does not keep the pin (routing/placement.ts).
    */
-  place: (p: { hashes: string[]; key: string; trajectoryId: string; pinned: string | undefined }) => Promise<(Placed & { prefixBlocks?: Record<string, number> }) | null>;
+  place: (p: { hashes: string[]; key: string; trajectoryId: string; pinned: string | undefined; parent?: ParentPlacement }) => Promise<(Placed & { prefixBlocks?: Record<string, number> }) | null>;
+  /** A subagent's first placement: its parent's pinned backend and prompt blocks (placement.ts rule 1b). */
+  parent?: ParentPlacement;
   /** Records that a backend now holds this prefix key and these prompt blocks (best effort, after the turn). */
   notePrefix: (key: string, url: string, hashes: string[], trajectoryId: string) => Promise<void>;
   /** Keeps best-effort work alive past the response (`ctx.waitUntil`). */
@@ -88,7 +91,8 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     trajectoryId: input.trajectoryId,
     turnsDone,
     backends: ctx.backends,
-    place: async () => ctx.place({ hashes: store.promptBlockHashes(), key: await keyOf(), trajectoryId: input.trajectoryId, pinned: meta.backendUrl ?? undefined }),
+    parent: ctx.parent?.url ?? undefined,
+    place: async () => ctx.place({ hashes: store.promptBlockHashes(), key: await keyOf(), trajectoryId: input.trajectoryId, pinned: meta.backendUrl ?? undefined, ...(ctx.parent ? { parent: ctx.parent } : {}) }),
   });
   const plan = planTurn({ meta, stored: ctx.transcript, input, backendUrl: backend.url, canonical: ctx.canonicalize ?? true });
   const { diagnosis, answer } = await turnDiagnosis({ store, input, plan, stored: ctx.transcript });
@@ -132,7 +136,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     prefixBreak: plan.prefixBreak.cause === "none" ? plan.prefixBreak : { ...plan.prefixBreak, uncachedFromToken: done.usage.cachedTokens },
     ...(plan.repaired ? { repaired: plan.repaired } : {}),
   });
-  const miss = cacheMissOf({ previous: turnsDone > 0 ? (store.lastTurnRecord() ?? undefined) : undefined, turn: base, blockSize: done.blockSize, placement: placementCounts(placed, result.backend.url) });
+  const miss = cacheMissOf({ previous: turnsDone > 0 ? (store.lastTurnRecord() ?? undefined) : undefined, turn: base, blockSize: done.blockSize, placement: placementCounts(placed, result.backend.url, ctx.parent ? commonPrefixLength(done.promptBlockHashes ?? [], ctx.parent.hashes) : undefined) });
   const record = miss ? { ...base, miss } : base;
   const event = { type: "done" as const, message: reply, finishReason: done.finishReason, usage: done.usage, turn: record, replayed: false, ...(done.stopSequence !== undefined ? { stopSequence: done.stopSequence } : {}), ...(input.response ? { responseToken: input.response.token } : {}), ...(done.cacheWrites ? { cacheWrites: done.cacheWrites } : {}), ...(diagnosis ? { diagnosis } : {}) };
   const transcript = [...plan.fullTranscript, reply as ChatMessage];
@@ -163,11 +167,15 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
   return transcript;
 }
 
-/** The most leading blocks any backend held when the pool placed the turn, and the placed one's. */
-function placementCounts(placed: { prefixBlocks?: Record<string, number> } | undefined, url: string): { bestBlocks: number; placedBlocks: number } | undefined {
+/**
+ * The most leading blocks any backend held when the pool placed the turn, and the placed one's.
+ * `shared`: a subagent's first turn was ranked by its parent's blocks; only the leading ones its
+ * own prompt shares with the parent's count.
+ */
+function placementCounts(placed: { prefixBlocks?: Record<string, number> } | undefined, url: string, shared = Infinity): { bestBlocks: number; placedBlocks: number } | undefined {
   const counts = placed?.prefixBlocks;
   if (!counts) return undefined;
-  return { bestBlocks: Math.max(0, ...Object.values(counts)), placedBlocks: counts[url] ?? 0 };
+  return { bestBlocks: Math.min(shared, Math.max(0, ...Object.values(counts))), placedBlocks: Math.min(shared, counts[url] ?? 0) };
 }
 
 /** `kvSource` of a full turn on `target`: the placement's holder, else the pinned backend left behind, when up. */

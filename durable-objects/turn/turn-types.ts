@@ -91,6 +91,17 @@ export interface ForkRecord {
   createdAt: string;
 }
 
+/**
+ * A subagent this trajectory's agent started (a trajectory whose parent link names this one):
+ * noted at its first placement, with its first turn's reuse once that turn is done.
+ */
+export interface ChildRecord {
+  trajectoryId: string;
+  createdAt: string;
+  /** The child's first turn: prompt tokens, how many were cached (reused), where and why it ran (null: not done yet). */
+  firstTurn: { promptTokens: number; cachedTokens: number; backend: string; route: string | null } | null;
+}
+
 /** Why a turn sent the backend the full transcript instead of a delta. */
 export type FullReason = "first-turn" | "diverged" | "tools-changed" | "state-unknown" | "backend-changed" | "failover";
 
@@ -124,7 +135,7 @@ export interface TurnRecord {
   /** What safe canonicalization changed in this turn's request (absent when nothing). */
   repaired?: Repairs;
   /**
-   * Why the turn went to its backend: the routing policy's reason (`pinned`, `prefix`,
+   * Why the turn went to its backend: the routing policy's reason (`pinned`, `parent`: a subagent's first turn, `prefix`,
    * `least-loaded`, `pinned-overloaded`, `pinned-down`, `pinned-draining`, `round-robin`, `hash`), or `failover`
    * when the planned backend failed and another took the turn. Absent on older records.
    */
@@ -190,6 +201,8 @@ export interface TrajectoryState {
   forks: ForkRecord[];
   /** The trajectory this one was forked from or is a subagent of (null: neither). */
   parent: ParentLink | null;
+  /** Subagents linked to this trajectory as their parent, oldest first. */
+  children: ChildRecord[];
 }
 
 /** A trajectory's metadata as stored with its transcript. */
