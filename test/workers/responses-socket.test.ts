@@ -67,7 +67,7 @@ describe("Responses API over a WebSocket", () => {
     expect(ANSWERED.has(turn2.at(-1)!.type), JSON.stringify(turn2.at(-1))).toBe(true);
     const state = await getState("a", socket.trajectory!);
     // Without the chain's tools turn 2 would be full (tools-changed: [] after [read_file]).
-    expect(state.turns.map((t) => t.mode), JSON.stringify(state.turns.map((t) => t.prefixBreak))).toEqual(["full", "delta"]);
+    expect(state.turns.map((t) => t.mode), JSON.stringify(state.turns.map((t) => t.prefix_break))).toEqual(["full", "delta"]);
     socket.ws.close();
   });
 
