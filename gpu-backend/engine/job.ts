@@ -5,6 +5,7 @@ import type { ToolCallStream } from "../tokenizer/tool-call-stream";
 import type { Sequence } from "../scheduler/sequence";
 import type { ReplyBudget } from "./reply-budget";
 import type { Sampler } from "./sampler";
+import type { JobSpeculation } from "./speculation";
 import type { StopChecker } from "./stop-checker";
 
 /** One generation in flight: its sequence, sampler, stop checks, output and how it ends. */
@@ -32,6 +33,8 @@ export interface Job {
   endTurn: number | undefined;
   /** A reply parsed for tool calls: splits its streamed text into each token frame's `reply` (its ids go to the final parse). */
   reply: ToolCallStream | undefined;
+  /** Speculative decoding (the engine has a draft source and the request did not opt out): its tenant and figures; undefined: off. */
+  speculation: JobSpeculation | undefined;
 }
 
 /** Where a sequence's KV comes from and goes: its hash root, the kept tail it continues, the turn state it becomes. */
@@ -54,6 +57,8 @@ export interface JobParams {
   constraint?: ConstrainedReply | null;
   /** The reply's tool-call splitter when it is parsed for tool calls (chat turns). */
   reply?: ToolCallStream;
+  /** The tenant (cache salt) drafts are keyed by, when the job may speculate (the engine's option still decides). */
+  speculate?: { tenant: string } | undefined;
   onFinish: (reason: FinishReason, job: Job) => void;
 }
 

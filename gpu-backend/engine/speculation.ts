@@ -1,0 +1,71 @@
+import type { DraftSource } from "../speculative/draft-source";
+import type { Job } from "./job";
+
+/** Speculative decoding's engine option (`--speculative`, `--speculative-max`). Absent: off. */
+export interface SpeculationOptions {
+  /** Where drafts come from (speculative/: prompt lookup, the tenant's suffix tree). */
+  source: DraftSource;
+  /** Most tokens drafted per sequence per step. */
+  maxDraftTokens: number;
+}
+
+/** A job's speculation: its tenant (the cache salt drafts are keyed by) and its figures so far. */
+export interface JobSpeculation {
+  tenant: string;
+  /** Draft tokens verified. */
+  drafted: number;
+  /** Of those, accepted (the model produced the same token). */
+  accepted: number;
+}
+
+/** Engine-wide speculation figures, read by /metrics. */
+export interface SpeculationCounters {
+  /** Draft tokens verified. */
+  drafted: number;
+  /** Draft tokens accepted. */
+  accepted: number;
+  /** Sequence-steps that verified a draft (each yields accepted + 1 tokens). */
+  verifies: number;
+  /** By draft length k (index k): verify steps with a k-token draft, and their accepted tokens. */
+  byLength: { verifies: number[]; accepted: number[] };
+}
+
+/** @example counters.speculation = newSpeculationCounters(); */
+export function newSpeculationCounters(): SpeculationCounters {
+  return { drafted: 0, accepted: 0, verifies: 0, byLength: { verifies: [], accepted: [] } };
+}
+
+/**
+ * The draft a decoding job's next step verifies: its source's guess, at most `maxDraftTokens`
+ * and never past the reply's budget (the step yields up to k + 1 tokens), cut where the grammar
+ * of a constrained job refuses it. [] when the job does not speculate or is not decoding (its
+ * last token is the only one not computed).
+ *
+ * @example seq.draft = draftFor(job, options, kv.numComputedTokens(seq.seqId));
+ */
+export function draftFor(job: Job, options: SpeculationOptions, numComputed: number): number[] {
+  const seq = job.seq;
+  if (!job.speculation || job.finished || seq.status !== "running" || seq.numGenerated === 0 || numComputed !== seq.tokenIds.length - 1) return [];
+  const max = Math.min(options.maxDraftTokens, seq.maxTokens - seq.numGenerated - 1);
+  if (max <= 0) return [];
+  const draft = options.source.propose({ tenant: job.speculation.tenant, tokenIds: seq.tokenIds, numPromptTokens: seq.numPromptTokens }, max).slice(0, max);
+  return job.constraint ? job.constraint.draftPrefix(draft) : draft;
+}
+
+/**
+ * Counts one verify step: `k` drafted tokens, `accepted` of them kept.
+ *
+ * @example noteVerify(engine.counters.speculation, job, 4, 3);
+ */
+export function noteVerify(counters: SpeculationCounters, job: Job, k: number, accepted: number): void {
+  if (k === 0) return;
+  counters.drafted += k;
+  counters.accepted += accepted;
+  counters.verifies++;
+  counters.byLength.verifies[k] = (counters.byLength.verifies[k] ?? 0) + 1;
+  counters.byLength.accepted[k] = (counters.byLength.accepted[k] ?? 0) + accepted;
+  if (job.speculation) {
+    job.speculation.drafted += k;
+    job.speculation.accepted += accepted;
+  }
+}
