@@ -5,7 +5,6 @@ import type { ToolCallStream } from "../tokenizer/tool-call-stream";
 import type { Sequence } from "../scheduler/sequence";
 import type { ReplyBudget } from "./reply-budget";
 import type { Sampler } from "./sampler";
-import type { JobSpeculation } from "./speculation";
 import type { StopChecker } from "./stop-checker";
 
 /** One generation in flight: its sequence, sampler, stop checks, output and how it ends. */
@@ -35,6 +34,15 @@ export interface Job {
   reply: ToolCallStream | undefined;
   /** Speculative decoding (the engine has a draft source and the request did not opt out): its tenant and figures; undefined: off. */
   speculation: JobSpeculation | undefined;
+}
+
+/** A job's speculation: its tenant (the cache salt drafts are keyed by) and its figures so far. */
+export interface JobSpeculation {
+  tenant: string;
+  /** Draft tokens verified. */
+  drafted: number;
+  /** Of those, accepted (the model produced the same token). */
+  accepted: number;
 }
 
 /** Where a sequence's KV comes from and goes: its hash root, the kept tail it continues, the turn state it becomes. */

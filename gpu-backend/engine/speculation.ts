@@ -1,5 +1,8 @@
 import type { DraftSource } from "../speculative/draft-source";
+import { PromptLookup } from "../speculative/prompt-lookup";
 import type { Job } from "./job";
+
+export type { JobSpeculation } from "./job";
 
 /** Speculative decoding's engine option (`--speculative`, `--speculative-max`). Absent: off. */
 export interface SpeculationOptions {
@@ -9,13 +12,21 @@ export interface SpeculationOptions {
   maxDraftTokens: number;
 }
 
-/** A job's speculation: its tenant (the cache salt drafts are keyed by) and its figures so far. */
-export interface JobSpeculation {
-  tenant: string;
-  /** Draft tokens verified. */
-  drafted: number;
-  /** Of those, accepted (the model produced the same token). */
-  accepted: number;
+/** `--speculative`: off, prompt lookup over the sequence's own tokens, or the tenant's suffix tree too. */
+export type SpeculativeMode = "off" | "lookup" | "suffix";
+
+/** The backend's default `--speculative-max`: most tokens drafted per sequence per step. */
+export const DEFAULT_MAX_DRAFT_TOKENS = 5;
+
+/**
+ * The engine option for a `--speculative` mode (undefined for "off"). "suffix" drafts from prompt
+ * lookup until the suffix-tree source lands (docs/engine.md, Speculative decoding).
+ *
+ * @example createEngine({ ...options, speculative: speculationFor("lookup", 5) });
+ */
+export function speculationFor(mode: SpeculativeMode, maxDraftTokens = DEFAULT_MAX_DRAFT_TOKENS): SpeculationOptions | undefined {
+  if (mode === "off") return undefined;
+  return { source: new PromptLookup(), maxDraftTokens };
 }
 
 /** Engine-wide speculation figures, read by /metrics. */
