@@ -35,7 +35,7 @@ const drafts = {
   wrong: false,
   propose(c: DraftContext, max: number): number[] {
     if (this.full.length === 0 || c.tokenIds.some((t, i) => this.full[i] !== t)) return [];
-    return this.full.slice(c.tokenIds.length, c.tokenIds.length + max).map((t) => (this.wrong ? t + 1 : t));
+    return this.full.slice(c.tokenIds.length, c.tokenIds.length + max).map((t) => (this.wrong ? (t + 1) % model.spec.vocabSize : t));
   },
 };
 let engine: Engine;

@@ -370,6 +370,17 @@ class Drafts implements DraftSource {
 }
 
 describe("Engine: speculative decoding never changes an answer", () => {
+  it("prompt lookup drafts what followed the latest earlier match of the last tokens, a loop repeating itself", () => {
+    const lookup = new PromptLookup();
+    const at = (tokenIds: number[], max: number) => lookup.propose({ tenant: "", tokenIds, numPromptTokens: 1 }, max);
+    expect(at([5, 6, 7, 8, 5, 6], 3)).toEqual([7, 8, 5]);
+    expect(at([1, 2, 3, 9, 1, 2, 4, 8, 1, 2], 2)).toEqual([4, 8]); // the latest match
+    expect(at([1, 2, 9, 9, 9], 4)).toEqual([9, 9, 9, 9]);
+    expect(at([3, 4, 1, 2, 3, 4], 5)).toEqual([1, 2, 3, 4, 1]);
+    expect(at([1, 2, 3, 4], 3)).toEqual([]); // no earlier match of 2 or more tokens
+    expect(at([1, 2, 1, 2], 0)).toEqual([]);
+  });
+
   it("gives bit-identical greedy outputs with prompt lookup, true and wrong drafts, cache cold and warm; rollback keeps the KV invariants and later reuse", async () => {
     const drafts = new Drafts();
     const { engine, executor } = await makeEngine({ speculative: { source: drafts, maxDraftTokens: 5 } });

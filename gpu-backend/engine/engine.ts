@@ -220,7 +220,7 @@ export class Engine implements JobQueue {
     const drafted: Sequence[] = [];
     for (const job of this.jobs.values()) {
       if (!job.speculation || job.seq.status !== "running") continue;
-      const draft = draftFor(job, spec, this.kv.numComputedTokens(job.seq.seqId));
+      const draft = draftFor(job, spec, this.kv.numComputedTokens(job.seq.seqId), this.options.executor.spec.vocabSize);
       if (draft.length === 0) continue;
       job.seq.draft = draft;
       drafted.push(job.seq);

@@ -48,18 +48,20 @@ export function newSpeculationCounters(): SpeculationCounters {
 
 /**
  * The draft a decoding job's next step verifies: its source's guess, at most `maxDraftTokens`
- * and never past the reply's budget (the step yields up to k + 1 tokens), cut where the grammar
- * of a constrained job refuses it. [] when the job does not speculate or is not decoding (its
- * last token is the only one not computed).
+ * and never past the reply's budget (the step yields up to k + 1 tokens), cut at the first id
+ * outside the vocabulary and where the grammar of a constrained job refuses it. [] when the job
+ * does not speculate or is not decoding (its last token is the only one not computed).
  *
- * @example seq.draft = draftFor(job, options, kv.numComputedTokens(seq.seqId));
+ * @example seq.draft = draftFor(job, options, kv.numComputedTokens(seq.seqId), spec.vocabSize);
  */
-export function draftFor(job: Job, options: SpeculationOptions, numComputed: number): number[] {
+export function draftFor(job: Job, options: SpeculationOptions, numComputed: number, vocabSize: number): number[] {
   const seq = job.seq;
   if (!job.speculation || job.finished || seq.status !== "running" || seq.numGenerated === 0 || numComputed !== seq.tokenIds.length - 1) return [];
   const max = Math.min(options.maxDraftTokens, seq.maxTokens - seq.numGenerated - 1);
   if (max <= 0) return [];
   const draft = options.source.propose({ tenant: job.speculation.tenant, tokenIds: seq.tokenIds, numPromptTokens: seq.numPromptTokens }, max).slice(0, max);
+  const bad = draft.findIndex((id) => !Number.isInteger(id) || id < 0 || id >= vocabSize);
+  if (bad >= 0) draft.length = bad;
   return job.constraint ? job.constraint.draftPrefix(draft) : draft;
 }
 

@@ -18,6 +18,7 @@ export interface PromptLookupOptions {
  * @example
  * const source = new PromptLookup();
  * source.propose({ tenant: "", tokenIds: [5, 6, 7, 8, 5, 6], numPromptTokens: 4 }, 3); // [7, 8, 5]
+ * source.propose({ tenant: "", tokenIds: [1, 2, 9, 9, 9], numPromptTokens: 2 }, 4);       // [9, 9, 9, 9]
  */
 export class PromptLookup implements DraftSource {
   private readonly maxNgram: number;
@@ -38,8 +39,12 @@ export class PromptLookup implements DraftSource {
         let k = 0;
         while (k < n && ids[s + k] === ids[L - n + k]) k++;
         if (k < n) continue;
+        // Copied as LZ77 copies an overlapping match: past the context's end the draft repeats
+        // itself, so a loop of period p (the match ends p tokens before the end) drafts `max` tokens.
         const from = s + n;
-        return ids.slice(from, Math.min(from + max, L)) as number[];
+        const draft: number[] = [];
+        for (let i = 0; i < max; i++) draft.push(from + i < L ? ids[from + i]! : draft[from + i - L]!);
+        return draft;
       }
     }
     return [];
