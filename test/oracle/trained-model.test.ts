@@ -10,7 +10,7 @@ import { createEngine } from "../../gpu-backend/engine/create-engine";
 import type { Engine } from "../../gpu-backend/engine/engine";
 import { loadModel, type LoadedModel } from "../../gpu-backend/engine/load-model";
 import { replyDeltasMismatch } from "../../gpu-backend/tokenizer/reply-deltas";
-import { PromptLookup } from "../../gpu-backend/speculative/prompt-lookup";
+import { SequenceLookup } from "../../gpu-backend/speculative/sequence-lookup";
 import { BlockPool } from "../../gpu-backend/kv/block-pool";
 import { trainedModelPath } from "../../gpu-backend/model/checkpoint/trained-models";
 import { CpuExecutor } from "../../gpu-backend/model/executors/cpu-executor";
@@ -63,7 +63,7 @@ beforeAll(async () => {
     scheduler: { maxBatchTokens: 256, maxRunningSequences: 4, blockSize: 16 },
     enablePrefixCache: true,
     backendId: "trained",
-    speculative: { source: new PromptLookup(), maxDraftTokens: 5 },
+    speculative: { source: new SequenceLookup(), maxDraftTokens: 5 },
   });
   chatPrompt = model.codec.encode(model.codec.render({ messages: [{ role: "user", content: "Write a short story about a robot who learns to paint." }], tools: [], addGenerationPrompt: true }));
   llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error, logger: () => {} });
