@@ -26,7 +26,7 @@ export interface SpeculationOptions {
 export type SpeculativeMode = "off" | "lookup" | "suffix";
 
 /** The backend's default `--speculative-max`: most tokens drafted per sequence per step. */
-export const DEFAULT_MAX_DRAFT_TOKENS = 5;
+export const DEFAULT_MAX_DRAFT_TOKENS = 8;
 
 /**
  * The engine option for a `--speculative` mode (undefined for "off"): `lookup` drafts from the
