@@ -443,8 +443,15 @@ describe("Engine: speculative decoding never changes an answer", () => {
     expect(stopped.tokenIds).toEqual(plain.tokenIds);
     for (const max of [1, 2, 7]) expect((await engine.generateTokens({ tokenIds: p, sampling: greedy(max) })).tokenIds).toEqual(want.tokenIds.slice(0, max));
 
-    // Three sequences at once under a 32-token budget: each verifies its own draft, never past the budget.
+    // Sampling: the rejection rule runs in the engine, and a seed still reproduces the reply.
     drafts.source = "lookup";
+    const sampled = greedy(16, { temperature: 0.8, topK: 20, seed: 3 });
+    const s1 = await engine.generateTokens({ tokenIds: p, sampling: sampled, cacheSalt: "w" });
+    const s2 = await engine.generateTokens({ tokenIds: p, sampling: sampled, cacheSalt: "w" });
+    expect(s2.tokenIds).toEqual(s1.tokenIds);
+    expect(s1.speculation!.drafted).toBeGreaterThan(0);
+
+    // Three sequences at once under a 32-token budget: each verifies its own draft, never past the budget.
     const many = [0, 1, 2].map((k) => [...prompt(20, k * 50), ...prompt(20, k * 50)]);
     const alone = await Promise.all(many.map((q) => engine.generateTokens({ tokenIds: q, sampling: greedy(16), speculative: false })));
     const steps = executor.steps.length;
