@@ -5,7 +5,9 @@
  * lookup|suffix`, adaptive length, or `fixed`); prints decode tokens/s, acceptance and tokens per
  * step, and whether the outputs are identical.
  *
- * @example AGENT_EDGE_CACHE_DIR=/work/main/.cache npx tsx scripts/speculation-check.ts [threads] [lookup|suffix] [maxDraft] [fixed]
+ * With a batch size, also that many copying turns at once (wall-clock throughput, prefill included).
+ *
+ * @example AGENT_EDGE_CACHE_DIR=/work/main/.cache npx tsx scripts/speculation-check.ts [threads] [lookup|suffix] [maxDraft] [fixed|adaptive] [batch]
  */
 import { createEngine } from "../gpu-backend/engine/create-engine";
 import { loadModel } from "../gpu-backend/engine/load-model";
@@ -55,6 +57,18 @@ for (const [name, text] of Object.entries(turns)) {
   const s = on[0]!;
   const identical = on.every((r) => JSON.stringify(r.ids) === JSON.stringify(off[0]!.ids)) && off.every((r) => JSON.stringify(r.ids) === JSON.stringify(off[0]!.ids));
   console.log(`${name}: ${s.decodeTokens + 1} tokens, prompt ${ids.length}; decode ${a.toFixed(1)} tok/s off, ${b.toFixed(1)} tok/s ${mode} (x${(b / a).toFixed(2)}); accepted ${s.spec!.accepted}/${s.spec!.drafted} drafted (${((100 * s.spec!.accepted) / Math.max(1, s.spec!.drafted)).toFixed(0)}%); decode steps ${off[0]!.steps} -> ${s.steps} (${(s.decodeTokens / Math.max(1, s.steps)).toFixed(2)} tokens/step); outputs identical: ${identical}`);
+}
+// Batch: `batch` copying turns at once (each its own record and salt), generated tokens per second of wall time, prefill included.
+const batch = Number(process.argv[6] ?? 1);
+if (batch > 1) {
+  const prompts = Array.from({ length: batch }, (_, i) => prompt(turns.copy.replaceAll("8f3a2c91", `8f3a2c${10 + i}`).replaceAll("retries\": 3", `retries": ${i}`)));
+  for (const on of [false, true, false, true]) {
+    const t0 = performance.now();
+    const rs = await Promise.all(prompts.map((ids, i) => engine.generateTokens({ tokenIds: ids, sampling, cacheSalt: `batch-${on}-${i}-${t0}`, speculative: on })));
+    const tokens = rs.reduce((a, r) => a + r.tokenIds.length, 0);
+    const spec = rs.reduce((a, r) => [a[0]! + (r.speculation?.accepted ?? 0), a[1]! + (r.speculation?.drafted ?? 0)], [0, 0]);
+    console.log(`batch ${batch} copy, ${on ? mode : "off"}: ${tokens} tokens in ${(performance.now() - t0).toFixed(0)} ms, ${((tokens / (performance.now() - t0)) * 1000).toFixed(1)} tok/s${on ? `, accepted ${spec[0]}/${spec[1]}` : ""}`);
+  }
 }
 console.log(`threads ${threads}, ${mode}, max draft ${maxDraft}, ${speculative.adaptive ? "adaptive" : "fixed"}: ${JSON.stringify(model.codec.decode((await run(prompt(turns.copy), false, "show")).ids))}`);
 await executor.dispose();
