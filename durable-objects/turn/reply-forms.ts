@@ -27,7 +27,9 @@ export function replyForms(done: DoneFrame, canonicalBefore: readonly ChatMessag
     ...reply,
     tool_calls: reply.tool_calls!.map((c, i) => ({ ...c, id: callId(first + i), function: { ...c.function, arguments: rewrite(c.function.arguments) } })),
   });
-  return { client: withArgs(compactJsonText), stored: withArgs(canonicalJsonText) };
+  // Stored: the client's arguments canonicalized, which is what a client sending them back stores
+  // (also where canonical JSON would rewrite a value and so leaves the text as it is).
+  return { client: withArgs(compactJsonText), stored: withArgs((a) => canonicalJsonText(compactJsonText(a))) };
 }
 
 /**

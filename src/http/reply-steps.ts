@@ -32,7 +32,8 @@ interface OpenCall {
  * opens or the reply ends. Text after the first call opened is held back (the done message says
  * what it is), and so is trailing whitespace until more text follows (a reply with calls has its
  * content trimmed). Token events without `reply` (no tools, a replayed turn, a backend that does
- * not stream calls): `ReplyTextSplitter` holds back what may be a call, as before. Once any event
+ * not stream calls): `ReplyTextSplitter` holds back what may be a call, as before, and with tools
+ * trailing whitespace waits as above. Once any event
  * carried `reply`, the text of events without it adds nothing.
  *
  * At the end the done message is authoritative: text it holds past what streamed goes out (when
@@ -58,20 +59,24 @@ export class ReplySteps {
   private readonly opened = new Map<number, OpenCall>();
   private open: OpenCall | undefined;
 
-  constructor(hasTools: boolean) {
+  constructor(private readonly hasTools: boolean) {
     this.split = new ReplyTextSplitter(hasTools);
   }
 
   /** The steps one token event adds. */
   token(event: Pick<TokenEvent, "text" | "reply">): ReplyStep[] {
+    const steps: ReplyStep[] = [];
     if (!event.reply) {
-      if (this.structured) return [];
+      if (this.structured) return steps;
       const out = this.split.push(event.text);
-      if (out) this.streamed += out;
-      return out ? [{ type: "text", text: out }] : [];
+      if (!this.hasTools) {
+        if (out) this.streamed += out;
+        return out ? [{ type: "text", text: out }] : steps;
+      }
+      if (out) this.text(out, steps);
+      return steps;
     }
     this.structured = true;
-    const steps: ReplyStep[] = [];
     if (event.reply.content) this.text(event.reply.content, steps);
     for (const d of event.reply.toolCalls ?? []) {
       let call = this.opened.get(d.index);
@@ -96,15 +101,12 @@ export class ReplySteps {
   finish(message: AssistantReply): ReplyStep[] {
     const calls = message.tool_calls ?? [];
     const steps: ReplyStep[] = [];
-    if (!this.structured) {
-      const rest = this.split.finish(calls.length > 0);
-      if (rest) {
-        this.streamed += rest;
-        steps.push({ type: "text", text: rest });
-      }
-    } else if (calls.length === 0 && this.opened.size === 0 && this.space) {
-      steps.push({ type: "text", text: this.space });
-      this.streamed += this.space;
+    // Without calls the held whitespace (and text the splitter held) is the reply's after all.
+    const rest = (calls.length === 0 && this.opened.size === 0 ? this.space : "") + (this.structured ? "" : this.split.finish(calls.length > 0));
+    this.space = "";
+    if (rest) {
+      this.streamed += rest;
+      steps.push({ type: "text", text: rest });
     }
     const open = this.open;
     if (open) {
