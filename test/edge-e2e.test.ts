@@ -129,6 +129,25 @@ describe("edge end to end (wrangler dev + backend + openai client)", () => {
     expect(res.headers.get("x-agent-edge-mode")).toBe("delta");
   });
 
+  it("streams a forced call's name, then its arguments piece by piece; finalChatCompletion() equals the non-streamed call", async () => {
+    // Two fresh trajectories, one request each: the same greedy call, canonically `call_0` in both.
+    const params = { model: MODEL, messages: [{ role: "user" as const, content: "Read the README." }], tools, tool_choice: "required" as const, parallel_tool_calls: false, temperature: 0, max_tokens: 48 };
+    const created = await client.chat.completions.create(params, { headers: { "x-trajectory-id": `e2e-stream-a-${crypto.randomUUID()}` } });
+    const stream = client.chat.completions.stream(params, { headers: { "x-trajectory-id": `e2e-stream-b-${crypto.randomUUID()}` } });
+    const events: string[] = [];
+    stream.on("tool_calls.function.arguments.delta", (e) => {
+      if (e.index === 0 && e.arguments_delta) events.push("delta");
+    });
+    stream.on("tool_calls.function.arguments.done", (e) => events.push(`done:${e.index}`));
+    const final = await stream.finalChatCompletion();
+    expect(created.choices[0]!.message.tool_calls!.length).toBeGreaterThan(0);
+    expect(final.choices[0]!.message.tool_calls).toEqual(created.choices[0]!.message.tool_calls);
+    expect(final.choices[0]!.finish_reason).toBe(created.choices[0]!.finish_reason);
+    // More than one argument piece arrived before the first call ended.
+    expect(events.indexOf("done:0")).toBeGreaterThan(1);
+    expect(events.slice(0, events.indexOf("done:0")).every((e) => e === "delta")).toBe(true);
+  }, 120_000);
+
   it("has the backend registered in the pool by its heartbeats", async () => {
     let backends: { id: string; source: string; up: boolean; url: string }[] = [];
     for (let i = 0; i < 50 && !backends.some((b) => b.source === "registered"); i++) {
