@@ -107,3 +107,23 @@ describe.each([
     if (kind === "streamed") expect(pieces.filter((p) => p.startsWith("1:")).length).toBe(5);
   });
 });
+
+describe("Responses: a custom tool's call", () => {
+  it("goes out whole when it ends (added, then done), never as function_call argument deltas", async () => {
+    const patch = call("call_0", "apply_patch", '{"input":"*** Begin Patch"}');
+    const final: AssistantReply = { role: "assistant", content: null, tool_calls: [patch] };
+    const events: TurnEvent[] = [
+      token("", { toolCalls: [{ index: 0, id: "call_0", name: "apply_patch" }] }),
+      ...['{"input":', '"*** Begin', ' Patch"}'].map((p) => token(p, { toolCalls: [{ index: 0, arguments: p }] })),
+      { ...done, message: final },
+    ];
+    const meta: ResponseMeta = { token: "tok2", trajectoryId: undefined, stored: false, createdAt: 1, model: "m", echo: {}, hasTools: true, shapes: { customTools: ["apply_patch"] } };
+    const client = new OpenAI({ apiKey: "k", baseURL: "http://edge.test/v1", fetch: serving(responsesSse(meta, from(events))) });
+    const stream = client.responses.stream({ model: "m", input: "go" });
+    const seen: string[] = [];
+    stream.on("event", (e) => seen.push(e.type));
+    const response = await stream.finalResponse();
+    expect(response.output).toMatchObject([{ type: "custom_tool_call", call_id: "call_0", name: "apply_patch", input: "*** Begin Patch" }]);
+    expect(seen.filter((t) => t.startsWith("response.output_item") || t.startsWith("response.function_call"))).toEqual(["response.output_item.added", "response.output_item.done"]);
+  });
+});
