@@ -33,13 +33,13 @@ interface OpenCall {
  * what it is), and so is trailing whitespace until more text follows (a reply with calls has its
  * content trimmed). Token events without `reply` (no tools, a replayed turn, a backend that does
  * not stream calls): `ReplyTextSplitter` holds back what may be a call, as before, and with tools
- * trailing whitespace waits as above. Once any event
- * carried `reply`, the text of events without it adds nothing.
+ * trailing whitespace waits as above. Once any event carried `reply`, the text of events without
+ * it adds nothing.
  *
  * At the end the done message is authoritative: text it holds past what streamed goes out (when
- * events carried `reply`), the
- * open call closes with the message's call, and each call of the message that did not stream (a
- * replay, a call the backend did not stream) goes out whole: open with all its arguments, close.
+ * events carried `reply`), the open call closes with the message's call, and each call of the
+ * message that did not stream (a replay, a call the backend did not stream) goes out whole: open
+ * with all its arguments, close.
  *
  * @example
  * const steps = new ReplySteps(hasTools);
