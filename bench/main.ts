@@ -9,6 +9,7 @@ import { runLlamaCppChild, useBenchEntry } from "./llamacpp-child";
 import { runOverloadBench } from "./overload-bench";
 import { runRollingRestartBench } from "./rolling-restart-bench";
 import { runRoutingBench } from "./routing-bench";
+import { runSubagentBench } from "./routing-subagents";
 import { runSoakBench } from "./soak-bench";
 import { runToolStreamBench } from "./tool-stream-bench";
 import { SOAK_KINDS, type SoakKind } from "./soak-clients";
@@ -42,7 +43,10 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *            tokens/s, TTFT p50/p99, max/mean backend load; flags: --backends N (4),
  *            --trajectories M (32), --turns T, --observation-tokens LO,HI, --policies a,b, --quick,
  *            --json, --model DIR, --out DIR, --step-trace DIR (backends trace every engine step),
- *            --kv-pull auto|always|never (the backends'; never: no KV transfer)
+ *            --kv-pull auto|always|never (the backends'; never: no KV transfer);
+ *            --subagents: instead, F families (--trajectories F, 4) of a parent and 4 subagents
+ *            placed with their parent vs as independent trajectories: the children's prompt
+ *            tokens computed, as a ratio (bench/routing-subagents.ts)
  *   sessionless  M clients naming no session, sharing a system prompt, over N backends: the edge's
  *            cache-aware placement of stateless turns vs round-robin: hit rate, tokens computed,
  *            spread; flags: --backends N (4), --trajectories M (32), --turns T, --quick, --json, --model DIR
@@ -113,6 +117,7 @@ const { values: v } = parseArgs({
     seconds: { type: "string" },
     kinds: { type: "string" },
     "worker-heap": { type: "boolean", default: false },
+    subagents: { type: "boolean", default: false },
     "max-queued-tokens": { type: "string" },
   },
   strict: true,
@@ -146,7 +151,7 @@ const BENCHES: Record<string, () => Promise<unknown>> = {
   "llamacpp-child": () => runLlamaCppChild(rest),
   edge: () => runEdgeBench({ quick, turns, model }),
   routing: () =>
-    runRoutingBench({
+    v.subagents ? runSubagentBench({ quick, backends, families: trajectories, turns, model, outDir }) : runRoutingBench({
       quick,
       backends,
       trajectories,

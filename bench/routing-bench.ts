@@ -158,8 +158,12 @@ export async function runRoutingBench(o: RoutingBenchOptions): Promise<{ summary
   return { summary, details };
 }
 
-/** One short request straight to each backend, so the first policy does not pay first-run costs. */
-async function warmUp(stack: BenchStack, modelId: string): Promise<void> {
+/**
+ * One short request straight to each backend, so the first policy does not pay first-run costs.
+ *
+ * @example await warmUp(stack, model.spec.modelId);
+ */
+export async function warmUp(stack: BenchStack, modelId: string): Promise<void> {
   await Promise.all(
     stack.backendUrls.map(async (url, i) => {
       const request = { requestId: `warm-${i}`, trajectoryId: `warm-${i}`, cacheSalt: "routing-bench-warm-up", mode: "full" as const, messages: [{ role: "user" as const, content: "warm up ".repeat(100) }], model: modelId, sampling: greedy(4) };

@@ -214,7 +214,7 @@ const FRAME_FAILURES: [string, unknown][] = [
   ],
   [
     'code must be one of "malformed_msgpack", "invalid_request", "unauthorized", "unknown_model", "state_unknown", ' +
-      '"context_length_exceeded", "overloaded", "not_found", "payload_too_large", "trajectory_busy", "backend_unavailable", "internal_error", "invalid_schema", "unsupported_schema", "unknown_tool", "max_tokens_too_small", "limit_exceeded", "headers_too_large", "websocket_unsupported"',
+      '"context_length_exceeded", "overloaded", "not_found", "payload_too_large", "trajectory_busy", "backend_unavailable", "internal_error", "invalid_schema", "unsupported_schema", "unknown_tool", "max_tokens_too_small", "limit_exceeded", "headers_too_large", "upgrade_required", "response_already_in_flight", "websocket_connection_limit_reached"',
     { ...ERROR, code: "teapot" },
   ],
   ["message must be a string", { ...ERROR, message: 1 }],

@@ -22,7 +22,9 @@ const EXPECTED: [ErrorCode, number, boolean][] = [
   ["max_tokens_too_small", 400, false],
   ["limit_exceeded", 400, false],
   ["headers_too_large", 431, false],
-  ["websocket_unsupported", 426, false],
+  ["upgrade_required", 426, false],
+  ["response_already_in_flight", 409, true],
+  ["websocket_connection_limit_reached", 400, false],
 ];
 
 describe("error code table", () => {

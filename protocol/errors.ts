@@ -41,8 +41,12 @@ export const ERROR_CODE_INFO = {
   limit_exceeded: { httpStatus: 400, retryable: false },
   /** The request's headers pass the edge's cap on header bytes. */
   headers_too_large: { httpStatus: 431, retryable: false },
-  /** A WebSocket upgrade (Codex's Responses transport): answered 426 at once, so the client falls back to HTTP. */
-  websocket_unsupported: { httpStatus: 426, retryable: false },
+  /** `GET /v1/responses` without `Upgrade: websocket` (that path's GET is the Responses API's WebSocket transport). */
+  upgrade_required: { httpStatus: 426, retryable: false },
+  /** A `response.create` on a Responses WebSocket whose previous response is still streaming (one in flight per connection). */
+  response_already_in_flight: { httpStatus: 409, retryable: true },
+  /** A Responses WebSocket past its lifetime (60 minutes): open a new connection and go on. */
+  websocket_connection_limit_reached: { httpStatus: 400, retryable: false },
 } as const satisfies Record<ErrorCode, ErrorCodeInfo>;
 
 /** The HTTP statuses error codes answer with (400, 401, 404, 409, 413, 426, 429, 431, 500, 503). */

@@ -436,4 +436,6 @@ export type ErrorCode =
   | "max_tokens_too_small"
   | "limit_exceeded"
   | "headers_too_large"
-  | "websocket_unsupported";
+  | "upgrade_required"
+  | "response_already_in_flight"
+  | "websocket_connection_limit_reached";

@@ -7,13 +7,14 @@ import { headerLimit } from "./http/header-limit";
 import { modelListEntry, servedModelList } from "./http/models";
 import { chatRoutes } from "./routes/chat";
 import { responsesRoutes } from "./routes/responses";
+import { responsesSocketRoutes } from "./routes/responses-socket";
 import { inspectRoutes } from "./routes/inspect";
 import { messagesRoutes } from "./routes/messages";
 import { metricsRoutes } from "./routes/metrics";
 import { poolRoutes } from "./routes/pool";
 import { trajectoryRoutes } from "./routes/trajectories";
 
-export { TrajectoryDO } from "../durable-objects/trajectory/trajectory-do";
+export { TrajectoryDO } from "./trajectory-do";
 export { PoolDO } from "../durable-objects/pool/pool-do";
 export { TenantIndexDO } from "../durable-objects/tenant-index/tenant-index-do";
 
@@ -33,11 +34,8 @@ openaiRoutes
     if (models.length === 0) throw new ProtocolError("backend_unavailable", "no backend is up, so no model is served right now; retry shortly");
     return c.json({ object: "list", data: models.map(modelListEntry) });
   })
-  // Codex CLI first tries the Responses API over a WebSocket: a 426 makes it fall back to HTTP at
-  // once (anything else costs it ~6 s of retries).
-  .get(E.openai.responses, () => {
-    throw new ProtocolError("websocket_unsupported", "the Responses API's WebSocket transport is not served here; use HTTP (POST /v1/responses)");
-  })
+  // The Responses API over a WebSocket (Codex CLI tries it first): terminated in the trajectory's object.
+  .route("/", responsesSocketRoutes)
   .route("/", chatRoutes)
   .route("/", responsesRoutes);
 

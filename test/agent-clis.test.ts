@@ -116,7 +116,8 @@ describe.skipIf(SKIP)("coding-agent CLIs against the local stack (wrangler dev +
         if (logTail.length > 200) logTail.shift();
       },
     });
-    proxy = await startRecordingProxy(stack.edgeUrl);
+    // Codex runs its Responses turns over the edge's WebSocket (AGENT_CLIS_WEBSOCKETS=0: over HTTP, after a 426).
+    proxy = await startRecordingProxy(stack.edgeUrl, { websockets: process.env.AGENT_CLIS_WEBSOCKETS !== "0" });
   });
 
   afterAll(async () => {
@@ -166,7 +167,7 @@ describe.skipIf(SKIP)("coding-agent CLIs against the local stack (wrangler dev +
         const xs = r.exchanges.map((x) => `${x.method} ${x.path} -> ${x.status} ${String(x.responseHeaders["x-trajectory-id"] ?? "")} ${x.status >= 400 ? x.responseHead.slice(0, 400) : ""}`);
         return [`exit ${r.run.code ?? r.run.signal} timedOut=${r.run.timedOut}`, `stdout: ${r.run.stdout.slice(-1500)}`, `stderr: ${r.run.stderr.slice(-1500)}`, ...xs, "stack log tail:", ...logTail.slice(-30)].join("\n");
       };
-      const mainCalls = (i: number) => (runs[i]?.exchanges ?? []).filter((x) => x.path.split("?")[0] === spec.endpoint && x.responseHeaders["x-agent-edge-side"] !== "true" && x.method === "POST");
+      const mainCalls = (i: number) => (runs[i]?.exchanges ?? []).filter((x) => x.path.split("?")[0] === spec.endpoint && x.responseHeaders["x-agent-edge-side"] !== "true" && (x.method === "POST" || x.method === "WS"));
       /**
        * The trajectory a run's session ran in: the `x-trajectory-id` answered to its first main
        * turn (a subagent, which starts later, has a trajectory of its own).

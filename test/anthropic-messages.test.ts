@@ -1,4 +1,5 @@
 import Anthropic, { APIError } from "@anthropic-ai/sdk";
+import type { BetaContentBlockParam, BetaMessageParam, BetaRawMessageStartEvent } from "@anthropic-ai/sdk/resources/beta/messages";
 import type { ContentBlock, Message, MessageCreateParamsNonStreaming, MessageParam, Tool, ToolResultBlockParam, ToolUseBlock } from "@anthropic-ai/sdk/resources/messages";
 import { Ajv } from "ajv";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -166,4 +167,41 @@ describe("Anthropic Messages API end to end (wrangler dev + backend + @anthropic
     const anyName = await client.messages.create({ model: "claude-no-such-model", max_tokens: 1, messages: [{ role: "user", content: "hi" }] });
     expect(anyName.model).toBe("claude-no-such-model");
   }, 60_000);
+
+  it("cache diagnostics through the beta API: null when unchanged, system_changed with missed tokens, not found, and in a stream's message_start", async () => {
+    const headers = { "x-trajectory-id": `anthropic-diag-${crypto.randomUUID().slice(0, 8)}` };
+    const betas = ["cache-diagnosis-2026-04-07" as const];
+    const base = { model: MODEL, max_tokens: 40, tools: TOOLS, tool_choice: { type: "any" as const } };
+    const messages: BetaMessageParam[] = [{ role: "user", content: "Find me a flight from Paris to Lisbon." }];
+    const turn = async (sys: ReturnType<typeof system>, previous: string | null) => {
+      const reply = await client.beta.messages.create({ ...base, system: sys, messages, betas, diagnostics: { previous_message_id: previous } }, { headers });
+      const uses = reply.content.filter((b) => b.type === "tool_use");
+      expect(uses.length, JSON.stringify(reply.content)).toBeGreaterThan(0);
+      messages.push({ role: "assistant", content: reply.content as BetaContentBlockParam[] }, { role: "user", content: uses.map((u) => ({ type: "tool_result" as const, tool_use_id: u.id, content: "done" })) });
+      return reply;
+    };
+    const sys = system();
+    const first = await turn(sys, null);
+    expect(first.diagnostics).toBeNull();
+    // The transcript only grew: nothing diverged.
+    const second = await turn(sys, first.id);
+    expect(second.diagnostics).toBeNull();
+    // Another system prompt (its leading id differs): every token the previous turn left is missed.
+    const third = await turn(system(), second.id);
+    const reason = third.diagnostics?.cache_miss_reason;
+    expect(reason?.type, JSON.stringify(third.diagnostics)).toBe("system_changed");
+    expect(reason && "cache_missed_input_tokens" in reason ? reason.cache_missed_input_tokens : 0).toBeGreaterThan(0);
+    expect(reason && "cache_missed_input_tokens" in reason ? reason.cache_missed_input_tokens : 0).toBeLessThanOrEqual(third.usage.input_tokens + (third.usage.cache_creation_input_tokens ?? 0));
+    // A stream: message_start, sent before the backend answers, already carries the reason (its token count an estimate).
+    const events = await client.beta.messages.create({ ...base, system: system(), messages, betas, diagnostics: { previous_message_id: third.id }, stream: true }, { headers });
+    let start: BetaRawMessageStartEvent | undefined;
+    for await (const event of events) if (event.type === "message_start") start = event;
+    expect(start?.message.diagnostics?.cache_miss_reason?.type, JSON.stringify(start)).toBe("system_changed");
+    // An id this trajectory never stored.
+    const unknown = await client.beta.messages.create({ ...base, system: system(), messages: messages.slice(0, 1), betas, diagnostics: { previous_message_id: "msg_0123456789abcdef01234567" } }, { headers });
+    expect(unknown.diagnostics).toEqual({ cache_miss_reason: { type: "previous_message_not_found" } });
+    // A request that does not ask gets no new field.
+    const plain = await client.messages.create({ ...base, system: sys, messages: [{ role: "user", content: "Find me a flight from Paris to Lisbon." }] }, { headers });
+    expect("diagnostics" in plain).toBe(false);
+  }, 120_000);
 });

@@ -93,6 +93,17 @@ describe("trajectory inspector in headless Chromium", () => {
     expect(page.url()).toBe(`${stack.edgeUrl}/v1/tenants/local/trajectories/${id}/inspect`);
     expect((await context.cookies()).map((c) => [c.name, c.httpOnly, c.sameSite, c.path])).toEqual([["agent_edge_inspect", true, "Strict", "/v1/tenants/local"]]);
 
+    // At 1280 px the turn table fits its panel (the last column's header inside it), or the panel scrolls sideways.
+    const fit = await page.locator("table.turns").evaluate((table) => {
+      const panel = table.parentElement!;
+      const last = table.querySelector("thead th:last-child")!.getBoundingClientRect();
+      const box = panel.getBoundingClientRect();
+      return { lastInside: last.right <= box.right + 0.5 && last.left >= box.left, scrolls: panel.scrollWidth > panel.clientWidth && (panel.ownerDocument.defaultView as unknown as { getComputedStyle(e: unknown): { overflowX: string } }).getComputedStyle(panel).overflowX === "auto", lastHeader: table.querySelector("thead th:last-child")!.textContent };
+    });
+    expect(fit.lastInside || fit.scrolls, JSON.stringify(fit)).toBe(true);
+    // This trajectory's figures are typical: its table fits without scrolling.
+    expect(fit.lastInside, JSON.stringify(fit)).toBe(true);
+
     // Bars: three segments per turn carrying the recorded numbers, drawn with width.
     const segs = page.locator("svg.token-bars rect.seg");
     await expect.poll(() => segs.count()).toBe(9);

@@ -1,9 +1,11 @@
 import { Agent, MaxTurnsExceededError, OpenAIResponsesModel, run, setTracingDisabled, tool as agentTool } from "@openai/agents";
 import { Ajv } from "ajv";
 import OpenAI, { NotFoundError } from "openai";
-import type { FunctionTool, Response, ResponseInputItem } from "openai/resources/responses/responses";
+import type { FunctionTool, Response, ResponseInputItem, ResponseStreamEvent } from "openai/resources/responses/responses";
+import { ResponsesWS } from "openai/resources/responses/ws";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
+import { parseResponseId } from "../src/http/response-id";
 import { sharedTestStack, type SharedStack } from "./support/stack-fixture";
 
 /**
@@ -125,6 +127,44 @@ describe("Responses API end to end (wrangler dev + backend + openai client + Age
     expect(seen.at(-1)).toBe("response.completed");
   }, 120_000);
 
+  it("the openai client's Responses WebSocket (ResponsesWS): two turns on one connection, the second only its new input over previous_response_id, a delta turn; the events of a streamed POST", async () => {
+    const socket = new ResponsesWS(client);
+    const events: ResponseStreamEvent[] = [];
+    socket.on("event", (e) => events.push(e));
+    socket.on("error", (e) => events.push({ type: "error", code: null, message: String(e), param: null, sequence_number: -1 }));
+    const ended = async (n: number) => {
+      const done = () => events.filter((e) => e.type === "response.completed" || e.type === "response.incomplete" || e.type === "error").length >= n;
+      for (let waited = 0; !done(); waited += 50) {
+        if (waited > 120_000) throw new Error(`timed out: ${events.map((e) => e.type).join(" ")}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      return events.splice(0);
+    };
+    const final = (e: ResponseStreamEvent[]): Response => {
+      const last = e.at(-1)!;
+      if (last.type !== "response.completed" && last.type !== "response.incomplete") throw new Error(JSON.stringify(last));
+      return last.response;
+    };
+    const params = { model: MODEL, instructions: INSTRUCTIONS, max_output_tokens: 8, temperature: 0 };
+    socket.send({ type: "response.create", ...params, input: "Say what this repository does." });
+    const turn1 = await ended(1);
+    const r1 = final(turn1);
+    socket.send({ type: "response.create", ...params, previous_response_id: r1.id, input: [{ role: "user", content: "And in one word?" }] });
+    const r2 = final(await ended(1));
+    socket.close();
+    // Both stored in the trajectory the connection opened (response ids name it): the second continued it as a delta.
+    const trajectory = parseResponseId(r1.id).trajectoryId;
+    expect(parseResponseId(r2.id).trajectoryId).toBe(trajectory);
+    expect((await session(trajectory)).turns.map((t) => t.mode)).toEqual(["full", "delta"]);
+    expect(r2.usage!.input_tokens_details.cached_tokens).toBeGreaterThan(0);
+    expect((await client.responses.retrieve(r2.id)).output).toEqual(r2.output);
+    // The same request as a streamed POST: the same event types, in the same order.
+    const sse: string[] = [];
+    for await (const e of await client.responses.create({ ...params, input: "Say what this repository does.", stream: true })) sse.push(e.type);
+    const collapse = (types: string[]) => types.filter((t, i) => t !== types[i - 1]);
+    expect(collapse(turn1.map((e) => e.type))).toEqual(collapse(sse));
+  }, 300_000);
+
   it("the Agents SDK's default Responses model runs several tool round trips on one trajectory", async () => {
     setTracingDisabled(true);
     const trajectoryId = "agents-responses-1";
@@ -159,4 +199,33 @@ describe("Responses API end to end (wrangler dev + backend + openai client + Age
     expect(state.turns.map((t) => t.mode)).toEqual(["full", ...Array(MAX_TURNS - 1).fill("delta")]);
     for (let k = 1; k < state.turns.length; k++) expect(state.turns[k]!.cached_tokens).toBeGreaterThan(state.turns[k - 1]!.cached_tokens);
   }, 300_000);
+
+  it("prompt cache diagnostics: cache_hit when unchanged, cache_miss input_changed with missed tokens for new instructions (streamed), not found", async () => {
+    type Diagnosed = Response & { prompt_cache_diagnostics?: { type: string; reason?: string; cache_missed_tokens?: number; comparison_reusable_tokens?: number } | null };
+    const base = { model: MODEL, tools: [READ_FILE], tool_choice: "required" as const, parallel_tool_calls: false, max_output_tokens: 40, temperature: 1 };
+    const outputs = (r: Response): ResponseInputItem[] =>
+      r.output.filter((o) => o.type === "function_call").map((c) => ({ type: "function_call_output" as const, call_id: c.call_id, output: "contents" }));
+    const first = (await client.responses.create({ ...base, instructions: INSTRUCTIONS, input: "Find out what this repository does." })) as Diagnosed;
+    expect("prompt_cache_diagnostics" in first).toBe(false);
+    const compare = (id: string) => ({ prompt_cache_options: { comparison_response_id: id } }) as object;
+    const second = (await client.responses.create({ ...base, instructions: INSTRUCTIONS, previous_response_id: first.id, input: outputs(first), ...compare(first.id) })) as Diagnosed;
+    expect(second.prompt_cache_diagnostics).toEqual({ type: "cache_hit" });
+    // New instructions take the place of the old ones at the start: everything the second turn left is missed.
+    const stream = client.responses.stream({ ...base, instructions: `Be brief. ${INSTRUCTIONS}`, previous_response_id: second.id, input: outputs(second), ...compare(second.id) });
+    const third = (await stream.finalResponse()) as Diagnosed;
+    const d = third.prompt_cache_diagnostics;
+    expect(d?.type, JSON.stringify(d)).toBe("cache_miss");
+    expect(d?.reason).toBe("input_changed");
+    expect(d?.cache_missed_tokens).toBeGreaterThan(0);
+    expect(d?.cache_missed_tokens).toBeLessThanOrEqual(d!.comparison_reusable_tokens!);
+    expect(d!.comparison_reusable_tokens).toBe(second.usage!.input_tokens + second.usage!.output_tokens - 1);
+    // An id not of ours, and one of this trajectory with a token it never stored.
+    const made = `resp_${"0".repeat(32)}${third.id.slice(37)}`;
+    let last: Response = third;
+    for (const id of ["resp_nope", made]) {
+      const r = (await client.responses.create({ ...base, instructions: `Be brief. ${INSTRUCTIONS}`, previous_response_id: last.id, input: outputs(last), ...compare(id) })) as Diagnosed;
+      expect(r.prompt_cache_diagnostics, id).toEqual({ type: "comparison_response_not_found" });
+      last = r;
+    }
+  }, 120_000);
 });

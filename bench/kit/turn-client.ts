@@ -36,6 +36,8 @@ export interface TurnParams {
   previousResponseId?: string;
   /** Streaming: called on each content chunk (e.g. to kill something mid-turn). */
   onChunk?: (n: number) => void;
+  /** More request headers (a client's session headers, e.g. OpenCode's `x-session-id` and `x-parent-session-id`). */
+  headers?: Record<string, string>;
 }
 
 export interface TurnReply {
@@ -80,7 +82,7 @@ export class TurnFailed extends Error {
 export async function sendTurn(p: TurnParams): Promise<TurnReply> {
   const via = p.via ?? "chat";
   if (via === "session" && p.trajectoryId === undefined) throw new Error("a session turn needs a trajectory id");
-  const headers: Record<string, string> = { ...AUTH };
+  const headers: Record<string, string> = { ...AUTH, ...p.headers };
   if (via !== "session" && p.trajectoryId !== undefined) headers["x-trajectory-id"] = p.trajectoryId;
   if (p.idempotencyKey !== undefined) headers["idempotency-key"] = p.idempotencyKey;
   if (via === "messages") headers["anthropic-version"] = "2023-06-01";
@@ -133,7 +135,7 @@ export async function sendTurn(p: TurnParams): Promise<TurnReply> {
  * and appends the reply. `sentAt`: when the try that succeeded was sent (performance.now()).
  */
 export async function sendAgentTurn(
-  p: { edgeUrl: string; trajectoryId?: string; modelId: string; tools: ToolDefinition[]; turn: WorkloadTurn; transcript: ChatMessage[]; stream?: boolean },
+  p: { edgeUrl: string; trajectoryId?: string; modelId: string; tools: ToolDefinition[]; turn: WorkloadTurn; transcript: ChatMessage[]; stream?: boolean; headers?: Record<string, string> },
   onResend: (e: Error) => void,
 ): Promise<{ reply: TurnReply; sentAt: number }> {
   await sleep(p.turn.pauseMs);
@@ -141,7 +143,7 @@ export async function sendAgentTurn(
   for (let attempt = 1; ; attempt++) {
     const sentAt = performance.now();
     try {
-      const reply = await sendTurn({ edgeUrl: p.edgeUrl, model: p.modelId, ...(p.trajectoryId ? { trajectoryId: p.trajectoryId } : {}), messages: p.transcript, tools: p.tools, maxTokens: p.turn.maxTokens, stream: p.stream ?? true });
+      const reply = await sendTurn({ edgeUrl: p.edgeUrl, model: p.modelId, ...(p.trajectoryId ? { trajectoryId: p.trajectoryId } : {}), ...(p.headers ? { headers: p.headers } : {}), messages: p.transcript, tools: p.tools, maxTokens: p.turn.maxTokens, stream: p.stream ?? true });
       p.transcript.push(reply.message);
       return { reply, sentAt };
     } catch (e) {

@@ -2,7 +2,7 @@ import { DurableObject } from "cloudflare:workers";
 import { commonPrefixLength } from "../../protocol/common-prefix";
 import { MAX_PROMPT_BLOCK_HASHES, type Heartbeat, type HeartbeatReply } from "../../protocol/messages";
 import { BlockIndex } from "../routing/block-index";
-import { placeOver, pullSource, type Placed } from "../routing/placement";
+import { placeOver, pullSource, type ParentPlacement, type Placed } from "../routing/placement";
 import type { RoutingPolicyName } from "../routing/routing-policy";
 import { edgeSettings } from "../settings";
 import { PoolStore, PREFIX_LIST_BLOCKS, type BackendHeartbeat } from "./pool-store";
@@ -195,21 +195,26 @@ export class PoolDO extends DurableObject<Env> {
    * `fallbackKey`: asked when no backend holds anything under `key` (a stateless request's
    * conversation key, then its first message's: src/http/turn-events.ts).
    *
+   * `parent`: a subagent's first placement (placement.ts rule 1b): its parent's pinned backend
+   * (`url`, taken unless overloaded) and the parent's prompt block hashes, which rank the
+   * backends and name the pull source in place of the child's own (it has none yet).
+   *
    * @example await pool.place({ hashes: [], key, trajectoryId: "t1" }) // { url, reason: "prefix", prefixBlocks }
    */
-  async place(p: { hashes: string[]; key?: string; fallbackKey?: string; trajectoryId: string; pinned?: string; policy?: RoutingPolicyName }): Promise<Placement | null> {
-    let prefixBlocks = await this.prefixBlocks(p.hashes, p.key);
+  async place(p: { hashes: string[]; key?: string; fallbackKey?: string; trajectoryId: string; pinned?: string; policy?: RoutingPolicyName; parent?: ParentPlacement }): Promise<Placement | null> {
+    const hashes = p.hashes.length > 0 ? p.hashes : (p.parent?.hashes ?? []);
+    let prefixBlocks = await this.prefixBlocks(hashes, p.key);
     let key = p.key;
     // A longer key no backend holds yet (a sessionless conversation's first turn): the shorter one.
     if (p.fallbackKey !== undefined && Object.keys(prefixBlocks).length === 0) {
-      prefixBlocks = await this.prefixBlocks(p.hashes, p.fallbackKey);
+      prefixBlocks = await this.prefixBlocks(hashes, p.fallbackKey);
       key = p.fallbackKey;
     }
     const now = Date.now();
     const view = await this.view();
-    const d = placeOver({ ...p, prefixBlocks }, view.map((b) => ({ ...b, pending: this.pendingPlacements(b.url, b.lastSeenMs, now) })));
+    const d = placeOver({ ...p, parent: p.parent?.url ?? undefined, prefixBlocks }, view.map((b) => ({ ...b, pending: this.pendingPlacements(b.url, b.lastSeenMs, now) })));
     if (!d) return null;
-    const source = pullSource(d.url, this.heldBlocks(p.hashes, key), view);
+    const source = pullSource(d.url, this.heldBlocks(hashes, key), view);
     this.placements.delete(p.trajectoryId); // re-inserted last: the Map stays oldest first
     this.placements.set(p.trajectoryId, { url: d.url, key: p.hashes.length === 0 ? key : undefined, at: now });
     for (const [id, open] of this.placements) {

@@ -59,6 +59,23 @@ describe("placement", () => {
     expect(placeOver({ trajectoryId: "t", prefixBlocks: {} }, [{ ...holder, up: false }])).toBeNull();
   });
 
+  it("places a subagent with its parent until the children placed there push it over the margin, then by the parent's blocks", async () => {
+    const parent = { url: "a", up: true, running: 1, waiting: 0, pending: 0 };
+    const others = [
+      { url: "b", up: true, running: 0, waiting: 0, pending: 0 },
+      { url: "c", up: true, running: 0, waiting: 0, pending: 0 },
+    ];
+    // The parent's prompt blocks: all on its backend, the shared system prompt also on c.
+    const p = { trajectoryId: "child", parent: "a", prefixBlocks: { a: 20, c: 8 } };
+    expect(placeOver(p, [parent, ...others])).toEqual({ url: "a", reason: "parent" });
+    expect(placeOver(p, [{ ...parent, pending: 1 }, ...others])).toEqual({ url: "a", reason: "parent" });
+    // 1 running + 2 children placed = 3 > 0 + absMargin 2: the next child goes where the parent's prefix also is.
+    expect(placeOver(p, [{ ...parent, pending: 2 }, ...others])).toEqual({ url: "c", reason: "prefix" });
+    // Without the pool's answer the trajectory object applies the same rule over its own view.
+    const place = async () => null;
+    expect(await chooseBackend({ policy: "affinity", pinned: null, parent: "b", trajectoryId: "child", turnsDone: 0, backends: [b("a", 0), b("b", 1)], place })).toMatchObject({ backend: { url: "b" }, reason: "parent" });
+  });
+
   it("names as pull source the live backend holding the longest leading run beyond the target's", () => {
     const up = (url: string, draining = false) => ({ url, up: true, ...(draining ? { draining: true } : {}) });
     expect(pullSource("b", { a: 12, b: 3 }, [up("a"), up("b")])).toBe("a");

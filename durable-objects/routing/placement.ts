@@ -11,6 +11,11 @@ import { DEFAULT_TUNABLES, route, routeCounter, type RouteReason, type RoutingPo
  *   1. A trajectory stays on its pinned backend unless it is down, or its SMOOTHED load exceeds
  *      the least loaded backend's by more than `pinAbsMargin` and `relMargin` times.
  *      Staying needs no pool call (`staysPinned`).
+ *   1b. A subagent's first placement (its trajectory links a parent, issue 36): the parent's
+ *      pinned backend, unless it is down, draining or its PLACEMENT load exceeds the least loaded
+ *      by more than `absMargin` and `relMargin` times (rule 2's test); reason `parent`. Else rule
+ *      2 over the PARENT's prompt block hashes (the child has none yet), with a pull of the
+ *      shared prefix from the holder (`kvSource`) when the child lands elsewhere.
  *   2. Otherwise (new trajectory, or leaving its pin) it is PLACED, in the one pool object
  *      (`PoolDO.place` -> `placeOver`): the backend holding the longest run of its leading KV
  *      blocks unless that one's PLACEMENT load exceeds the least loaded by more than `absMargin`
@@ -79,6 +84,15 @@ export function failoverTarget(backends: readonly RoutedBackend[], tried: Readon
   return rest.find((b) => b.url === d?.backendId);
 }
 
+/**
+ * What a subagent's first placement knows of its parent trajectory (rule 1b): its pinned backend
+ * (null: it has run no turn) and the short hashes of its last prompt's blocks.
+ */
+export interface ParentPlacement {
+  url: string | null;
+  hashes: string[];
+}
+
 /** Where the pool placed a trajectory, and why. */
 export interface Placed {
   url: string;
@@ -106,6 +120,8 @@ export async function chooseBackend<P extends Placed>(p: {
   /** Turns already done (round-robin walks one backend per turn). */
   turnsDone: number;
   backends: readonly RoutedBackend[];
+  /** A subagent's first placement: its parent's pinned backend (rule 1b). */
+  parent?: string | undefined;
   place: () => Promise<P | null>;
 }): Promise<{ backend: RoutedBackend; reason: RouteReason; placed?: P }> {
   if (p.backends.length === 0) throw new ProtocolError("backend_unavailable", "no backend is configured or registered");
@@ -115,7 +131,7 @@ export async function chooseBackend<P extends Placed>(p: {
     // `placed`: the pool's answer the turn follows (its pull source, the prefix counts it ranked by).
     if (backend) return { backend, reason: placed!.reason, placed: placed! };
   }
-  const req = { trajectoryId: p.trajectoryId, pinned: p.pinned ?? undefined, counter: routeCounter(p.trajectoryId, p.turnsDone) };
+  const req = { trajectoryId: p.trajectoryId, pinned: p.pinned ?? undefined, parent: p.parent, counter: routeCounter(p.trajectoryId, p.turnsDone) };
   const d = route(p.policy, req, p.backends.map(snapshotOf));
   if (!d) throw new ProtocolError("backend_unavailable", "no backend is up (none answered its heartbeats)");
   return { backend: p.backends.find((b) => b.url === d.backendId)!, reason: d.reason };
@@ -144,12 +160,12 @@ export interface PlacementCandidate extends LoadReport {
  * @example placeOver({ trajectoryId: "t1", prefixBlocks: { a: 12 } }, [{ url: "a", up: true, running: 1, waiting: 0, pending: 0 }])
  */
 export function placeOver(
-  p: { trajectoryId: string; pinned?: string | undefined; prefixBlocks: Record<string, number>; policy?: RoutingPolicyName },
+  p: { trajectoryId: string; pinned?: string | undefined; parent?: string | undefined; prefixBlocks: Record<string, number>; policy?: RoutingPolicyName },
   candidates: readonly PlacementCandidate[],
   tunables: RoutingTunables = DEFAULT_TUNABLES,
 ): Placed | null {
   const snapshot = candidates.map((b) => ({ id: b.url, up: b.up, load: placementLoad(b, b.pending), ...(b.draining ? { draining: true } : {}) }));
-  const d = route(p.policy ?? "affinity", { trajectoryId: p.trajectoryId, pinned: p.pinned, prefixBlocks: new Map(Object.entries(p.prefixBlocks)) }, snapshot, tunables);
+  const d = route(p.policy ?? "affinity", { trajectoryId: p.trajectoryId, pinned: p.pinned, parent: p.parent, prefixBlocks: new Map(Object.entries(p.prefixBlocks)) }, snapshot, tunables);
   return d ? { url: d.backendId, reason: d.reason } : null;
 }
 

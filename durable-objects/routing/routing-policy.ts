@@ -8,6 +8,11 @@ import { fnv1a, rendezvous } from "../../protocol/rendezvous";
  *
  *   1. Keep the pinned backend unless it is down or overloaded: its load exceeds the least
  *      loaded backend's by more than `pinAbsMargin` AND by more than `relMargin` times.
+ *   1b. A subagent's first placement (no pin yet, `parent`: its parent's pinned backend): take
+ *      the parent's backend unless it is down, draining or overloaded by rule 2's test
+ *      (`absMargin`): the child starts from the parent's system prompt and tools, whose blocks
+ *      are there. Reason `parent`. An overloaded parent backend falls through to rule 2 (the
+ *      caller ranks by the parent's prompt blocks, so the child lands where they are).
  *   2. Otherwise (new trajectory, pin down or overloaded) take the backend holding the longest
  *      cached prefix of this trajectory's blocks (from KV events), unless that one is overloaded
  *      by the same test; ties go to the less loaded one.
@@ -48,6 +53,8 @@ export interface RouteRequest {
   trajectoryId: string;
   /** The backend this trajectory is pinned to, if any. */
   pinned?: string | undefined;
+  /** A subagent's first placement: its parent trajectory's pinned backend (rule 1b). */
+  parent?: string | undefined;
   /** Per backend id: how many of this trajectory's leading blocks it holds (from KV events). */
   prefixBlocks?: ReadonlyMap<string, number> | undefined;
   /** For round-robin: the policy's turn counter (the caller keeps and increments it). */
@@ -64,7 +71,7 @@ export interface RoutingTunables {
 
 export const DEFAULT_TUNABLES: RoutingTunables = { absMargin: 2, pinAbsMargin: 8, relMargin: 1.5, minPrefixBlocks: 1 };
 
-export type RouteReason = "pinned" | "prefix" | "least-loaded" | "round-robin" | "hash" | "pinned-down" | "pinned-overloaded" | "pinned-draining";
+export type RouteReason = "pinned" | "parent" | "prefix" | "least-loaded" | "round-robin" | "hash" | "pinned-down" | "pinned-overloaded" | "pinned-draining";
 
 export interface RouteDecision {
   backendId: string;
@@ -113,6 +120,9 @@ function affinity(req: RouteRequest, all: readonly BackendSnapshot[], up: Backen
     const takes = pinned !== undefined && up.includes(pinned);
     if (takes && !overloaded(pinned, t.pinAbsMargin)) return { backendId: pinned.id, reason: "pinned" };
     why = takes ? "pinned-overloaded" : pinned?.up ? "pinned-draining" : "pinned-down";
+  } else if (req.parent !== undefined) {
+    const parent = up.find((b) => b.id === req.parent);
+    if (parent !== undefined && !overloaded(parent)) return { backendId: parent.id, reason: "parent" };
   }
 
   let best: BackendSnapshot | undefined;

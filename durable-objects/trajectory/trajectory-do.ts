@@ -13,6 +13,7 @@ import { runTurn } from "../turn/turn-runner";
 import { encodeTurnEvent, turnEvents } from "../turn/turn-stream";
 import type { StoredResponse, TrajectoryState, TurnEvent, TurnInput } from "../turn/turn-types";
 import { LeaseKeeper } from "./lease-keeper";
+import { parentPlacement, reportFirstTurn } from "./subagent-links";
 import { TrajectoryStore } from "./trajectory-store";
 
 /**
@@ -77,7 +78,25 @@ export class TrajectoryDO extends DurableObject<Env> {
       turns: this.store.turns(),
       forks: this.store.forks(),
       parent: this.store.parent(),
+      children: this.store.children(),
     };
+  }
+
+  /**
+   * Notes a subagent of this trajectory (RPC, from the child's object before its first turn) and
+   * answers where this one runs and its last prompt block hashes: what the child's first placement
+   * needs (placement.ts rule 1b). Null when this trajectory does not exist.
+   */
+  async childPlacement(child: { trajectoryId: string; createdAt: string }): Promise<{ url: string | null; hashes: string[] } | null> {
+    const meta = this.store.meta();
+    if (!meta) return null;
+    this.store.addChild(child);
+    return { url: meta.backendUrl, hashes: this.store.promptBlockHashes() };
+  }
+
+  /** Records a subagent's first turn (RPC, from the child's object after it). */
+  async childTurn(child: { trajectoryId: string; createdAt: string }, firstTurn: Parameters<TrajectoryStore["setChildFirstTurn"]>[2]): Promise<void> {
+    if (this.store.meta()) this.store.setChildFirstTurn(child.trajectoryId, child.createdAt, firstTurn);
   }
 
   /** A stored Responses API response and its transcript slice (input and reply), or null. */
@@ -166,7 +185,8 @@ export class TrajectoryDO extends DurableObject<Env> {
         const continued = continuedTurn(input, stored, this.transcript);
         // The caps hold for the transcript the model would see, before a fork is created.
         this.checkLimits(continued);
-        if (stored.turn === this.store.lastTurn()) input = continued;
+        // A resend of a turn already run (its Idempotency-Key stored) replays here, not as a fork.
+        if (stored.turn === this.store.lastTurn() || this.replays(input)) input = continued;
         else fork = await this.fork(continued, stored);
       } else this.checkLimits(input);
       if (!fork) await this.runHere(input, emit, signal, (l) => (leaseStart = l));
@@ -178,6 +198,11 @@ export class TrajectoryDO extends DurableObject<Env> {
     }
     // A fork's turn runs in the fork's object; this one is free meanwhile.
     if (fork) await this.relayFork(fork, emit, signal);
+  }
+
+  /** Whether the turn's Idempotency-Key has a stored result (`runTurn` replays it). */
+  private replays(input: TurnInput): boolean {
+    return input.idempotencyKey !== undefined && this.store.idempotentResult(input.idempotencyKey) !== null;
   }
 
   /**
@@ -197,6 +222,10 @@ export class TrajectoryDO extends DurableObject<Env> {
     onLease(await this.leases.beforeTurn());
     const settings = edgeSettings(this.env);
     const parent = this.store.parent();
+    // A subagent's first turn is placed with its parent (issue 36), and reported to it once done.
+    const meta = this.store.meta();
+    const subagent = parent?.relation === "subagent" && meta && this.store.numTurns() === 0 ? { of: trajectoryStub(this.env, input.tenant, parent.trajectoryId), parentId: parent.trajectoryId, meta } : undefined;
+    const placeWith = subagent && !subagent.meta.backendUrl ? await parentPlacement(subagent.of, subagent.meta, subagent.parentId) : undefined;
     this.transcript = await runTurn(
       {
         store: this.store,
@@ -209,11 +238,14 @@ export class TrajectoryDO extends DurableObject<Env> {
         policy: routingPolicyOf(settings),
         canonicalize: !settings.canonicalizeOffTenants.has(input.tenant),
         ...(parent?.relation === "fork" ? { forkOf: trajectoryName(input.tenant, parent.trajectoryId) } : {}),
+        ...(placeWith ? { parent: placeWith } : {}),
         emit,
         signal,
       },
       input,
     );
+    const first = subagent && this.store.numTurns() === 1 ? this.store.lastTurnRecord() : null;
+    if (subagent && first) this.ctx.waitUntil(reportFirstTurn(subagent.of, subagent.meta, first));
   }
 
   /**

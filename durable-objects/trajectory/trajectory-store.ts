@@ -1,12 +1,15 @@
 import { SHORT_HASH_HEX } from "../../protocol/block-hash";
 import type { ChatMessage } from "../../protocol/messages";
 import { openSchema, type SqlHost, type StoreSchema } from "../store-schema";
-import type { CommitTurn, ForkRecord, ParentLink, StoredResponse, StoredResult, TrajectoryMeta, TurnRecord, TurnStore } from "../turn/turn-types";
+import type { NamedTurn } from "../turn/cache-diagnosis";
+import type { ChildRecord, CommitTurn, ForkRecord, ParentLink, StoredResponse, StoredResult, TrajectoryMeta, TurnRecord, TurnStore } from "../turn/turn-types";
 
 /**
  * Version 1: `meta` (key/value: tenant, ids, pin, state id, tools, prompt block hashes, parent),
  * `messages`, `turns`, `idempotency`; the Responses API added `responses`, `response_parts` and
- * `forks` under the same version (created on wake when missing).
+ * `forks`, cache diagnostics `message_answers` (a Messages API answer's id and the turn it answered)
+ * and subagent placement `children` under the same version: new tables only, created on wake when
+ * missing (store-schema.ts: no new version).
  */
 export const TRAJECTORY_SCHEMA: StoreSchema = {
   name: "trajectory",
@@ -19,6 +22,12 @@ export const TRAJECTORY_SCHEMA: StoreSchema = {
     sql.exec(`CREATE TABLE IF NOT EXISTS responses (token TEXT PRIMARY KEY, turn INTEGER NOT NULL, message_end INTEGER NOT NULL, rewritten INTEGER NOT NULL DEFAULT 0)`);
     sql.exec(`CREATE TABLE IF NOT EXISTS response_parts (token TEXT NOT NULL, part INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (token, part))`);
     sql.exec(`CREATE TABLE IF NOT EXISTS forks (trajectory_id TEXT PRIMARY KEY, turn INTEGER NOT NULL, created_at TEXT NOT NULL)`);
+    // Cache diagnostics: the answers of Messages API turns that asked for them (a later turn names one by id).
+    sql.exec(
+      `CREATE TABLE IF NOT EXISTS message_answers (id TEXT PRIMARY KEY, turn INTEGER NOT NULL, message_end INTEGER NOT NULL, tools_hash TEXT NOT NULL, model TEXT, prompt_tokens INTEGER NOT NULL, completion_tokens INTEGER NOT NULL, rewritten INTEGER NOT NULL DEFAULT 0)`,
+    );
+    // Subagents whose parent link names this trajectory; `first_turn`: their first turn's reuse (JSON), once done.
+    sql.exec(`CREATE TABLE IF NOT EXISTS children (trajectory_id TEXT PRIMARY KEY, created_at TEXT NOT NULL, first_turn TEXT)`);
   },
 };
 
@@ -108,12 +117,50 @@ export class TrajectoryStore implements TurnStore {
       .map((r) => ({ trajectoryId: r.trajectory_id, turn: Number(r.turn), createdAt: r.created_at }));
   }
 
+  /** Records a subagent of this trajectory (kept as first noted when noted again). */
+  addChild(c: { trajectoryId: string; createdAt: string }): void {
+    this.host.sql.exec(`INSERT OR IGNORE INTO children (trajectory_id, created_at) VALUES (?, ?)`, c.trajectoryId, c.createdAt);
+  }
+
+  /** Records a subagent's first turn (noting the child if it was not yet). */
+  setChildFirstTurn(trajectoryId: string, createdAt: string, firstTurn: NonNullable<ChildRecord["firstTurn"]>): void {
+    this.host.transactionSync(() => {
+      this.addChild({ trajectoryId, createdAt });
+      this.host.sql.exec(`UPDATE children SET first_turn = ? WHERE trajectory_id = ?`, JSON.stringify(firstTurn), trajectoryId);
+    });
+  }
+
+  /** This trajectory's subagents, oldest first. */
+  children(): ChildRecord[] {
+    return this.host.sql
+      .exec<{ trajectory_id: string; created_at: string; first_turn: string | null }>(`SELECT trajectory_id, created_at, first_turn FROM children ORDER BY created_at, trajectory_id`)
+      .toArray()
+      .map((r) => ({ trajectoryId: r.trajectory_id, createdAt: r.created_at, firstTurn: r.first_turn === null ? null : (JSON.parse(r.first_turn) as ChildRecord["firstTurn"]) }));
+  }
+
   /** A stored response by its token (null: none, or deleted). */
   response(token: string): StoredResponse | null {
     const row = this.host.sql.exec<{ rewritten: number }>(`SELECT rewritten FROM responses WHERE token = ?`, token).toArray()[0];
     if (!row) return null;
     const parts = this.host.sql.exec<{ data: string }>(`SELECT data FROM response_parts WHERE token = ? ORDER BY part`, token).toArray();
     return { ...(JSON.parse(parts.map((p) => p.data).join("")) as StoredResponse), rewritten: Number(row.rewritten) === 1 };
+  }
+
+  /** The turn a Messages API answer (`msg_...`) stored for cache diagnostics answered (null: none). */
+  messageAnswer(id: string): NamedTurn | null {
+    const row = this.host.sql
+      .exec<{ turn: number; message_end: number; tools_hash: string; model: string | null; prompt_tokens: number; completion_tokens: number; rewritten: number }>(`SELECT * FROM message_answers WHERE id = ?`, id)
+      .toArray()[0];
+    if (!row) return null;
+    return {
+      turn: Number(row.turn),
+      messageEnd: Number(row.message_end),
+      rewritten: Number(row.rewritten) === 1,
+      toolsHash: row.tools_hash,
+      model: row.model,
+      promptTokens: Number(row.prompt_tokens),
+      completionTokens: Number(row.completion_tokens),
+    };
   }
 
   /** Deletes a stored response; answers whether there was one. */
@@ -194,6 +241,20 @@ export class TrajectoryStore implements TurnStore {
       c.messages.forEach((m, i) => this.writeParts("messages", "idx", c.keep + i, JSON.stringify(m)));
       // Responses whose transcript this turn rewrote can be read, not continued.
       sql.exec(`UPDATE responses SET rewritten = 1 WHERE message_end > ?`, c.keep);
+      sql.exec(`UPDATE message_answers SET rewritten = 1 WHERE message_end > ?`, c.keep);
+      if (c.answer) {
+        const a = c.answer;
+        sql.exec(
+          `INSERT OR REPLACE INTO message_answers (id, turn, message_end, tools_hash, model, prompt_tokens, completion_tokens) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+          a.id,
+          c.record.turn,
+          c.keep + c.messages.length,
+          a.toolsHash,
+          a.model,
+          c.record.promptTokens,
+          c.record.completionTokens,
+        );
+      }
       if (c.response) {
         const messageEnd = c.keep + c.messages.length;
         const stored: Omit<StoredResponse, "rewritten"> = {
@@ -240,7 +301,7 @@ export class TrajectoryStore implements TurnStore {
   /** Deletes everything this trajectory stored. */
   deleteAll(): void {
     this.host.transactionSync(() => {
-      for (const table of ["messages", "turns", "idempotency", "responses", "response_parts", "forks"]) this.host.sql.exec(`DELETE FROM ${table}`);
+      for (const table of ["messages", "turns", "idempotency", "responses", "response_parts", "forks", "message_answers", "children"]) this.host.sql.exec(`DELETE FROM ${table}`);
       // The schema version stays: the tables are emptied, not dropped.
       this.host.sql.exec(`DELETE FROM meta WHERE key != 'schema_version'`);
     });

@@ -1,12 +1,14 @@
+import { commonPrefixLength } from "../../protocol/common-prefix";
 import { ProtocolError } from "../../protocol/errors";
 import { sha256Hex } from "../../protocol/hex";
 import type { ChatMessage, GenerateRequest } from "../../protocol/messages";
-import { chooseBackend, type Placed, type RoutedBackend } from "../routing/placement";
+import { chooseBackend, type ParentPlacement, type Placed, type RoutedBackend } from "../routing/placement";
 import type { RoutingPolicyName } from "../routing/routing-policy";
 import { trajectoryName } from "../trajectory-name";
 import { cacheMissOf } from "./cache-miss";
 import { relayTurn, turnRecord } from "./relay";
 import { callsIn, ClientDeltas, replyForms } from "./reply-forms";
+import { turnDiagnosis } from "./turn-diagnosis";
 import { planTurn } from "./turn-plan";
 import { canonicalTools, normalizeMessage, prefixKey } from "./transcript-diff";
 import type { AssistantReply, TurnEvent, TurnInput, TurnStore } from "./turn-types";
@@ -27,7 +29,9 @@ export interface TurnContext {
    * trajectory goes and counts it there at once, so concurrent placements see each other. Asked
    * only when affinity does not keep the pin (routing/placement.ts).
    */
-  place: (p: { hashes: string[]; key: string; trajectoryId: string; pinned: string | undefined }) => Promise<(Placed & { prefixBlocks?: Record<string, number> }) | null>;
+  place: (p: { hashes: string[]; key: string; trajectoryId: string; pinned: string | undefined; parent?: ParentPlacement }) => Promise<(Placed & { prefixBlocks?: Record<string, number> }) | null>;
+  /** A subagent's first placement: its parent's pinned backend and prompt blocks (placement.ts rule 1b). */
+  parent?: ParentPlacement;
   /** Records that a backend now holds this prefix key and these prompt blocks (best effort, after the turn). */
   notePrefix: (key: string, url: string, hashes: string[], trajectoryId: string) => Promise<void>;
   /** Keeps best-effort work alive past the response (`ctx.waitUntil`). */
@@ -68,7 +72,8 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
       }
       // A replay's start names the response it stored (a Responses API turn), so its id is the same.
       const token = stored.result.responseToken;
-      if (token !== undefined) await ctx.emit({ type: "start", prefixBreak: stored.result.turn.prefixBreak ?? { cause: "none" }, trajectoryId: input.trajectoryId, responseToken: token });
+      const diagnosis = stored.result.diagnosis;
+      if (token !== undefined || diagnosis) await ctx.emit({ type: "start", prefixBreak: stored.result.turn.prefixBreak ?? { cause: "none" }, trajectoryId: input.trajectoryId, ...(token !== undefined ? { responseToken: token } : {}), ...(diagnosis ? { diagnosis } : {}) });
       if (stored.result.text) await ctx.emit({ type: "token", text: stored.result.text });
       await ctx.emit({ ...withoutText(stored.result), replayed: true });
       return ctx.transcript;
@@ -86,10 +91,12 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     trajectoryId: input.trajectoryId,
     turnsDone,
     backends: ctx.backends,
-    place: async () => ctx.place({ hashes: store.promptBlockHashes(), key: await keyOf(), trajectoryId: input.trajectoryId, pinned: meta.backendUrl ?? undefined }),
+    parent: ctx.parent?.url ?? undefined,
+    place: async () => ctx.place({ hashes: store.promptBlockHashes(), key: await keyOf(), trajectoryId: input.trajectoryId, pinned: meta.backendUrl ?? undefined, ...(ctx.parent ? { parent: ctx.parent } : {}) }),
   });
   const plan = planTurn({ meta, stored: ctx.transcript, input, backendUrl: backend.url, canonical: ctx.canonicalize ?? true });
-  if (!(await ctx.emit({ type: "start", prefixBreak: plan.prefixBreak, trajectoryId: input.trajectoryId, ...(input.response ? { responseToken: input.response.token } : {}) }))) throw new ProtocolError("backend_unavailable", "the client went away");
+  const { diagnosis, answer } = await turnDiagnosis({ store, input, plan, stored: ctx.transcript });
+  if (!(await ctx.emit({ type: "start", prefixBreak: plan.prefixBreak, trajectoryId: input.trajectoryId, ...(input.response ? { responseToken: input.response.token } : {}), ...(diagnosis ? { diagnosis } : {}) }))) throw new ProtocolError("backend_unavailable", "the client went away");
 
   // Streamed call pieces agree with the reply the client gets (`replyForms`' client form).
   const deltas = plan.canonical ? new ClientDeltas(callsIn(plan.fullTranscript)) : undefined;
@@ -132,9 +139,9 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     prefixBreak: plan.prefixBreak.cause === "none" ? plan.prefixBreak : { ...plan.prefixBreak, uncachedFromToken: done.usage.cachedTokens },
     ...(plan.repaired ? { repaired: plan.repaired } : {}),
   });
-  const miss = cacheMissOf({ previous: turnsDone > 0 ? (store.lastTurnRecord() ?? undefined) : undefined, turn: base, blockSize: done.blockSize, placement: placementCounts(placed, result.backend.url) });
+  const miss = cacheMissOf({ previous: turnsDone > 0 ? (store.lastTurnRecord() ?? undefined) : undefined, turn: base, blockSize: done.blockSize, placement: placementCounts(placed, result.backend.url, ctx.parent ? commonPrefixLength(done.promptBlockHashes ?? [], ctx.parent.hashes) : undefined) });
   const record = miss ? { ...base, miss } : base;
-  const event = { type: "done" as const, message: reply.client, finishReason: done.finishReason, usage: done.usage, turn: record, replayed: false, ...(done.stopSequence !== undefined ? { stopSequence: done.stopSequence } : {}), ...(input.response ? { responseToken: input.response.token } : {}), ...(done.cacheWrites ? { cacheWrites: done.cacheWrites } : {}) };
+  const event = { type: "done" as const, message: reply.client, finishReason: done.finishReason, usage: done.usage, turn: record, replayed: false, ...(done.stopSequence !== undefined ? { stopSequence: done.stopSequence } : {}), ...(input.response ? { responseToken: input.response.token } : {}), ...(done.cacheWrites ? { cacheWrites: done.cacheWrites } : {}), ...(diagnosis ? { diagnosis } : {}) };
   const transcript = [...plan.fullTranscript, reply.stored as ChatMessage];
   store.commitTurn({
     keep: plan.keep,
@@ -148,6 +155,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     result: { ...event, text: done.text },
     promptBlockHashes: done.promptBlockHashes ?? [],
     ...(input.response ? { response: input.response } : {}),
+    ...(answer ? { answer } : {}),
   });
   // Best effort, after the reply: the pool learns where this prefix now lives.
   if (result.mode === "full" || result.backend.url !== meta.backendUrl) {
@@ -162,11 +170,15 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
   return transcript;
 }
 
-/** The most leading blocks any backend held when the pool placed the turn, and the placed one's. */
-function placementCounts(placed: { prefixBlocks?: Record<string, number> } | undefined, url: string): { bestBlocks: number; placedBlocks: number } | undefined {
+/**
+ * The most leading blocks any backend held when the pool placed the turn, and the placed one's.
+ * `shared`: a subagent's first turn was ranked by its parent's blocks; only the leading ones its
+ * own prompt shares with the parent's count.
+ */
+function placementCounts(placed: { prefixBlocks?: Record<string, number> } | undefined, url: string, shared = Infinity): { bestBlocks: number; placedBlocks: number } | undefined {
   const counts = placed?.prefixBlocks;
   if (!counts) return undefined;
-  return { bestBlocks: Math.max(0, ...Object.values(counts)), placedBlocks: counts[url] ?? 0 };
+  return { bestBlocks: Math.min(shared, Math.max(0, ...Object.values(counts))), placedBlocks: Math.min(shared, counts[url] ?? 0) };
 }
 
 /** `kvSource` of a full turn on `target`: the placement's holder, else the pinned backend left behind, when up. */

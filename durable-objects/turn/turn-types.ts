@@ -1,3 +1,4 @@
+import type { CacheDiagnosis, CompareWith, NamedTurn } from "./cache-diagnosis";
 import type { CacheMiss } from "./cache-miss";
 import type { Repairs } from "./canonicalize";
 import type { PrefixBreak } from "./prefix-break";
@@ -46,6 +47,8 @@ export interface TurnInput {
   quirks?: string[];
   /** A subagent's parent trajectory (its first turn links the two). */
   parent?: string;
+  /** Cache diagnostics asked for: the earlier turn to compare this one with (cache-diagnosis.ts). */
+  compare?: CompareWith;
 }
 
 /** What a Responses API turn stores beside the turn, so `GET /v1/responses/{id}` can answer it. */
@@ -94,6 +97,17 @@ export interface ForkRecord {
   createdAt: string;
 }
 
+/**
+ * A subagent this trajectory's agent started (a trajectory whose parent link names this one):
+ * noted at its first placement, with its first turn's reuse once that turn is done.
+ */
+export interface ChildRecord {
+  trajectoryId: string;
+  createdAt: string;
+  /** The child's first turn: prompt tokens, how many were cached (reused), where and why it ran (null: not done yet). */
+  firstTurn: { promptTokens: number; cachedTokens: number; backend: string; route: string | null } | null;
+}
+
 /** Why a turn sent the backend the full transcript instead of a delta. */
 export type FullReason = "first-turn" | "diverged" | "tools-changed" | "state-unknown" | "backend-changed" | "failover";
 
@@ -127,7 +141,7 @@ export interface TurnRecord {
   /** What safe canonicalization changed in this turn's request (absent when nothing). */
   repaired?: Repairs;
   /**
-   * Why the turn went to its backend: the routing policy's reason (`pinned`, `prefix`,
+   * Why the turn went to its backend: the routing policy's reason (`pinned`, `parent`: a subagent's first turn, `prefix`,
    * `least-loaded`, `pinned-overloaded`, `pinned-down`, `pinned-draining`, `round-robin`, `hash`), or `failover`
    * when the planned backend failed and another took the turn. Absent on older records.
    */
@@ -155,15 +169,18 @@ export type TurnEvent =
    * trajectory it runs in (a fork's, when the turn forked) and the token of the response it stores
    * (a Responses API turn; a replay's is the stored one's).
    */
-  | { type: "start"; prefixBreak: PrefixBreak; trajectoryId?: string; responseToken?: string }
+  | { type: "start"; prefixBreak: PrefixBreak; trajectoryId?: string; responseToken?: string; diagnosis?: CacheDiagnosis }
   /**
    * `logprobs`: the token frames' (only when the request asked); `reply`: the frames' content and
    * tool-call pieces (a reply parsed for tool calls; ids as the client will see them). Both
    * response-only, never stored.
    */
   | { type: "token"; text: string; logprobs?: TokenLogprob[]; reply?: ReplyDelta }
-  /** `stopSequence`: the stop string that ended the reply (the backend's, when one did); `cacheWrites`: the backend's, with cache points. */
-  | { type: "done"; message: AssistantReply; finishReason: FinishReason; usage: Usage; turn: TurnRecord; replayed: boolean; stopSequence?: string; responseToken?: string; cacheWrites?: CacheWrite[] }
+  /**
+   * `stopSequence`: the stop string that ended the reply (the backend's, when one did); `cacheWrites`: the backend's, with cache points;
+   * `diagnosis`: the comparison the turn asked for (`TurnInput.compare`; also on the start event).
+   */
+  | { type: "done"; message: AssistantReply; finishReason: FinishReason; usage: Usage; turn: TurnRecord; replayed: boolean; stopSequence?: string; responseToken?: string; cacheWrites?: CacheWrite[]; diagnosis?: CacheDiagnosis }
   | { type: "error"; code: ErrorCode; message: string; retryable: boolean };
 
 /**
@@ -190,6 +207,8 @@ export interface TrajectoryState {
   forks: ForkRecord[];
   /** The trajectory this one was forked from or is a subagent of (null: neither). */
   parent: ParentLink | null;
+  /** Subagents linked to this trajectory as their parent, oldest first. */
+  children: ChildRecord[];
 }
 
 /** A trajectory's metadata as stored with its transcript. */
@@ -221,6 +240,8 @@ export interface CommitTurn {
   promptBlockHashes: readonly string[];
   /** A Responses API turn's response to keep. */
   response?: ResponseToStore;
+  /** A Messages API turn that asked for cache diagnostics: its answer's id, tools hash and model, kept so a later turn can name it. */
+  answer?: { id: string; toolsHash: string; model: string | null };
 }
 
 /**
@@ -235,6 +256,12 @@ export interface TurnStore {
   /** Short hashes of the last turn's prompt blocks. */
   promptBlockHashes(): string[];
   idempotentResult(key: string): { result: StoredResult; fingerprint: string } | null;
+  /** The number of the turn that ran last (0: none). */
+  lastTurn(): number;
+  /** A stored Responses API response by its token (null: none). */
+  response(token: string): StoredResponse | null;
+  /** The turn a Messages API answer stored for cache diagnostics answered (null: none). */
+  messageAnswer(id: string): NamedTurn | null;
   /** Writes transcript rows, the turn record, state and idempotency result in one transaction. */
   commitTurn(c: CommitTurn): void;
 }

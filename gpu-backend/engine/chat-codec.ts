@@ -20,9 +20,11 @@ export interface ChatCodec {
   createDecoder(): { push(tokenId: number): string; flush(): string };
   /**
    * Parses the text of a reply (stop tokens excluded) per the template's tool-call convention.
-   * Must never throw; a reply without tool calls keeps its text unchanged as content.
+   * Must never throw; a reply without tool calls keeps its text unchanged as content. `ids`: the
+   * ids its calls streamed with (`ToolCallStream.ids`), given to its calls in order; calls past
+   * them get fresh ones.
    */
-  parseAssistant(text: string): AssistantMessage;
+  parseAssistant(text: string, ids?: readonly string[]): AssistantMessage;
   /** Tokens that end the model's turn. */
   readonly eosTokenIds: readonly number[];
   /** How the chat template writes tool calls (tool-call-parser.ts). */

@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Ajv } from "ajv";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { DoneFrame, ErrorFrame, Frame, GenerateRequest, ReplyConstraint, SamplingParams, ToolDefinition } from "../../protocol/messages";
+import type { DoneFrame, ErrorFrame, Frame, GenerateRequest, ReplyConstraint, ReplyDelta, SamplingParams, ToolDefinition } from "../../protocol/messages";
 import { BlockPool } from "../kv/block-pool";
 import { CpuExecutor } from "../model/executors/cpu-executor";
 import { tinyFamilyConfig } from "../model/checkpoint/demo-families";
@@ -13,6 +13,7 @@ import { ConstrainedReply } from "../constraint/constrained-reply";
 import { GrammarCache } from "../constraint/grammar-cache";
 import { replyPlan } from "../constraint/reply-grammar";
 import { allows, ReplyMatcher } from "../constraint/reply-matcher";
+import { replyDeltasMismatch, sumReplyDeltas } from "../tokenizer/reply-deltas";
 import { loadModel, type LoadedModel } from "./load-model";
 import type { Engine } from "./engine";
 import { createEngine } from "./create-engine";
@@ -49,13 +50,29 @@ const tools: ToolDefinition[] = [
   { type: "function", function: { name: "get_time", parameters: TIME } },
 ];
 
+/** Each done frame's token frames' `reply` deltas (undefined where a frame had none). */
+const deltasOf = new WeakMap<DoneFrame, (ReplyDelta | undefined)[]>();
+
 function run(constraint: ReplyConstraint | undefined, s: SamplingParams, t: ToolDefinition[] | undefined = tools): Promise<DoneFrame | ErrorFrame> {
   const req: GenerateRequest = { requestId: crypto.randomUUID(), mode: "full", messages: [{ role: "user", content: "What is the weather in Paris?" }], sampling: s, ...(t ? { tools: t } : {}), ...(constraint ? { constraint } : {}) };
-  return new Promise((resolve) => engine.submit(req, (f: Frame) => (f.type === "done" || f.type === "error" ? resolve(f) : undefined)));
+  const deltas: (ReplyDelta | undefined)[] = [];
+  return new Promise((resolve) =>
+    engine.submit(req, (f: Frame) => {
+      if (f.type === "token") deltas.push(f.reply);
+      else if (f.type === "done") deltasOf.set(f, deltas);
+      if (f.type === "done" || f.type === "error") resolve(f);
+    }),
+  );
 }
 
+/** The turn's done frame; its token frames' deltas add up to its message (tool-call-stream.ts, the ReplyDelta contract). */
 function done(f: DoneFrame | ErrorFrame): DoneFrame {
   if (f.type === "error") throw new Error(`${f.code}: ${f.message}`);
+  const deltas = deltasOf.get(f)!;
+  expect(deltas.every((d) => d !== undefined)).toBe(true);
+  expect(replyDeltasMismatch(deltas, f.message), f.text).toBeUndefined();
+  // Each call streamed: its name came in an earlier frame than its last arguments piece.
+  for (const call of sumReplyDeltas(deltas).calls) expect(call.opened, f.text).toBeLessThan(call.last);
   return f;
 }
 

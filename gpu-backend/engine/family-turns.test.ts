@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import type { DoneFrame, Frame, GenerateRequest, SamplingParams, ToolDefinition } from "../../protocol/messages";
+import type { DoneFrame, Frame, GenerateRequest, ReplyDelta, SamplingParams, ToolDefinition } from "../../protocol/messages";
 import { BlockPool } from "../kv/block-pool";
 import { CpuExecutor } from "../model/executors/cpu-executor";
 import { tinyFamilyConfig, type DemoFamily } from "../model/checkpoint/demo-families";
@@ -12,6 +12,7 @@ import { loadModel } from "./load-model";
 import type { Engine } from "./engine";
 import { createEngine } from "./create-engine";
 import { ScriptedExecutor } from "./testing/scripted-executor";
+import { replyDeltasMismatch, sumReplyDeltas } from "../tokenizer/reply-deltas";
 
 /**
  * Each family's tiny checkpoint with its own tokenizer and chat template, served by the engine:
@@ -39,10 +40,21 @@ const CASES: { family: DemoFamily; tokenizer: TokenizerFamily; reply: string; en
   { family: "phi3", tokenizer: "phi3", reply: '<|tool_call|>[{"name": "get_weather", "arguments": {"city": "Paris"}}]<|/tool_call|>', endOfTurn: "<|end|>" },
 ];
 
+/** Each done frame's token frames' `reply` deltas. */
+const deltasOf = new WeakMap<DoneFrame, (ReplyDelta | undefined)[]>();
+
+/** A turn's done frame, once its token frames' `reply` deltas are checked to add up to its message (the ReplyDelta contract). */
 function turn(engine: Engine, req: GenerateRequest): Promise<DoneFrame> {
+  const deltas: (ReplyDelta | undefined)[] = [];
   return new Promise((resolve, reject) => {
     engine.submit(req, (f: Frame) => {
-      if (f.type === "done") resolve(f);
+      if (f.type === "token") deltas.push(f.reply);
+      else if (f.type === "done") {
+        const mismatch = deltas.includes(undefined) ? "a token frame without reply" : replyDeltasMismatch(deltas, f.message);
+        deltasOf.set(f, deltas);
+        if (mismatch) reject(new Error(`${mismatch} (${JSON.stringify(f.text)})`));
+        else resolve(f);
+      }
       else if (f.type === "error") reject(new Error(f.message));
     });
   });
@@ -71,6 +83,9 @@ describe("family chat turns", () => {
       const t1 = await turn(engine, base);
       expect([t1.finishReason, t1.text]).toEqual(["stop", c.reply]);
       expect(t1.message.tool_calls).toEqual([{ id: expect.stringMatching(/^call_/), type: "function", function: { name: "get_weather", arguments: '{"city": "Paris"}' } }]);
+      // The call streamed: its name came in an earlier token frame than its last arguments piece.
+      const [streamed] = sumReplyDeltas(deltasOf.get(t1)!).calls;
+      expect(streamed!.opened).toBeLessThan(streamed!.last);
 
       const s1 = engine.states.get(t1.stateId)!;
       const result = { role: "tool" as const, content: '{"temperature": 21}', tool_call_id: t1.message.tool_calls![0]!.id };

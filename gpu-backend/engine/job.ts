@@ -1,6 +1,7 @@
 import type { BlockHash } from "../../protocol/block-hash";
 import type { FinishReason, Frame, KvPullReport } from "../../protocol/messages";
 import type { ConstrainedReply } from "../constraint/constrained-reply";
+import type { ToolCallStream } from "../tokenizer/tool-call-stream";
 import type { Sequence } from "../scheduler/sequence";
 import type { ReplyBudget } from "./reply-budget";
 import type { Sampler } from "./sampler";
@@ -29,6 +30,8 @@ export interface Job {
   stateId: string | undefined;
   /** Demo agent mode's cap ends this reply: its last token is this end-of-turn token (demo-agent.ts). */
   endTurn: number | undefined;
+  /** A reply parsed for tool calls: splits its streamed text into each token frame's `reply` (its ids go to the final parse). */
+  reply: ToolCallStream | undefined;
 }
 
 /** Where a sequence's KV comes from and goes: its hash root, the kept tail it continues, the turn state it becomes. */
@@ -49,6 +52,8 @@ export interface JobParams {
   signal: AbortSignal | undefined;
   /** Compiled for the reply (structured outputs); absent: unconstrained. */
   constraint?: ConstrainedReply | null;
+  /** The reply's tool-call splitter when it is parsed for tool calls (chat turns). */
+  reply?: ToolCallStream;
   onFinish: (reason: FinishReason, job: Job) => void;
 }
 

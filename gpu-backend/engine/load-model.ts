@@ -1,6 +1,6 @@
 import type { ChatCodec } from "./chat-codec";
 import { TokenPieces } from "../tokenizer/token-pieces";
-import { newToolCallId } from "../tokenizer/tool-call-id";
+import { toolCallIds } from "../tokenizer/tool-call-id";
 import { withGenericTools } from "../tokenizer/generic-tools";
 import { detectToolCallConvention, parseAssistantText, toolCallMarkers } from "../tokenizer/tool-call-parser";
 import { loadCheckpoint, type Checkpoint } from "../model/checkpoint/checkpoint";
@@ -56,7 +56,7 @@ export async function loadModel(options: { dir: string | undefined; maxContext?:
     decode: (ids) => tokenizer.decode(ids, { skipSpecialTokens: false }),
     tokenPiece: (id) => pieces.piece(id),
     createDecoder: () => tokenizer.createDecoder({ skipSpecialTokens: false }),
-    parseAssistant: (text) => parseAssistantText(text, toolCalls, newToolCallId),
+    parseAssistant: (text, ids) => parseAssistantText(text, toolCalls, toolCallIds(ids)),
     eosTokenIds: [...eos],
     toolCallConvention: toolCalls,
     grammarVocabulary: () => ({ pieces: tokenizer.grammarPieces(toolCallMarkers(toolCalls)), encoding: tokenizer.vocabEncoding }),

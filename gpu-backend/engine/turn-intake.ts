@@ -4,6 +4,7 @@ import type { Frame, GenerateRequest, KvFetchRequest, KvPullReport, TokenizeRequ
 import { ConstrainedReply } from "../constraint/constrained-reply";
 import { constrainsCalls, replyPlan, type ReplyPlan } from "../constraint/reply-grammar";
 import { Sequence } from "../scheduler/sequence";
+import { ToolCallStream } from "../tokenizer/tool-call-stream";
 import { demoConstraint, demoSampling, endOfTurnTokenId } from "./demo-agent";
 import type { EngineParts, TokenRequest, TokenResult } from "./engine-options";
 import type { JobParams, JobQueue, SequenceCache } from "./job";
@@ -55,7 +56,9 @@ export class TurnIntake {
       const budget = replyBudget(demo ? demoSampling(req.sampling) : req.sampling, prompt.tokenIds.length, this.contextTokens, demo?.replyTokens);
       const cache: SequenceCache = { root, resumeTail: prompt.base, stateId: randomUUID() };
       const turn = { req, prompt, root, cache, parseToolCalls: plan.parseToolCalls, sink };
-      const job: JobParams = { tokenIds: prompt.tokenIds, budget, cache, sink, signal, onFinish: (reason, j) => endChatTurn(parts, turn, reason, j) };
+      const reasoningOpen = prompt.promptText.trimEnd().endsWith("<think>");
+      const reply = plan.parseToolCalls ? new ToolCallStream(codec.toolCallConvention, undefined, { reasoningOpen }) : undefined;
+      const job: JobParams = { tokenIds: prompt.tokenIds, budget, cache, sink, signal, ...(reply ? { reply } : {}), onFinish: (reason, j) => endChatTurn(parts, turn, reason, j) };
       const start = () => {
         if (!plan.grammar && plan.bannedTexts.length === 0) return this.start(job);
         void this.startConstrained(job, plan);
@@ -129,7 +132,7 @@ export class TurnIntake {
   }
 
   /** Makes the sequence and its job and queues them; throws on an empty prompt or past the queue bound. */
-  private start({ tokenIds, budget: { sampling, capped }, cache, sink, signal, constraint = null, onFinish }: JobParams): void {
+  private start({ tokenIds, budget: { sampling, capped }, cache, sink, signal, constraint = null, reply, onFinish }: JobParams): void {
     if (tokenIds.length === 0) throw new ProtocolError("invalid_request", "the prompt is empty");
     const { codec } = this.parts.options;
     this.queue.add({
@@ -149,6 +152,7 @@ export class TurnIntake {
       constraint,
       stateId: cache.stateId,
       endTurn: capped && !sampling.ignoreEos ? this.endTurnId : undefined,
+      reply,
     });
   }
 }

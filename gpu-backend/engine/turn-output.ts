@@ -26,7 +26,7 @@ export function acceptToken(job: Job, tokenId: number, logprob: TokenLogprob | u
   seq.tokenIds.push(tokenId);
   if (job.stopTokenIds.has(tokenId)) return "stop";
   const { emit, stopped } = job.stops.push(job.decoder.push(tokenId));
-  job.sink(logprob ? { type: "token", tokenIds: [tokenId], text: emit, logprobs: [logprob] } : { type: "token", tokenIds: [tokenId], text: emit });
+  job.sink({ type: "token", tokenIds: [tokenId], text: emit, ...(logprob ? { logprobs: [logprob] } : {}), ...(job.reply ? { reply: job.reply.push(emit) } : {}) });
   if (stopped) return "stop_sequence";
   if (seq.numGenerated >= seq.maxTokens && !complete) return "length";
   return undefined;
@@ -44,10 +44,12 @@ export function closeOutput(job: Job, reason: FinishReason, kv: KvCacheManager):
     const full = Math.min(Math.floor(job.seq.numPromptTokens / kv.blockSize), MAX_PROMPT_BLOCK_HASHES);
     job.promptBlockHashes = kv.blockHashes(job.seq.seqId).slice(0, full).map(shortBlockHash);
   }
-  if (reason !== "stop_sequence" && reason !== "cancelled") {
-    // Bytes that never formed a whole character come out here, then any held-back text.
-    const rest = job.stops.push(job.decoder.flush()).emit + job.stops.flush();
-    if (rest) job.sink({ type: "token", tokenIds: [], text: rest });
+  if (reason !== "cancelled") {
+    // Bytes that never formed a whole character come out here, then any held-back text (a stop
+    // sequence's text was cut: none); the reply's splitter settles what it held.
+    const rest = reason === "stop_sequence" ? "" : job.stops.push(job.decoder.flush()).emit + job.stops.flush();
+    const reply = job.reply?.finish(rest);
+    if (rest || (reply && (reply.content !== undefined || reply.toolCalls !== undefined))) job.sink({ type: "token", tokenIds: [], text: rest, ...(reply ? { reply } : {}) });
   }
   // The turn state keeps the partial last block (a stop sequence's state drops the generated tokens: nothing to keep).
   if (reason !== "cancelled" && reason !== "stop_sequence") job.seq.keepTailAs = job.stateId;
@@ -78,7 +80,8 @@ export function endChatTurn(parts: EngineParts, turn: ChatTurn, reason: FinishRe
   const text = job.stops.fullText;
   // The reply as the template will render it next turn: a well-formed tool call re-renders
   // to the very text generated, so the next turn's prompt keeps the generated ids.
-  const message = turn.parseToolCalls ? codec.parseAssistant(text) : { role: "assistant" as const, content: text };
+  // Its calls keep the ids they streamed with (token frames' `reply`).
+  const message = turn.parseToolCalls ? codec.parseAssistant(text, job.reply?.ids) : { role: "assistant" as const, content: text };
   parts.states.put(keptState(job, { reason, stateId, message, prompt, root, trajectoryId: req.trajectoryId, cacheSalt: req.cacheSalt ?? "" }, codec));
   const cacheWrites = req.cachePoints?.length ? parts.leases.prefix.afterTurn(req.cachePoints, { ...prompt, tokenIds: job.seq.tokenIds.slice(0, job.seq.numPromptTokens), root, cachedTokens: job.seq.numCachedTokens }) : undefined;
   const done = doneFrameOf(job, { reason, stateId, text, message }, { backendId, blockSize: parts.kv.blockSize, evictions: parts.evictions, hostTier: parts.hostTier !== undefined });

@@ -89,6 +89,12 @@ function edgeSecret(env: Env): string {
   return edgeSettings(env).saltSecret;
 }
 
-async function tenantSalt(env: Env, tenant: string): Promise<string> {
+/**
+ * A tenant's block-hash salt, HMAC-SHA-256(CACHE_SALT_SECRET, tenant): what `auth` sets as
+ * `cacheSalt` (a Responses WebSocket's turns, which run past the key check, derive it again).
+ *
+ * @example const cacheSalt = await tenantSalt(env, "local");
+ */
+export async function tenantSalt(env: Env, tenant: string): Promise<string> {
   return hmacSha256Hex(edgeSecret(env), `tenant:${tenant}`);
 }

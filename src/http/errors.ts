@@ -15,7 +15,17 @@ import { edgePath } from "../../protocol/routes";
 export function errorResponse(c: Context, err: ProtocolError): Response {
   const headers: Record<string, string> = err.retryable ? { "retry-after": "1" } : {};
   if (isMessagesPath(c.req.path)) return c.json(anthropicErrorBody(err), err.httpStatus, headers);
-  return c.json({ error: { message: publicMessage(err), type: openAiErrorType(err.code), code: err.code, param: null } }, err.httpStatus, headers);
+  return c.json(openAiErrorBody(err), err.httpStatus, headers);
+}
+
+/**
+ * OpenAI's error body for `err` (`error.type` OpenAI's, `error.code` the project's stable code):
+ * responses, and a Responses WebSocket's `error` event (`{ type: "error", status, ...body }`).
+ *
+ * @example openAiErrorBody(new ProtocolError("not_found", "no such response")) // { error: { message: "no such response", type: "not_found_error", code: "not_found", param: null } }
+ */
+export function openAiErrorBody(err: ProtocolError) {
+  return { error: { message: publicMessage(err), type: openAiErrorType(err.code), code: err.code, param: null } };
 }
 
 /**
@@ -54,7 +64,9 @@ const ANTHROPIC_ERROR_TYPES: Record<ErrorCode, string> = {
   max_tokens_too_small: "invalid_request_error",
   limit_exceeded: "invalid_request_error",
   headers_too_large: "request_too_large",
-  websocket_unsupported: "invalid_request_error",
+  upgrade_required: "invalid_request_error",
+  response_already_in_flight: "conflict_error",
+  websocket_connection_limit_reached: "invalid_request_error",
   unauthorized: "authentication_error",
   not_found: "not_found_error",
   unknown_model: "not_found_error",
@@ -94,6 +106,7 @@ function openAiErrorType(code: ErrorCode): string {
     case "unknown_model":
       return "not_found_error";
     case "trajectory_busy":
+    case "response_already_in_flight":
       return "conflict_error";
     default:
       return "invalid_request_error";

@@ -5,6 +5,8 @@ import type { AssistantReply, TurnEvent } from "../../durable-objects/turn/turn-
 import { anthropicErrorBody } from "./errors";
 import { ReplySteps, type ReplyStep } from "./reply-steps";
 import type { TurnAnswer } from "./respond";
+import type { CacheDiagnosis } from "../../durable-objects/turn/cache-diagnosis";
+import { anthropicDiagnostics } from "./cache-diagnostics";
 
 /**
  * A turn answered in Anthropic's Messages API shape: the `message` JSON and its SSE stream
@@ -25,6 +27,8 @@ export interface MessagesMeta {
   stopSequences: readonly string[];
   /** The request had tools: streamed text that may be a tool call is held back (`ReplySteps`). */
   hasTools: boolean;
+  /** The request asked for cache diagnostics (`diagnostics`); `start`: the start event's diagnosis, for `message_start` (cache-diagnostics.ts). */
+  diagnostics?: { previous: string | null; start?: CacheDiagnosis };
 }
 
 /** Prompt-cache writes by TTL, in tokens (what `usage.cache_creation` reports). */
@@ -111,6 +115,7 @@ export function messageJson(meta: MessagesMeta, done: MessagesDone) {
     content: [...text, ...toolUseBlocks(done.message)],
     ...messagesStop(done, meta.stopSequences),
     usage: messagesUsage(done.usage, cacheCreation(done.cacheWrites)),
+    ...(meta.diagnostics ? { diagnostics: anthropicDiagnostics(meta.diagnostics, done.diagnosis, done) } : {}),
   };
 }
 
@@ -146,7 +151,7 @@ export async function* messagesSse(meta: MessagesMeta, events: AsyncIterable<Tur
   const zero = messagesUsage({ promptTokens: 0, cachedTokens: 0, computedTokens: 0, completionTokens: 0 });
   yield sse("message_start", {
     type: "message_start",
-    message: { id: meta.id, type: "message", role: "assistant", model: meta.model, content: [], stop_reason: null, stop_sequence: null, usage: zero },
+    message: { id: meta.id, type: "message", role: "assistant", model: meta.model, content: [], stop_reason: null, stop_sequence: null, usage: zero, ...(meta.diagnostics ? { diagnostics: anthropicDiagnostics(meta.diagnostics, meta.diagnostics.start, undefined) } : {}) },
   });
   yield sse("ping", { type: "ping" });
   const steps = new ReplySteps(meta.hasTools);
@@ -198,7 +203,12 @@ export async function* messagesSse(meta: MessagesMeta, events: AsyncIterable<Tur
  * @example return answerTurn(c, events, messagesAnswer(meta, parsed.stream, { "x-trajectory-id": id }));
  */
 export function messagesAnswer(meta: MessagesMeta, stream: boolean, headers: Record<string, string>): TurnAnswer {
-  return { stream, headers, json: (done) => messageJson(meta, done), sse: (events) => messagesSse(meta, events), sseError: messagesSseError };
+  // The start event's diagnosis is what `message_start` can say (it is sent before the backend answers).
+  const onStart = (e: Extract<TurnEvent, { type: "start" }>) => {
+    if (meta.diagnostics && e.diagnosis) meta.diagnostics.start = e.diagnosis;
+    return {};
+  };
+  return { stream, headers, onStart, json: (done) => messageJson(meta, done), sse: (events) => messagesSse(meta, events), sseError: messagesSseError };
 }
 
 function errorOf(e: Extract<TurnEvent, { type: "error" }>): ProtocolError {

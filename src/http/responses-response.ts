@@ -6,6 +6,8 @@ import { callItem, outputItems, type CallShapes, type ResponseItem } from "./res
 import { namespacedCall } from "./responses-tools";
 import { responseId } from "./response-id";
 import type { TurnAnswer } from "./respond";
+import type { CompareWith } from "../../durable-objects/turn/cache-diagnosis";
+import { openaiDiagnostics } from "./cache-diagnostics";
 
 /** What a response object is built from besides the turn's result. */
 export interface ResponseMeta {
@@ -22,6 +24,8 @@ export interface ResponseMeta {
   hasTools: boolean;
   /** How the request's tool calls go back (namespaced and custom tools; absent: plain function calls). */
   shapes?: CallShapes;
+  /** The request asked for prompt cache diagnostics: the comparison (undefined: an id not ours), said as `prompt_cache_diagnostics`. */
+  diagnostics?: { compare: CompareWith | undefined };
 }
 
 /** A finished turn's result, as a response needs it (a live done event, or a stored response). */
@@ -29,6 +33,8 @@ export interface ResponseResult {
   message: AssistantReply;
   finishReason: FinishReason;
   usage: Usage;
+  /** The live turn's done event (its cache diagnosis and record); absent for a stored response. */
+  done?: Extract<TurnEvent, { type: "done" }>;
 }
 
 /** The Responses API's usage: `input_tokens` (cached included) with `input_tokens_details.cached_tokens`. */
@@ -74,6 +80,7 @@ export function responseJson(meta: ResponseMeta, result: ResponseResult | null) 
     user: null,
     ...meta.echo,
     usage: result === null ? null : responsesUsage(result.usage),
+    ...(meta.diagnostics ? { prompt_cache_diagnostics: openaiDiagnostics(meta.diagnostics, result?.done) } : {}),
   };
 }
 
@@ -181,7 +188,7 @@ export async function* responsesSse(meta: ResponseMeta, events: AsyncIterable<Tu
       yield* itemEvents(last, nextOutput++, false, ev);
     }
     yield* closeMessage();
-    const result: ResponseResult = { message: event.message, finishReason: event.finishReason, usage: event.usage };
+    const result: ResponseResult = { message: event.message, finishReason: event.finishReason, usage: event.usage, done: event };
     yield ev(result.finishReason === "length" ? "response.incomplete" : "response.completed", { response: responseJson(meta, result) });
   }
 }
@@ -223,7 +230,7 @@ export function responsesAnswer(meta: ResponseMeta, stream: boolean, headers: Re
       if (e.responseToken !== undefined) meta.token = e.responseToken;
       return meta.trajectoryId !== undefined ? { "x-trajectory-id": meta.trajectoryId } : {};
     },
-    json: (done) => responseJson(meta, { message: done.message, finishReason: done.finishReason, usage: done.usage }),
+    json: (done) => responseJson(meta, { message: done.message, finishReason: done.finishReason, usage: done.usage, done }),
     sse: (events) => responsesSse(meta, events),
     sseError: (err: ProtocolError) => `event: error\ndata: ${JSON.stringify({ type: "error", code: err.code, message: err.message, param: null })}\n\n`,
   };

@@ -48,6 +48,14 @@ export interface SessionHints {
   metadataUserId?: string | undefined;
 }
 
+/**
+ * Every header `sessionKey` reads: what a Responses WebSocket's upgrade request passes on to each
+ * of its turns, so they are named as that request's POSTs would be.
+ *
+ * @example const named = SESSION_HEADERS.filter((h) => req.headers.has(h));
+ */
+export const SESSION_HEADERS = ["x-trajectory-id", "x-session-affinity", "x-claude-code-session-id", "x-claude-code-agent-id", "x-claude-code-parent-agent-id", "session-id", "x-session-id", "x-parent-session-id"] as const;
+
 const TRAJECTORY_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** Trajectory ids are 1-128 characters of [A-Za-z0-9._:-]. */

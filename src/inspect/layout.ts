@@ -7,7 +7,7 @@ const CSS = `
 :root { color-scheme: light; }
 * { box-sizing: border-box; }
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", "Liberation Sans", sans-serif; margin: 0; color: #1d1d1f; background: #fafafa; }
-main { max-width: 1240px; margin: 0 auto; padding: 16px 24px 48px; }
+main { max-width: 1320px; margin: 0 auto; padding: 16px 16px 48px; }
 h1 { font-size: 20px; margin: 8px 0 4px; } h2 { font-size: 16px; margin: 28px 0 8px; }
 code, pre { font: 12.5px/1.4 ui-monospace, "DejaVu Sans Mono", "Liberation Mono", monospace; }
 a { color: #0b57d0; text-decoration: none; } a:hover { text-decoration: underline; }
@@ -19,6 +19,8 @@ a { color: #0b57d0; text-decoration: none; } a:hover { text-decoration: underlin
 table { border-collapse: collapse; width: 100%; background: #fff; }
 th, td { text-align: right; padding: 4px 8px; border-bottom: 1px solid #eee; white-space: nowrap; }
 th { background: #f3f3f3; font-weight: 600; } td.l, th.l { text-align: left; }
+table.turns { font-size: 13px; } table.turns th, table.turns td { padding: 4px 5px; } table.turns th { white-space: normal; vertical-align: bottom; } table.turns .miss { display: block; font-size: 12px; }
+td.wrap { white-space: normal; min-width: 110px; max-width: 170px; }
 .legend span { margin-right: 14px; } .sw { display: inline-block; width: 10px; height: 10px; border-radius: 2px; margin-right: 4px; vertical-align: -1px; }
 .marker { font-weight: 600; } .marker.break { color: ${COLORS.break}; } .marker.full { color: ${COLORS.full}; }
 .lease { border: 1px solid #888; border-radius: 10px; padding: 0 6px; font-size: 12px; }

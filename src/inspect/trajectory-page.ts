@@ -4,9 +4,11 @@ import { COLORS, fmtInt, fmtMs, fmtPct, fmtTime, inspectPaths, page, swatch } fr
 import type { InspectTurn, InspectView } from "./view";
 
 /**
- * The trajectory page: totals (hit rate, tokens saved, estimated time saved), the per-turn token
- * bars, the timeline with tool pauses, the turn table, every prefix break with its cause and the
- * first differing text side by side, and the transcript.
+ * The trajectory page: its links (the parent it forked from or is a subagent of, its forks, its
+ * subagents with each one's first-turn reuse), totals (hit rate, tokens saved, estimated time
+ * saved), the per-turn token bars, the timeline with tool pauses, the turn table (fits a 1280 px
+ * window with typical figures, scrolls sideways in its panel otherwise), every prefix break with
+ * its cause and the first differing text side by side, and the transcript.
  *
  * @example return c.html(trajectoryPage(inspectView(state, messages)).text, 200, PAGE_HEADERS);
  */
@@ -19,6 +21,7 @@ export function trajectoryPage(view: InspectView): Html {
 <p><a href="${paths.list}">← ${view.tenant}'s trajectories</a> · <a href="${paths.trajectoryJson}">JSON</a></p>
 <h1>Trajectory <code>${view.id}</code></h1>
 <div class="meta"><span>tenant <b>${view.tenant}</b></span><span>created ${fmtTime(view.createdAt)} UTC</span><span>${fmtInt(view.messageCount)} messages</span><span>pinned backend ${view.backend ?? "none"}</span>${view.parent ? html`<span id="parent">${view.parent.relation === "subagent" ? "subagent of" : "forked from"} <a href="${inspectPaths(view.tenant, view.parent.id).trajectory}">${view.parent.id}</a>${view.parent.turn === null ? "" : html` at turn ${view.parent.turn}`}</span>` : ""}</div>
+${view.children.length > 0 ? childrenLine(view) : ""}
 ${view.forks.length > 0 ? html`<div class="meta" id="forks"><span>${view.forks.length} fork${view.forks.length === 1 ? "" : "s"}:</span>${view.forks.map((f) => html`<span><a href="${inspectPaths(view.tenant, f.id).trajectory}">${f.id}</a> from turn ${f.turn}</span>`)}</div>` : ""}
 <div class="cards">
   <div class="card" id="hit-rate"><small>cache hit rate</small><b>${fmtPct(t.hitRate)}</b><small>${fmtInt(t.cachedTokens)} of ${fmtInt(t.promptTokens)} prompt tokens</small></div>
@@ -56,7 +59,34 @@ ${view.messages.map((m) => html`<div class="msg" data-index="${m.index}"><span c
 
 function turnRow(x: InspectTurn, hasLeases: boolean): Html {
   const marker = x.marker ? html`<span class="marker ${x.marker.kind}" title="${x.marker.label}">${x.marker.kind === "break" ? "⚠" : "↻"} ${x.marker.cause}</span>` : x.fullReason ?? "";
-  return html`<tr data-turn="${x.turn}"><td>${x.turn}</td><td title="${fmtTime(x.startedAt)} UTC">+${fmtMs(x.startOffsetMs)}</td><td class="l">${x.mode}</td><td class="l">${marker}</td><td>${fmtInt(x.promptTokens)}</td><td>${fmtInt(x.cachedTokens)}</td><td>${fmtInt(x.computedTokens)}</td><td>${fmtInt(x.completionTokens)}</td><td>${x.prefixLostTokens === null ? "–" : fmtInt(x.prefixLostTokens)}${x.miss ? html` <span class="miss" data-reason="${x.miss.reason}" title="${fmtInt(x.miss.tokens)} of ${fmtInt(x.miss.possibleTokens)} reusable tokens computed${x.miss.detail ? `: ${x.miss.detail}` : ""}">${x.miss.reason}</span>` : ""}</td><td>${fmtMs(x.ttftMs)}</td><td>${fmtMs(x.backendTtftMs)}</td><td>${fmtMs(x.totalMs)}</td><td>${x.pauseBeforeMs === null ? "–" : fmtMs(x.pauseBeforeMs)}</td><td>${x.estSavedMs === null ? "–" : `≈ ${fmtMs(x.estSavedMs)}`}</td><td class="l">${x.backend}</td>${hasLeases ? html`<td class="l">${x.lease ? html`<span class="lease lease-${x.lease.state}">${x.lease.state}${x.lease.ttlMs !== undefined ? ` · ttl ${fmtMs(x.lease.ttlMs)}` : ""}${x.lease.tokens !== undefined ? ` · ${fmtInt(x.lease.tokens)} tokens` : ""}</span>` : ""}</td>` : ""}</tr>`;
+  return html`<tr data-turn="${x.turn}"><td>${x.turn}</td><td title="${fmtTime(x.startedAt)} UTC">+${fmtMs(x.startOffsetMs)}</td><td class="l">${x.mode}</td><td class="l wrap">${marker}</td><td>${fmtInt(x.promptTokens)}</td><td>${fmtInt(x.cachedTokens)}</td><td>${fmtInt(x.computedTokens)}</td><td>${fmtInt(x.completionTokens)}</td><td>${x.prefixLostTokens === null ? "–" : fmtInt(x.prefixLostTokens)}${x.miss ? html` <span class="miss" data-reason="${x.miss.reason}" title="${fmtInt(x.miss.tokens)} of ${fmtInt(x.miss.possibleTokens)} reusable tokens computed${x.miss.detail ? `: ${x.miss.detail}` : ""}">${x.miss.reason}</span>` : ""}</td><td>${fmtMs(x.ttftMs)}</td><td>${fmtMs(x.backendTtftMs)}</td><td>${fmtMs(x.totalMs)}</td><td>${x.pauseBeforeMs === null ? "–" : fmtMs(x.pauseBeforeMs)}</td><td>${x.estSavedMs === null ? "–" : `≈ ${fmtMs(x.estSavedMs)}`}</td><td class="l" title="${x.backend}">${backendHost(x.backend)}</td>${hasLeases ? html`<td class="l">${x.lease ? html`<span class="lease lease-${x.lease.state}"${x.lease.tokens !== undefined ? html` title="${fmtInt(x.lease.tokens)} tokens leased"` : ""}>${x.lease.state}${x.lease.ttlMs !== undefined ? ` · ttl ${fmtMs(x.lease.ttlMs)}` : ""}</span>` : ""}</td>` : ""}</tr>`;
+}
+
+/**
+ * A backend as the turn table shows it: a URL as its host and port (the whole value is the cell's
+ * title), so the table fits a 1280 px window; a backend id (what turn records hold) as it is.
+ *
+ * @example backendHost("http://10.0.0.2:8080") // "10.0.0.2:8080"
+ */
+export function backendHost(url: string): string {
+  try {
+    return new URL(url).host || url;
+  } catch {
+    return url;
+  }
+}
+
+/** The subagents line: each child linked, with its first turn's reuse (cached of prompt tokens) and where it ran. */
+function childrenLine(view: InspectView): Html {
+  const n = view.children.length;
+  return html`<div class="meta" id="children"><span>${n} subagent${n === 1 ? "" : "s"}:</span>${view.children.map(
+    (ch) =>
+      html`<span class="child" data-id="${ch.id}"><a href="${inspectPaths(view.tenant, ch.id).trajectory}">${ch.id}</a> ${
+        ch.firstTurn
+          ? html`<span class="reuse" title="first turn on ${ch.firstTurn.backend}${ch.firstTurn.route ? `, route ${ch.firstTurn.route}` : ""}">first turn ${fmtInt(ch.firstTurn.cachedTokens)} of ${fmtInt(ch.firstTurn.promptTokens)} prompt tokens cached (${fmtPct(ch.firstTurn.promptTokens > 0 ? ch.firstTurn.cachedTokens / ch.firstTurn.promptTokens : null)})${ch.firstTurn.route ? `, ${ch.firstTurn.route}` : ""}</span>`
+          : html`<span class="reuse">no turn done yet</span>`
+      }</span>`,
+  )}</div>`;
 }
 
 function breakDetail(x: InspectTurn): Html {

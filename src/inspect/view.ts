@@ -85,6 +85,8 @@ export interface InspectView {
   /** Trajectories forked from this one's responses (Responses API), and the one it was forked from. */
   forks: { id: string; turn: number; createdAt: string }[];
   parent: { id: string; turn: number | null; relation: "fork" | "subagent" } | null;
+  /** Subagents linked to this trajectory, with their first turn's reuse (null: not done yet). */
+  children: { id: string; createdAt: string; firstTurn: { promptTokens: number; cachedTokens: number; backend: string; route: string | null } | null }[];
   turns: InspectTurn[];
   totals: InspectTotals;
   messages: InspectMessage[];
@@ -171,6 +173,8 @@ export function inspectView(state: TrajectoryState, transcript: ChatMessage[] | 
     backend: state.backendUrl,
     forks: state.forks.map((f) => ({ id: f.trajectoryId, turn: f.turn, createdAt: f.createdAt })),
     parent: state.parent ? { id: state.parent.trajectoryId, turn: state.parent.turn, relation: state.parent.relation } : null,
+    // Read defensively: a state from before subagent links has none.
+    children: (state.children ?? []).map((ch) => ({ id: ch.trajectoryId, createdAt: ch.createdAt, firstTurn: ch.firstTurn })),
     turns,
     totals: {
       turns: turns.length,

@@ -7,6 +7,7 @@ import { edgeSettings } from "../../durable-objects/settings";
 import { checkLimits } from "../../durable-objects/turn/limits";
 import { auth, type AuthVariables } from "../http/auth";
 import { readJson } from "../http/body";
+import { messagesAsked } from "../http/cache-diagnostics";
 import { cachePointsOf, parseMessagesBody } from "../http/messages-request";
 import { messageId, messagesAnswer } from "../http/messages-response";
 import { isStrictTenant, resolveModel } from "../http/model-names";
@@ -22,7 +23,9 @@ const A = ROUTES.edge.anthropic;
  *
  * - `POST /v1/messages`: the request converted to the chat transcript (`parseMessagesBody`) and
  *   run by the one turn dispatch (`dispatchTurn`: the trajectory a header or `metadata.user_id`
- *   names, else stateless); answered as Anthropic's `message`, or its SSE stream.
+ *   names, else stateless); answered as Anthropic's `message`, or its SSE stream. With a
+ *   `diagnostics` object, the answer's id is kept with the turn and the turn is compared with the
+ *   answer `previous_message_id` names (cache-diagnostics.ts).
  * - `POST /v1/messages/count_tokens`: `{ input_tokens }`, the prompt tokens a turn with these
  *   messages and tools would have, counted by a live backend (`POST /v1/tokenize`); the same
  *   caps as a turn apply (`checkLimits`).
@@ -31,7 +34,11 @@ export const messagesRoutes = new Hono<{ Bindings: Env; Variables: AuthVariables
   .use(A.messages, auth())
   .use(A.countTokens, auth())
   .post(A.messages, async (c) => {
-    const parsed = parseMessagesBody(await readJson(c), "create", { strict: isStrictTenant(edgeSettings(c.env), c.get("tenant")) });
+    const body = await readJson(c);
+    const parsed = parseMessagesBody(body, "create", { strict: isStrictTenant(edgeSettings(c.env), c.get("tenant")) });
+    // Cache diagnostics (docs/cache-diagnostics.md): asked by the `diagnostics` object itself, with or without the beta header.
+    const asked = messagesAsked(body);
+    const id = messageId();
     const request: TurnRequest = {
       messages: parsed.messages,
       tools: parsed.tools,
@@ -44,7 +51,12 @@ export const messagesRoutes = new Hono<{ Bindings: Env; Variables: AuthVariables
       warnings: parsed.warnings,
       hints: { metadataUserId: parsed.metadataUserId },
     };
-    return dispatchTurn(c, request, (d) => messagesAnswer({ id: messageId(), model: d.echoModel, stopSequences: parsed.sampling.stop, hasTools: (parsed.tools?.length ?? 0) > 0 }, parsed.stream, {}));
+    return dispatchTurn(
+      c,
+      request,
+      (d) => messagesAnswer({ id, model: d.echoModel, stopSequences: parsed.sampling.stop, hasTools: (parsed.tools?.length ?? 0) > 0, ...(asked ? { diagnostics: { previous: asked.previous } } : {}) }, parsed.stream, {}),
+      () => (asked ? { compare: { api: "messages", id, previous: asked.previous } } : {}),
+    );
   })
   .post(A.countTokens, async (c) => {
     const parsed = parseMessagesBody(await readJson(c), "count");

@@ -8,6 +8,7 @@ import type { AuthVariables } from "../http/auth";
 import { readJson } from "../http/body";
 import { idempotencyKey } from "../http/idempotency-key";
 import { DEFAULT_MODEL_ID } from "../http/models";
+import { responsesAsked, responsesCompare } from "../http/cache-diagnostics";
 import { parseResponseId, responseToken } from "../http/response-id";
 import { messageItems } from "../http/responses-items";
 import { parseResponsesBody } from "../http/responses-request";
@@ -33,7 +34,11 @@ const O = ROUTES.edge.openai;
  */
 export const responsesRoutes = new Hono<{ Bindings: Env; Variables: AuthVariables }>()
   .post(O.responses, async (c) => {
-    const parsed = parseResponsesBody(await readJson(c), { strict: isStrictTenant(edgeSettings(c.env), c.get("tenant")) });
+    const body = await readJson(c);
+    const parsed = parseResponsesBody(body, { strict: isStrictTenant(edgeSettings(c.env), c.get("tenant")) });
+    // Prompt cache diagnostics (docs/cache-diagnostics.md): the response to compare with.
+    const comparison = responsesAsked(body);
+    const compare = comparison === undefined ? undefined : responsesCompare(comparison);
     const previous = parsed.previousResponseId === undefined ? undefined : parseResponseId(parsed.previousResponseId);
     const idempotency = idempotencyKey(c.req.header("idempotency-key"));
     // The instructions lead the transcript; a continuation puts them in place of the previous ones.
@@ -57,11 +62,12 @@ export const responsesRoutes = new Hono<{ Bindings: Env; Variables: AuthVariable
       c,
       request,
       (d) => {
-        meta = { token: responseToken(), trajectoryId: d.trajectoryId, stored: parsed.store && d.trajectoryId !== undefined, createdAt, model: d.echoModel, echo: withWarnings(parsed.echo, parsed.warnings), hasTools: parsed.tools.length > 0, shapes: parsed };
+        meta = { token: responseToken(), trajectoryId: d.trajectoryId, stored: parsed.store && d.trajectoryId !== undefined, createdAt, model: d.echoModel, echo: withWarnings(parsed.echo, parsed.warnings), hasTools: parsed.tools.length > 0, shapes: parsed, ...(comparison !== undefined ? { diagnostics: { compare } } : {}) };
         return responsesAnswer(meta, parsed.stream, {});
       },
       () => ({
         ...(previous ? { previous: { token: previous.token, instructions: parsed.instructions } } : {}),
+        ...(compare ? { compare } : {}),
         ...(meta!.stored ? { response: { token: meta!.token, createdAt, echo: { ...parsed.echo, model: meta!.model }, inputFrom: system.length, instructions: system.length > 0 } } : {}),
       }),
     );

@@ -76,6 +76,11 @@ export const trajectoryRoutes = new Hono<App>()
       })),
       forks: state.forks.map((f) => ({ id: f.trajectoryId, turn: f.turn, created_at: f.createdAt })),
       parent: state.parent ? { id: state.parent.trajectoryId, turn: state.parent.turn, relation: state.parent.relation } : null,
+      children: state.children.map((ch) => ({
+        id: ch.trajectoryId,
+        created_at: ch.createdAt,
+        first_turn: ch.firstTurn ? { prompt_tokens: ch.firstTurn.promptTokens, cached_tokens: ch.firstTurn.cachedTokens, backend: ch.firstTurn.backend, route: ch.firstTurn.route } : null,
+      })),
     });
   })
   .post(T.turns, async (c) => {

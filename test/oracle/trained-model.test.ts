@@ -5,10 +5,11 @@ import Ajv from "ajv";
 import { getLlama, LlamaLogLevel, type Llama, type LlamaModel } from "node-llama-cpp";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { ToolDefinition } from "../../protocol/chat-content";
-import type { DoneFrame, Frame, GenerateRequest, SamplingParams } from "../../protocol/messages";
+import type { DoneFrame, Frame, GenerateRequest, ReplyDelta, SamplingParams } from "../../protocol/messages";
 import { createEngine } from "../../gpu-backend/engine/create-engine";
 import type { Engine } from "../../gpu-backend/engine/engine";
 import { loadModel, type LoadedModel } from "../../gpu-backend/engine/load-model";
+import { replyDeltasMismatch } from "../../gpu-backend/tokenizer/reply-deltas";
 import { BlockPool } from "../../gpu-backend/kv/block-pool";
 import { trainedModelPath } from "../../gpu-backend/model/checkpoint/trained-models";
 import { CpuExecutor } from "../../gpu-backend/model/executors/cpu-executor";
@@ -81,11 +82,17 @@ async function withLlamaModel<T>(path: string, f: (m: LlamaModel) => Promise<T>)
   }
 }
 
+/** A turn's done frame, once its token frames' `reply` deltas are checked to add up to its message (the ReplyDelta contract; no extra generation). */
 function turn(req: GenerateRequest): Promise<DoneFrame> {
+  const deltas: (ReplyDelta | undefined)[] = [];
   return new Promise((resolve, reject) =>
     engine.submit(req, (f: Frame) => {
-      if (f.type === "done") resolve(f);
-      else if (f.type === "error") reject(new Error(`${f.code}: ${f.message}`));
+      if (f.type === "token") deltas.push(f.reply);
+      else if (f.type === "done") {
+        const mismatch = deltas.includes(undefined) ? "a token frame without reply" : replyDeltasMismatch(deltas, f.message);
+        if (mismatch) reject(new Error(`${mismatch} (${JSON.stringify(f.text)})`));
+        else resolve(f);
+      } else if (f.type === "error") reject(new Error(`${f.code}: ${f.message}`));
     }),
   );
 }

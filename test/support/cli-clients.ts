@@ -7,6 +7,7 @@ import { tmpdir } from "node:os";
 import { brotliDecompressSync, gunzipSync, inflateSync } from "node:zlib";
 import { dirname, join } from "node:path";
 import { repoRoot } from "../../scripts/stack";
+import { textMessages } from "./ws-frames";
 
 /**
  * The four coding-agent CLIs of `test/clients/` (their own package: `npm ci --prefix test/clients`),
@@ -106,6 +107,7 @@ export function installedVersion(spec: CliSpec): string | undefined {
 export interface Exchange {
   /** The label the proxy had when the request came (which CLI run). */
   run: string;
+  /** The HTTP method, or `WS` for one message on a WebSocket (a Responses `response.create`). */
   method: string;
   path: string;
   requestHeaders: IncomingHttpHeaders;
@@ -160,6 +162,16 @@ export function cachedShare(endpoint: CliSpec["endpoint"], u: Json | undefined):
   return { cached: n((u.prompt_tokens_details as Json | undefined)?.cached_tokens), prompt: n(u.prompt_tokens) };
 }
 
+/** A message as a JSON object, or undefined. */
+function jsonOf(text: string): Json | undefined {
+  try {
+    const v = JSON.parse(text) as unknown;
+    return v && typeof v === "object" && !Array.isArray(v) ? (v as Json) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** An answer body as text, decompressed by its content-encoding (the edge compresses for clients that accept it). */
 function decoded(buf: Buffer, encoding: string | undefined): string {
   try {
@@ -175,10 +187,14 @@ function decoded(buf: Buffer, encoding: string | undefined): string {
 /**
  * A loopback reverse proxy in front of `target` that records every exchange (request headers and
  * JSON body, answer status, headers and usage) and passes bodies through as they stream. A
- * WebSocket upgrade (Codex tries one first) is piped to the target as raw TCP and recorded with
- * the status line the target answered.
+ * WebSocket upgrade (Codex's Responses transport) is piped to the target as raw TCP, offering no
+ * compression, and recorded with the answer's status and headers; each `response.create` on it
+ * is recorded as an exchange of its own (method `WS`, the upgrade's request headers and the 101's
+ * headers, the message as body; status 200 once `response.completed` or `.incomplete` arrived, an
+ * `error` event's status otherwise; its events as the answer). `websockets: false` answers every
+ * upgrade 426 instead (the client falls back to HTTP).
  */
-export async function startRecordingProxy(target: string): Promise<RecordingProxy> {
+export async function startRecordingProxy(target: string, options: { websockets?: boolean } = {}): Promise<RecordingProxy> {
   const t = new URL(target);
   const exchanges: Exchange[] = [];
   const proxy: RecordingProxy = { url: "", exchanges, label: "", close: async () => {} };
@@ -224,15 +240,62 @@ export async function startRecordingProxy(target: string): Promise<RecordingProx
   server.on("upgrade", (req, socket, head) => {
     const ex: Exchange = { run: proxy.label, method: req.method ?? "", path: req.url ?? "", requestHeaders: req.headers, body: undefined, status: 0, responseHeaders: {}, usage: undefined, responseHead: "", upgrade: true };
     exchanges.push(ex);
+    if (options.websockets === false) {
+      // As the edge answered before it served the transport: Codex falls back to HTTP at once.
+      ex.status = 426;
+      const body = JSON.stringify({ error: { message: "recording proxy: WebSockets are off (AGENT_CLIS_WEBSOCKETS=0)", type: "invalid_request_error", code: "upgrade_required", param: null } });
+      socket.end(`HTTP/1.1 426 Upgrade Required\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+      return;
+    }
+    // Each response.create is an exchange of its own (method "WS"), answered by its events, in order.
+    const turns: Exchange[] = [];
+    const fromClient = textMessages((text) => {
+      const event = jsonOf(text);
+      if (event?.type !== "response.create") return;
+      const { type: _type, ...body } = event;
+      const turn: Exchange = { run: proxy.label, method: "WS", path: req.url ?? "", requestHeaders: req.headers, body, status: 0, responseHeaders: ex.responseHeaders, usage: undefined, responseHead: "", upgrade: true };
+      turns.push(turn);
+      exchanges.push(turn);
+    });
+    const fromServer = textMessages(
+      (text) => {
+        const turn = turns[0];
+        if (!turn) return;
+        if (turn.responseHead.length < 20_000) turn.responseHead += `${text.slice(0, 20_000 - turn.responseHead.length)}\n`;
+        const event = jsonOf(text);
+        if (event?.type === "response.completed" || event?.type === "response.incomplete") turn.status = 200;
+        else if (event?.type === "error") turn.status = typeof event.status === "number" ? event.status : 500;
+        else return;
+        turn.usage = usageOf(text);
+        turns.shift();
+      },
+      {
+        head: true,
+        onHead: (answer) => {
+          ex.responseHead = answer.slice(0, 500);
+          ex.status = Number(/^HTTP\/1\.\d (\d{3})/.exec(answer)?.[1] ?? 0);
+          for (const line of answer.split("\r\n").slice(1)) {
+            const at = line.indexOf(":");
+            if (at > 0) ex.responseHeaders[line.slice(0, at).trim().toLowerCase()] = line.slice(at + 1).trim();
+          }
+        },
+      },
+    );
     const upstream = connect(Number(t.port), t.hostname, () => {
       const lines = [`${req.method} ${req.url} HTTP/1.1`];
-      for (let i = 0; i < req.rawHeaders.length; i += 2) lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i] === "Host" || req.rawHeaders[i] === "host" ? t.host : req.rawHeaders[i + 1]}`);
+      // No permessage-deflate offered: the frames stay readable for the recording.
+      for (let i = 0; i < req.rawHeaders.length; i += 2) {
+        const name = req.rawHeaders[i]!;
+        if (name.toLowerCase() === "sec-websocket-extensions") continue;
+        lines.push(`${name}: ${name.toLowerCase() === "host" ? t.host : req.rawHeaders[i + 1]}`);
+      }
       upstream.write(`${lines.join("\r\n")}\r\n\r\n`);
-      if (head.length > 0) upstream.write(head);
-      upstream.once("data", (first: Buffer) => {
-        ex.responseHead = first.toString("utf8").slice(0, 500);
-        ex.status = Number(/^HTTP\/1\.\d (\d{3})/.exec(ex.responseHead)?.[1] ?? 0);
-      });
+      if (head.length > 0) {
+        fromClient(head);
+        upstream.write(head);
+      }
+      upstream.on("data", fromServer);
+      socket.on("data", fromClient);
       upstream.pipe(socket);
       socket.pipe(upstream);
     });

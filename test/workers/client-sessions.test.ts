@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { ChatMessage } from "../../protocol/messages";
-import { call, chat, completion, getState, replyOf, SMALL, stored, uid, uniqueSystem } from "./helpers";
+import { call, chat, completion, getState, replyOf, SMALL, stored, trajectoryPath, uid, uniqueSystem } from "./helpers";
 
 /**
  * Sessions the way agent CLIs name them (src/http/session-key.ts): their session headers name the
@@ -83,6 +83,34 @@ describe("client sessions", () => {
     expect((await getState("a", child)).parent).toEqual({ id: "ses_parent", turn: null, relation: "subagent" });
   });
 
+  it("a subagent's first turn is placed with its parent (route parent) and reuses its system prompt and tools; both link each other", async () => {
+    const parent = `ses_parent_${crypto.randomUUID().slice(0, 8)}`;
+    const system = uniqueSystem(40);
+    const p1 = await chat({ messages: [system, { role: "user", content: "Plan the change." }], tools: TOOLS, ...SMALL }, { headers: { "x-session-id": parent } });
+    expect(p1.status, await p1.clone().text()).toBe(200);
+    await completion(p1);
+    const child = `ses_child_${crypto.randomUUID().slice(0, 8)}`;
+    // The subagent: its parent's system prompt and tools, its own task.
+    const c1 = await chat({ messages: [system, { role: "user", content: "Find every caller of parse()." }], tools: TOOLS, ...SMALL }, { headers: { "x-session-id": child, "x-parent-session-id": parent } });
+    expect(c1.status, await c1.clone().text()).toBe(200);
+    expect(c1.headers.get("x-agent-edge-route")).toBe("parent");
+    const usage = (await completion(c1)).usage;
+    expect(usage.prompt_tokens_details.cached_tokens).toBeGreaterThan(0);
+    const childState = await getState("a", child);
+    expect(childState.turns[0]).toMatchObject({ route: "parent", backend: (await getState("a", parent)).turns[0]!.backend });
+    expect(childState.turns[0]!.cached_tokens).toBe(usage.prompt_tokens_details.cached_tokens);
+    expect(childState.parent).toEqual({ id: parent, turn: null, relation: "subagent" });
+    // The parent lists it, with its first turn's reuse once the child has reported it (after its answer).
+    await expect
+      .poll(async () => (await getState("a", parent)).children, { timeout: 10_000, interval: 100 })
+      .toEqual([{ id: child, created_at: expect.any(String), first_turn: { prompt_tokens: usage.prompt_tokens, cached_tokens: usage.prompt_tokens_details.cached_tokens, backend: childState.turns[0]!.backend, route: "parent" } }]);
+    const parentPage = await (await call(`${trajectoryPath("a", parent)}/inspect`)).text();
+    expect(parentPage).toContain(`<a href="${trajectoryPath("a", child)}/inspect">${child}</a>`);
+    expect(parentPage).toContain(`first turn ${usage.prompt_tokens_details.cached_tokens.toLocaleString("en-US")} of ${usage.prompt_tokens.toLocaleString("en-US")} prompt tokens cached`);
+    const childPage = await (await call(`${trajectoryPath("a", child)}/inspect`)).text();
+    expect(childPage).toMatch(new RegExp(`<span id="parent">subagent of <a href="${trajectoryPath("a", parent)}/inspect">${parent}</a>`));
+  });
+
   it("Claude Code's billing block is repaired away: a second session reuses the first one's prompt, and the repair is counted", async () => {
     const system = (version: string) => [
       { type: "text", text: `x-anthropic-billing-header: cc_version=2.1.332.${version}; cc_entrypoint=sdk-cli;` },
@@ -130,11 +158,12 @@ describe("client sessions", () => {
     expect((await chat({ messages: base, tools: TOOLS, ...SMALL }, { tenant: "b" })).headers.get("x-trajectory-id")).toBeNull();
   });
 
-  it("Codex's WebSocket upgrade gets 426 websocket_unsupported (it then falls back to HTTP at once); without a key 401", async () => {
-    const upgrade = { upgrade: "websocket", connection: "Upgrade", "openai-beta": "responses_websockets=2026-02-06" };
+  it("Codex's WebSocket upgrade (its headers) is accepted (101, a Responses socket: responses-socket.test.ts); without a key 401", async () => {
+    const upgrade = { upgrade: "websocket", connection: "Upgrade", "openai-beta": "responses_websockets=2026-02-06", "session-id": uid("codex-ws") };
     const res = await call("/v1/responses", { method: "GET", headers: upgrade });
-    expect(res.status).toBe(426);
-    expect(((await res.json()) as { error: { code: string } }).error.code).toBe("websocket_unsupported");
+    expect(res.status).toBe(101);
+    res.webSocket!.accept();
+    res.webSocket!.close();
     expect((await call("/v1/responses", { method: "GET", headers: upgrade, tenant: null })).status).toBe(401);
   });
 });

@@ -153,7 +153,8 @@ export interface StateJson {
   backend: string | null;
   turns: TurnJson[];
   forks: { id: string; turn: number; created_at: string }[];
-  parent: { id: string; turn: number } | null;
+  parent: { id: string; turn: number | null; relation?: string } | null;
+  children: { id: string; created_at: string; first_turn: { prompt_tokens: number; cached_tokens: number; backend: string; route: string | null } | null }[];
 }
 
 /** GET the trajectory's state through its trajectory URL; expects 200. */

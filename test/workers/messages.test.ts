@@ -319,4 +319,36 @@ describe("POST /v1/messages", () => {
     expect(unmarked.cache_creation_input_tokens).toBe(0);
     expect(unmarked.cache_read_input_tokens).toBeGreaterThan(0);
   });
+
+  it("cache diagnostics against earlier turns: grown is null, an edited older message is messages_changed, a rewritten turn unavailable; a replay answers the same", async () => {
+    const id = uid("msg-diag");
+    const sys = system();
+    const headers = { "x-trajectory-id": id };
+    const ask = async (msgs: unknown[], previous: string | null, extra: Record<string, string> = {}) => {
+      const m = (await message(await messages({ model: MODEL, max_tokens: 3, temperature: 0, system: sys, messages: msgs, diagnostics: { previous_message_id: previous } }, { headers: { ...headers, ...extra } }))) as Message & { diagnostics: unknown };
+      return m;
+    };
+    const t1 = [{ role: "user", content: "List the files." }];
+    const a1 = await ask(t1, null);
+    expect(a1.diagnostics).toBeNull();
+    const t2 = [...t1, { role: "assistant", content: a1.content }, { role: "user", content: "Now the tests." }];
+    const a2 = await ask(t2, a1.id);
+    const t3 = [...t2, { role: "assistant", content: a2.content }, { role: "user", content: "And the docs." }];
+    // Turn 1 is not the latest: compared against its stored transcript, which turn 3 only extends.
+    const a3 = await ask(t3, a1.id);
+    expect(a3.diagnostics).toBeNull();
+    // The first user message edited: turn 2's transcript departs at message 1 (after the system prompt).
+    const t4 = [{ role: "user", content: "List all the files." }, ...t3.slice(1)];
+    const a4 = await ask(t4, a2.id);
+    const reason = (a4.diagnostics as { cache_miss_reason: { type: string; cache_missed_input_tokens: number } }).cache_miss_reason;
+    expect(reason.type, JSON.stringify(a4.diagnostics)).toBe("messages_changed");
+    expect(reason.cache_missed_input_tokens).toBeGreaterThan(0);
+    expect(reason.cache_missed_input_tokens).toBeLessThanOrEqual(a4.usage.input_tokens + a4.usage.cache_creation_input_tokens);
+    // Turn 4 rewrote the transcript turn 3 was built on: its request is gone.
+    const t5 = [...t4, { role: "assistant", content: a4.content }, { role: "user", content: "Thanks." }];
+    const a5 = await ask(t5, a3.id, { "idempotency-key": "diag-1" });
+    expect(a5.diagnostics).toEqual({ cache_miss_reason: { type: "unavailable" } });
+    expect((await ask(t5, a3.id, { "idempotency-key": "diag-1" })).diagnostics).toEqual(a5.diagnostics);
+    expect((await getState("a", id)).turns).toHaveLength(5);
+  });
 });

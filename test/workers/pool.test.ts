@@ -350,6 +350,27 @@ describe("PoolDO placement", () => {
     expect(picks.some((u) => u !== X)).toBe(true);
   });
 
+  it("places a subagent on its parent's backend; past the margin, where the parent's blocks are, pulling the rest from the parent's backend", async () => {
+    const pool = privatePool();
+    const [P, Q] = ["http://10.0.4.1:8080", "http://10.0.4.2:8080"];
+    // P ran the parent (all its prompt blocks); Q holds the leading 4 (the shared system prompt).
+    const parentHashes = hashes(400, 12);
+    await pool.heartbeat(withEvents("sub-p", snapshot(1, parentHashes), { url: P, running: 1, waiting: 0 }));
+    await pool.heartbeat(withEvents("sub-q", snapshot(1, parentHashes.slice(0, 4)), { url: Q, running: 1, waiting: 0 }));
+    const child = { hashes: [] as string[], key: "subagent-key", pinned: undefined, parent: { url: P, hashes: parentHashes } };
+    const first = await pool.place({ ...child, trajectoryId: "child-1" });
+    expect(first).toMatchObject({ url: P, reason: "parent", prefixBlocks: { [P]: 12, [Q]: 4 } });
+    expect(first!.kvSource).toBeUndefined();
+    // The parent's backend now runs more than absMargin over the least loaded (the idle static backend).
+    await pool.heartbeat(beat("sub-p", { url: P, running: 12, waiting: 0 }));
+    const second = await pool.place({ ...child, trajectoryId: "child-2" });
+    expect(second).toMatchObject({ url: Q, reason: "prefix", kvSource: P });
+    // The same child without its parent link: its key names no holder, nothing to rank or pull.
+    const alone = await pool.place({ hashes: [], key: "subagent-key-alone", trajectoryId: "child-3", pinned: undefined });
+    expect(alone!.reason).toBe("least-loaded");
+    expect(alone!.kvSource).toBeUndefined();
+  });
+
   it("keeps a burst of new trajectories with a prefix no one holds yet together: the first placement marks its backend for the key", async () => {
     const pool = privatePool();
     const urls = ["http://10.0.1.1:8080", "http://10.0.1.2:8080", "http://10.0.1.3:8080", "http://10.0.1.4:8080"];

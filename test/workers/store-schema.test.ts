@@ -103,19 +103,20 @@ describe("store schema versions", () => {
     await runInDurableObject(index, (_instance, state) => expect(schemaVersion(state.storage.sql)).toBe(1));
   });
 
-  it("a version-1 trajectory from before the Responses API (no responses or forks tables) gets them on wake, its transcript kept", async () => {
+  it("a version-1 trajectory from before the Responses API, cache diagnostics and subagent links (no responses, forks, message_answers or children tables) gets them on wake, its transcript kept", async () => {
     const id = uid("legacy-trajectory");
     const transcript: ChatMessage[] = [{ role: "user", content: "before the Responses API" }, { role: "assistant", content: "stored" }];
     await createTrajectory("a", id);
     await runInDurableObject(stubOf("a", id), (_instance, state) => {
       new TrajectoryStore(state.storage).commitTurn(seededTurn(transcript));
-      for (const table of ["responses", "response_parts", "forks"]) state.storage.sql.exec(`DROP TABLE ${table}`);
+      for (const table of ["responses", "response_parts", "forks", "message_answers", "children"]) state.storage.sql.exec(`DROP TABLE ${table}`);
     });
     await evictDurableObject(stubOf("a", id));
     expect(await stubOf("a", id).messages()).toEqual(transcript);
     expect((await getState("a", id)).forks).toEqual([]);
+    expect((await getState("a", id)).children).toEqual([]);
     await runInDurableObject(stubOf("a", id), (_instance, state) => {
-      expect(tableNames(state.storage.sql)).toEqual(expect.arrayContaining(["responses", "response_parts", "forks"]));
+      expect(tableNames(state.storage.sql)).toEqual(expect.arrayContaining(["responses", "response_parts", "forks", "message_answers", "children"]));
       expect(schemaVersion(state.storage.sql)).toBe(1);
     });
   });
