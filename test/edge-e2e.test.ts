@@ -131,7 +131,8 @@ describe("edge end to end (wrangler dev + backend + openai client)", () => {
 
   it("streams a forced call's name, then its arguments piece by piece; finalChatCompletion() equals the non-streamed call", async () => {
     // Two fresh trajectories, one request each: the same greedy call, canonically `call_0` in both.
-    const params = { model: MODEL, messages: [{ role: "user" as const, content: "Read the README." }], tools, tool_choice: "required" as const, parallel_tool_calls: false, temperature: 0, max_tokens: 48 };
+    // Named: read_file has arguments to stream (run_tests' are `{}`, one piece).
+    const params = { model: MODEL, messages: [{ role: "user" as const, content: "Read the README." }], tools, tool_choice: { type: "function" as const, function: { name: "read_file" } }, parallel_tool_calls: false, temperature: 0, max_tokens: 48 };
     const created = await client.chat.completions.create(params, { headers: { "x-trajectory-id": `e2e-stream-a-${crypto.randomUUID()}` } });
     const stream = client.chat.completions.stream(params, { headers: { "x-trajectory-id": `e2e-stream-b-${crypto.randomUUID()}` } });
     const events: string[] = [];
@@ -144,7 +145,7 @@ describe("edge end to end (wrangler dev + backend + openai client)", () => {
     expect(final.choices[0]!.message.tool_calls).toEqual(created.choices[0]!.message.tool_calls);
     expect(final.choices[0]!.finish_reason).toBe(created.choices[0]!.finish_reason);
     // More than one argument piece arrived before the first call ended.
-    expect(events.indexOf("done:0")).toBeGreaterThan(1);
+    expect(events.indexOf("done:0"), JSON.stringify([events, final.choices[0]!.message.tool_calls])).toBeGreaterThan(1);
     expect(events.slice(0, events.indexOf("done:0")).every((e) => e === "delta")).toBe(true);
   }, 120_000);
 
