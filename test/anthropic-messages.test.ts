@@ -118,7 +118,7 @@ describe("Anthropic Messages API end to end (wrangler dev + backend + @anthropic
     const texts: string[] = [];
     const textStream = client.messages.stream(textParams).on("text", (delta) => texts.push(delta));
     const { parsed_output: _parsed, ...finalText } = await textStream.finalMessage();
-    expect(texts.length).toBeGreaterThan(1);
+    expect(texts.length, JSON.stringify(texts)).toBeGreaterThan(1);
     expect(finalText.content).toEqual([{ type: "text", text: texts.join("") }]);
     expect(shape(finalText)).toEqual(shape(await client.messages.create(textParams)));
   }, 120_000);

@@ -73,6 +73,11 @@ describe("ReplySteps", () => {
     expect(out.flat().map((s) => (s.type === "text" ? s.text : "?")).join("")).toBe("Hi there\n");
   });
 
+  it("without tools in the request every token's text goes out as it comes, reply or not", () => {
+    const out = run([token("\n", { content: "\n" }), token("\n", { content: "\n" })], { role: "assistant", content: "\n\n" }, false);
+    expect(out).toEqual([[{ type: "text", text: "\n" }], [{ type: "text", text: "\n" }], []]);
+  });
+
   it("once events carry reply, the text of events without it adds nothing", () => {
     const out = run([token("Hi", { content: "Hi" }), token("<tool_call>")], { role: "assistant", content: "Hi" });
     expect(out.flat()).toEqual([{ type: "text", text: "Hi" }]);

@@ -31,9 +31,9 @@ interface OpenCall {
  * text and its calls open, grow and close as they are generated; a call closes when the next one
  * opens or the reply ends. Text after the first call opened is held back (the done message says
  * what it is), and so is trailing whitespace until more text follows (a reply with calls has its
- * content trimmed). Token events without `reply` (no tools, a replayed turn, a backend that does
- * not stream calls): `ReplyTextSplitter` holds back what may be a call, as before, and with tools
- * trailing whitespace waits as above. Once any event carried `reply`, the text of events without
+ * content trimmed). Token events without `reply` (a replayed turn, a backend that does not stream
+ * calls), and every event of a request without tools: `ReplyTextSplitter` holds back what may be
+ * a call, as before (without tools, nothing), and with tools trailing whitespace waits as above. Once any event carried `reply`, the text of events without
  * it adds nothing.
  *
  * At the end the done message is authoritative: text it holds past what streamed goes out (when
@@ -66,7 +66,9 @@ export class ReplySteps {
   /** The steps one token event adds. */
   token(event: Pick<TokenEvent, "text" | "reply">): ReplyStep[] {
     const steps: ReplyStep[] = [];
-    if (!event.reply) {
+    // Without tools in the request the reply's text goes out as it comes (the backend parses every
+    // free reply, so `reply` comes without tools too).
+    if (!event.reply || !this.hasTools) {
       if (this.structured) return steps;
       const out = this.split.push(event.text);
       if (!this.hasTools) {
