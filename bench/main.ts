@@ -11,6 +11,7 @@ import { runRollingRestartBench } from "./rolling-restart-bench";
 import { runRoutingBench } from "./routing-bench";
 import { runSubagentBench } from "./routing-subagents";
 import { runSoakBench } from "./soak-bench";
+import { runToolStreamBench } from "./tool-stream-bench";
 import { SOAK_KINDS, type SoakKind } from "./soak-clients";
 import { runAccuracyBench } from "./studies/accuracy-bench";
 import { runSessionlessBench } from "./studies/sessionless-bench";
@@ -72,6 +73,9 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *            (closed loop), then Poisson arrivals at 1x, 2x, 4x it: 429 share, p50/p99 TTFT, turns
  *            moved to another backend, most queued tokens; flags: --backends N, --seconds S (30),
  *            --max-queued-tokens N (the backends' bound), --quick, --json, --model DIR
+ *   tool-stream  streamed tool-call arguments through wrangler dev (chat, tool_choice required,
+ *            temperature 0): when a call's name, first and last argument pieces and the finish chunk
+ *            arrive; flags: --quick (6 requests; else 12), --turns N, --json, --model DIR|smollm2
  *   step-costs  fit where the engine steps' CPU went from a --step-trace folder: step-costs DIR [--json]
  *   executors  prefill/decode tokens/s and bytes per decode step of every executor here (cpu
  *            baseline, device-pool, host-pool; bytes up/down per step at a short and a long context);
@@ -175,6 +179,7 @@ const BENCHES: Record<string, () => Promise<unknown>> = {
     }),
   overload: () => runOverloadBench({ quick, backends, seconds: num(v.seconds), maxQueuedTokens: num(v["max-queued-tokens"]), model, outDir }),
   executors: () => runExecutorBench({ quick, model }),
+  "tool-stream": () => runToolStreamBench({ quick, turns, model }),
   "step-costs": async () => {
     try {
       return runStepCosts(rest);
