@@ -32,22 +32,8 @@ export class Sampler {
   }
 
   sample(logits: Float32Array): number {
-    const { temperature, topP, topK } = this.params;
-    if (temperature <= 0) return argmax(logits);
-
-    let max = -Infinity;
-    for (let i = 0; i < logits.length; i++) if (logits[i]! > max) max = logits[i]!;
-    const probs = new Float32Array(logits.length);
-    let sum = 0;
-    for (let i = 0; i < logits.length; i++) sum += probs[i] = Math.exp((logits[i]! - max) / temperature);
-    for (let i = 0; i < probs.length; i++) probs[i]! /= sum;
-
-    let threshold = 0;
-    if (topK > 0 && topK < probs.length) threshold = kthLargest(probs, topK);
-    if (topP < 1) threshold = Math.max(threshold, nucleusThreshold(probs, topP, threshold));
-
-    let kept = 0;
-    for (let i = 0; i < probs.length; i++) if (probs[i]! >= threshold) kept += probs[i]!;
+    if (this.params.temperature <= 0) return argmax(logits);
+    const { probs, threshold, kept } = this.filtered(logits);
     let r = this.random() * kept;
     let last = -1;
     for (let i = 0; i < probs.length; i++) {
@@ -92,6 +78,14 @@ export class Sampler {
    * @example new Sampler({ temperature: 1, topP: 1, topK: 2 }).probabilities(Float32Array.of(0, 1, 2)) // [0, 0.27, 0.73]
    */
   probabilities(logits: Float32Array): Float64Array {
+    const { probs, threshold, kept } = this.filtered(logits);
+    const out = new Float64Array(probs.length);
+    for (let i = 0; i < probs.length; i++) if (probs[i]! >= threshold) out[i] = probs[i]! / kept;
+    return out;
+  }
+
+  /** Softmax at the temperature, the top-k / top-p threshold under which entries are dropped, and the mass kept. */
+  private filtered(logits: Float32Array): { probs: Float32Array; threshold: number; kept: number } {
     const { temperature, topP, topK } = this.params;
     let max = -Infinity;
     for (let i = 0; i < logits.length; i++) if (logits[i]! > max) max = logits[i]!;
@@ -106,9 +100,7 @@ export class Sampler {
 
     let kept = 0;
     for (let i = 0; i < probs.length; i++) if (probs[i]! >= threshold) kept += probs[i]!;
-    const out = new Float64Array(probs.length);
-    for (let i = 0; i < probs.length; i++) if (probs[i]! >= threshold) out[i] = probs[i]! / kept;
-    return out;
+    return { probs, threshold, kept };
   }
 }
 
