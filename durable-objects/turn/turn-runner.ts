@@ -123,6 +123,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
       ...(mode === "full" && plan.tools.length > 0 ? { tools: plan.tools } : {}),
       ...(input.model ? { model: input.model } : {}),
       ...(input.thinking !== undefined ? { thinking: input.thinking } : {}),
+      ...(input.speculative === false ? { speculative: false } : {}),
       ...(mode === "delta" && meta.stateId ? { stateId: meta.stateId } : {}),
       ...(mode === "full" && turnsDone === 0 && ctx.forkOf !== undefined ? { forkOf: ctx.forkOf } : {}),
       // The backend pulls the blocks it lacks instead of prefilling them: from the holder the pool

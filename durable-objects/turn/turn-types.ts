@@ -47,6 +47,8 @@ export interface TurnInput {
   quirks?: string[];
   /** A subagent's parent trajectory (its first turn links the two). */
   parent?: string;
+  /** `x-agent-edge-speculative: off`: no speculative decoding for this turn (`GenerateRequest.speculative`). */
+  speculative?: false;
   /** Cache diagnostics asked for: the earlier turn to compare this one with (cache-diagnosis.ts). */
   compare?: CompareWith;
 }

@@ -10,6 +10,7 @@ import { resolveModel } from "./model-names";
 import { servedModels } from "./models";
 import { answerTurn, type TurnAnswer } from "./respond";
 import { sessionKey, type SessionHints, type SessionKey } from "./session-key";
+import { SPECULATIVE_HEADER, speculativeOptOut } from "./speculative-header";
 import { statelessTurn, trajectoryTurn } from "./turn-events";
 import { WARNING_HEADER, warningHeader } from "./warnings";
 
@@ -80,7 +81,8 @@ export async function dispatchTurn(c: Ctx, request: TurnRequest, shape: (d: Turn
   const answer = shape(decision);
   const warning = warningHeader(request.warnings ?? []);
   answer.headers = { ...answer.headers, ...(warning !== undefined ? { [WARNING_HEADER]: warning } : {}), ...(side ? { "x-agent-edge-side": "true" } : {}) };
-  const common = { tenant, cacheSalt: c.get("cacheSalt"), sampling: request.sampling, constraint: request.constraint, model, ...(request.thinking !== undefined ? { thinking: request.thinking } : {}) };
+  const speculative = speculativeOptOut(c.req.header(SPECULATIVE_HEADER));
+  const common = { tenant, cacheSalt: c.get("cacheSalt"), sampling: request.sampling, constraint: request.constraint, model, ...(request.thinking !== undefined ? { thinking: request.thinking } : {}), ...(speculative === false ? { speculative } : {}) };
   const stateless = () => statelessTurn(c.env, { ...common, messages: request.messages, tools: request.tools, ...(request.cachePoints ? { cachePoints: request.cachePoints } : {}) }, c.req.raw.signal);
   if (trajectoryId === undefined) return answerTurn(c, stateless(), answer);
   const input: TurnInput = {

@@ -40,7 +40,7 @@ export async function* trajectoryTurn(env: Env, input: TurnInput, signal?: Abort
  */
 export async function* statelessTurn(
   env: Env,
-  params: { tenant: string; cacheSalt: string; messages: ChatMessage[]; tools: ToolDefinition[] | undefined; sampling: SamplingParams; constraint: ReplyConstraint | undefined; model: string | undefined; thinking?: boolean; cachePoints?: CachePoint[] },
+  params: { tenant: string; cacheSalt: string; messages: ChatMessage[]; tools: ToolDefinition[] | undefined; sampling: SamplingParams; constraint: ReplyConstraint | undefined; model: string | undefined; thinking?: boolean; cachePoints?: CachePoint[]; speculative?: false },
   signal?: AbortSignal,
 ): AsyncGenerator<TurnEvent> {
   const settings = edgeSettings(env);
@@ -94,6 +94,7 @@ export async function* statelessTurn(
         ...(params.tools && params.tools.length > 0 ? { tools: params.tools } : {}),
         ...(params.model ? { model: params.model } : {}),
         ...(params.thinking !== undefined ? { thinking: params.thinking } : {}),
+        ...(params.speculative === false ? { speculative: false } : {}),
       }),
     });
     const { done } = result;

@@ -25,6 +25,12 @@ describe("request errors", () => {
     await expectError(await call(trajectoryPath("a"), { body: "]" }), 400, "invalid_request");
   });
 
+  it("x-agent-edge-speculative other than on/off: 400 invalid_request naming the header; off and on are served", async () => {
+    const body = await expectError(await call("/v1/chat/completions", { body: JSON.stringify({ messages: MESSAGES, ...SMALL }), headers: { "x-agent-edge-speculative": "maybe" } }), 400, "invalid_request");
+    expect(body.error.message).toMatch(/x-agent-edge-speculative/);
+    for (const value of ["off", "on"]) expect((await chat({ messages: MESSAGES, ...SMALL }, { headers: { "x-agent-edge-speculative": value } })).status).toBe(200);
+  });
+
   it("an empty body: 400 invalid_request", async () => {
     await expectError(await call("/v1/chat/completions", { method: "POST" }), 400, "invalid_request");
   });
