@@ -11,6 +11,7 @@ import { runRollingRestartBench } from "./rolling-restart-bench";
 import { runRoutingBench } from "./routing-bench";
 import { runSubagentBench } from "./routing-subagents";
 import { runSoakBench } from "./soak-bench";
+import { runSpeculativeBench } from "./speculative-bench";
 import { SOAK_KINDS, type SoakKind } from "./soak-clients";
 import { runAccuracyBench } from "./studies/accuracy-bench";
 import { runSessionlessBench } from "./studies/sessionless-bench";
@@ -72,6 +73,12 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *            (closed loop), then Poisson arrivals at 1x, 2x, 4x it: 429 share, p50/p99 TTFT, turns
  *            moved to another backend, most queued tokens; flags: --backends N, --seconds S (30),
  *            --max-queued-tokens N (the backends' bound), --quick, --json, --model DIR
+ *   speculative  speculative decoding (issue 37) on the trained model: agent turns that copy from
+ *            their prompt (tool call, file edit, JSON restatement) and free-text turns, batch 1 and 8,
+ *            greedy: decode tokens/s off vs on (same engine, alternating), acceptance, tokens per
+ *            step, outputs identical; and llama.cpp on the same GGUF without and with its input
+ *            lookup; flags: --quick, --json, --model (default smollm2), --speculative MODE (the
+ *            engine's, default its first), --only ours|llamacpp, --threads N (llama.cpp), --out DIR
  *   step-costs  fit where the engine steps' CPU went from a --step-trace folder: step-costs DIR [--json]
  *   executors  prefill/decode tokens/s and bytes per decode step of every executor here (cpu
  *            baseline, device-pool, host-pool; bytes up/down per step at a short and a long context);
@@ -115,6 +122,7 @@ const { values: v } = parseArgs({
     "worker-heap": { type: "boolean", default: false },
     subagents: { type: "boolean", default: false },
     "max-queued-tokens": { type: "string" },
+    speculative: { type: "string" },
   },
   strict: true,
 });
@@ -175,6 +183,15 @@ const BENCHES: Record<string, () => Promise<unknown>> = {
     }),
   overload: () => runOverloadBench({ quick, backends, seconds: num(v.seconds), maxQueuedTokens: num(v["max-queued-tokens"]), model, outDir }),
   executors: () => runExecutorBench({ quick, model }),
+  speculative: () =>
+    runSpeculativeBench({
+      quick,
+      model,
+      outDir,
+      mode: v.speculative,
+      only: v.only === undefined ? undefined : oneOf("--only", ["ours", "llamacpp"] as const, v.only),
+      threads: num(v.threads),
+    }),
   "step-costs": async () => {
     try {
       return runStepCosts(rest);

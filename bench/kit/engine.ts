@@ -32,8 +32,11 @@ export function benchExecutor(model: LoadedModel, weights: WeightsAt, numBlocks:
   return CpuExecutor.create({ spec: model.spec, weights: model.weights, quantized: weights.quantized, numBlocks, blockSize: BLOCK_SIZE });
 }
 
-/** An engine with a pool of its own (512-token steps, 64 sequences, the prefix cache on unless said). */
-export function benchEngine(model: LoadedModel, executor: CpuExecutor, o: { numBlocks: number } & Partial<Pick<EngineOptions, "enablePrefixCache" | "backendId">> & { maxRunningSequences?: number }): Engine {
+/**
+ * An engine with a pool of its own (512-token steps, 64 sequences, the prefix cache on unless
+ * said); `extra`: further engine options (e.g. speculative decoding's), applied last.
+ */
+export function benchEngine(model: LoadedModel, executor: CpuExecutor, o: { numBlocks: number } & Partial<Pick<EngineOptions, "enablePrefixCache" | "backendId">> & { maxRunningSequences?: number; extra?: Partial<EngineOptions> }): Engine {
   return createEngine({
     executor,
     pool: new BlockPool({ numBlocks: o.numBlocks, blockSize: BLOCK_SIZE }),
@@ -42,6 +45,7 @@ export function benchEngine(model: LoadedModel, executor: CpuExecutor, o: { numB
     scheduler: { maxBatchTokens: 512, maxRunningSequences: o.maxRunningSequences ?? 64, blockSize: BLOCK_SIZE, prefillWastePerToken: prefillWastePerToken(model.spec) },
     enablePrefixCache: o.enablePrefixCache ?? true,
     backendId: o.backendId ?? "bench",
+    ...o.extra,
   });
 }
 
