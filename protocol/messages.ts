@@ -108,6 +108,11 @@ export interface GenerateRequest {
    * (`POST /v1/kv/pull`) when its cost model says a copy beats recomputing (gpu-backend/transfer/kv-pull.ts).
    */
   kvSource?: KvSource;
+  /**
+   * false: no speculative decoding for this turn (the backend's `--speculative` drafts and
+   * verifies otherwise; the output is the same either way, only the speed differs).
+   */
+  speculative?: boolean;
 }
 
 /** Where to pull a prompt's missing blocks from. */
@@ -320,6 +325,14 @@ export interface DoneFrame {
    * which tier (`pool`, `host-tier`). Absent when it was never cached here, or is too long gone.
    */
   evicted?: BlockEviction;
+  /** Speculative decoding on this turn: draft tokens verified and accepted (absent: it did not speculate). */
+  speculation?: Speculation;
+}
+
+/** A turn's speculative decoding: draft tokens verified, and of those, accepted (the model's own tokens). */
+export interface Speculation {
+  drafted: number;
+  accepted: number;
 }
 
 /** Why a cached block was evicted: plain LRU, or LRU after its lease ended early (broken, capped) or ran out. */

@@ -7,6 +7,7 @@ import type {
   AssistantMessage,
   ChatMessage,
   DoneFrame,
+  Speculation,
   ErrorCode,
   ErrorFrame,
   FinishReason,
@@ -196,6 +197,7 @@ export const generateRequestSchema = map({
     .max(MAX_CACHE_POINTS, `must hold at most ${MAX_CACHE_POINTS} points`)
     .optional(),
   kvSource: map({ url: nonEmptyString, backendId: string.optional() }).optional(),
+  speculative: boolean.optional(),
 }).refine((r) => r.mode !== "delta" || r.stateId !== undefined, {
   path: ["stateId"],
   error: 'is required when mode is "delta"',
@@ -338,6 +340,7 @@ export const doneFrameSchema = map({
     from: z.enum(EVICTED_FROM, expect(oneOf(EVICTED_FROM))),
   }).optional() satisfies z.ZodType<BlockEviction | undefined>,
   kvPull: kvPullReportSchema.optional(),
+  speculation: map({ drafted: count, accepted: count }).optional() satisfies z.ZodType<Speculation | undefined>,
 }) satisfies z.ZodType<DoneFrame>;
 
 export const kvPullRequestSchema = map({

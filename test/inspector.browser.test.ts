@@ -41,7 +41,7 @@ describe("trajectory inspector in headless Chromium", () => {
         `Chromium not found at ${process.env.CHROMIUM_PATH || DEFAULT_CHROMIUM}: the inspector's browser test needs Debian's chromium. Run \`sudo bash scripts/install-chromium.sh\` (or set CHROMIUM_PATH); .ci/run does.`,
       );
     }
-    [fixture, browser] = await Promise.all([startTestStack({ name: "inspector", kvMemory: "64MiB", threads: 1 }), chromium.launch({ executablePath, headless: true })]);
+    [fixture, browser] = await Promise.all([startTestStack({ name: "inspector", kvMemory: "64MiB", threads: 1, backendArgs: ["--speculative", "lookup"] }), chromium.launch({ executablePath, headless: true })]);
     ({ stack } = fixture);
     client = new OpenAI({ apiKey: "sk-local-dev", baseURL: `${stack.edgeUrl}/v1`, maxRetries: 0 });
   });
@@ -101,8 +101,12 @@ describe("trajectory inspector in headless Chromium", () => {
       return { lastInside: last.right <= box.right + 0.5 && last.left >= box.left, scrolls: panel.scrollWidth > panel.clientWidth && (panel.ownerDocument.defaultView as unknown as { getComputedStyle(e: unknown): { overflowX: string } }).getComputedStyle(panel).overflowX === "auto", lastHeader: table.querySelector("thead th:last-child")!.textContent };
     });
     expect(fit.lastInside || fit.scrolls, JSON.stringify(fit)).toBe(true);
-    // This trajectory's figures are typical: its table fits without scrolling.
+    // This trajectory's figures are typical: its table fits without scrolling, the drafts column
+    // (the backend speculates: accepted/drafted per turn) included.
     expect(fit.lastInside, JSON.stringify(fit)).toBe(true);
+    const drafts = await page.locator("table.turns td.drafts").allTextContents();
+    expect(drafts).toHaveLength(3);
+    for (const d of drafts) expect(d).toMatch(/^\d+\/\d+$/);
 
     // Bars: three segments per turn carrying the recorded numbers, drawn with width.
     const segs = page.locator("svg.token-bars rect.seg");

@@ -103,6 +103,9 @@ describe("relayTurn", () => {
     expect(r).toMatchObject({ mode: "full", fullReason: "first-turn", route: "prefix", backend: { url } });
     expect(r.requestBytes).toBeGreaterThan(0);
     expect(turnRecord(r, { turn: 3 })).toMatchObject({ turn: 3, mode: "full", cachedTokens: 4, computedTokens: 6, backend: "scripted", backendUrl: url, route: "prefix" });
+    // The record keeps a speculating turn's accepted/drafted (the inspector's drafts column), and has none otherwise.
+    expect(turnRecord(r, { turn: 3 }).speculation).toBeUndefined();
+    expect(turnRecord({ ...r, done: { ...r.done, speculation: { drafted: 8, accepted: 5 } } }, { turn: 3 }).speculation).toEqual({ drafted: 8, accepted: 5 });
   });
 
   it("resends a delta turn in full when the backend lost its state", async () => {

@@ -141,6 +141,7 @@ export function turnRecord(r: RelayResult, extra: Pick<TurnRecord, "turn"> & Par
     ...(done.kvPull ? { kvPull: { ...done.kvPull, ms: round(done.kvPull.ms) } } : {}),
     ...(done.hostTierTokens !== undefined ? { hostTierTokens: done.hostTierTokens } : {}),
     ...(done.evicted ? { evicted: done.evicted } : {}),
+    ...(done.speculation ? { speculation: done.speculation } : {}),
   };
 }
 

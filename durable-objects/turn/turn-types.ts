@@ -3,7 +3,7 @@ import type { CacheMiss } from "./cache-miss";
 import type { Repairs } from "./canonicalize";
 import type { PrefixBreak } from "./prefix-break";
 import type { RouteReason } from "../routing/routing-policy";
-import type { BlockEviction, CachePoint, CacheWrite, ChatMessage, ErrorCode, FinishReason, KvPullReport, ReplyConstraint, ReplyDelta, SamplingParams, TokenLogprob, ToolCall, ToolDefinition, Usage } from "../../protocol/messages";
+import type { BlockEviction, CachePoint, CacheWrite, ChatMessage, ErrorCode, FinishReason, KvPullReport, ReplyConstraint, ReplyDelta, SamplingParams, Speculation, TokenLogprob, ToolCall, ToolDefinition, Usage } from "../../protocol/messages";
 
 /** The assistant reply of a turn, as stored in the transcript and returned to clients. */
 export interface AssistantReply {
@@ -149,6 +149,8 @@ export interface TurnRecord {
   hostTierTokens?: number;
   /** The backend's record of the first prompt block its cache lacked: evicted how long ago, why, from which tier. */
   evicted?: BlockEviction;
+  /** Speculative decoding on this turn: draft tokens verified and accepted (absent: the backend did not speculate). */
+  speculation?: Speculation;
   /**
    * Cached tokens short of what the turn could have reused, and why (cache-miss.ts). Absent when
    * it reused all it could, and on older records.

@@ -140,6 +140,27 @@ export class ConstrainedReply {
   }
 
   /**
+   * The longest start of a speculative `draft` the grammar accepts from here (a refused token
+   * ends the draft), checked by accepting it into the matcher and rolling it back: the matcher
+   * is left as it was, so only tokens the step then accepts (`next`) advance it. [] while a
+   * forced completion is being emitted.
+   *
+   * @example seq.draft = constraint.draftPrefix(source.propose(context, 4));
+   */
+  draftPrefix(draft: readonly number[]): number[] {
+    const m = this.matcher;
+    if (!m) {
+      const refused = draft.findIndex((id) => this.banned.includes(id));
+      return draft.slice(0, refused < 0 ? draft.length : refused);
+    }
+    if (this.forced.length > 0) return [];
+    let n = 0;
+    while (n < draft.length && m.accept(draft[n]!)) if (this.stopTokenIds.includes(draft[n++]!)) break;
+    if (n > 0) m.rollBack(n);
+    return draft.slice(0, n);
+  }
+
+  /**
    * Takes `tokenId` (an end-of-turn token) as the reply's last token when the grammar allows the
    * reply to end here (demo agent mode's cap, engine/demo-agent.ts); false, taking nothing, otherwise.
    */

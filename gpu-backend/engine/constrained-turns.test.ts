@@ -18,6 +18,7 @@ import { loadModel, type LoadedModel } from "./load-model";
 import type { Engine } from "./engine";
 import { createEngine } from "./create-engine";
 import { argmax } from "./sampler";
+import type { DraftContext } from "../speculative/draft-source";
 
 /**
  * Constrained decoding in the engine on the tiny Qwen3-template checkpoint (random weights: it
@@ -25,6 +26,18 @@ import { argmax } from "./sampler";
  * the token budget, checked with ajv against the schemas.
  */
 const root = mkdtempSync(join(tmpdir(), "constrained-"));
+/**
+ * Test-only drafts (none unless a test sets `full`): the tokens that follow the context in `full`
+ * (a reply generated before), or with `wrong` each shifted by one.
+ */
+const drafts = {
+  full: [] as number[],
+  wrong: false,
+  propose(c: DraftContext, max: number): number[] {
+    if (this.full.length === 0 || c.tokenIds.some((t, i) => this.full[i] !== t)) return [];
+    return this.full.slice(c.tokenIds.length, c.tokenIds.length + max).map((t) => (this.wrong ? (t + 1) % model.spec.vocabSize : t));
+  },
+};
 let engine: Engine;
 let executor: CpuExecutor;
 let model: LoadedModel;
@@ -34,7 +47,7 @@ beforeAll(async () => {
   const dir = await materializeModel({ dir: join(root, "m"), config: tinyFamilyConfig("qwen3", info), seed: 5, tokenizerFrom: tokDir });
   model = await loadModel({ dir });
   executor = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks: 256, blockSize: 16, threads: 1 });
-  engine = createEngine({ executor, pool: new BlockPool({ numBlocks: 256, blockSize: 16 }), codec: model.codec, modelId: model.spec.modelId, scheduler: { maxBatchTokens: 512, maxRunningSequences: 16, blockSize: 16 }, enablePrefixCache: true, backendId: "t" });
+  engine = createEngine({ executor, pool: new BlockPool({ numBlocks: 256, blockSize: 16 }), codec: model.codec, modelId: model.spec.modelId, scheduler: { maxBatchTokens: 512, maxRunningSequences: 16, blockSize: 16 }, enablePrefixCache: true, backendId: "t", speculative: { source: drafts, maxDraftTokens: 4 } });
 }, 120_000);
 afterAll(async () => {
   await executor?.dispose();
@@ -53,8 +66,8 @@ const tools: ToolDefinition[] = [
 /** Each done frame's token frames' `reply` deltas (undefined where a frame had none). */
 const deltasOf = new WeakMap<DoneFrame, (ReplyDelta | undefined)[]>();
 
-function run(constraint: ReplyConstraint | undefined, s: SamplingParams, t: ToolDefinition[] | undefined = tools): Promise<DoneFrame | ErrorFrame> {
-  const req: GenerateRequest = { requestId: crypto.randomUUID(), mode: "full", messages: [{ role: "user", content: "What is the weather in Paris?" }], sampling: s, ...(t ? { tools: t } : {}), ...(constraint ? { constraint } : {}) };
+function run(constraint: ReplyConstraint | undefined, s: SamplingParams, t: ToolDefinition[] | undefined = tools, speculative?: boolean): Promise<DoneFrame | ErrorFrame> {
+  const req: GenerateRequest = { requestId: crypto.randomUUID(), mode: "full", messages: [{ role: "user", content: "What is the weather in Paris?" }], sampling: s, ...(t ? { tools: t } : {}), ...(constraint ? { constraint } : {}), ...(speculative === undefined ? {} : { speculative }) };
   const deltas: (ReplyDelta | undefined)[] = [];
   return new Promise((resolve) =>
     engine.submit(req, (f: Frame) => {
@@ -124,6 +137,43 @@ describe("constrained decoding in the engine", () => {
     // Seeded sampling on one executor is deterministic: these seeds take both branches.
     expect(Object.fromEntries(kinds)).toEqual({ calls: expect.any(Number), answer: expect.any(Number) });
   }, 120_000);
+
+  it("with speculation: the greedy reply is identical, refused drafts end at the grammar, sampled replies still validate", async () => {
+    const json = { type: "json_schema", schema: WEATHER, strict: true } as const;
+    const want = done(await run(json, sampling(60, 1, 0), undefined, false));
+    expect(want.speculation).toBeUndefined();
+    const state = engine.states.get(want.stateId)!;
+    drafts.full = [...state.promptTokenIds, ...state.generatedTokenIds];
+    try {
+      const known = done(await run(json, sampling(60, 1, 0), undefined));
+      expect(known.text).toBe(want.text);
+      expect(known.speculation!.drafted).toBeGreaterThan(0);
+      expect(known.speculation!.accepted).toBe(known.speculation!.drafted);
+      drafts.wrong = true;
+      const wrong = done(await run(json, sampling(60, 1, 0), undefined));
+      expect(wrong.text).toBe(want.text);
+      expect(wrong.speculation!.accepted).toBe(0);
+      expect(wrong.speculation!.drafted).toBeGreaterThan(0);
+      drafts.wrong = false;
+      // A draft is cut at the first token the grammar refuses, and checking it leaves the matcher as it was.
+      const grammars = await GrammarCache.create(model.codec, model.spec.vocabSize);
+      const c = (await ConstrainedReply.start(grammars, model.codec, replyPlan(json, [], model.codec.toolCallConvention), 60))!;
+      const ok = model.codec.encode('{"city": "Oslo"'); // then "unit" and "days" are required: "}" is refused
+      const refused = model.codec.encode("}")[0]!;
+      expect(c.draftPrefix([...ok, refused, ...ok])).toEqual(ok);
+      expect(c.draftPrefix([refused])).toEqual([]);
+      expect(c.draftPrefix(ok)).toEqual(ok); // nothing was advanced by the checks
+      c.dispose();
+      // Sampling: the mask applies at every verified position, or the random model would break the JSON.
+      for (const seed of [1, 2]) {
+        const f = done(await run(json, sampling(60, seed), undefined));
+        if (f.finishReason === "stop") expect(ajv.validate(WEATHER, JSON.parse(f.text)), f.text).toBe(true);
+      }
+    } finally {
+      drafts.full = [];
+      drafts.wrong = false;
+    }
+  });
 
   it("a budget below the shortest valid reply is max_tokens_too_small before any generation", async () => {
     const f = await run({ type: "json_schema", schema: WEATHER, strict: true }, sampling(3, 1), undefined);

@@ -13,6 +13,7 @@ import type { KvPuller, KvPullerParams } from "../transfer/kv-pull";
 import type { KvServer } from "../transfer/kv-serve";
 import type { ChatCodec } from "./chat-codec";
 import type { DemoAgent } from "./demo-agent";
+import type { SpeculationCounters, SpeculationOptions } from "./speculation";
 import type { StateLeases } from "./state-leases";
 import type { StateStore } from "./state-store";
 import type { StepRecord } from "./step-trace";
@@ -42,6 +43,8 @@ export interface EngineOptions {
   transfer?: Pick<KvPullerParams, "secret" | "timeoutMs" | "fetch" | "policy">;
   /** Demo agent mode (`--demo-agent [N]`, untrained models only; demo-agent.ts). Absent: off. */
   demoAgent?: DemoAgent;
+  /** Speculative decoding (`--speculative`; speculation.ts): drafts verified in one step, outputs unchanged. Absent: off. */
+  speculative?: SpeculationOptions;
 }
 
 /**
@@ -76,6 +79,8 @@ export interface TokenRequest {
   tokenIds: number[];
   sampling: SamplingParams;
   cacheSalt?: string;
+  /** false: no speculative decoding for this request (default: the engine's option). */
+  speculative?: boolean;
 }
 
 export interface TokenResult {
@@ -85,6 +90,8 @@ export interface TokenResult {
   finishReason: FinishReason;
   usage: DoneFrame["usage"];
   timings: DoneFrame["timings"];
+  /** Draft tokens verified and accepted, when the request speculated. */
+  speculation?: { drafted: number; accepted: number };
 }
 
 /** Engine-wide counters, read by the server's /metrics. */
@@ -100,4 +107,6 @@ export interface EngineCounters {
   stepMs: number;
   /** Time constrained decoding spent in the grammar (masks, matcher, budget checks, the greedy masked argmax; sampling excluded), ms. */
   grammarMs: number;
+  /** Speculative decoding: drafted, accepted, verify steps, by draft length. */
+  speculation: SpeculationCounters;
 }

@@ -12,6 +12,9 @@ import type { Engine } from "./engine";
 import { createEngine } from "./create-engine";
 import type { StepRecord } from "./step-trace";
 import { tinyModelDir } from "../model/testing/tiny-model";
+import type { SpeculationOptions } from "./speculation";
+import type { DraftContext, DraftSource } from "../speculative/draft-source";
+import { PromptLookup } from "../speculative/prompt-lookup";
 
 const BLOCK = 16;
 let dir: string;
@@ -28,7 +31,7 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function makeEngine(options: { numBlocks?: number; prefixCache?: boolean; maxBatchTokens?: number; onStep?: (r: StepRecord) => void } = {}) {
+async function makeEngine(options: { numBlocks?: number; prefixCache?: boolean; maxBatchTokens?: number; onStep?: (r: StepRecord) => void; speculative?: SpeculationOptions } = {}) {
   const numBlocks = options.numBlocks ?? 256;
   const inner = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks, blockSize: BLOCK, threads: 1 });
   executors.push(inner);
@@ -44,6 +47,7 @@ async function makeEngine(options: { numBlocks?: number; prefixCache?: boolean; 
     enablePrefixCache: options.prefixCache ?? true,
     backendId: "test",
     ...(options.onStep ? { onStep: options.onStep } : {}),
+    ...(options.speculative ? { speculative: options.speculative } : {}),
   });
   return { engine, executor, pool };
 }
@@ -344,5 +348,108 @@ describe("Engine: turns and states", () => {
     const c = await sample(2);
     expect(a.tokenIds).toEqual(b.tokenIds);
     expect(c.tokenIds).not.toEqual(a.tokenIds);
+  });
+});
+
+/**
+ * Test-only draft sources: `known` proposes what follows the context in a sequence (a reply
+ * generated before: the true continuation, so every draft is accepted), `wrong` the same tokens
+ * each shifted by one (never the model's token); `source` is the one the engine asks.
+ */
+class Drafts implements DraftSource {
+  source: "lookup" | "known" | "wrong" = "lookup";
+  full: readonly number[] = [];
+  private readonly lookup = new PromptLookup();
+  propose(c: DraftContext, max: number): number[] {
+    if (this.source === "lookup") return this.lookup.propose(c, max);
+    const L = c.tokenIds.length;
+    if (c.tokenIds.some((t, i) => this.full[i] !== t)) return [];
+    const next = this.full.slice(L, L + max);
+    return this.source === "known" ? next : next.map((t) => (t + 1) % model.spec.vocabSize);
+  }
+}
+
+describe("Engine: speculative decoding never changes an answer", () => {
+  it("prompt lookup drafts what followed the latest earlier match of the last tokens, a loop repeating itself", () => {
+    const lookup = new PromptLookup();
+    const at = (tokenIds: number[], max: number) => lookup.propose({ tenant: "", tokenIds, numPromptTokens: 1 }, max);
+    expect(at([5, 6, 7, 8, 5, 6], 3)).toEqual([7, 8, 5]);
+    expect(at([1, 2, 3, 9, 1, 2, 4, 8, 1, 2], 2)).toEqual([4, 8]); // the latest match
+    expect(at([1, 2, 9, 9, 9], 4)).toEqual([9, 9, 9, 9]);
+    expect(at([3, 4, 1, 2, 3, 4], 5)).toEqual([1, 2, 3, 4, 1]);
+    expect(at([1, 2, 3, 4], 3)).toEqual([]); // no earlier match of 2 or more tokens
+    expect(at([1, 2, 1, 2], 0)).toEqual([]);
+  });
+
+  it("gives bit-identical greedy outputs with prompt lookup, true and wrong drafts, cache cold and warm; rollback keeps the KV invariants and later reuse", async () => {
+    const drafts = new Drafts();
+    const { engine, executor } = await makeEngine({ speculative: { source: drafts, maxDraftTokens: 5 } });
+    const p = [...prompt(20), ...prompt(20)]; // repeats: prompt lookup has something to draft
+    const want = await engine.generateTokens({ tokenIds: p, sampling: greedy(40), cacheSalt: "plain", speculative: false });
+    expect(want.speculation).toBeUndefined();
+    drafts.full = [...p, ...want.tokenIds];
+    // The next turn extends the reply: after a speculative turn it finds the cached prefix it finds after a plain one.
+    const next = [...p, ...want.tokenIds, 7, 8, 9];
+    const plain = await engine.generateTokens({ tokenIds: next, sampling: greedy(1), cacheSalt: "plain", speculative: false });
+    expect(plain.usage.cachedTokens).toBe(Math.floor((p.length + want.tokenIds.length - 1) / BLOCK) * BLOCK);
+    for (const source of ["lookup", "known", "wrong"] as const) {
+      drafts.source = source;
+      for (const warmth of ["cold", "warm"]) {
+        const steps = executor.steps.length;
+        const got = await engine.generateTokens({ tokenIds: p, sampling: greedy(40), cacheSalt: source });
+        expect(got.tokenIds, `${source} ${warmth}`).toEqual(want.tokenIds);
+        expect(got.usage.cachedTokens).toBe(warmth === "cold" ? 0 : 32);
+        engine.kv.checkInvariants();
+        const { drafted, accepted } = got.speculation!;
+        expect(drafted).toBeGreaterThan(0);
+        if (source === "known") {
+          expect(accepted).toBe(drafted); // acceptance 100%: 6 tokens per step (1 + 5)
+          expect(executor.steps.length - steps).toBeLessThanOrEqual(2 + Math.ceil(40 / 6));
+        }
+        if (source === "wrong") expect(accepted).toBe(0);
+        const verifies = executor.steps.slice(steps).flatMap((s) => s.sequences.filter((q) => q.logits === "all"));
+        expect(verifies.length).toBeGreaterThan(0);
+        for (const v of verifies) expect(v.tokenIds.length).toBeLessThanOrEqual(6);
+      }
+      const after = await engine.generateTokens({ tokenIds: next, sampling: greedy(1), cacheSalt: source, speculative: false });
+      expect(after.usage.cachedTokens).toBe(plain.usage.cachedTokens);
+    }
+    const c = engine.counters.speculation;
+    expect(c.verifies).toBe(c.byLength.verifies.reduce((a, n) => a + (n ?? 0), 0));
+    expect(engine.kv.numSequences).toBe(0);
+    expect(engine.kv.numFreeBlocks).toBe(engine.options.pool.numBlocks);
+  });
+
+  it("keeps logprobs, stop strings and budgets identical, and batches sequences with their own draft lengths", async () => {
+    const drafts = new Drafts();
+    const { engine, executor } = await makeEngine({ speculative: { source: drafts, maxDraftTokens: 4 }, maxBatchTokens: 32 });
+    const p = [...prompt(24, 5), ...prompt(24, 5)];
+    const sampling = greedy(24, { logprobs: 2 });
+    const want = await engine.generateTokens({ tokenIds: p, sampling, speculative: false });
+    drafts.full = [...p, ...want.tokenIds];
+    drafts.source = "known";
+    const got = await engine.generateTokens({ tokenIds: p, sampling, cacheSalt: "s" });
+    expect(got.tokenIds).toEqual(want.tokenIds);
+    expect(got.logprobs!.map((l) => [l.token, l.topLogprobs.map((t) => t.token)])).toEqual(want.logprobs!.map((l) => [l.token, l.topLogprobs.map((t) => t.token)]));
+    got.logprobs!.forEach((l, i) => expect(l.logprob).toBeCloseTo(want.logprobs![i]!.logprob, 4));
+    expect(got.speculation!.accepted).toBe(got.speculation!.drafted);
+
+    const text = model.codec.decode(want.tokenIds);
+    const stop = text.slice(9, 12);
+    const stopped = await engine.generateTokens({ tokenIds: p, sampling: greedy(24, { stop: [stop] }), cacheSalt: "t" });
+    const plain = await engine.generateTokens({ tokenIds: p, sampling: greedy(24, { stop: [stop] }), cacheSalt: "u", speculative: false });
+    expect(stopped.finishReason).toBe("stop_sequence");
+    expect(stopped.tokenIds).toEqual(plain.tokenIds);
+    for (const max of [1, 2, 7]) expect((await engine.generateTokens({ tokenIds: p, sampling: greedy(max) })).tokenIds).toEqual(want.tokenIds.slice(0, max));
+
+    // Three sequences at once under a 32-token budget: each verifies its own draft, never past the budget.
+    drafts.source = "lookup";
+    const many = [0, 1, 2].map((k) => [...prompt(20, k * 50), ...prompt(20, k * 50)]);
+    const alone = await Promise.all(many.map((q) => engine.generateTokens({ tokenIds: q, sampling: greedy(16), speculative: false })));
+    const steps = executor.steps.length;
+    const together = await Promise.all(many.map((q) => engine.generateTokens({ tokenIds: q, sampling: greedy(16), cacheSalt: "v" })));
+    expect(together.map((r) => r.tokenIds)).toEqual(alone.map((r) => r.tokenIds));
+    for (const s of executor.steps.slice(steps)) expect(s.sequences.reduce((a, q) => a + q.tokenIds.length, 0)).toBeLessThanOrEqual(32);
+    engine.kv.checkInvariants();
   });
 });

@@ -7,12 +7,14 @@ import type { KvCacheManager } from "../kv/kv-cache-manager";
 import type { KvEventLog } from "../kv/kv-events";
 import type { StepSequence } from "../model/executors/executor";
 import type { Scheduler } from "../scheduler/scheduler";
+import type { Sequence } from "../scheduler/sequence";
 import type { KvPuller } from "../transfer/kv-pull";
 import type { KvServer } from "../transfer/kv-serve";
 import type { EngineCounters, EngineOptions, EngineParts, TokenRequest, TokenResult } from "./engine-options";
 import type { Job, JobQueue } from "./job";
 import { tokenLogprob } from "./logprobs";
 import { argmax as argmaxOf } from "./sampler";
+import { draftFor, newSpeculationCounters, noteVerify } from "./speculation";
 import type { StateLeases } from "./state-leases";
 import type { StateStore } from "./state-store";
 import { stepRecord } from "./step-trace";
@@ -46,7 +48,7 @@ export class Engine implements JobQueue {
   readonly kvServer: KvServer;
   readonly kvPuller: KvPuller | undefined;
   readonly hostTier: HostTier | undefined;
-  readonly counters: EngineCounters = { promptTokens: 0, cachedTokens: 0, computedTokens: 0, generatedTokens: 0, steps: 0, preemptions: 0, requests: 0, stepTokens: 0, stepMs: 0, grammarMs: 0 };
+  readonly counters: EngineCounters = { promptTokens: 0, cachedTokens: 0, computedTokens: 0, generatedTokens: 0, steps: 0, preemptions: 0, requests: 0, stepTokens: 0, stepMs: 0, grammarMs: 0, speculation: newSpeculationCounters() };
   /** Requests in, sequences and jobs out (turn-intake.ts). */
   private readonly intake: TurnIntake;
   private readonly jobs = new Map<number, Job>();
@@ -148,7 +150,9 @@ export class Engine implements JobQueue {
     this.looping = true;
     try {
       while (this.scheduler.hasWork) {
+        const drafted = this.proposeDrafts();
         const plan = this.scheduler.schedule();
+        for (const seq of drafted) seq.draft = []; // the plan's items keep what each step verifies
         this.counters.preemptions += plan.preempted.length;
         for (const seq of plan.rejected) {
           const job = this.jobs.get(seq.seqId);
@@ -159,13 +163,14 @@ export class Engine implements JobQueue {
           continue;
         }
         // Greedy decoding without logprobs needs only the argmax: its logits row is never fetched.
+        // A draft is verified after the sequence's last token: every position's row comes back.
         const steps: StepSequence[] = plan.items.map((item) => {
           const job = this.jobs.get(item.seq.seqId);
           return {
-            tokenIds: item.seq.tokenIds.slice(item.startPos, item.startPos + item.numTokens),
+            tokenIds: [...item.seq.tokenIds.slice(item.startPos, item.startPos + item.numTokens), ...item.draft],
             startPos: item.startPos,
             blockTable: this.kv.blockTable(item.seq.seqId),
-            logits: !item.samples ? "none" : job?.sampler.greedy && job.logprobs === undefined && !job.constraint ? "argmax" : "last",
+            logits: !item.samples ? "none" : item.draft.length > 0 ? "all" : job?.sampler.greedy && job.logprobs === undefined && !job.constraint ? "argmax" : "last",
           };
         });
         const t0 = performance.now();
@@ -187,17 +192,11 @@ export class Engine implements JobQueue {
           if (!job || job.finished) continue;
           this.kv.markComputed(item.seq.seqId, item.numTokens);
           if (!item.samples) continue;
-          // Demo agent mode: the reply's last token ends the turn, where the grammar (if any) allows it.
-          if (job.endTurn !== undefined && item.seq.maxTokens - item.seq.numGenerated === 1 && (job.constraint?.takeEnd(job.endTurn) ?? true)) {
-            this.accept(job, job.endTurn, this.logprobOf(job, logits[i], job.endTurn));
+          if (item.draft.length === 0) {
+            await this.next(job, logits[i], argmax[i]!, undefined);
             continue;
           }
-          if (job.constraint) {
-            await this.acceptConstrained(job, job.constraint, logits[i]!, argmax[i]!);
-            continue;
-          }
-          const tokenId = job.sampler.greedy ? argmax[i]! : job.sampler.sample(logits[i]!);
-          this.accept(job, tokenId, this.logprobOf(job, logits[i], tokenId));
+          await this.verify(job, item.draft, logits[i]!);
         }
       }
     } catch (e) {
@@ -211,26 +210,86 @@ export class Engine implements JobQueue {
     }
   }
 
+  /**
+   * Speculative decoding's sequences this step: each decoding job that speculates gets its
+   * source's draft (`Sequence.draft`), which the scheduler runs after its last token.
+   */
+  private proposeDrafts(): Sequence[] {
+    const spec = this.options.speculative;
+    if (!spec) return [];
+    const drafted: Sequence[] = [];
+    for (const job of this.jobs.values()) {
+      if (!job.speculation || job.seq.status !== "running") continue;
+      const draft = draftFor(job, spec, this.kv.numComputedTokens(job.seq.seqId), this.options.executor.spec.vocabSize);
+      if (draft.length === 0) continue;
+      job.seq.draft = draft;
+      drafted.push(job.seq);
+    }
+    return drafted;
+  }
+
+  /**
+   * Verifies a draft from the step's rows (row j: the logits after the last token and j draft
+   * tokens): each position's token is picked exactly as a plain step would pick it (`next`; the
+   * sampler's rejection rule against the draft token when sampling), in order, through the output
+   * side; while it equals the draft token there, that token's KV (computed this step) is kept and
+   * the next row is read. The first token that differs (or the one after a fully accepted draft)
+   * ends the step; a token that ends the reply discards the rest. The rejected tokens' slots go
+   * back to the pool; their KV was never marked computed, so no prefix hash covers it.
+   */
+  private async verify(job: Job, draft: readonly number[], rows: Float32Array): Promise<void> {
+    const V = this.options.executor.spec.vocabSize;
+    let accepted = 0;
+    for (let j = 0; j <= draft.length; j++) {
+      const row = rows.subarray(j * V, (j + 1) * V);
+      const tokenId = await this.next(job, row, argmaxOf(row), draft[j]);
+      if (job.finished || j === draft.length || tokenId !== draft[j]) break;
+      this.kv.markComputed(job.seq.seqId, 1);
+      accepted++;
+    }
+    noteVerify(this.counters.speculation, job, draft.length, accepted);
+    if (!job.finished) this.kv.releaseSlots(job.seq.seqId, job.seq.tokenIds.length);
+  }
+
+  /**
+   * Picks and accepts the job's next token from one logits row (`row` may be empty when only
+   * `rowArgmax` was fetched): demo agent mode's end of turn, the grammar's token for a
+   * constrained job, else the sampler's (its rejection rule against `draftToken` when one was
+   * drafted at this position). Returns the token accepted, or null when none was.
+   */
+  private async next(job: Job, row: Float32Array | undefined, rowArgmax: number, draftToken: number | undefined): Promise<number | null> {
+    // Demo agent mode: the reply's last token ends the turn, where the grammar (if any) allows it.
+    if (job.endTurn !== undefined && job.seq.maxTokens - job.seq.numGenerated === 1 && (job.constraint?.takeEnd(job.endTurn) ?? true)) {
+      this.accept(job, job.endTurn, this.logprobOf(job, row, job.endTurn));
+      return job.endTurn;
+    }
+    if (job.constraint) return this.acceptConstrained(job, job.constraint, row!, rowArgmax, draftToken);
+    const tokenId = job.sampler.greedy ? rowArgmax : draftToken === undefined ? job.sampler.sample(row!) : job.sampler.verify(row!, draftToken);
+    this.accept(job, tokenId, this.logprobOf(job, row, tokenId));
+    return tokenId;
+  }
+
   private logprobOf(job: Job, row: Float32Array | undefined, tokenId: number): TokenLogprob | undefined {
     return job.logprobs === undefined ? undefined : tokenLogprob(row!, tokenId, job.logprobs, (id) => this.options.codec.tokenPiece(id));
   }
 
   /** A constrained job's token: the grammar masks (a copy of) the row, logprobs stay those of the model's raw row. */
-  private async acceptConstrained(job: Job, constraint: ConstrainedReply, row: Float32Array, rowArgmax: number): Promise<void> {
+  private async acceptConstrained(job: Job, constraint: ConstrainedReply, row: Float32Array, rowArgmax: number, draftToken: number | undefined): Promise<number | null> {
     const masked = job.logprobs === undefined ? row : row.slice();
     let pickMs = 0;
     const pick = (r: Float32Array) => {
       const t0 = performance.now();
-      const id = job.sampler.greedy ? argmaxOf(r) : job.sampler.sample(r);
+      const id = job.sampler.greedy ? argmaxOf(r) : draftToken === undefined ? job.sampler.sample(r) : job.sampler.verify(r, draftToken);
       pickMs += performance.now() - t0;
       return id;
     };
     const t0 = performance.now();
     const { tokenId, end } = await constraint.next(masked, pick, job.seq.maxTokens - job.seq.numGenerated, job.sampler.greedy ? rowArgmax : undefined);
     this.counters.grammarMs += performance.now() - t0 - pickMs;
-    if (job.finished) return; // cancelled while the mask was computed
+    if (job.finished) return null; // cancelled while the mask was computed
     if (tokenId !== null) this.accept(job, tokenId, this.logprobOf(job, row, tokenId), end);
     if (end) this.finish(job, "stop");
+    return tokenId;
   }
 
   /** `complete`: the constraint's structure ends with this token (the caller finishes the job with "stop"). */
@@ -244,6 +303,7 @@ export class Engine implements JobQueue {
     if (job.finished) return;
     job.finished = true;
     job.constraint?.dispose();
+    if (job.speculation && reason !== "cancelled") this.options.speculative?.source.observe?.({ tenant: job.speculation.tenant, tokenIds: job.seq.tokenIds.slice(job.seq.numPromptTokens) });
     closeOutput(job, reason, this.kv);
     this.scheduler.finish(job.seq);
     this.jobs.delete(job.seq.seqId);

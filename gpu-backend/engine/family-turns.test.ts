@@ -13,6 +13,7 @@ import type { Engine } from "./engine";
 import { createEngine } from "./create-engine";
 import { ScriptedExecutor } from "./testing/scripted-executor";
 import { replyDeltasMismatch, sumReplyDeltas } from "../tokenizer/reply-deltas";
+import { PromptLookup } from "../speculative/prompt-lookup";
 
 /**
  * Each family's tiny checkpoint with its own tokenizer and chat template, served by the engine:
@@ -62,7 +63,7 @@ function turn(engine: Engine, req: GenerateRequest): Promise<DoneFrame> {
 
 describe("family chat turns", () => {
   for (const c of CASES) {
-    it(`${c.family}: a tool call in its own syntax round-trips through its chat template, and the next turn reuses the cache`, async () => {
+    it(`${c.family}: a tool call in its own syntax round-trips through its chat template, the next turn reuses the cache, and speculation gives the same greedy reply`, async () => {
       const tokDir = join(root, `tok-${c.tokenizer}`);
       const info = await writeFamilyTokenizer(c.tokenizer, tokDir);
       const dir = await materializeModel({ dir: join(root, c.family), config: tinyFamilyConfig(c.family, info), seed: 9, tokenizerFrom: tokDir });
@@ -74,9 +75,11 @@ describe("family chat turns", () => {
       const engine = createEngine({
         executor, pool, codec: model.codec, modelId: model.spec.modelId, enablePrefixCache: true, backendId: "test",
         scheduler: { maxBatchTokens: 256, maxRunningSequences: 4, blockSize: BLOCK },
+        speculative: { source: new PromptLookup(), maxDraftTokens: 4 },
       });
+      // The scripted turns below do not speculate (the script stands in for argmax-only steps).
       const base: GenerateRequest = {
-        requestId: "r", trajectoryId: "t", mode: "full", tools, sampling: greedy(64),
+        requestId: "r", trajectoryId: "t", mode: "full", tools, sampling: greedy(64), speculative: false,
         messages: [{ role: "system", content: "You are a weather agent. ".repeat(8) }, { role: "user", content: "Weather in Paris?" }],
       };
       executor.script = [...model.codec.encode(c.reply), ...model.codec.encode(c.endOfTurn)];
@@ -95,6 +98,18 @@ describe("family chat turns", () => {
       expect(s2.promptTokenIds.slice(0, s1.promptTokenIds.length + s1.generatedTokenIds.length)).toEqual([...s1.promptTokenIds, ...s1.generatedTokenIds]);
       expect(s2.promptText).toContain('{"temperature": 21}');
       expect(t2.usage.cachedTokens).toBe(s1.promptTokenIds.length + s1.generatedTokenIds.length - 1); // the kept partial block too (the exact tail)
+
+      // Speculative decoding (prompt lookup) gives the model's own greedy reply, cache cold and warm.
+      const free: GenerateRequest = { ...base, trajectoryId: undefined, tools: undefined, messages: [{ role: "user", content: "Repeat: alpha beta gamma delta. ".repeat(4) }], sampling: { ...greedy(32), ignoreEos: true } };
+      const plain = await turn(engine, { ...free, cacheSalt: "plain", trajectoryId: "plain" });
+      const ids = (d: DoneFrame) => engine.states.get(d.stateId)!.generatedTokenIds;
+      for (const warmth of ["cold", "warm"]) {
+        const fast = await turn(engine, { ...free, cacheSalt: "spec", speculative: true, trajectoryId: warmth });
+        expect([fast.text, ids(fast)], `${c.family} ${warmth}`).toEqual([plain.text, ids(plain)]);
+        expect(fast.speculation!.drafted, JSON.stringify([fast.text, fast.usage, ids(fast)])).toBeGreaterThan(0);
+        expect(fast.usage.cachedTokens > 0).toBe(warmth === "warm");
+      }
+      engine.kv.checkInvariants();
 
       // A conversation the template refuses (Gemma's role alternation) is the client's error.
       if (c.family === "gemma3") {

@@ -32,6 +32,17 @@ export interface Job {
   endTurn: number | undefined;
   /** A reply parsed for tool calls: splits its streamed text into each token frame's `reply` (its ids go to the final parse). */
   reply: ToolCallStream | undefined;
+  /** Speculative decoding (the engine has a draft source and the request did not opt out): its tenant and figures; undefined: off. */
+  speculation: JobSpeculation | undefined;
+}
+
+/** A job's speculation: its tenant (the cache salt drafts are keyed by) and its figures so far. */
+export interface JobSpeculation {
+  tenant: string;
+  /** Draft tokens verified. */
+  drafted: number;
+  /** Of those, accepted (the model produced the same token). */
+  accepted: number;
 }
 
 /** Where a sequence's KV comes from and goes: its hash root, the kept tail it continues, the turn state it becomes. */
@@ -54,6 +65,8 @@ export interface JobParams {
   constraint?: ConstrainedReply | null;
   /** The reply's tool-call splitter when it is parsed for tool calls (chat turns). */
   reply?: ToolCallStream;
+  /** The tenant (cache salt) drafts are keyed by, when the job may speculate (the engine's option still decides). */
+  speculate?: { tenant: string } | undefined;
   onFinish: (reason: FinishReason, job: Job) => void;
 }
 

@@ -58,6 +58,58 @@ export class Sampler {
     }
     return last;
   }
+
+  /**
+   * Speculative verification of a drafted token at one position (the standard rule for a
+   * deterministic draft): returns `draft` with probability p(draft) under the distribution
+   * `sample` draws from (temperature, top-k, top-p applied), else a draw from p with `draft`
+   * removed and renormalized, so the token's distribution is p exactly. Greedy: the argmax
+   * (the draft is kept when it is the argmax). Both draws use this sampler's seeded PRNG.
+   *
+   * @example const tokenId = sampler.verify(row, draft[j]); if (tokenId !== draft[j]) break;
+   */
+  verify(logits: Float32Array, draft: number): number {
+    if (this.params.temperature <= 0) return argmax(logits);
+    const probs = this.probabilities(logits);
+    const pd = draft >= 0 && draft < probs.length ? probs[draft]! : 0;
+    if (pd > 0 && this.random() < pd) return draft;
+    if (pd >= 1) return draft; // nothing else has mass (a rejection here has probability 0)
+    let r = this.random() * (1 - pd);
+    let last = -1;
+    for (let i = 0; i < probs.length; i++) {
+      if (probs[i]! === 0 || i === draft) continue;
+      last = i;
+      r -= probs[i]!;
+      if (r <= 0) return i;
+    }
+    return last;
+  }
+
+  /**
+   * The distribution `sample` draws from: softmax at the temperature, entries under the top-k and
+   * top-p (nucleus) threshold set to 0, renormalized to sum 1.
+   *
+   * @example new Sampler({ temperature: 1, topP: 1, topK: 2 }).probabilities(Float32Array.of(0, 1, 2)) // [0, 0.27, 0.73]
+   */
+  probabilities(logits: Float32Array): Float64Array {
+    const { temperature, topP, topK } = this.params;
+    let max = -Infinity;
+    for (let i = 0; i < logits.length; i++) if (logits[i]! > max) max = logits[i]!;
+    const probs = new Float32Array(logits.length);
+    let sum = 0;
+    for (let i = 0; i < logits.length; i++) sum += probs[i] = Math.exp((logits[i]! - max) / temperature);
+    for (let i = 0; i < probs.length; i++) probs[i]! /= sum;
+
+    let threshold = 0;
+    if (topK > 0 && topK < probs.length) threshold = kthLargest(probs, topK);
+    if (topP < 1) threshold = Math.max(threshold, nucleusThreshold(probs, topP, threshold));
+
+    let kept = 0;
+    for (let i = 0; i < probs.length; i++) if (probs[i]! >= threshold) kept += probs[i]!;
+    const out = new Float64Array(probs.length);
+    for (let i = 0; i < probs.length; i++) if (probs[i]! >= threshold) out[i] = probs[i]! / kept;
+    return out;
+  }
 }
 
 export function argmax(row: Float32Array): number {

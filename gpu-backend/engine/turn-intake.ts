@@ -58,7 +58,8 @@ export class TurnIntake {
       const turn = { req, prompt, root, cache, parseToolCalls: plan.parseToolCalls, sink };
       const reasoningOpen = prompt.promptText.trimEnd().endsWith("<think>");
       const reply = plan.parseToolCalls ? new ToolCallStream(codec.toolCallConvention, undefined, { reasoningOpen }) : undefined;
-      const job: JobParams = { tokenIds: prompt.tokenIds, budget, cache, sink, signal, ...(reply ? { reply } : {}), onFinish: (reason, j) => endChatTurn(parts, turn, reason, j) };
+      const speculate = req.speculative === false ? undefined : { tenant: req.cacheSalt ?? "" };
+      const job: JobParams = { tokenIds: prompt.tokenIds, budget, cache, sink, signal, ...(reply ? { reply } : {}), speculate, onFinish: (reason, j) => endChatTurn(parts, turn, reason, j) };
       const start = () => {
         if (!plan.grammar && plan.bannedTexts.length === 0) return this.start(job);
         void this.startConstrained(job, plan);
@@ -84,13 +85,15 @@ export class TurnIntake {
       };
       try {
         const budget = replyBudget(req.sampling, req.tokenIds.length, this.contextTokens);
-        this.start({ tokenIds: req.tokenIds, budget, cache: { root: this.parts.rootFor(req.cacheSalt ?? "") }, sink, signal, onFinish: (reason, job) => {
+        const speculate = req.speculative === false ? undefined : { tenant: req.cacheSalt ?? "" };
+        this.start({ tokenIds: req.tokenIds, budget, cache: { root: this.parts.rootFor(req.cacheSalt ?? "") }, sink, signal, speculate, onFinish: (reason, job) => {
           resolve({
             tokenIds: job.seq.tokenIds.slice(job.seq.numPromptTokens),
             ...(req.sampling.logprobs === undefined ? {} : { logprobs }),
             finishReason: reason,
             usage: usageOf(job.seq),
             timings: timingsOf(job.seq, job.firstTokenMs, job.lastTokenMs),
+            ...(job.speculation ? { speculation: { drafted: job.speculation.drafted, accepted: job.speculation.accepted } } : {}),
           });
         } });
       } catch (e) {
@@ -132,7 +135,7 @@ export class TurnIntake {
   }
 
   /** Makes the sequence and its job and queues them; throws on an empty prompt or past the queue bound. */
-  private start({ tokenIds, budget: { sampling, capped }, cache, sink, signal, constraint = null, reply, onFinish }: JobParams): void {
+  private start({ tokenIds, budget: { sampling, capped }, cache, sink, signal, constraint = null, reply, speculate, onFinish }: JobParams): void {
     if (tokenIds.length === 0) throw new ProtocolError("invalid_request", "the prompt is empty");
     const { codec } = this.parts.options;
     this.queue.add({
@@ -153,6 +156,7 @@ export class TurnIntake {
       stateId: cache.stateId,
       endTurn: capped && !sampling.ignoreEos ? this.endTurnId : undefined,
       reply,
+      speculation: speculate && this.parts.options.speculative ? { tenant: speculate.tenant, drafted: 0, accepted: 0 } : undefined,
     });
   }
 }

@@ -115,6 +115,7 @@ export function doneFrameOf(job: Job, end: TurnEnd, ctx: { backendId: string; bl
     blockSize: ctx.blockSize,
     ...ctx.evictions.doneField(job.seq.blockHashes[Math.floor(job.seq.numCachedTokens / ctx.blockSize)]),
     ...(ctx.hostTier ? { hostTierTokens: job.seq.hostTierTokens ?? 0 } : {}),
+    ...(job.speculation ? { speculation: { drafted: job.speculation.drafted, accepted: job.speculation.accepted } } : {}),
   };
 }
 

@@ -78,6 +78,38 @@ describe("KvCacheManager: block tables and slots", () => {
   });
 });
 
+describe("KvCacheManager: speculative lookahead and rollback", () => {
+  it("allocates a draft's lookahead slots, caches only accepted tokens' blocks, and releases the rest", () => {
+    const { kv, pool } = setup(8);
+    const seq = sequence({ seqId: 1, tokenIds: range(100, 6), root });
+    kv.startSequence(seq);
+    prefill(kv, 1); // 6 computed: blocks 0, 1
+    seq.tokenIds.push(50); // sampled, not computed
+    expect(kv.allocateSlots(1, 1, 5)).toBe(true); // last token + 5 drafted: positions 6..11
+    expect(kv.blockTable(1)).toHaveLength(3);
+    expect(() => kv.allocateSlots(1, 2, 0)).toThrow(/would cover/); // lookahead is not the sequence's
+    // The step accepted one drafted token (51) then produced 60: 8 computed, 9 tokens.
+    kv.markComputed(1, 1);
+    seq.tokenIds.push(51);
+    kv.markComputed(1, 1);
+    seq.tokenIds.push(60);
+    expect(pool.numCached).toBe(2); // blocks 0 and 1 (tokens 0..7): every token accepted
+    kv.releaseSlots(1, seq.tokenIds.length);
+    expect(kv.blockTable(1)).toHaveLength(3); // token 8 (not computed) needs block 2
+    kv.checkInvariants();
+    expect(() => kv.releaseSlots(1, 7)).toThrow(/computed tokens/);
+    expect(kv.allocateSlots(1, 1, 2)).toBe(true);
+    kv.releaseSlots(1, 8);
+    expect(kv.blockTable(1)).toHaveLength(2);
+    expect(pool.numFree).toBe(6);
+    kv.checkInvariants();
+    // Lookahead the pool cannot hold is refused, changing nothing (out of blocks is a return value).
+    expect(kv.allocateSlots(1, 1, 100)).toBe(false);
+    expect(kv.blockTable(1)).toHaveLength(2);
+    kv.checkInvariants();
+  });
+});
+
 describe("KvCacheManager: prefix cache", () => {
   it("shares a cached prefix between two sequences and keeps it when one frees", () => {
     const { kv, pool } = setup(8);

@@ -133,19 +133,23 @@ export class KvCacheManager {
   }
 
   /**
-   * Grows the block table to cover `numComputedTokens + numNewTokens` tokens. Returns false, and
-   * changes nothing, when the pool cannot supply the blocks.
+   * Grows the block table to cover `numComputedTokens + numNewTokens + numLookaheadTokens` tokens.
+   * Lookahead tokens are not (yet) the sequence's: a speculative draft verified in the same step,
+   * whose rejected part `releaseSlots` gives back. Returns false, and changes nothing, when the
+   * pool cannot supply the blocks.
    *
    * @example if (!kv.allocateSlots(1, chunkLen)) preemptLowestPriority();
+   * kv.allocateSlots(1, 1, draft.length); // a decode step that verifies a draft
    */
-  allocateSlots(seqId: number, numNewTokens: number): boolean {
+  allocateSlots(seqId: number, numNewTokens: number, numLookaheadTokens = 0): boolean {
     const seq = this.getRunning(seqId, "allocateSlots");
     if (!Number.isInteger(numNewTokens) || numNewTokens < 0) throw new Error(`KvCacheManager.allocateSlots: bad numNewTokens ${numNewTokens}`);
+    if (!Number.isInteger(numLookaheadTokens) || numLookaheadTokens < 0) throw new Error(`KvCacheManager.allocateSlots: bad numLookaheadTokens ${numLookaheadTokens}`);
     const total = seq.numComputedTokens + numNewTokens;
     if (total > seq.sequence.tokenIds.length) {
       throw new Error(`KvCacheManager.allocateSlots: sequence ${seqId} would cover ${total} tokens but has only ${seq.sequence.tokenIds.length}`);
     }
-    const needed = Math.ceil(total / this.blockSize) - seq.blockTable.length;
+    const needed = Math.ceil((total + numLookaheadTokens) / this.blockSize) - seq.blockTable.length;
     if (needed <= 0) return true;
     const short = needed - this.pool.numFree;
     if (short > 0 && short <= this.tails.size) this.tails.dropOldest(short);
@@ -153,6 +157,24 @@ export class KvCacheManager {
     if (blockIds === null) return false;
     for (const id of blockIds) seq.blockTable.push(id);
     return true;
+  }
+
+  /**
+   * Gives back the blocks past the first `numTokens` tokens' (rollback of a rejected draft's
+   * lookahead slots: they never held computed tokens, so nothing cached is lost and no hash was
+   * registered for them). `numTokens` is at least the computed tokens; blocks are freed from the
+   * table's end. The inverse of `allocateSlots`.
+   *
+   * @example kv.releaseSlots(1, seq.tokenIds.length); // after a verify step accepted part of a draft
+   */
+  releaseSlots(seqId: number, numTokens: number): void {
+    const seq = this.getRunning(seqId, "releaseSlots");
+    if (!Number.isInteger(numTokens) || numTokens < seq.numComputedTokens) {
+      throw new Error(`KvCacheManager.releaseSlots: sequence ${seqId} has ${seq.numComputedTokens} computed tokens, cannot keep only ${numTokens}`);
+    }
+    const keep = Math.ceil(numTokens / this.blockSize);
+    if (seq.blockTable.length <= keep) return;
+    this.pool.release(seq.blockTable.splice(keep));
   }
 
   /**

@@ -154,4 +154,28 @@ describe("Scheduler", () => {
     while (s.hasWork) runStep(s, kv, s.schedule());
     expect(small.numGenerated).toBe(1);
   });
+
+  it("runs a decoding sequence's draft as lookahead in the token budget, cut to what is left, dropped rather than preempting", () => {
+    const { kv, s } = setup(64, 12);
+    const a = seqOf(6, 20);
+    const b = seqOf(6, 20, 50);
+    s.add(a);
+    s.add(b);
+    runStep(s, kv, s.schedule()); // both prefilled, one token sampled each
+    a.draft = [1, 2, 3, 4, 5];
+    b.draft = [9, 9, 9, 9, 9, 9, 9, 9];
+    const plan = s.schedule();
+    expect(plan.items.map((i) => [i.numTokens, i.draft.length])).toEqual([[1, 5], [1, 5]]); // 6 + 6 = the budget of 12
+    expect(kv.blockTable(a.seqId)).toHaveLength(3); // 6 computed + 1 + 5 lookahead = 12 slots
+    runStep(s, kv, plan);
+    // A pool with no block left for the draft: it is dropped, nobody is preempted.
+    const tiny = setup(2, 64);
+    const c = seqOf(7, 20);
+    tiny.s.add(c);
+    runStep(tiny.s, tiny.kv, tiny.s.schedule());
+    c.draft = [1, 2, 3];
+    const p2 = tiny.s.schedule();
+    expect(p2.items.map((i) => [i.numTokens, i.draft.length])).toEqual([[1, 0]]);
+    expect(p2.preempted).toEqual([]);
+  });
 });

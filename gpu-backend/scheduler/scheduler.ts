@@ -12,7 +12,7 @@ export interface KvPort {
   /** Registers the sequence and sets its status to "running" (restartSequence too; preempt sets "preempted"). */
   startSequence(seq: KvSequence): { numCachedTokens: number };
   restartSequence(seqId: number): { numCachedTokens: number };
-  allocateSlots(seqId: number, numNewTokens: number): boolean;
+  allocateSlots(seqId: number, numNewTokens: number, numLookaheadTokens?: number): boolean;
   numComputedTokens(seqId: number): number;
   freeSequence(seqId: number): void;
   preempt(seqId: number): void;
@@ -53,6 +53,11 @@ export interface ScheduledItem {
   numTokens: number;
   /** True when this chunk reaches the end of the known tokens: the step samples a token. */
   samples: boolean;
+  /**
+   * The speculative draft this step verifies after the sequence's last token (a decode step only;
+   * [] for none): run as lookahead tokens, their slots allocated, counted in the token budget.
+   */
+  draft: readonly number[];
 }
 
 export interface StepPlan {
@@ -73,6 +78,10 @@ export interface StepPlan {
  *      budget, blocks and the running-sequence cap allow, first come first served; a sequence
  *      whose prompt shares uncached full blocks with a running prefill waits until those blocks
  *      are cached, so a prefix is never computed twice at once.
+ * A decoding sequence with a speculative draft (`Sequence.draft`, set by the engine) runs its last
+ * token and the draft together, 1 + k tokens of the budget and k lookahead slots; the draft is
+ * cut to the budget left, and dropped (plain decode) when its slots or its attention do not fit:
+ * a draft never preempts anyone.
  * Prefill chunks of several sequences share a step only while their flat attention stays cheap
  * (see PrefillGroupCost): long-context sequences with short new turns take turns instead.
  * When blocks run out for a running sequence, the newest running sequence is preempted (blocks
@@ -153,6 +162,14 @@ export class Scheduler {
       if (seq.status !== "running") continue; // preempted earlier in this loop
       const n = Math.min(this.remaining(seq), budget);
       const startPos = this.kv.numComputedTokens(seq.seqId);
+      const k = this.remaining(seq) === 1 ? this.draftFits(seq, startPos, budget, prefill) : 0;
+      if (k > 0) {
+        items.push({ ...this.item(seq, 1), draft: seq.draft.slice(0, k) });
+        prefill.add(startPos, 1 + k);
+        scheduled.add(seq);
+        budget -= 1 + k;
+        continue;
+      }
       if (!prefill.admits(startPos, n)) continue; // next step: batching it now would waste attention
       let fits = this.kv.allocateSlots(seq.seqId, n);
       while (!fits) {
@@ -240,6 +257,13 @@ export class Scheduler {
     return false;
   }
 
+  /** How much of the sequence's draft this step verifies (its slots allocated): 0 when none fits. */
+  private draftFits(seq: Sequence, startPos: number, budget: number, prefill: PrefillGroupCost): number {
+    const k = Math.min(seq.draft.length, budget - 1);
+    if (k <= 0 || !prefill.admits(startPos, 1 + k)) return 0;
+    return this.kv.allocateSlots(seq.seqId, 1, k) ? k : 0;
+  }
+
   private remaining(seq: Sequence): number {
     return seq.tokenIds.length - this.kv.numComputedTokens(seq.seqId);
   }
@@ -247,7 +271,7 @@ export class Scheduler {
   private item(seq: Sequence, numTokens: number): ScheduledItem {
     const startPos = this.kv.numComputedTokens(seq.seqId);
     if (numTokens > 1 || startPos < seq.numPromptTokens) seq.numPrefilledTokens += numTokens;
-    return { seq, startPos, numTokens, samples: startPos + numTokens === seq.tokenIds.length };
+    return { seq, startPos, numTokens, samples: startPos + numTokens === seq.tokenIds.length, draft: [] };
   }
 
   private newestRunning(exclude: Set<Sequence>): Sequence | undefined {

@@ -33,6 +33,12 @@ export class Sequence implements KvSequence {
   keepTailAs: string | undefined;
   /** Tokens of the cached prefix the KV manager brought back from the host tier at start. */
   hostTierTokens: number | undefined;
+  /**
+   * Tokens a draft source guessed to follow `tokenIds` (speculative decoding), set by the engine
+   * before each schedule and verified in the step the scheduler gives it ([] for none); never
+   * part of `tokenIds`, which only accepted tokens join.
+   */
+  draft: number[] = [];
   readonly arrivalMs = performance.now();
   firstScheduledMs: number | undefined;
 

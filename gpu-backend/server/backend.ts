@@ -1,6 +1,7 @@
 import type { Engine } from "../engine/engine";
 import { createEngine } from "../engine/create-engine";
 import type { DemoAgent } from "../engine/demo-agent";
+import { speculationFor, type SpeculativeMode } from "../engine/speculation";
 import { BlockPool, blocksForBudget } from "../kv/block-pool";
 import { createExecutor } from "../model/executors/create-executor";
 import { resolveExecutor, type ExecutorRequest } from "../model/executors/device";
@@ -39,6 +40,8 @@ export interface BackendOptions {
   kvPull?: "auto" | "always" | "never";
   /** Demo agent mode (`--demo-agent [N]`; engine/demo-agent.ts): untrained models only. Absent: off. */
   demoAgent?: DemoAgent | undefined;
+  /** Speculative decoding (`--speculative`, `--speculative-max`; engine/speculation.ts). Default off. */
+  speculative?: { mode: SpeculativeMode; maxDraftTokens?: number | undefined };
   log?: (line: string) => void;
 }
 
@@ -81,6 +84,7 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
   const pool = new BlockPool({ numBlocks, blockSize: options.blockSize });
   const trace = options.stepTraceDir ? new StepTraceFile(options.stepTraceDir, options.backendId) : undefined;
   if (trace) log(`tracing every engine step to ${trace.path}`);
+  const speculative = options.speculative && speculationFor(options.speculative.mode, options.speculative.maxDraftTokens);
   const engine = createEngine({
     executor,
     pool,
@@ -98,9 +102,10 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
     ...(options.hostTierBytes ? { hostTierBytes: options.hostTierBytes } : {}),
     ...(trace ? { onStep: (r) => trace.add(r) } : {}),
     ...(options.demoAgent ? { demoAgent: options.demoAgent } : {}),
+    ...(speculative ? { speculative } : {}),
     ...(options.secret !== undefined && options.kvPull !== "never" ? { transfer: { secret: options.secret, policy: options.kvPull ?? "auto" } } : {}),
   });
-  log(`ready in ${((performance.now() - t0) / 1000).toFixed(1)} s: ${spec.modelId} (${precision}), ${(executor.kvBytes / 2 ** 20).toFixed(0)} MiB KV, prefix cache ${options.enablePrefixCache ? "on" : "off"}${options.demoAgent ? `, demo agent mode (replies of at most ${options.demoAgent.replyTokens} tokens, one tool call on a user's turn, greedy)` : ""}`);
+  log(`ready in ${((performance.now() - t0) / 1000).toFixed(1)} s: ${spec.modelId} (${precision}), ${(executor.kvBytes / 2 ** 20).toFixed(0)} MiB KV, prefix cache ${options.enablePrefixCache ? "on" : "off"}, speculative ${speculative ? `${options.speculative!.mode} (drafts of at most ${speculative.maxDraftTokens} tokens)` : "off"}${options.demoAgent ? `, demo agent mode (replies of at most ${options.demoAgent.replyTokens} tokens, one tool call on a user's turn, greedy)` : ""}`);
   return {
     engine,
     executor,

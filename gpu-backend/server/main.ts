@@ -4,6 +4,7 @@ import { createBackend } from "./backend";
 import { createBackendApp } from "./app";
 import { parseSize, positiveInt, withOptionalValue } from "./cli-args";
 import { DEFAULT_DEMO_AGENT_TOKENS } from "../engine/demo-agent";
+import { DEFAULT_MAX_DRAFT_TOKENS } from "../engine/speculation";
 import { Drain } from "./drain";
 import { DrainPush } from "./drain-push";
 import { startHeartbeat } from "./heartbeat";
@@ -60,6 +61,11 @@ const USAGE = `npm run backend -- [flags]: one backend process serving one model
                          whose last message is the user's is constrained to one tool call, every reply
                          is at most N tokens (default ${DEFAULT_DEMO_AGENT_TOKENS}) and a free-text reply ends there with
                          the end-of-turn token, sampling is greedy; so agent CLIs finish runs (default off)
+  --speculative S        off | lookup | suffix (default off): speculative decoding, model-free drafts
+                         verified in one step, outputs unchanged: lookup drafts what followed the
+                         context's last tokens earlier in its own prompt and reply; suffix also drafts
+                         from the tenant's recent replies
+  --speculative-max N    most tokens drafted per sequence per step (default ${DEFAULT_MAX_DRAFT_TOKENS})
   --step-trace DIR       append a JSON line per engine step to DIR/<id>.jsonl: what it computed and
                          its wall and CPU time (npm run bench -- step-costs DIR fits the costs)
   --help                 this text
@@ -84,6 +90,8 @@ const { values } = parseArgs({
     register: { type: "string" },
     advertise: { type: "string" },
     "step-trace": { type: "string" },
+    speculative: { type: "string", default: "off" },
+    "speculative-max": { type: "string", default: String(DEFAULT_MAX_DRAFT_TOKENS) },
     "demo-agent": { type: "string" },
     "kv-pull": { type: "string", default: "auto" },
     "kv-host-memory": { type: "string", default: "0" },
@@ -121,6 +129,7 @@ const backend = await createBackend({
   kvPull: kvPullFlag(values["kv-pull"]!),
   hostTierBytes: values["kv-host-memory"] === "0" ? 0 : parseSize(values["kv-host-memory"]!, "--kv-host-memory"),
   demoAgent: values["demo-agent"] === undefined ? undefined : { replyTokens: positiveInt(values["demo-agent"], "--demo-agent") },
+  speculative: { mode: oneOf("--speculative", ["off", "lookup", "suffix"] as const, values.speculative!), maxDraftTokens: positiveInt(values["speculative-max"]!, "--speculative-max") },
   log: (line) => console.log(`[backend] ${line}`),
 });
 

@@ -11,7 +11,7 @@ import type { Engine } from "../engine/engine";
 export function createMetrics(engine: Engine): { registry: Registry } {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: "agent_edge_process_" });
-  const last = { queried: 0, hit: 0, prompt: 0, computed: 0, generated: 0, preemptions: 0, requests: 0, leaseSaved: 0, leaseExpired: 0, leaseBroken: 0, leaseCapped: 0, leaseHits: 0, leases: 0, grammar: 0, hostPuts: 0, hostHits: 0, pulled: 0, pullBytes: 0, pullFailures: 0, served: 0, overloaded: 0 };
+  const last = { queried: 0, hit: 0, prompt: 0, computed: 0, generated: 0, preemptions: 0, requests: 0, leaseSaved: 0, leaseExpired: 0, leaseBroken: 0, leaseCapped: 0, leaseHits: 0, leases: 0, grammar: 0, hostPuts: 0, hostHits: 0, pulled: 0, pullBytes: 0, pullFailures: 0, served: 0, overloaded: 0, drafted: 0, accepted: 0, verifies: 0 };
 
   /** A counter that follows a monotonically growing engine value. */
   const follow = (name: string, help: string, read: () => number, key: keyof typeof last) =>
@@ -67,6 +67,29 @@ export function createMetrics(engine: Engine): { registry: Registry } {
   new Gauge({ name: "agent_edge_turn_states", help: "Turn states kept for delta turns (at most the state capacity, least recently used dropped first).", registers: [registry], collect() { this.set(engine.states.size); } });
   new Gauge({ name: "agent_edge_queued_tokens", help: "Prompt tokens queued and not yet computed (bounded by --max-queued-tokens).", registers: [registry], collect() { this.set(engine.scheduler.queuedTokens()); } });
   follow("agent_edge_overloaded_total", "Turns refused because the queued tokens would pass --max-queued-tokens (429 overloaded).", () => engine.scheduler.refused, "overloaded");
+  const spec = engine.counters.speculation;
+  follow("agent_edge_speculative_drafted_tokens_total", "Speculative decoding: draft tokens verified.", () => spec.drafted, "drafted");
+  follow("agent_edge_speculative_accepted_tokens_total", "Speculative decoding: draft tokens accepted (the model's own next tokens).", () => spec.accepted, "accepted");
+  follow("agent_edge_speculative_verify_steps_total", "Speculative decoding: sequence-steps that verified a draft.", () => spec.verifies, "verifies");
+  new Gauge({
+    name: "agent_edge_speculative_tokens_per_step",
+    help: "Speculative decoding: tokens a sequence gains per verify step (accepted draft tokens + 1), since start.",
+    registers: [registry],
+    collect() {
+      this.set(spec.verifies > 0 ? (spec.accepted + spec.verifies) / spec.verifies : 0);
+    },
+  });
+  new Gauge({
+    name: "agent_edge_speculative_acceptance_ratio",
+    help: "Speculative decoding: accepted over drafted tokens, by draft length (tokens drafted in the verify step), since start.",
+    labelNames: ["draft_length"],
+    registers: [registry],
+    collect() {
+      spec.byLength.verifies.forEach((n, k) => {
+        if (n) this.set({ draft_length: String(k) }, (spec.byLength.accepted[k] ?? 0) / (n * k));
+      });
+    },
+  });
   new Gauge({
     name: "agent_edge_step_tokens_per_second",
     help: "Tokens processed per second of executor time since start (prefill and decode).",

@@ -16,6 +16,7 @@ export function trajectoryPage(view: InspectView): Html {
   const paths = inspectPaths(view.tenant, view.id);
   const t = view.totals;
   const hasLeases = view.turns.some((x) => x.lease !== null);
+  const hasDrafts = view.turns.some((x) => x.speculation !== null);
   const markedTurns = view.turns.filter((x) => x.marker !== null);
   const body = html`
 <p><a href="${paths.list}">← ${view.tenant}'s trajectories</a> · <a href="${paths.trajectoryJson}">JSON</a></p>
@@ -42,8 +43,8 @@ ${view.forks.length > 0 ? html`<div class="meta" id="forks"><span>${view.forks.l
 
 <h2>Turns</h2>
 <div class="panel"><table class="turns">
-<thead><tr><th>turn</th><th>start</th><th class="l">mode</th><th class="l">break / reason</th><th>prompt</th><th>cached</th><th>computed</th><th>completion</th><th>prefix lost</th><th>TTFT</th><th title="time to first token inside the backend">backend</th><th>total</th><th>pause</th><th>saved (est.)</th><th class="l">backend</th>${hasLeases ? html`<th class="l">lease</th>` : ""}</tr></thead>
-<tbody>${view.turns.map((x) => turnRow(x, hasLeases))}</tbody>
+<thead><tr><th>turn</th><th>start</th><th class="l">mode</th><th class="l">break / reason</th><th>prompt</th><th>cached</th><th>computed</th><th>completion</th><th>prefix lost</th><th>TTFT</th><th title="time to first token inside the backend">backend</th><th>total</th><th>pause</th><th>saved (est.)</th><th class="l">backend</th>${hasDrafts ? html`<th title="speculative decoding: draft tokens accepted / drafted">drafts</th>` : ""}${hasLeases ? html`<th class="l">lease</th>` : ""}</tr></thead>
+<tbody>${view.turns.map((x) => turnRow(x, hasLeases, hasDrafts))}</tbody>
 </table>
 <p class="note">start: since the first turn began (hover for the time). TTFT: time to first token at the trajectory object, then inside the backend. pause: the client's pause before the turn (its tools). prefix lost: tokens of the previous turn's prompt and reply that this turn computed again, and why (hover for the detail): prefix-break, transfer-failed, placed-away (with the route), shorter-than-a-block (a full turn reuses whole KV blocks only) or evicted. saved (est.): cached tokens at the measured prefill rate.</p></div>
 
@@ -57,9 +58,9 @@ ${view.messages.map((m) => html`<div class="msg" data-index="${m.index}"><span c
   return page({ title: `${view.id} · trajectory inspector`, body });
 }
 
-function turnRow(x: InspectTurn, hasLeases: boolean): Html {
+function turnRow(x: InspectTurn, hasLeases: boolean, hasDrafts: boolean): Html {
   const marker = x.marker ? html`<span class="marker ${x.marker.kind}" title="${x.marker.label}">${x.marker.kind === "break" ? "⚠" : "↻"} ${x.marker.cause}</span>` : x.fullReason ?? "";
-  return html`<tr data-turn="${x.turn}"><td>${x.turn}</td><td title="${fmtTime(x.startedAt)} UTC">+${fmtMs(x.startOffsetMs)}</td><td class="l">${x.mode}</td><td class="l wrap">${marker}</td><td>${fmtInt(x.promptTokens)}</td><td>${fmtInt(x.cachedTokens)}</td><td>${fmtInt(x.computedTokens)}</td><td>${fmtInt(x.completionTokens)}</td><td>${x.prefixLostTokens === null ? "–" : fmtInt(x.prefixLostTokens)}${x.miss ? html` <span class="miss" data-reason="${x.miss.reason}" title="${fmtInt(x.miss.tokens)} of ${fmtInt(x.miss.possibleTokens)} reusable tokens computed${x.miss.detail ? `: ${x.miss.detail}` : ""}">${x.miss.reason}</span>` : ""}</td><td>${fmtMs(x.ttftMs)}</td><td>${fmtMs(x.backendTtftMs)}</td><td>${fmtMs(x.totalMs)}</td><td>${x.pauseBeforeMs === null ? "–" : fmtMs(x.pauseBeforeMs)}</td><td>${x.estSavedMs === null ? "–" : `≈ ${fmtMs(x.estSavedMs)}`}</td><td class="l" title="${x.backend}">${backendHost(x.backend)}</td>${hasLeases ? html`<td class="l">${x.lease ? html`<span class="lease lease-${x.lease.state}"${x.lease.tokens !== undefined ? html` title="${fmtInt(x.lease.tokens)} tokens leased"` : ""}>${x.lease.state}${x.lease.ttlMs !== undefined ? ` · ttl ${fmtMs(x.lease.ttlMs)}` : ""}</span>` : ""}</td>` : ""}</tr>`;
+  return html`<tr data-turn="${x.turn}"><td>${x.turn}</td><td title="${fmtTime(x.startedAt)} UTC">+${fmtMs(x.startOffsetMs)}</td><td class="l">${x.mode}</td><td class="l wrap">${marker}</td><td>${fmtInt(x.promptTokens)}</td><td>${fmtInt(x.cachedTokens)}</td><td>${fmtInt(x.computedTokens)}</td><td>${fmtInt(x.completionTokens)}</td><td>${x.prefixLostTokens === null ? "–" : fmtInt(x.prefixLostTokens)}${x.miss ? html` <span class="miss" data-reason="${x.miss.reason}" title="${fmtInt(x.miss.tokens)} of ${fmtInt(x.miss.possibleTokens)} reusable tokens computed${x.miss.detail ? `: ${x.miss.detail}` : ""}">${x.miss.reason}</span>` : ""}</td><td>${fmtMs(x.ttftMs)}</td><td>${fmtMs(x.backendTtftMs)}</td><td>${fmtMs(x.totalMs)}</td><td>${x.pauseBeforeMs === null ? "–" : fmtMs(x.pauseBeforeMs)}</td><td>${x.estSavedMs === null ? "–" : `≈ ${fmtMs(x.estSavedMs)}`}</td><td class="l" title="${x.backend}">${backendHost(x.backend)}</td>${hasDrafts ? html`<td class="drafts">${x.speculation ? `${fmtInt(x.speculation.accepted)}/${fmtInt(x.speculation.drafted)}` : "–"}</td>` : ""}${hasLeases ? html`<td class="l">${x.lease ? html`<span class="lease lease-${x.lease.state}"${x.lease.tokens !== undefined ? html` title="${fmtInt(x.lease.tokens)} tokens leased"` : ""}>${x.lease.state}${x.lease.ttlMs !== undefined ? ` · ttl ${fmtMs(x.lease.ttlMs)}` : ""}</span>` : ""}</td>` : ""}</tr>`;
 }
 
 /**

@@ -44,6 +44,8 @@ export interface InspectTurn
   estSavedMs: number | null;
   marker: TurnMarker | null;
   lease: LeaseView | null;
+  /** Speculative decoding on the turn: draft tokens accepted of drafted (null: it did not speculate). */
+  speculation: { drafted: number; accepted: number } | null;
 }
 
 export interface InspectTotals {
@@ -157,6 +159,7 @@ export function inspectView(state: TrajectoryState, transcript: ChatMessage[] | 
       estSavedMs: rate ? (r.cachedTokens / rate) * 1000 : null,
       marker: markerOf(r),
       lease: readLease(r),
+      speculation: r.speculation ?? null,
     };
   });
   const sum = (f: (t: InspectTurn) => number) => turns.reduce((s, t) => s + f(t), 0);

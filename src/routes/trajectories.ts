@@ -70,6 +70,7 @@ export const trajectoryRoutes = new Hono<App>()
         repaired: t.repaired ? { tool_call_ids: t.repaired.toolCallIds, json_arguments: t.repaired.jsonArguments, quirks: t.repaired.quirks ?? [] } : null,
         route: t.route ?? null,
         host_tier_tokens: t.hostTierTokens ?? null,
+        speculation: t.speculation ? { drafted: t.speculation.drafted, accepted: t.speculation.accepted } : null,
         evicted: t.evicted ? { ago_ms: t.evicted.agoMs, by: t.evicted.by, from: t.evicted.from } : null,
         miss: t.miss ? { reason: t.miss.reason, tokens: t.miss.tokens, possible_tokens: t.miss.possibleTokens, detail: t.miss.detail ?? null } : null,
         kv_pull: t.kvPull ? { outcome: t.kvPull.outcome, from: t.kvPull.from, missing_blocks: t.kvPull.missingBlocks, blocks: t.kvPull.blocks, bytes: t.kvPull.bytes, ms: t.kvPull.ms } : null,

@@ -10,6 +10,7 @@ import { createEngine } from "../../gpu-backend/engine/create-engine";
 import type { Engine } from "../../gpu-backend/engine/engine";
 import { loadModel, type LoadedModel } from "../../gpu-backend/engine/load-model";
 import { replyDeltasMismatch } from "../../gpu-backend/tokenizer/reply-deltas";
+import { PromptLookup } from "../../gpu-backend/speculative/prompt-lookup";
 import { BlockPool } from "../../gpu-backend/kv/block-pool";
 import { trainedModelPath } from "../../gpu-backend/model/checkpoint/trained-models";
 import { CpuExecutor } from "../../gpu-backend/model/executors/cpu-executor";
@@ -62,6 +63,7 @@ beforeAll(async () => {
     scheduler: { maxBatchTokens: 256, maxRunningSequences: 4, blockSize: 16 },
     enablePrefixCache: true,
     backendId: "trained",
+    speculative: { source: new PromptLookup(), maxDraftTokens: 5 },
   });
   chatPrompt = model.codec.encode(model.codec.render({ messages: [{ role: "user", content: "Write a short story about a robot who learns to paint." }], tools: [], addGenerationPrompt: true }));
   llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error, logger: () => {} });
@@ -206,6 +208,23 @@ describe("the engine on the trained model", () => {
     const answered = await turn({ ...ask, requestId: "tool-result", messages: history, sampling: { ...sampling(40), ignoreEos: false } });
     report(`after the tool result: ${JSON.stringify(answered.text)}`);
     expect(answered.text.length).toBeGreaterThan(0);
+  });
+
+  it("speculative decoding (prompt lookup) gives the same greedy reply, cache cold and warm, and accepts most of a copying turn's drafts", async () => {
+    const record = '{"id": "call_8f3a2c", "path": "/srv/app/config.yaml", "owner": "deploy-bot", "retries": 3}';
+    const copy: GenerateRequest = { requestId: "copy", mode: "full", messages: [{ role: "user", content: `Repeat this JSON object exactly, nothing else: ${record}` }], sampling: sampling(48) };
+    const plain = await turn({ ...copy, cacheSalt: "plain", speculative: false });
+    expect(plain.speculation).toBeUndefined();
+    for (const warmth of ["cold", "warm"]) {
+      const fast = await turn({ ...copy, cacheSalt: "speculative" });
+      expect(fast.text, warmth).toBe(plain.text);
+      expect(fast.usage.completionTokens).toBe(plain.usage.completionTokens);
+      expect(fast.usage.cachedTokens > 0).toBe(warmth === "warm");
+      const { drafted, accepted } = fast.speculation!;
+      report(`speculation (${warmth}): ${JSON.stringify(fast.text)}: ${accepted}/${drafted} drafted tokens accepted over ${fast.usage.completionTokens} generated`);
+      expect(accepted / drafted).toBeGreaterThan(0.5);
+    }
+    engine.kv.checkInvariants();
   });
 
   it("gives a json_schema reply that parses and validates", async () => {
