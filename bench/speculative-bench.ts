@@ -9,6 +9,7 @@ import { runLlamaCppSpeculation } from "./speculative-llamacpp";
 import { runOurSpeculation, tokenTurns } from "./speculative-ours";
 import { figuresTable, summarizeSide, summaryJson, type RunRecord, type SideFigures, type TurnCheck } from "./speculative-report";
 import { speculativeTurns } from "./speculative-workload";
+import type { Divergence } from "./speculative-divergence";
 
 export interface SpeculativeBenchOptions {
   quick: boolean;
@@ -58,11 +59,13 @@ export async function runSpeculativeBench(o: SpeculativeBenchOptions): Promise<{
 
   const runs: RunRecord[] = [];
   const checks: TurnCheck[] = [];
+  const divergences: Divergence[] = [];
   const setups: Record<string, string> = {};
   if (o.only !== "llamacpp") {
     const ours = await runOurSpeculation({ model, turns, batches: BATCHES, reps, speculation: hook ? { hook, mode } : null, log });
     runs.push(...ours.runs);
     checks.push(...ours.checks);
+    divergences.push(...ours.divergences);
     setups.ours = ours.setup;
   }
   const ggufPath = model.checkpoint.ggufPath;
@@ -88,7 +91,7 @@ export async function runSpeculativeBench(o: SpeculativeBenchOptions): Promise<{
     llamacpp,
     pending: hook ? null : PENDING,
     mode,
-    extra: { model: model.spec.modelId, quick: o.quick, reps, cpu: cpus()[0]?.model ?? "unknown", cores: availableParallelism(), cpuDuringRun: cpu, setups, plots },
+    extra: { divergences, model: model.spec.modelId, quick: o.quick, reps, cpu: cpus()[0]?.model ?? "unknown", cores: availableParallelism(), cpuDuringRun: cpu, setups, plots },
   });
   return { summary, details: { ours, llamacpp, checks, runs: runs.map(({ outputs: _outputs, ...r }) => r) } };
 }

@@ -5,6 +5,7 @@ import { Progress } from "./kit/progress";
 import type { RunRecord, Setting, TurnCheck } from "./speculative-report";
 import type { SpeculationHook } from "./speculative-engine";
 import { copiedFraction, type SpeculativeTurn } from "./speculative-workload";
+import { explainDivergences, type Divergence } from "./speculative-divergence";
 
 /** KV blocks of the bench's pool: 8 requests of ~150 + 120 tokens need ~140; the rest is cache. */
 const NUM_BLOCKS = 512;
@@ -45,7 +46,7 @@ export interface OurSpeculationOptions {
  * @example
  * const r = await runOurSpeculation({ model, turns, batches: [1, 8], reps: 3, speculation: null, log });
  */
-export async function runOurSpeculation(o: OurSpeculationOptions): Promise<{ runs: RunRecord[]; checks: TurnCheck[]; setup: string }> {
+export async function runOurSpeculation(o: OurSpeculationOptions): Promise<{ runs: RunRecord[]; checks: TurnCheck[]; divergences: Divergence[]; setup: string }> {
   const weights = benchWeights(o.model, undefined, o.log);
   const executor = await benchExecutor(o.model, weights, NUM_BLOCKS);
   try {
@@ -68,8 +69,10 @@ export async function runOurSpeculation(o: OurSpeculationOptions): Promise<{ run
         }
       }
     }
-    const mode = o.speculation ? `speculation ${o.speculation.mode} (off requests opted out on the same engine)` : "speculation off only";
-    return { runs, checks, setup: `Agent Edge engine in-process on the cpu executor, ${weights.precision} weights, 512-token steps, ${NUM_BLOCKS} KV blocks of 16, prefix cache on, ${mode}` };
+    const divergences = o.speculation ? await explainDivergences(engine, o.speculation.hook, o.turns, runs) : [];
+    if (divergences.length) o.log(`outputs with speculation differ in ${divergences.length} replies; top-2 margins where they first differ (off run): ${divergences.map((d) => d.offMargin).join(", ")}`);
+    const mode = o.speculation ? `speculation ${o.speculation.mode}, drafts of at most ${o.speculation.hook.maxDraftTokens} tokens (off requests opted out on the same engine)` : "speculation off only";
+    return { runs, checks, divergences, setup: `Agent Edge engine in-process on the cpu executor, ${weights.precision} weights, 512-token steps, ${NUM_BLOCKS} KV blocks of 16, prefix cache on, ${mode}` };
   } finally {
     await executor.dispose();
   }

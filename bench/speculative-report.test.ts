@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { compare, compareOutputs, figuresTable, summarizeSide, summaryJson, type RunRecord, type TurnCheck } from "./speculative-report";
+import { batchInvariant, compare, compareOutputs, figuresTable, summarizeSide, summaryJson, type RunRecord, type TurnCheck } from "./speculative-report";
 import { copiedFraction, hexId, speculativeTurns } from "./speculative-workload";
 
 const run = (o: Partial<RunRecord> & Pick<RunRecord, "kind" | "setting" | "decodeMs">): RunRecord => ({
@@ -56,6 +56,14 @@ describe("speculative bench report", () => {
     const differ = compareOutputs([run({ kind: "a", setting: "off", decodeMs: 1 }), run({ kind: "a", setting: "on", decodeMs: 1, rep: 1, outputs: [[1, 2, 4]] })]);
     expect(differ.identical).toBe(false);
     expect(differ.mismatches[0]).toBe("a batch 1 on rep 1 request 0: first difference at token 2");
+  });
+
+  it("batch invariance: request 0's off reply at batch 1 vs batch 8, per kind", () => {
+    const b1 = run({ kind: "a", setting: "off", decodeMs: 1 });
+    const b8 = run({ kind: "a", setting: "off", decodeMs: 1, batch: 8, outputs: [[1, 2, 3], [4, 5]] });
+    expect(batchInvariant([b1, b8])).toBe(true);
+    expect(batchInvariant([b1, { ...b8, outputs: [[1, 2, 9]] }])).toBe(false);
+    expect(batchInvariant([b1])).toBeNull();
   });
 
   it("summarizes a side and builds the --json summary; pending: on figures null", () => {

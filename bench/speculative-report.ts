@@ -78,6 +78,11 @@ export interface SideFigures {
   outputsIdentical: boolean | null;
   /** Where they differed: kind, batch, setting, rep, request. */
   mismatches: string[];
+  /**
+   * Without speculation, request 0's reply at batch 8 equals its reply at batch 1, for every kind
+   * (null: one batch size not run): whether the engine's greedy outputs depend on the batch at all.
+   */
+  offBatchInvariant: boolean | null;
 }
 
 /**
@@ -99,7 +104,16 @@ export function summarizeSide(runs: readonly RunRecord[], checks: readonly TurnC
     return { copy: at("copy"), free: at("free") };
   };
   const { identical, mismatches } = compareOutputs(mine);
-  return { kinds, batch1: byClass(1), batch8: byClass(8), outputsIdentical: mine.some((r) => r.setting === "on") ? identical : null, mismatches };
+  return { kinds, batch1: byClass(1), batch8: byClass(8), outputsIdentical: mine.some((r) => r.setting === "on") ? identical : null, mismatches, offBatchInvariant: batchInvariant(mine) };
+}
+
+/** Whether each kind's first off run gives request 0 the same reply at batch 1 and at batch 8 (null: either missing). */
+export function batchInvariant(runs: readonly RunRecord[]): boolean | null {
+  const first = (kind: string, batch: number) => runs.find((r) => r.kind === kind && r.batch === batch && r.setting === "off")?.outputs[0];
+  const kinds = [...new Set(runs.map((r) => r.kind))];
+  const pairs = kinds.map((k) => [first(k, 1), first(k, 8)] as const);
+  if (pairs.length === 0 || pairs.some(([a, b]) => !a || !b)) return null;
+  return pairs.every(([a, b]) => a!.length === b!.length && a!.every((t, i) => t === b![i]));
 }
 
 /** Off vs on over runs of one or more kinds: throughput from each kind's median decode ms. */
@@ -178,6 +192,8 @@ export function summaryJson(o: { ours: SideFigures; llamacpp: SideFigures | null
     acceptanceRate: s.batch1.copy.acceptanceRate,
     tokensPerStep: s.batch1.copy.tokensPerStep,
     outputsIdentical: s.outputsIdentical,
+    outputMismatches: s.mismatches.length,
+    offBatchInvariant: s.offBatchInvariant,
     batch1: s.batch1,
     batch8: s.batch8,
   });
