@@ -14,7 +14,7 @@ import type { StepRecord } from "./step-trace";
 import { tinyModelDir } from "../model/testing/tiny-model";
 import type { SpeculationOptions } from "./speculation";
 import type { DraftContext, DraftSource } from "../speculative/draft-source";
-import { PromptLookup } from "../speculative/prompt-lookup";
+import { SequenceLookup } from "../speculative/sequence-lookup";
 
 const BLOCK = 16;
 let dir: string;
@@ -359,7 +359,7 @@ describe("Engine: turns and states", () => {
 class Drafts implements DraftSource {
   source: "lookup" | "known" | "wrong" = "lookup";
   full: readonly number[] = [];
-  private readonly lookup = new PromptLookup();
+  private readonly lookup = new SequenceLookup();
   propose(c: DraftContext, max: number): number[] {
     if (this.source === "lookup") return this.lookup.propose(c, max);
     const L = c.tokenIds.length;
@@ -370,20 +370,10 @@ class Drafts implements DraftSource {
 }
 
 describe("Engine: speculative decoding never changes an answer", () => {
-  it("prompt lookup drafts what followed the latest earlier match of the last tokens, a loop repeating itself", () => {
-    const lookup = new PromptLookup();
-    const at = (tokenIds: number[], max: number) => lookup.propose({ tenant: "", tokenIds, numPromptTokens: 1 }, max);
-    expect(at([5, 6, 7, 8, 5, 6], 3)).toEqual([7, 8, 5]);
-    expect(at([1, 2, 3, 9, 1, 2, 4, 8, 1, 2], 2)).toEqual([4, 8]); // the latest match
-    expect(at([1, 2, 9, 9, 9], 4)).toEqual([9, 9, 9, 9]);
-    expect(at([3, 4, 1, 2, 3, 4], 5)).toEqual([1, 2, 3, 4, 1]);
-    expect(at([1, 2, 3, 4], 3)).toEqual([]); // no earlier match of 2 or more tokens
-    expect(at([1, 2, 1, 2], 0)).toEqual([]);
-  });
-
   it("gives bit-identical greedy outputs with prompt lookup, true and wrong drafts, cache cold and warm; rollback keeps the KV invariants and later reuse", async () => {
     const drafts = new Drafts();
-    const { engine, executor } = await makeEngine({ speculative: { source: drafts, maxDraftTokens: 5 } });
+    const spec: SpeculationOptions = { source: drafts, maxDraftTokens: 5 };
+    const { engine, executor } = await makeEngine({ speculative: spec });
     const p = [...prompt(20), ...prompt(20)]; // repeats: prompt lookup has something to draft
     const want = await engine.generateTokens({ tokenIds: p, sampling: greedy(40), cacheSalt: "plain", speculative: false });
     expect(want.speculation).toBeUndefined();
@@ -414,6 +404,17 @@ describe("Engine: speculative decoding never changes an answer", () => {
       const after = await engine.generateTokens({ tokenIds: next, sampling: greedy(1), cacheSalt: source, speculative: false });
       expect(after.usage.cachedTokens).toBe(plain.usage.cachedTokens);
     }
+    // The adaptive length: wrong drafts turn drafting (nearly) off, true ones grow it; the output is the same.
+    const fixedWrong = (await engine.generateTokens({ tokenIds: p, sampling: greedy(40), cacheSalt: "wrong" })).speculation!.drafted;
+    spec.adaptive = true;
+    const adaptive = await engine.generateTokens({ tokenIds: p, sampling: greedy(40), cacheSalt: "wrong" });
+    expect(adaptive.tokenIds).toEqual(want.tokenIds);
+    expect(adaptive.speculation!.drafted).toBeLessThan(fixedWrong / 4);
+    drafts.source = "known";
+    const grown = await engine.generateTokens({ tokenIds: p, sampling: greedy(40), cacheSalt: "known" });
+    expect(grown.tokenIds).toEqual(want.tokenIds);
+    expect(grown.speculation!.accepted).toBe(grown.speculation!.drafted);
+    expect(grown.speculation!.drafted).toBeGreaterThan(20); // of 39 tokens after the first: the length grew from 2
     const c = engine.counters.speculation;
     expect(c.verifies).toBe(c.byLength.verifies.reduce((a, n) => a + (n ?? 0), 0));
     expect(engine.kv.numSequences).toBe(0);
@@ -442,8 +443,15 @@ describe("Engine: speculative decoding never changes an answer", () => {
     expect(stopped.tokenIds).toEqual(plain.tokenIds);
     for (const max of [1, 2, 7]) expect((await engine.generateTokens({ tokenIds: p, sampling: greedy(max) })).tokenIds).toEqual(want.tokenIds.slice(0, max));
 
-    // Three sequences at once under a 32-token budget: each verifies its own draft, never past the budget.
+    // Sampling: the rejection rule runs in the engine, and a seed still reproduces the reply.
     drafts.source = "lookup";
+    const sampled = greedy(16, { temperature: 0.8, topK: 20, seed: 3 });
+    const s1 = await engine.generateTokens({ tokenIds: p, sampling: sampled, cacheSalt: "w" });
+    const s2 = await engine.generateTokens({ tokenIds: p, sampling: sampled, cacheSalt: "w" });
+    expect(s2.tokenIds).toEqual(s1.tokenIds);
+    expect(s1.speculation!.drafted).toBeGreaterThan(0);
+
+    // Three sequences at once under a 32-token budget: each verifies its own draft, never past the budget.
     const many = [0, 1, 2].map((k) => [...prompt(20, k * 50), ...prompt(20, k * 50)]);
     const alone = await Promise.all(many.map((q) => engine.generateTokens({ tokenIds: q, sampling: greedy(16), speculative: false })));
     const steps = executor.steps.length;

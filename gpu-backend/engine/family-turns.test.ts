@@ -13,7 +13,7 @@ import type { Engine } from "./engine";
 import { createEngine } from "./create-engine";
 import { ScriptedExecutor } from "./testing/scripted-executor";
 import { replyDeltasMismatch, sumReplyDeltas } from "../tokenizer/reply-deltas";
-import { PromptLookup } from "../speculative/prompt-lookup";
+import { SequenceLookup } from "../speculative/sequence-lookup";
 
 /**
  * Each family's tiny checkpoint with its own tokenizer and chat template, served by the engine:
@@ -75,7 +75,7 @@ describe("family chat turns", () => {
       const engine = createEngine({
         executor, pool, codec: model.codec, modelId: model.spec.modelId, enablePrefixCache: true, backendId: "test",
         scheduler: { maxBatchTokens: 256, maxRunningSequences: 4, blockSize: BLOCK },
-        speculative: { source: new PromptLookup(), maxDraftTokens: 4 },
+        speculative: { source: new SequenceLookup(), maxDraftTokens: 4 },
       });
       // The scripted turns below do not speculate (the script stands in for argmax-only steps).
       const base: GenerateRequest = {

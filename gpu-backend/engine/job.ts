@@ -1,6 +1,7 @@
 import type { BlockHash } from "../../protocol/block-hash";
 import type { FinishReason, Frame, KvPullReport } from "../../protocol/messages";
 import type { ConstrainedReply } from "../constraint/constrained-reply";
+import type { DraftLength } from "../speculative/draft-length";
 import type { ToolCallStream } from "../tokenizer/tool-call-stream";
 import type { Sequence } from "../scheduler/sequence";
 import type { ReplyBudget } from "./reply-budget";
@@ -43,6 +44,8 @@ export interface JobSpeculation {
   drafted: number;
   /** Of those, accepted (the model produced the same token). */
   accepted: number;
+  /** Its adaptive draft length (speculation.ts `jobSpeculation`); undefined: fixed at the engine's most. */
+  length: DraftLength | undefined;
 }
 
 /** Where a sequence's KV comes from and goes: its hash root, the kept tail it continues, the turn state it becomes. */

@@ -1,6 +1,11 @@
+import { DraftLength } from "../speculative/draft-length";
 import type { DraftSource } from "../speculative/draft-source";
-import { PromptLookup } from "../speculative/prompt-lookup";
+import { SequenceLookup } from "../speculative/sequence-lookup";
+import { SuffixSource } from "../speculative/suffix-source";
+import { SuffixTree } from "../speculative/suffix-tree";
 import type { Job } from "./job";
+
+import type { JobSpeculation } from "./job";
 
 export type { JobSpeculation } from "./job";
 
@@ -10,23 +15,38 @@ export interface SpeculationOptions {
   source: DraftSource;
   /** Most tokens drafted per sequence per step. */
   maxDraftTokens: number;
+  /**
+   * Adapt each sequence's draft length to its acceptance, up to `maxDraftTokens`, off where no
+   * length pays (speculative/draft-length.ts). Absent or false: every draft asks for `maxDraftTokens`.
+   */
+  adaptive?: boolean;
 }
 
 /** `--speculative`: off, prompt lookup over the sequence's own tokens, or the tenant's suffix tree too. */
 export type SpeculativeMode = "off" | "lookup" | "suffix";
 
 /** The backend's default `--speculative-max`: most tokens drafted per sequence per step. */
-export const DEFAULT_MAX_DRAFT_TOKENS = 5;
+export const DEFAULT_MAX_DRAFT_TOKENS = 8;
 
 /**
- * The engine option for a `--speculative` mode (undefined for "off"). "suffix" drafts from prompt
- * lookup until the suffix-tree source lands (docs/engine.md, Speculative decoding).
+ * The engine option for a `--speculative` mode (undefined for "off"): `lookup` drafts from the
+ * sequence's own prompt and output (`SequenceLookup`), `suffix` also from the tenant's recent
+ * replies (`SuffixSource` over one `SuffixTree` for the backend); either with the adaptive length.
  *
- * @example createEngine({ ...options, speculative: speculationFor("lookup", 5) });
+ * @example createEngine({ ...options, speculative: speculationFor("lookup", 8) });
  */
 export function speculationFor(mode: SpeculativeMode, maxDraftTokens = DEFAULT_MAX_DRAFT_TOKENS): SpeculationOptions | undefined {
   if (mode === "off") return undefined;
-  return { source: new PromptLookup(), maxDraftTokens };
+  return { source: mode === "lookup" ? new SequenceLookup() : new SuffixSource(new SuffixTree()), maxDraftTokens, adaptive: true };
+}
+
+/**
+ * A new job's speculation: its tenant, its figures at 0, and its draft length when adaptive.
+ *
+ * @example job.speculation = jobSpeculation(options, req.cacheSalt ?? "");
+ */
+export function jobSpeculation(options: SpeculationOptions, tenant: string): JobSpeculation {
+  return { tenant, drafted: 0, accepted: 0, length: options.adaptive ? new DraftLength({ maxLength: options.maxDraftTokens }) : undefined };
 }
 
 /** Engine-wide speculation figures, read by /metrics. */
@@ -57,7 +77,7 @@ export function newSpeculationCounters(): SpeculationCounters {
 export function draftFor(job: Job, options: SpeculationOptions, numComputed: number, vocabSize: number): number[] {
   const seq = job.seq;
   if (!job.speculation || job.finished || seq.status !== "running" || seq.numGenerated === 0 || numComputed !== seq.tokenIds.length - 1) return [];
-  const max = Math.min(options.maxDraftTokens, seq.maxTokens - seq.numGenerated - 1);
+  const max = Math.min(job.speculation.length ? job.speculation.length.next() : options.maxDraftTokens, seq.maxTokens - seq.numGenerated - 1);
   if (max <= 0) return [];
   const draft = options.source.propose({ tenant: job.speculation.tenant, tokenIds: seq.tokenIds, numPromptTokens: seq.numPromptTokens }, max).slice(0, max);
   const bad = draft.findIndex((id) => !Number.isInteger(id) || id < 0 || id >= vocabSize);
@@ -80,5 +100,6 @@ export function noteVerify(counters: SpeculationCounters, job: Job, k: number, a
   if (job.speculation) {
     job.speculation.drafted += k;
     job.speculation.accepted += accepted;
+    job.speculation.length?.record(k, accepted);
   }
 }

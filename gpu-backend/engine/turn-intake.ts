@@ -11,6 +11,7 @@ import type { JobParams, JobQueue, SequenceCache } from "./job";
 import { buildPrompt, countPromptTokens } from "./prompt-builder";
 import { replyBudget } from "./reply-budget";
 import { Sampler } from "./sampler";
+import { jobSpeculation } from "./speculation";
 import { StopChecker } from "./stop-checker";
 import { errorFrame, guarded } from "./turn-errors";
 import { timingsOf, usageOf } from "./turn-figures";
@@ -156,7 +157,7 @@ export class TurnIntake {
       stateId: cache.stateId,
       endTurn: capped && !sampling.ignoreEos ? this.endTurnId : undefined,
       reply,
-      speculation: speculate && this.parts.options.speculative ? { tenant: speculate.tenant, drafted: 0, accepted: 0 } : undefined,
+      speculation: speculate && this.parts.options.speculative ? jobSpeculation(this.parts.options.speculative, speculate.tenant) : undefined,
     });
   }
 }

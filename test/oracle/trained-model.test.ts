@@ -10,7 +10,7 @@ import { createEngine } from "../../gpu-backend/engine/create-engine";
 import type { Engine } from "../../gpu-backend/engine/engine";
 import { loadModel, type LoadedModel } from "../../gpu-backend/engine/load-model";
 import { replyDeltasMismatch } from "../../gpu-backend/tokenizer/reply-deltas";
-import { PromptLookup } from "../../gpu-backend/speculative/prompt-lookup";
+import { speculationFor } from "../../gpu-backend/engine/speculation";
 import { BlockPool } from "../../gpu-backend/kv/block-pool";
 import { trainedModelPath } from "../../gpu-backend/model/checkpoint/trained-models";
 import { CpuExecutor } from "../../gpu-backend/model/executors/cpu-executor";
@@ -63,7 +63,7 @@ beforeAll(async () => {
     scheduler: { maxBatchTokens: 256, maxRunningSequences: 4, blockSize: 16 },
     enablePrefixCache: true,
     backendId: "trained",
-    speculative: { source: new PromptLookup(), maxDraftTokens: 5 },
+    speculative: speculationFor("suffix", 8),
   });
   chatPrompt = model.codec.encode(model.codec.render({ messages: [{ role: "user", content: "Write a short story about a robot who learns to paint." }], tools: [], addGenerationPrompt: true }));
   llama = await getLlama({ gpu: false, build: "never", logLevel: LlamaLogLevel.error, logger: () => {} });
@@ -210,7 +210,7 @@ describe("the engine on the trained model", () => {
     expect(answered.text.length).toBeGreaterThan(0);
   });
 
-  it("speculative decoding (prompt lookup) gives the same greedy reply, cache cold and warm, and accepts most of a copying turn's drafts", async () => {
+  it("speculative decoding (--speculative suffix) gives the same greedy reply, cache cold and warm, accepts most of a copying turn's drafts, and drafts a repeated answer from the tenant's replies", async () => {
     const record = '{"id": "call_8f3a2c", "path": "/srv/app/config.yaml", "owner": "deploy-bot", "retries": 3}';
     const copy: GenerateRequest = { requestId: "copy", mode: "full", messages: [{ role: "user", content: `Repeat this JSON object exactly, nothing else: ${record}` }], sampling: sampling(48) };
     const plain = await turn({ ...copy, cacheSalt: "plain", speculative: false });
@@ -224,6 +224,16 @@ describe("the engine on the trained model", () => {
       report(`speculation (${warmth}): ${JSON.stringify(fast.text)}: ${accepted}/${drafted} drafted tokens accepted over ${fast.usage.completionTokens} generated`);
       expect(accepted / drafted).toBeGreaterThan(0.5);
     }
+    // The same question again under one tenant: its answer is not in the prompt, it is in the tenant's tree.
+    const ask: GenerateRequest = { requestId: "again", mode: "full", messages: [{ role: "user", content: "Name three primary colors." }], sampling: { ...sampling(24), ignoreEos: false }, cacheSalt: "tenant-a" };
+    const plainAnswer = await turn({ ...ask, cacheSalt: "tenant-c", speculative: false }); // opted out: nothing drafted, nothing learned
+    const first = await turn(ask);
+    const again = await turn(ask);
+    const other = await turn({ ...ask, cacheSalt: "tenant-b" });
+    const figures = (d: DoneFrame) => `${d.speculation!.accepted}/${d.speculation!.drafted}`;
+    report(`suffix tree: ${JSON.stringify(again.text)}: accepted/drafted ${figures(first)} first, ${figures(again)} asked again, ${figures(other)} by another tenant`);
+    expect([first.text, again.text, other.text]).toEqual([plainAnswer.text, plainAnswer.text, plainAnswer.text]);
+    expect(again.speculation!.accepted).toBeGreaterThan(Math.max(first.speculation!.accepted, other.speculation!.accepted));
     engine.kv.checkInvariants();
   });
 
