@@ -6,9 +6,9 @@ import { note } from "./kit/progress";
 import { writeOut } from "./kit/report";
 import { PENDING, speculationHook } from "./speculative-engine";
 import { runLlamaCppSpeculation } from "./speculative-llamacpp";
-import { runOurSpeculation, tokenTurns } from "./speculative-ours";
+import { runOurSpeculation } from "./speculative-ours";
 import { figuresTable, summarizeSide, summaryJson, type RunRecord, type SideFigures, type TurnCheck } from "./speculative-report";
-import { speculativeTurns } from "./speculative-workload";
+import { speculativeTurns, tokenTurns } from "./speculative-workload";
 import type { Divergence } from "./speculative-divergence";
 
 export interface SpeculativeBenchOptions {
@@ -20,7 +20,7 @@ export interface SpeculativeBenchOptions {
   mode?: string | undefined;
   /** One side only: ours or llama.cpp. */
   only?: "ours" | "llamacpp" | undefined;
-  /** Threads for llama.cpp (default every core; ours: the cpu executor's default, every core). */
+  /** Threads for both engines (default every core). */
   threads?: number | undefined;
 }
 
@@ -62,7 +62,7 @@ export async function runSpeculativeBench(o: SpeculativeBenchOptions): Promise<{
   const divergences: Divergence[] = [];
   const setups: Record<string, string> = {};
   if (o.only !== "llamacpp") {
-    const ours = await runOurSpeculation({ model, turns, batches: BATCHES, reps, speculation: hook ? { hook, mode } : null, log });
+    const ours = await runOurSpeculation({ model, turns, batches: BATCHES, reps, speculation: hook ? { hook, mode } : null, threads: o.threads, log });
     runs.push(...ours.runs);
     checks.push(...ours.checks);
     divergences.push(...ours.divergences);

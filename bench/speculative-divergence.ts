@@ -2,7 +2,7 @@ import type { Engine, TokenResult } from "../gpu-backend/engine/engine";
 import { greedy } from "./kit/engine";
 import { compareOutputs, type RunRecord } from "./speculative-report";
 import type { SpeculationHook } from "./speculative-engine";
-import type { TokenTurn } from "./speculative-ours";
+import type { TokenTurn } from "./speculative-workload";
 
 /** Where a greedy reply with speculation first left the reply without, and how close the model's top two were there. */
 export interface Divergence {

@@ -2,8 +2,7 @@ import { availableParallelism } from "node:os";
 import { getLlama, InputLookupTokenPredictor, LlamaLogLevel, type LlamaContextSequence, type LlamaModel, type Token } from "node-llama-cpp";
 import { Progress } from "./kit/progress";
 import type { RunRecord, Setting, TurnCheck } from "./speculative-report";
-import type { TokenTurn } from "./speculative-ours";
-import { copiedFraction } from "./speculative-workload";
+import { copiedFraction, type TokenTurn } from "./speculative-workload";
 
 /** llama.cpp's lookup: node-llama-cpp's InputLookupTokenPredictor at its defaults (patterns of >= 1 token, drafts of 1 to 3). */
 const LOOKUP = { patternLength: { min: 1 }, predictionLength: { min: 1, max: 3 } } as const;

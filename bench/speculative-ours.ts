@@ -4,21 +4,11 @@ import { benchEngine, benchExecutor, benchWeights, greedy } from "./kit/engine";
 import { Progress } from "./kit/progress";
 import type { RunRecord, Setting, TurnCheck } from "./speculative-report";
 import type { SpeculationHook } from "./speculative-engine";
-import { copiedFraction, type SpeculativeTurn } from "./speculative-workload";
+import { copiedFraction, type TokenTurn } from "./speculative-workload";
 import { explainDivergences, type Divergence } from "./speculative-divergence";
 
 /** KV blocks of the bench's pool: 8 requests of ~150 + 120 tokens need ~140; the rest is cache. */
 const NUM_BLOCKS = 512;
-
-/** A turn kind's prompts as token ids, one per variant. */
-export interface TokenTurn extends Omit<SpeculativeTurn, "variants"> {
-  prompts: number[][];
-}
-
-/** The workload's transcripts rendered with the model's chat template and tokenized. */
-export function tokenTurns(model: LoadedModel, turns: readonly SpeculativeTurn[]): TokenTurn[] {
-  return turns.map(({ variants, ...t }) => ({ ...t, prompts: variants.map((messages) => model.codec.encode(model.codec.render({ messages, addGenerationPrompt: true }))) }));
-}
 
 export interface OurSpeculationOptions {
   model: LoadedModel;
@@ -29,6 +19,8 @@ export interface OurSpeculationOptions {
   reps: number;
   /** The engine's speculation and the mode to run; null: off only (the on side pending). */
   speculation: { hook: SpeculationHook; mode: string } | null;
+  /** onnxruntime intra-op threads (default every core). */
+  threads?: number | undefined;
   log: (line: string) => void;
 }
 
@@ -48,7 +40,7 @@ export interface OurSpeculationOptions {
  */
 export async function runOurSpeculation(o: OurSpeculationOptions): Promise<{ runs: RunRecord[]; checks: TurnCheck[]; divergences: Divergence[]; setup: string }> {
   const weights = benchWeights(o.model, undefined, o.log);
-  const executor = await benchExecutor(o.model, weights, NUM_BLOCKS);
+  const executor = await benchExecutor(o.model, weights, NUM_BLOCKS, o.threads);
   try {
     const extra = o.speculation ? o.speculation.hook.engineOptions(o.speculation.mode) : {};
     const engine = benchEngine(o.model, executor, { numBlocks: NUM_BLOCKS, extra, backendId: "speculative-bench" });
@@ -72,7 +64,7 @@ export async function runOurSpeculation(o: OurSpeculationOptions): Promise<{ run
     const divergences = o.speculation ? await explainDivergences(engine, o.speculation.hook, o.turns, runs) : [];
     if (divergences.length) o.log(`outputs with speculation differ in ${divergences.length} replies; top-2 margins where they first differ (off run): ${divergences.map((d) => d.offMargin).join(", ")}`);
     const mode = o.speculation ? `speculation ${o.speculation.mode}, drafts of at most ${o.speculation.hook.maxDraftTokens} tokens (off requests opted out on the same engine)` : "speculation off only";
-    return { runs, checks, divergences, setup: `Agent Edge engine in-process on the cpu executor, ${weights.precision} weights, 512-token steps, ${NUM_BLOCKS} KV blocks of 16, prefix cache on, ${mode}` };
+    return { runs, checks, divergences, setup: `Agent Edge engine in-process on the cpu executor, ${weights.precision} weights, ${o.threads ?? "all"} threads, 512-token steps, ${NUM_BLOCKS} KV blocks of 16, prefix cache on, ${mode}` };
   } finally {
     await executor.dispose();
   }

@@ -1,3 +1,4 @@
+import type { LoadedModel } from "../gpu-backend/engine/load-model";
 import type { ChatMessage } from "../protocol/messages";
 
 /**
@@ -29,6 +30,16 @@ export interface SpeculativeTurn {
   maxTokens: number;
   /** One transcript per variant (variant 0 is the batch-1 turn). */
   variants: ChatMessage[][];
+}
+
+/** A turn kind's prompts as token ids, one per variant. */
+export interface TokenTurn extends Omit<SpeculativeTurn, "variants"> {
+  prompts: number[][];
+}
+
+/** The workload's transcripts rendered with the model's chat template and tokenized. */
+export function tokenTurns(model: Pick<LoadedModel, "codec">, turns: readonly SpeculativeTurn[]): TokenTurn[] {
+  return turns.map(({ variants, ...t }) => ({ ...t, prompts: variants.map((messages) => model.codec.encode(model.codec.render({ messages, addGenerationPrompt: true }))) }));
 }
 
 /** The turns, `variants` versions of each (>= 1). */

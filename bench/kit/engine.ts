@@ -28,8 +28,9 @@ export function benchWeights(model: LoadedModel, precision: WeightPrecision | un
   return weightsAt(model.checkpoint, "cpu", precision, log);
 }
 
-export function benchExecutor(model: LoadedModel, weights: WeightsAt, numBlocks: number): Promise<CpuExecutor> {
-  return CpuExecutor.create({ spec: model.spec, weights: model.weights, quantized: weights.quantized, numBlocks, blockSize: BLOCK_SIZE });
+/** A cpu executor over `numBlocks` KV blocks; `threads`: onnxruntime intra-op threads (default every core). */
+export function benchExecutor(model: LoadedModel, weights: WeightsAt, numBlocks: number, threads?: number): Promise<CpuExecutor> {
+  return CpuExecutor.create({ spec: model.spec, weights: model.weights, quantized: weights.quantized, numBlocks, blockSize: BLOCK_SIZE, threads });
 }
 
 /**
