@@ -78,7 +78,7 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *            greedy: decode tokens/s off vs on (same engine, alternating), acceptance, tokens per
  *            step, outputs identical; and llama.cpp on the same GGUF without and with its input
  *            lookup; flags: --quick, --json, --model (default smollm2), --speculative MODE (the
- *            engine's, default its first), --only ours|llamacpp, --threads N (both engines; default every core), --out DIR
+ *            engine's, default its first), --weights P (ours; default the cpu default), --only ours|llamacpp, --threads N (both engines; default every core), --out DIR
  *   step-costs  fit where the engine steps' CPU went from a --step-trace folder: step-costs DIR [--json]
  *   executors  prefill/decode tokens/s and bytes per decode step of every executor here (cpu
  *            baseline, device-pool, host-pool; bytes up/down per step at a short and a long context);
@@ -189,6 +189,7 @@ const BENCHES: Record<string, () => Promise<unknown>> = {
       model,
       outDir,
       mode: v.speculative,
+      weights: v.weights === undefined ? undefined : parsePrecision(v.weights),
       only: v.only === undefined ? undefined : oneOf("--only", ["ours", "llamacpp"] as const, v.only),
       threads: num(v.threads),
     }),

@@ -1,5 +1,6 @@
 import { availableParallelism, cpus } from "node:os";
 import { loadModel } from "../gpu-backend/engine/load-model";
+import type { WeightPrecision } from "../gpu-backend/engine/weight-precision";
 import { startCpuMeter } from "./kit/machine";
 import { barChart } from "./kit/plot";
 import { note } from "./kit/progress";
@@ -22,12 +23,14 @@ export interface SpeculativeBenchOptions {
   only?: "ours" | "llamacpp" | undefined;
   /** Threads for both engines (default every core). */
   threads?: number | undefined;
+  /** Our weight precision (default the cpu default). */
+  weights?: WeightPrecision | undefined;
 }
 
 const BATCHES = [1, 8] as const;
 
 /**
- * `npm run bench -- speculative [--quick] [--json] [--model smollm2] [--speculative MODE] [--only ours|llamacpp] [--threads N]`
+ * `npm run bench -- speculative [--quick] [--json] [--model smollm2] [--speculative MODE] [--weights P] [--only ours|llamacpp] [--threads N]`
  *
  * Speculative decoding (issue 37) on agent turns that copy from their prompt (a tool call repeating
  * an id and a path, a file re-emitted with one edit, a JSON answer restating a record) and turns
@@ -62,7 +65,7 @@ export async function runSpeculativeBench(o: SpeculativeBenchOptions): Promise<{
   const divergences: Divergence[] = [];
   const setups: Record<string, string> = {};
   if (o.only !== "llamacpp") {
-    const ours = await runOurSpeculation({ model, turns, batches: BATCHES, reps, speculation: hook ? { hook, mode } : null, threads: o.threads, log });
+    const ours = await runOurSpeculation({ model, turns, batches: BATCHES, reps, speculation: hook ? { hook, mode } : null, threads: o.threads, weights: o.weights, log });
     runs.push(...ours.runs);
     checks.push(...ours.checks);
     divergences.push(...ours.divergences);

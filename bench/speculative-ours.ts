@@ -1,5 +1,6 @@
 import type { Engine, TokenRequest, TokenResult } from "../gpu-backend/engine/engine";
 import type { LoadedModel } from "../gpu-backend/engine/load-model";
+import type { WeightPrecision } from "../gpu-backend/engine/weight-precision";
 import { benchEngine, benchExecutor, benchWeights, greedy } from "./kit/engine";
 import { Progress } from "./kit/progress";
 import type { RunRecord, Setting, TurnCheck } from "./speculative-report";
@@ -21,6 +22,8 @@ export interface OurSpeculationOptions {
   speculation: { hook: SpeculationHook; mode: string } | null;
   /** onnxruntime intra-op threads (default every core). */
   threads?: number | undefined;
+  /** Weight precision (default the cpu default: int8 for a Q4_1 GGUF). */
+  weights?: WeightPrecision | undefined;
   log: (line: string) => void;
 }
 
@@ -39,7 +42,7 @@ export interface OurSpeculationOptions {
  * const r = await runOurSpeculation({ model, turns, batches: [1, 8], reps: 3, speculation: null, log });
  */
 export async function runOurSpeculation(o: OurSpeculationOptions): Promise<{ runs: RunRecord[]; checks: TurnCheck[]; divergences: Divergence[]; setup: string }> {
-  const weights = benchWeights(o.model, undefined, o.log);
+  const weights = benchWeights(o.model, o.weights, o.log);
   const executor = await benchExecutor(o.model, weights, NUM_BLOCKS, o.threads);
   try {
     const extra = o.speculation ? o.speculation.hook.engineOptions(o.speculation.mode) : {};
