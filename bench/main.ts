@@ -12,6 +12,7 @@ import { runRoutingBench } from "./routing-bench";
 import { runSubagentBench } from "./routing-subagents";
 import { runSoakBench } from "./soak-bench";
 import { runSpeculativeBench } from "./speculative-bench";
+import { runToolStreamBench } from "./tool-stream-bench";
 import { SOAK_KINDS, type SoakKind } from "./soak-clients";
 import { runAccuracyBench } from "./studies/accuracy-bench";
 import { runSessionlessBench } from "./studies/sessionless-bench";
@@ -79,6 +80,9 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *            step, outputs identical; and llama.cpp on the same GGUF without and with its input
  *            lookup; flags: --quick, --json, --model (default smollm2), --speculative MODE (the
  *            engine's, default its first), --weights P (ours; default the cpu default), --only ours|llamacpp, --threads N (both engines; default every core), --out DIR
+ *   tool-stream  streamed tool-call arguments through wrangler dev (chat, tool_choice required,
+ *            temperature 0): when a call's name, first and last argument pieces and the finish chunk
+ *            arrive; flags: --quick (6 requests; else 12), --turns N, --json, --model DIR|smollm2
  *   step-costs  fit where the engine steps' CPU went from a --step-trace folder: step-costs DIR [--json]
  *   executors  prefill/decode tokens/s and bytes per decode step of every executor here (cpu
  *            baseline, device-pool, host-pool; bytes up/down per step at a short and a long context);
@@ -193,6 +197,7 @@ const BENCHES: Record<string, () => Promise<unknown>> = {
       only: v.only === undefined ? undefined : oneOf("--only", ["ours", "llamacpp"] as const, v.only),
       threads: num(v.threads),
     }),
+  "tool-stream": () => runToolStreamBench({ quick, turns, model }),
   "step-costs": async () => {
     try {
       return runStepCosts(rest);

@@ -118,9 +118,24 @@ describe("Anthropic Messages API end to end (wrangler dev + backend + @anthropic
     const texts: string[] = [];
     const textStream = client.messages.stream(textParams).on("text", (delta) => texts.push(delta));
     const { parsed_output: _parsed, ...finalText } = await textStream.finalMessage();
-    expect(texts.length).toBeGreaterThan(1);
+    expect(texts.length, JSON.stringify(texts)).toBeGreaterThan(1);
     expect(finalText.content).toEqual([{ type: "text", text: texts.join("") }]);
     expect(shape(finalText)).toEqual(shape(await client.messages.create(textParams)));
+  }, 120_000);
+
+  it("messages.stream streams a forced tool_use's input piece by piece; finalMessage() equals the non-streamed call", async () => {
+    // Two fresh trajectories, one request each: the same greedy call, canonically `call_0` in both.
+    const params = { model: MODEL, max_tokens: 100, temperature: 0, system: system(), tools: TOOLS, tool_choice: { type: "any" }, messages: [{ role: "user", content: "Book two seats to Lisbon." }] } as MessageCreateParamsNonStreaming;
+    const created = await client.messages.create(params, { headers: { "x-trajectory-id": `e2e-msg-a-${crypto.randomUUID()}` } });
+    const stream = client.messages.stream(params, { headers: { "x-trajectory-id": `e2e-msg-b-${crypto.randomUUID()}` } });
+    const seen: string[] = [];
+    stream.on("streamEvent", (e) => seen.push(e.type === "content_block_delta" ? e.delta.type : e.type === "content_block_start" ? `start:${e.content_block.type}` : e.type));
+    const final = await stream.finalMessage();
+    expect(toolUses(created.content).length).toBeGreaterThan(0);
+    expect(toolUses(final.content)).toEqual(toolUses(created.content));
+    const start = seen.indexOf("start:tool_use");
+    const stop = seen.indexOf("content_block_stop", start);
+    expect(seen.slice(start + 1, stop).filter((t) => t === "input_json_delta").length).toBeGreaterThan(1);
   }, 120_000);
 
   it("countTokens equals the prompt tokens of a turn with the same messages and tools", async () => {

@@ -129,6 +129,37 @@ describe("edge end to end (wrangler dev + backend + openai client)", () => {
     expect(res.headers.get("x-agent-edge-mode")).toBe("delta");
   });
 
+  it("streams a forced call's name, then its arguments piece by piece; finalChatCompletion() equals the non-streamed call and its Idempotency-Key replay", async () => {
+    // Two arguments, so the call streams in several pieces; a replay answers the same text. (The
+    // backend gets tool definitions with sorted keys, so the grammar writes them sorted here: the
+    // model's own key order is kept by durable-objects/turn/reply-forms.test.ts.)
+    const readRange: ChatCompletionTool = {
+      type: "function",
+      function: { name: "read_range", description: "Read lines of a file", parameters: { type: "object", properties: { path: { type: "string" }, first_line: { type: "integer" } }, required: ["path", "first_line"] } },
+    };
+    const params = { model: MODEL, messages: [{ role: "user" as const, content: "Read the README." }], tools: [readRange], tool_choice: { type: "function" as const, function: { name: "read_range" } }, parallel_tool_calls: false, temperature: 0, max_tokens: 64 };
+    // Two fresh trajectories, one request each: the same greedy call, canonically `call_0` in both.
+    const a = { "x-trajectory-id": `e2e-stream-a-${crypto.randomUUID()}`, "idempotency-key": crypto.randomUUID() };
+    const created = await client.chat.completions.create(params, { headers: a });
+    const stream = client.chat.completions.stream(params, { headers: { "x-trajectory-id": `e2e-stream-b-${crypto.randomUUID()}` } });
+    const events: string[] = [];
+    stream.on("tool_calls.function.arguments.delta", (e) => {
+      if (e.index === 0 && e.arguments_delta) events.push("delta");
+    });
+    stream.on("tool_calls.function.arguments.done", (e) => events.push(`done:${e.index}`));
+    const final = await stream.finalChatCompletion();
+    const calls = created.choices[0]!.message.tool_calls!;
+    expect(calls.length).toBeGreaterThan(0);
+    expect(final.choices[0]!.message.tool_calls).toEqual(calls);
+    expect(final.choices[0]!.finish_reason).toBe(created.choices[0]!.finish_reason);
+    // More than one argument piece arrived before the first call ended.
+    expect(events.indexOf("done:0"), JSON.stringify([events, calls])).toBeGreaterThan(1);
+    expect(events.slice(0, events.indexOf("done:0")).every((e) => e === "delta")).toBe(true);
+    // The first request again, streamed: a replay (its stored text, the call whole) answering the same call.
+    const replay = await client.chat.completions.stream(params, { headers: a }).finalChatCompletion();
+    expect(replay.choices[0]!.message.tool_calls).toEqual(calls);
+  }, 120_000);
+
   it("has the backend registered in the pool by its heartbeats", async () => {
     let backends: { id: string; source: string; up: boolean; url: string }[] = [];
     for (let i = 0; i < 50 && !backends.some((b) => b.source === "registered"); i++) {

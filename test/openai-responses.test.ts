@@ -109,6 +109,24 @@ describe("Responses API end to end (wrangler dev + backend + openai client + Age
     expect((await client.responses.retrieve(chain[1]!.id)).id).toBe(chain[1]!.id);
   }, 300_000);
 
+  it("responses.stream streams a forced call's arguments piece by piece in OpenAI's event order; finalResponse() equals the non-streamed call", async () => {
+    const params = { model: MODEL, instructions: INSTRUCTIONS, input: "Read the package manifest.", tools: [READ_FILE], tool_choice: "required" as const, parallel_tool_calls: false, max_output_tokens: 48, temperature: 0 };
+    const created = await client.responses.create(params);
+    const stream = client.responses.stream(params);
+    const seen: string[] = [];
+    stream.on("event", (e) => seen.push(e.type === "response.output_item.added" ? `added:${e.item.type}` : e.type));
+    const final = await stream.finalResponse();
+    // Item ids name each response; the call itself (canonical call_0 on each new trajectory) is the same.
+    const calls = (r: Response) => r.output.filter((i) => i.type === "function_call").map(({ call_id, name, arguments: args, status }) => ({ call_id, name, arguments: args, status }));
+    expect(calls(created).length).toBeGreaterThan(0);
+    expect(calls(final)).toEqual(calls(created));
+    const added = seen.indexOf("added:function_call");
+    const done = seen.indexOf("response.function_call_arguments.done");
+    expect(seen.slice(added + 1, done).filter((t) => t === "response.function_call_arguments.delta").length).toBeGreaterThan(1);
+    expect(seen.slice(done, done + 2)).toEqual(["response.function_call_arguments.done", "response.output_item.done"]);
+    expect(seen.at(-1)).toBe("response.completed");
+  }, 120_000);
+
   it("the openai client's Responses WebSocket (ResponsesWS): two turns on one connection, the second only its new input over previous_response_id, a delta turn; the events of a streamed POST", async () => {
     const socket = new ResponsesWS(client);
     const events: ResponseStreamEvent[] = [];

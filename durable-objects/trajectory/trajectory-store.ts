@@ -268,6 +268,7 @@ export class TrajectoryStore implements TurnStore {
           toolsJson: c.toolsJson,
           finishReason: c.result.finishReason,
           usage: c.result.usage,
+          reply: c.result.message,
         };
         sql.exec(`INSERT INTO responses (token, turn, message_end) VALUES (?, ?, ?)`, c.response.token, c.record.turn, messageEnd);
         this.writeParts("response_parts", "token", c.response.token, JSON.stringify(stored));

@@ -1,4 +1,5 @@
 import type { ChatMessage, ToolDefinition } from "../../protocol/messages";
+import { compactJsonText } from "./compact-json";
 
 /**
  * Safe canonicalization of a transcript before it is compared, stored and rendered: the repairs
@@ -10,6 +11,9 @@ import type { ChatMessage, ToolDefinition } from "../../protocol/messages";
  *   - tool-call arguments: canonical JSON (object keys sorted, no whitespace) when they parse as
  *     JSON and re-serialize without changing a value (see `canonicalJsonText`); left alone otherwise.
  *   - tool definitions: canonical JSON (see `canonicalTools`).
+ *
+ * `repaired.jsonArguments` counts arguments whose text had whitespace to drop: replies go out
+ * compacted in the model's key order (`compactJsonText`), so key order alone is not counted.
  *
  * Ids the client sent are kept in `idMap` (client id -> canonical id) so callers can answer in
  * the client's own ids (`restoreIds`).
@@ -63,7 +67,9 @@ export function canonicalizeTranscript(messages: readonly ChatMessage[]): Canoni
           idMap.delete(call.id);
         }
         const args = canonicalJsonText(call.function.arguments);
-        if (args !== call.function.arguments) repaired.jsonArguments++;
+        // Key order alone is no repair: replies go out in the model's key order (compact-json.ts),
+        // and a client sending one back unchanged did nothing wrong.
+        if (args !== call.function.arguments && compactJsonText(call.function.arguments) !== call.function.arguments) repaired.jsonArguments++;
         return { ...call, id, function: { ...call.function, arguments: args } };
       });
     }

@@ -108,6 +108,18 @@ describe("relayTurn", () => {
     expect(turnRecord({ ...r, done: { ...r.done, speculation: { drafted: 8, accepted: 5 } } }, { turn: 3 }).speculation).toEqual({ drafted: 8, accepted: 5 });
   });
 
+  it("relays a token frame's reply pieces, also on a frame without text", async () => {
+    const open = { toolCalls: [{ index: 0, id: "call_x", name: "ls" }] };
+    script = () => ({ status: 200, frames: [{ type: "token", tokenIds: [1], text: "<tool_call>", reply: {} }, { type: "token", tokenIds: [2], text: "", reply: open }, { type: "token", tokenIds: [3], text: "{}", reply: { toolCalls: [{ index: 0, arguments: "{}" }] } }, done] });
+    const events: TurnEvent[] = [];
+    await relayTurn(params({}, events));
+    expect(events).toEqual([
+      { type: "token", text: "<tool_call>", reply: {} },
+      { type: "token", text: "", reply: open },
+      { type: "token", text: "{}", reply: { toolCalls: [{ index: 0, arguments: "{}" }] } },
+    ]);
+  });
+
   it("resends a delta turn in full when the backend lost its state", async () => {
     seen.length = 0;
     const unknown: ErrorFrame = { type: "error", code: "state_unknown", message: "no such state", retryable: false };

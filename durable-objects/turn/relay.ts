@@ -72,7 +72,9 @@ export async function relayTurn(p: RelayParams): Promise<RelayResult> {
         if (frame.type === "token") {
           firstTokenMs ??= performance.now() - t0;
           const logprobs = frame.logprobs !== undefined && frame.logprobs.length > 0 ? frame.logprobs : undefined;
-          if ((frame.text || logprobs) && !(await p.emit(logprobs ? { type: "token", text: frame.text, logprobs } : { type: "token", text: frame.text }))) {
+          // `reply` goes out even on a frame without text: a call's name or argument piece may be all it adds.
+          const event: TurnEvent = { type: "token", text: frame.text, ...(logprobs ? { logprobs } : {}), ...(frame.reply ? { reply: frame.reply } : {}) };
+          if ((frame.text || logprobs || frame.reply) && !(await p.emit(event))) {
             clientGone = true;
             throw new ProtocolError("backend_unavailable", "the client went away");
           }

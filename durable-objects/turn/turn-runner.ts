@@ -1,13 +1,13 @@
 import { commonPrefixLength } from "../../protocol/common-prefix";
 import { ProtocolError } from "../../protocol/errors";
 import { sha256Hex } from "../../protocol/hex";
-import type { ChatMessage, DoneFrame, GenerateRequest } from "../../protocol/messages";
+import type { ChatMessage, GenerateRequest } from "../../protocol/messages";
 import { chooseBackend, type ParentPlacement, type Placed, type RoutedBackend } from "../routing/placement";
 import type { RoutingPolicyName } from "../routing/routing-policy";
 import { trajectoryName } from "../trajectory-name";
 import { cacheMissOf } from "./cache-miss";
-import { canonicalJsonText } from "./canonicalize";
 import { relayTurn, turnRecord } from "./relay";
+import { callsIn, ClientDeltas, replyForms } from "./reply-forms";
 import { turnDiagnosis } from "./turn-diagnosis";
 import { planTurn } from "./turn-plan";
 import { canonicalTools, normalizeMessage, prefixKey } from "./transcript-diff";
@@ -98,6 +98,8 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
   const { diagnosis, answer } = await turnDiagnosis({ store, input, plan, stored: ctx.transcript });
   if (!(await ctx.emit({ type: "start", prefixBreak: plan.prefixBreak, trajectoryId: input.trajectoryId, ...(input.response ? { responseToken: input.response.token } : {}), ...(diagnosis ? { diagnosis } : {}) }))) throw new ProtocolError("backend_unavailable", "the client went away");
 
+  // Streamed call pieces agree with the reply the client gets (`replyForms`' client form).
+  const deltas = plan.canonical ? new ClientDeltas(callsIn(plan.fullTranscript)) : undefined;
   const result = await relayTurn({
     backend,
     backends: ctx.backends,
@@ -106,7 +108,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
     fullReason: plan.fullReason,
     route: reason,
     timeoutMs: ctx.timeoutMs,
-    emit: ctx.emit,
+    emit: (e) => ctx.emit(deltas && e.type === "token" && e.reply ? { ...e, reply: deltas.map(e.reply) } : e),
     signal: ctx.signal,
     request: (mode, target): GenerateRequest => ({
       requestId: crypto.randomUUID(),
@@ -130,7 +132,8 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
   });
   const { done } = result;
 
-  const reply = replyOf(done, plan.canonical ? plan.fullTranscript : undefined);
+  // The client's form goes out and is kept for replays; the transcript keeps the canonical one.
+  const reply = replyForms(done, plan.canonical ? plan.fullTranscript : undefined);
   const base = turnRecord(result, {
     turn: turnsDone + 1,
     prefixBreak: plan.prefixBreak.cause === "none" ? plan.prefixBreak : { ...plan.prefixBreak, uncachedFromToken: done.usage.cachedTokens },
@@ -138,8 +141,8 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
   });
   const miss = cacheMissOf({ previous: turnsDone > 0 ? (store.lastTurnRecord() ?? undefined) : undefined, turn: base, blockSize: done.blockSize, placement: placementCounts(placed, result.backend.url, ctx.parent ? commonPrefixLength(done.promptBlockHashes ?? [], ctx.parent.hashes) : undefined) });
   const record = miss ? { ...base, miss } : base;
-  const event = { type: "done" as const, message: reply, finishReason: done.finishReason, usage: done.usage, turn: record, replayed: false, ...(done.stopSequence !== undefined ? { stopSequence: done.stopSequence } : {}), ...(input.response ? { responseToken: input.response.token } : {}), ...(done.cacheWrites ? { cacheWrites: done.cacheWrites } : {}), ...(diagnosis ? { diagnosis } : {}) };
-  const transcript = [...plan.fullTranscript, reply as ChatMessage];
+  const event = { type: "done" as const, message: reply.client, finishReason: done.finishReason, usage: done.usage, turn: record, replayed: false, ...(done.stopSequence !== undefined ? { stopSequence: done.stopSequence } : {}), ...(input.response ? { responseToken: input.response.token } : {}), ...(done.cacheWrites ? { cacheWrites: done.cacheWrites } : {}), ...(diagnosis ? { diagnosis } : {}) };
+  const transcript = [...plan.fullTranscript, reply.stored as ChatMessage];
   store.commitTurn({
     keep: plan.keep,
     messages: transcript.slice(plan.keep),
@@ -184,21 +187,6 @@ function kvSourceFor(target: string, placed: string | undefined, pinned: string 
     if (url && url !== target && backends.some((b) => b.url === url && b.up)) return { kvSource: { url } };
   }
   return {};
-}
-
-/**
- * The reply as stored and returned. Canonical trajectories get canonical tool calls: ids
- * `call_k` continuing the transcript's numbering and arguments as canonical JSON, so a client that
- * sends them back unchanged sends exactly what is stored.
- */
-function replyOf(done: DoneFrame, canonicalBefore: ChatMessage[] | undefined): AssistantReply {
-  const reply = normalizeMessage(done.message) as AssistantReply;
-  if (!canonicalBefore || !reply.tool_calls) return reply;
-  let k = canonicalBefore.reduce((n, m) => n + (m.tool_calls?.length ?? 0), 0);
-  return {
-    ...reply,
-    tool_calls: reply.tool_calls.map((c) => ({ ...c, id: `call_${k++}`, function: { ...c.function, arguments: canonicalJsonText(c.function.arguments) } })),
-  };
 }
 
 function withoutText(r: Extract<TurnEvent, { type: "done" }> & { text: string }): Extract<TurnEvent, { type: "done" }> {

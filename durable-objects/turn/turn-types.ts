@@ -79,6 +79,12 @@ export interface StoredResponse {
   toolsJson: string;
   finishReason: FinishReason;
   usage: Usage;
+  /**
+   * The reply as the client got it (tool-call arguments compacted in the model's key order; the
+   * transcript keeps them canonical), so a retrieved response repeats the created one. Absent in
+   * responses stored before it was kept: then the transcript's reply.
+   */
+  reply?: AssistantReply;
   /** A later turn rewrote the transcript below `messageEnd`: it can be read but not continued. */
   rewritten: boolean;
 }

@@ -111,8 +111,8 @@ describe("messagesSse", () => {
     ]);
     expect(out[0]![1].message).toEqual({ id: "msg_1", type: "message", role: "assistant", model: "m", content: [], stop_reason: null, stop_sequence: null, usage: messagesUsage({ promptTokens: 0, cachedTokens: 0, computedTokens: 0, completionTokens: 0 }) });
     expect(out[2]![1].content_block).toEqual({ type: "text", text: "" });
-    // The tool call's text never goes out as text.
-    expect(out.filter(([, d]) => d.delta?.type === "text_delta").map(([, d]) => d.delta.text).join("")).toBe("Let me look. ");
+    // The tool call's text never goes out as text, nor the whitespace before it (the reply's content is trimmed).
+    expect(out.filter(([, d]) => d.delta?.type === "text_delta").map(([, d]) => d.delta.text).join("")).toBe("Let me look.");
     expect(out[6]![1].content_block).toEqual({ type: "tool_use", id: "call_0", name: "get_weather", input: {} });
     expect(out[7]![1].delta).toEqual({ type: "input_json_delta", partial_json: '{"city":"Paris"}' });
     expect(out[9]![1]).toEqual({ type: "message_delta", delta: { stop_reason: "tool_use", stop_sequence: null }, usage: messagesUsage(usage) });

@@ -3,7 +3,7 @@ import type { CacheWrite, Usage } from "../../protocol/messages";
 import { CACHE_TTL_MS } from "./messages-request";
 import type { AssistantReply, TurnEvent } from "../../durable-objects/turn/turn-types";
 import { anthropicErrorBody } from "./errors";
-import { ReplyTextSplitter } from "./reply-text";
+import { ReplySteps, type ReplyStep } from "./reply-steps";
 import type { TurnAnswer } from "./respond";
 import type { CacheDiagnosis } from "../../durable-objects/turn/cache-diagnosis";
 import { anthropicDiagnostics } from "./cache-diagnostics";
@@ -25,7 +25,7 @@ export interface MessagesMeta {
   model: string;
   /** The request's `stop_sequences`. */
   stopSequences: readonly string[];
-  /** The request had tools: streamed text that is a tool call is held back (`ReplyTextSplitter`). */
+  /** The request had tools: streamed text that may be a tool call is held back (`ReplySteps`). */
   hasTools: boolean;
   /** The request asked for cache diagnostics (`diagnostics`); `start`: the start event's diagnosis, for `message_start` (cache-diagnostics.ts). */
   diagnostics?: { previous: string | null; start?: CacheDiagnosis };
@@ -137,11 +137,13 @@ export function messagesSseError(err: ProtocolError): string {
  * Turns a turn's events into Anthropic's SSE stream: `message_start` (the message with empty
  * content; input usage zeros, since it is known only at the end), `ping`, the text block
  * (`content_block_start` / `text_delta`s as tokens arrive / `content_block_stop`), one block per
- * tool call (`content_block_start` with `input: {}`, one `input_json_delta` with the arguments,
- * `content_block_stop`), `message_delta` with the stop reason and the whole usage (the SDK's
+ * tool call as it is generated (`ReplySteps`: `content_block_start` with `input: {}` once its
+ * name is known, an `input_json_delta` per piece of its arguments, `content_block_stop` when the
+ * next call opens or the reply ends; a call that did not stream, as on a replay, has its
+ * arguments in one delta), `message_delta` with the stop reason and the whole usage (the SDK's
  * `MessageStream` overwrites its snapshot's input and cache figures with it), `message_stop`.
- * With tools, text that is a tool call is held back (`ReplyTextSplitter`). A failure after the
- * start is an `error` event, and the stream ends.
+ * With tools, text that may be a call is held back. A failure after the start is an `error`
+ * event, and the stream ends.
  *
  * @example for await (const line of messagesSse(meta, events)) write(line);
  */
@@ -152,29 +154,39 @@ export async function* messagesSse(meta: MessagesMeta, events: AsyncIterable<Tur
     message: { id: meta.id, type: "message", role: "assistant", model: meta.model, content: [], stop_reason: null, stop_sequence: null, usage: zero, ...(meta.diagnostics ? { diagnostics: anthropicDiagnostics(meta.diagnostics, meta.diagnostics.start, undefined) } : {}) },
   });
   yield sse("ping", { type: "ping" });
-  const split = new ReplyTextSplitter(meta.hasTools);
+  const steps = new ReplySteps(meta.hasTools);
+  /** The next content block's index, and whether the text block is open. */
   let index = 0;
   let textOpen = false;
-  function* text(out: string): Generator<string> {
-    if (!out) return;
-    if (!textOpen) {
-      textOpen = true;
-      yield sse("content_block_start", { type: "content_block_start", index, content_block: { type: "text", text: "" } });
+  function* render(s: ReplyStep): Generator<string> {
+    if (s.type === "text") {
+      if (!textOpen) {
+        textOpen = true;
+        yield sse("content_block_start", { type: "content_block_start", index, content_block: { type: "text", text: "" } });
+      }
+      yield sse("content_block_delta", { type: "content_block_delta", index, delta: { type: "text_delta", text: s.text } });
+      return;
     }
-    yield sse("content_block_delta", { type: "content_block_delta", index, delta: { type: "text_delta", text: out } });
+    if (s.type === "open") {
+      if (textOpen) {
+        textOpen = false;
+        yield sse("content_block_stop", { type: "content_block_stop", index: index++ });
+      }
+      yield sse("content_block_start", { type: "content_block_start", index, content_block: { type: "tool_use", id: s.id, name: s.name, input: {} } });
+      if (s.arguments !== undefined) yield sse("content_block_delta", { type: "content_block_delta", index, delta: { type: "input_json_delta", partial_json: s.arguments } });
+    } else if (s.type === "arguments") {
+      yield sse("content_block_delta", { type: "content_block_delta", index, delta: { type: "input_json_delta", partial_json: s.delta } });
+    } else {
+      yield sse("content_block_stop", { type: "content_block_stop", index: index++ });
+    }
   }
   for await (const event of events) {
     if (event.type === "start") continue;
     if (event.type === "token") {
-      yield* text(split.push(event.text));
+      for (const s of steps.token(event)) yield* render(s);
     } else if (event.type === "done") {
-      yield* text(split.finish((event.message.tool_calls?.length ?? 0) > 0));
+      for (const s of steps.finish(event.message)) yield* render(s);
       if (textOpen) yield sse("content_block_stop", { type: "content_block_stop", index: index++ });
-      for (const call of event.message.tool_calls ?? []) {
-        yield sse("content_block_start", { type: "content_block_start", index, content_block: { type: "tool_use", id: call.id, name: call.function.name, input: {} } });
-        yield sse("content_block_delta", { type: "content_block_delta", index, delta: { type: "input_json_delta", partial_json: call.function.arguments } });
-        yield sse("content_block_stop", { type: "content_block_stop", index: index++ });
-      }
       yield sse("message_delta", { type: "message_delta", delta: messagesStop(event, meta.stopSequences), usage: messagesUsage(event.usage, cacheCreation(event.cacheWrites)) });
       yield sse("message_stop", { type: "message_stop" });
       return;

@@ -1,6 +1,6 @@
 import type { FinishReason, TokenLogprob, TopLogprob, Usage } from "../../protocol/messages";
 import type { AssistantReply, TurnEvent } from "../../durable-objects/turn/turn-types";
-import { ReplyTextSplitter } from "./reply-text";
+import { ReplySteps, type ReplyStep } from "./reply-steps";
 
 type DoneEvent = Extract<TurnEvent, { type: "done" }>;
 
@@ -70,9 +70,11 @@ export function completionJson(meta: CompletionMeta, done: DoneEvent, logprobs?:
 
 /**
  * Turns the Durable Object's events into OpenAI's SSE `chat.completion.chunk` stream: a role
- * chunk, content deltas as tokens arrive, tool-call deltas once the reply is parsed, a finish
- * chunk, an optional usage chunk, then `data: [DONE]`. With tools in the request, text that is a
- * tool call is held back (`ReplyTextSplitter`: it becomes `tool_calls`, not content).
+ * chunk, content deltas as tokens arrive, tool calls as they are generated (`ReplySteps`: a
+ * call's first chunk `{index, id, type: "function", function: {name, arguments: ""}}`, then
+ * `{index, function: {arguments: piece}}` per piece), a finish chunk, an optional usage chunk,
+ * then `data: [DONE]`. A call the backend did not stream (a replay) goes out whole at the end,
+ * its arguments in one piece; with tools, text that may be a call is held back until then.
  *
  * With `logprobs`, each content chunk carries `logprobs: { content, refusal: null }` for the
  * tokens whose text it carries (one chunk per token event, so a token still inside a multi-byte
@@ -98,20 +100,29 @@ export async function* sseChunks(
   const chunk = (delta: object, finishReason: string | null, logprobs: object | null = null) =>
     `data: ${JSON.stringify({ id: meta.id, object: "chat.completion.chunk", created: meta.created, model: meta.model, choices: [{ index: 0, delta, logprobs, finish_reason: finishReason }] })}\n\n`;
   yield chunk({ role: "assistant", content: "" }, null);
-  const split = new ReplyTextSplitter(options.hasTools);
+  const steps = new ReplySteps(options.hasTools);
+  /** A step as a chunk (none for a call's close: the next call or the finish chunk says it). */
+  const render = (s: ReplyStep): string | undefined => {
+    if (s.type === "text") return chunk({ content: s.text }, null, take(true));
+    if (s.type === "open") return chunk({ tool_calls: [{ index: s.index, id: s.id, type: "function", function: { name: s.name, arguments: s.arguments ?? "" } }] }, null, take(false));
+    if (s.type === "arguments") return chunk({ tool_calls: [{ index: s.index, function: { arguments: s.delta } }] }, null, take(false));
+    return undefined;
+  };
   for await (const event of events) {
     if (event.type === "start") continue;
     if (event.type === "token") {
       if (event.logprobs) pending.push(...event.logprobs);
-      const out = split.push(event.text);
+      const out = steps.token(event);
       // Without tools every token event is a chunk (with its logprobs), even an empty one.
-      if (out || !options.hasTools) yield chunk({ content: out }, null, take(true));
+      if (out.length === 0 && !options.hasTools) yield chunk({ content: "" }, null, take(true));
+      for (const s of out) {
+        const line = render(s);
+        if (line) yield line;
+      }
     } else if (event.type === "done") {
-      const rest = split.finish((event.message.tool_calls?.length ?? 0) > 0);
-      if (rest) yield chunk({ content: rest }, null, take(true));
-      const calls = event.message.tool_calls ?? [];
-      for (const [index, call] of calls.entries()) {
-        yield chunk({ tool_calls: [{ index, id: call.id, type: "function", function: { name: call.function.name, arguments: call.function.arguments } }] }, null, take(false));
+      for (const s of steps.finish(event.message)) {
+        const line = render(s);
+        if (line) yield line;
       }
       yield chunk({}, openAiFinishReason(event.finishReason, event.message), take(false));
       if (options.includeUsage) {

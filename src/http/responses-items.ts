@@ -166,8 +166,13 @@ export function outputItems(reply: AssistantReply, token: string, shapes: CallSh
   return messageItems(reply, `${token}_0`, shapes);
 }
 
-/** One call as its output item, by the request's call shapes. */
-function callItem(c: ToolCall, id: string, shapes: CallShapes): ResponseItem {
+/**
+ * One call as its output item, by the request's call shapes (`id`: the item id's key, the
+ * response's token, `_0_` and the call's index in a reply).
+ *
+ * @example callItem(call, `${token}_0_1`, shapes) // { type: "function_call", id: "fc_<token>_0_1", call_id: call.id, ... }
+ */
+export function callItem(c: ToolCall, id: string, shapes: CallShapes): ResponseItem {
   if (shapes.customTools?.includes(c.function.name)) {
     let input = c.function.arguments;
     try {

@@ -1,8 +1,9 @@
 import type { FinishReason, Usage } from "../../protocol/messages";
 import type { ProtocolError } from "../../protocol";
 import type { AssistantReply, TurnEvent } from "../../durable-objects/turn/turn-types";
-import { ReplyTextSplitter } from "./reply-text";
-import { outputItems, type CallShapes, type ResponseItem } from "./responses-items";
+import { ReplySteps, type ReplyStep } from "./reply-steps";
+import { callItem, outputItems, type CallShapes, type ResponseItem } from "./responses-items";
+import { namespacedCall } from "./responses-tools";
 import { responseId } from "./response-id";
 import type { TurnAnswer } from "./respond";
 import type { CompareWith } from "../../durable-objects/turn/cache-diagnosis";
@@ -87,10 +88,14 @@ export function responseJson(meta: ResponseMeta, result: ResponseResult | null) 
  * The Responses API's SSE stream (`event: <type>` / `data: {type, sequence_number, ...}`):
  * `response.created`, `response.in_progress`; the text as a message item
  * (`response.output_item.added`, `response.content_part.added`, `response.output_text.delta` as
- * tokens arrive, tool-call text held back by `ReplyTextSplitter`, then `.output_text.done`,
- * `.content_part.done`, `.output_item.done`); each call as a `function_call` item
- * (`.output_item.added`, `.function_call_arguments.delta` and `.done`, `.output_item.done`); then
- * `response.completed` (or `response.incomplete`) with the whole response. A failure: `error`.
+ * tokens arrive, then `.output_text.done`, `.content_part.done`, `.output_item.done`); each call
+ * as a `function_call` item as it is generated (`ReplySteps`: `.output_item.added` with empty
+ * `arguments` once its name is known, `.function_call_arguments.delta` per piece, then
+ * `.function_call_arguments.done` and `.output_item.done` when the next call opens or the reply
+ * ends); then `response.completed` (or `response.incomplete`) with the whole response. Items go
+ * out one after another: the message item closes when the first call opens. A call the backend
+ * did not stream (a replay) and a custom tool's call go out whole at their close. With tools,
+ * text that may be a call is held back. A failure: `error`.
  *
  * @example for await (const line of responsesSse(meta, events)) write(line);
  */
@@ -99,45 +104,96 @@ export async function* responsesSse(meta: ResponseMeta, events: AsyncIterable<Tu
   const ev = (type: string, data: object) => `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: seq++, ...data })}\n\n`;
   yield ev("response.created", { response: responseJson(meta, null) });
   yield ev("response.in_progress", { response: responseJson(meta, null) });
-  const split = new ReplyTextSplitter(meta.hasTools);
+  const steps = new ReplySteps(meta.hasTools);
   const messageId = `msg_${meta.token}_0`;
-  let open = false;
+  /** The message item: not yet, open (at `messageAt`), or done. */
+  let message: "none" | "open" | "done" = "none";
+  let messageAt = 0;
+  let nextOutput = 0;
+  /** Text that went out, and leading whitespace waiting for visible text (it opens no item). */
   let streamed = "";
-  function* text(delta: string): Generator<string> {
-    if (!delta) return;
-    if (!open) {
-      // A message item opens with its first visible text (a reply of calls only has none).
-      if (!(streamed + delta).trim()) {
-        streamed += delta;
-        return;
-      }
-      open = true;
-      yield ev("response.output_item.added", { output_index: 0, item: { type: "message", id: messageId, status: "in_progress", role: "assistant", content: [] } });
-      yield ev("response.content_part.added", { item_id: messageId, output_index: 0, content_index: 0, part: { type: "output_text", text: "", annotations: [], logprobs: [] } });
-      delta = streamed + delta;
-    }
-    streamed = "";
-    yield ev("response.output_text.delta", { item_id: messageId, output_index: 0, content_index: 0, delta, logprobs: [] });
+  let held = "";
+  /** Output index of each call that went out (by reply index), and whether it streams as a function_call. */
+  const calls = new Map<number, { at: number; streams: boolean }>();
+  /** The finished reply's items (known once the done event came). */
+  let final: ResponseItem[] | undefined;
+  const custom = new Set(meta.shapes?.customTools ?? []);
+
+  function* closeMessage(): Generator<string> {
+    if (message !== "open") return;
+    message = "done";
+    const last = final?.find((i) => i.type === "message");
+    const item: ResponseItem = last ?? { type: "message", id: messageId, status: "completed", role: "assistant", content: [{ type: "output_text", text: streamed, annotations: [], logprobs: [] }] };
+    yield* itemEvents(item, messageAt, true, ev);
   }
+  function* render(s: ReplyStep): Generator<string> {
+    if (s.type === "text") {
+      // A message item opens with its first visible text (a reply of calls only has none); text
+      // after the message item closed is the completed response's to say.
+      if (message === "done") return;
+      let delta = s.text;
+      if (message === "none") {
+        if (!(held + delta).trim()) {
+          held += delta;
+          return;
+        }
+        message = "open";
+        messageAt = nextOutput++;
+        yield ev("response.output_item.added", { output_index: messageAt, item: { type: "message", id: messageId, status: "in_progress", role: "assistant", content: [] } });
+        yield ev("response.content_part.added", { item_id: messageId, output_index: messageAt, content_index: 0, part: { type: "output_text", text: "", annotations: [], logprobs: [] } });
+        delta = held + delta;
+        held = "";
+      }
+      streamed += delta;
+      yield ev("response.output_text.delta", { item_id: messageId, output_index: messageAt, content_index: 0, delta, logprobs: [] });
+      return;
+    }
+    if (s.type === "open") {
+      yield* closeMessage();
+      const at = nextOutput++;
+      const streams = !custom.has(s.name);
+      calls.set(s.index, { at, streams });
+      if (!streams) return;
+      const id = `fc_${meta.token}_0_${s.index}`;
+      yield ev("response.output_item.added", { output_index: at, item: { type: "function_call", id, call_id: s.id, ...namespacedCall(s.name, meta.shapes?.namespacedTools ?? {}), arguments: "", status: "in_progress" } });
+      if (s.arguments !== undefined) yield ev("response.function_call_arguments.delta", { item_id: id, output_index: at, delta: s.arguments });
+      return;
+    }
+    const call = calls.get(s.index);
+    if (!call) return;
+    if (s.type === "arguments") {
+      if (call.streams) yield ev("response.function_call_arguments.delta", { item_id: `fc_${meta.token}_0_${s.index}`, output_index: call.at, delta: s.delta });
+      return;
+    }
+    const item = callItem(s.call, `${meta.token}_0_${s.index}`, meta.shapes ?? {});
+    yield* itemEvents(item, call.at, call.streams, ev);
+  }
+
   for await (const event of events) {
     if (event.type === "start") continue;
     if (event.type === "token") {
-      yield* text(split.push(event.text));
+      for (const s of steps.token(event)) yield* render(s);
       continue;
     }
     if (event.type === "error") {
       yield ev("error", { code: event.code, message: event.message, param: null });
       return;
     }
-    yield* text(split.finish((event.message.tool_calls?.length ?? 0) > 0));
+    final = outputItems(event.message, meta.token, meta.shapes);
+    for (const s of steps.finish(event.message)) yield* render(s);
+    // A message the reply holds that never streamed (content of whitespace only), then the open one.
+    const last = final.find((i) => i.type === "message");
+    if (message === "none" && last) {
+      message = "done";
+      yield* itemEvents(last, nextOutput++, false, ev);
+    }
+    yield* closeMessage();
     const result: ResponseResult = { message: event.message, finishReason: event.finishReason, usage: event.usage, done: event };
-    const items = outputItems(event.message, meta.token, meta.shapes);
-    for (const [index, item] of items.entries()) yield* itemEvents(item, index, open && index === 0, ev);
     yield ev(result.finishReason === "length" ? "response.incomplete" : "response.completed", { response: responseJson(meta, result) });
   }
 }
 
-/** The events that finish an output item (`started`: its text already streamed). */
+/** The events that finish an output item (`started`: its `added` event, and its text or arguments, already went out). */
 function* itemEvents(item: ResponseItem, index: number, started: boolean, ev: (type: string, data: object) => string): Generator<string> {
   if (item.type === "message") {
     const part = item.content[0]!;
@@ -149,9 +205,13 @@ function* itemEvents(item: ResponseItem, index: number, started: boolean, ev: (t
     yield ev("response.output_text.done", { item_id: item.id, output_index: index, content_index: 0, text: "text" in part ? part.text : "", logprobs: [] });
     yield ev("response.content_part.done", { item_id: item.id, output_index: index, content_index: 0, part });
   } else if (item.type === "function_call") {
-    yield ev("response.output_item.added", { output_index: index, item: { ...item, arguments: "", status: "in_progress" } });
-    yield ev("response.function_call_arguments.delta", { item_id: item.id, output_index: index, delta: item.arguments });
+    if (!started) {
+      yield ev("response.output_item.added", { output_index: index, item: { ...item, arguments: "", status: "in_progress" } });
+      yield ev("response.function_call_arguments.delta", { item_id: item.id, output_index: index, delta: item.arguments });
+    }
     yield ev("response.function_call_arguments.done", { item_id: item.id, output_index: index, name: item.name, arguments: item.arguments });
+  } else if (item.type === "custom_tool_call") {
+    if (!started) yield ev("response.output_item.added", { output_index: index, item: { ...item, input: "", status: "in_progress" } });
   }
   yield ev("response.output_item.done", { output_index: index, item });
 }

@@ -76,7 +76,9 @@ export const responsesRoutes = new Hono<{ Bindings: Env; Variables: AuthVariable
     const { meta, stored } = await storedResponse(c.env, c.get("tenant"), c.req.param("id"));
     const reply = stored.messages.at(-1);
     if (!reply || reply.role !== "assistant") throw rewritten(c.req.param("id"));
-    return c.json(responseJson(meta, { message: { role: "assistant", content: reply.content, ...(reply.tool_calls ? { tool_calls: reply.tool_calls } : {}) }, finishReason: stored.response.finishReason, usage: stored.response.usage }));
+    // The reply as the client got it (the transcript's has canonical arguments), else the transcript's.
+    const message = stored.response.reply ?? { role: "assistant" as const, content: reply.content, ...(reply.tool_calls ? { tool_calls: reply.tool_calls } : {}) };
+    return c.json(responseJson(meta, { message, finishReason: stored.response.finishReason, usage: stored.response.usage }));
   })
   .get(O.responseInputItems, async (c) => {
     const id = c.req.param("id");
