@@ -28,7 +28,7 @@ export interface OurSpeculationOptions {
 }
 
 /**
- * Our half of the speculative bench: one engine on the cpu executor (the cpu default weights),
+ * Our half of the speculative bench: one engine on the cpu executor (`weights`, default the cpu default),
  * speculation on in the given mode, every "off" request opted out on that same engine; per kind
  * and batch, `reps` off/on pairs in alternating order, greedy, the reply ending at the model's end
  * of turn or at the kind's `maxTokens`.
