@@ -11,6 +11,7 @@ import { runRollingRestartBench } from "./rolling-restart-bench";
 import { runRoutingBench } from "./routing-bench";
 import { runSubagentBench } from "./routing-subagents";
 import { runSoakBench } from "./soak-bench";
+import { runSpeculativeBench } from "./speculative-bench";
 import { runToolStreamBench } from "./tool-stream-bench";
 import { SOAK_KINDS, type SoakKind } from "./soak-clients";
 import { runAccuracyBench } from "./studies/accuracy-bench";
@@ -73,6 +74,12 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *            (closed loop), then Poisson arrivals at 1x, 2x, 4x it: 429 share, p50/p99 TTFT, turns
  *            moved to another backend, most queued tokens; flags: --backends N, --seconds S (30),
  *            --max-queued-tokens N (the backends' bound), --quick, --json, --model DIR
+ *   speculative  speculative decoding (issue 37) on the trained model: agent turns that copy from
+ *            their prompt (tool call, file edit, JSON restatement) and free-text turns, batch 1 and 8,
+ *            greedy: decode tokens/s off vs on (same engine, alternating), acceptance, tokens per
+ *            step, outputs identical; and llama.cpp on the same GGUF without and with its input
+ *            lookup; flags: --quick, --json, --model (default smollm2), --speculative MODE (the
+ *            engine's, default its first), --weights P (ours; default the cpu default), --only ours|llamacpp, --threads N (both engines; default every core), --out DIR
  *   tool-stream  streamed tool-call arguments through wrangler dev (chat, tool_choice required,
  *            temperature 0): when a call's name, first and last argument pieces and the finish chunk
  *            arrive; flags: --quick (6 requests; else 12), --turns N, --json, --model DIR|smollm2
@@ -119,6 +126,7 @@ const { values: v } = parseArgs({
     "worker-heap": { type: "boolean", default: false },
     subagents: { type: "boolean", default: false },
     "max-queued-tokens": { type: "string" },
+    speculative: { type: "string" },
   },
   strict: true,
 });
@@ -179,6 +187,16 @@ const BENCHES: Record<string, () => Promise<unknown>> = {
     }),
   overload: () => runOverloadBench({ quick, backends, seconds: num(v.seconds), maxQueuedTokens: num(v["max-queued-tokens"]), model, outDir }),
   executors: () => runExecutorBench({ quick, model }),
+  speculative: () =>
+    runSpeculativeBench({
+      quick,
+      model,
+      outDir,
+      mode: v.speculative,
+      weights: v.weights === undefined ? undefined : parsePrecision(v.weights),
+      only: v.only === undefined ? undefined : oneOf("--only", ["ours", "llamacpp"] as const, v.only),
+      threads: num(v.threads),
+    }),
   "tool-stream": () => runToolStreamBench({ quick, turns, model }),
   "step-costs": async () => {
     try {

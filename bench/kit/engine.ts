@@ -28,12 +28,16 @@ export function benchWeights(model: LoadedModel, precision: WeightPrecision | un
   return weightsAt(model.checkpoint, "cpu", precision, log);
 }
 
-export function benchExecutor(model: LoadedModel, weights: WeightsAt, numBlocks: number): Promise<CpuExecutor> {
-  return CpuExecutor.create({ spec: model.spec, weights: model.weights, quantized: weights.quantized, numBlocks, blockSize: BLOCK_SIZE });
+/** A cpu executor over `numBlocks` KV blocks; `threads`: onnxruntime intra-op threads (default every core). */
+export function benchExecutor(model: LoadedModel, weights: WeightsAt, numBlocks: number, threads?: number): Promise<CpuExecutor> {
+  return CpuExecutor.create({ spec: model.spec, weights: model.weights, quantized: weights.quantized, numBlocks, blockSize: BLOCK_SIZE, threads });
 }
 
-/** An engine with a pool of its own (512-token steps, 64 sequences, the prefix cache on unless said). */
-export function benchEngine(model: LoadedModel, executor: CpuExecutor, o: { numBlocks: number } & Partial<Pick<EngineOptions, "enablePrefixCache" | "backendId">> & { maxRunningSequences?: number }): Engine {
+/**
+ * An engine with a pool of its own (512-token steps, 64 sequences, the prefix cache on unless
+ * said); `extra`: further engine options (e.g. speculative decoding's), applied last.
+ */
+export function benchEngine(model: LoadedModel, executor: CpuExecutor, o: { numBlocks: number } & Partial<Pick<EngineOptions, "enablePrefixCache" | "backendId">> & { maxRunningSequences?: number; extra?: Partial<EngineOptions> }): Engine {
   return createEngine({
     executor,
     pool: new BlockPool({ numBlocks: o.numBlocks, blockSize: BLOCK_SIZE }),
@@ -42,6 +46,7 @@ export function benchEngine(model: LoadedModel, executor: CpuExecutor, o: { numB
     scheduler: { maxBatchTokens: 512, maxRunningSequences: o.maxRunningSequences ?? 64, blockSize: BLOCK_SIZE, prefillWastePerToken: prefillWastePerToken(model.spec) },
     enablePrefixCache: o.enablePrefixCache ?? true,
     backendId: o.backendId ?? "bench",
+    ...o.extra,
   });
 }
 

@@ -79,3 +79,56 @@ function fmt(v: number): string {
 function esc(s: string): string {
   return s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 }
+
+/** One series of a bar chart: a value per category (null: not measured, no bar). */
+export interface BarSeries {
+  name: string;
+  color: string;
+  values: (number | null)[];
+}
+
+/**
+ * A grouped bar chart (one group per category, one bar per series, linear y from 0, legend), for
+ * figures by a named case rather than a number.
+ *
+ * @example
+ * writeFileSync("speed.svg", barChart({ title: "Decode", yLabel: "tokens/s", categories: ["a", "b"], series: [{ name: "off", color: "#888", values: [90, 91] }] }));
+ */
+export function barChart(opts: { title: string; yLabel: string; categories: string[]; series: BarSeries[]; width?: number; height?: number }): string {
+  const W = opts.width ?? 760;
+  const H = opts.height ?? 420;
+  const m = { l: 70, r: 20, t: 40 + 18 * Math.ceil(opts.series.length / 2), b: 50 };
+  const yMax = niceCeil(Math.max(0, ...opts.series.flatMap((s) => s.values.filter((v): v is number => v !== null))));
+  const fy = (y: number) => m.t + (H - m.t - m.b) * (1 - y / yMax);
+  const groupW = (W - m.l - m.r) / Math.max(1, opts.categories.length);
+  const barW = (groupW * 0.8) / Math.max(1, opts.series.length);
+  const out: string[] = [];
+  out.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="sans-serif" font-size="12">`);
+  out.push(`<rect width="${W}" height="${H}" fill="white"/>`);
+  out.push(`<text x="${W / 2}" y="22" text-anchor="middle" font-size="15">${esc(opts.title)}</text>`);
+  for (let i = 0; i <= 5; i++) {
+    const t = (yMax * i) / 5;
+    out.push(`<line x1="${m.l}" x2="${W - m.r}" y1="${fy(t)}" y2="${fy(t)}" stroke="#e5e5e5"/>`);
+    out.push(`<text x="${m.l - 6}" y="${fy(t) + 4}" text-anchor="end">${fmt(t)}</text>`);
+  }
+  opts.categories.forEach((c, ci) => {
+    const x0 = m.l + ci * groupW + groupW * 0.1;
+    opts.series.forEach((s, si) => {
+      const v = s.values[ci];
+      if (v === null || v === undefined) return;
+      out.push(`<rect x="${(x0 + si * barW).toFixed(1)}" y="${fy(v).toFixed(1)}" width="${(barW - 1).toFixed(1)}" height="${(fy(0) - fy(v)).toFixed(1)}" fill="${s.color}"/>`);
+    });
+    out.push(`<text x="${(m.l + (ci + 0.5) * groupW).toFixed(1)}" y="${H - m.b + 18}" text-anchor="middle">${esc(c)}</text>`);
+  });
+  out.push(`<line x1="${m.l}" x2="${m.l}" y1="${m.t}" y2="${H - m.b}" stroke="#333"/>`);
+  out.push(`<line x1="${m.l}" x2="${W - m.r}" y1="${H - m.b}" y2="${H - m.b}" stroke="#333"/>`);
+  out.push(`<text x="16" y="${H / 2}" text-anchor="middle" transform="rotate(-90 16 ${H / 2})">${esc(opts.yLabel)}</text>`);
+  opts.series.forEach((s, i) => {
+    const lx = m.l + 12 + (i % 2) * 330;
+    const ly = 34 + Math.floor(i / 2) * 18;
+    out.push(`<rect x="${lx}" y="${ly}" width="12" height="12" fill="${s.color}"/>`);
+    out.push(`<text x="${lx + 18}" y="${ly + 10}">${esc(s.name)}</text>`);
+  });
+  out.push("</svg>");
+  return out.join("\n");
+}
