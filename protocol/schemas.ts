@@ -1,5 +1,7 @@
 import { z } from "zod";
 import { ERROR_CODES } from "./errors";
+import { kvPullReportSchema } from "./kv-schemas";
+import { array, boolean, count, expect, integer, map, milliseconds, nonEmptyString, oneOf, positiveMilliseconds, shortBlockHash, string, tokenId } from "./schema-parts";
 import type {
   BlockEviction,
   CachePoint,
@@ -16,10 +18,6 @@ import type {
   Heartbeat,
   HeartbeatReply,
   KvEventBatch,
-  KvFetchRequest,
-  KvPullReport,
-  KvPullRequest,
-  KvStreamHeader,
   LeaseRequest,
   LeaseResponse,
   ReleaseLeaseRequest,
@@ -41,7 +39,7 @@ import type {
   TopLogprob,
   Usage,
 } from "./messages";
-import { EVICTED_BY, EVICTED_FROM, KV_PULL_OUTCOMES, MAX_CACHE_POINTS, MAX_KV_EVENTS_PER_BATCH, MAX_PROMPT_BLOCK_HASHES, MAX_TOP_LOGPROBS } from "./messages";
+import { EVICTED_BY, EVICTED_FROM, MAX_CACHE_POINTS, MAX_KV_EVENTS_PER_BATCH, MAX_PROMPT_BLOCK_HASHES, MAX_TOP_LOGPROBS } from "./messages";
 
 /**
  * Zod schemas for every message decoded from the wire, typed to match `messages.ts` exactly: each
@@ -54,42 +52,8 @@ import { EVICTED_BY, EVICTED_FROM, KV_PULL_OUTCOMES, MAX_CACHE_POINTS, MAX_KV_EV
  * Unknown keys are stripped (a newer peer may add fields), never an error.
  */
 
-// ---------------------------------------------------------------------------------------------
-// Building blocks
-// ---------------------------------------------------------------------------------------------
-
-/** Error option: "is required" when the field is absent, else `text`. */
-function expect(text: string): { error: (issue: { input?: unknown }) => string } {
-  return { error: (issue) => (issue.input === undefined ? "is required" : text) };
-}
-
-function integer(min: number, max: number = Number.MAX_SAFE_INTEGER): z.ZodNumber {
-  const text = max === Number.MAX_SAFE_INTEGER ? `must be an integer >= ${min}` : `must be an integer in [${min}, ${max}]`;
-  return z.number(expect(text)).int(text).min(min, text).max(max, text);
-}
-
-function oneOf(values: readonly string[]): string {
-  return `must be one of ${values.map((v) => JSON.stringify(v)).join(", ")}`;
-}
-
-const string = z.string(expect("must be a string"));
-const nonEmptyString = z.string(expect("must be a non-empty string")).min(1, "must be a non-empty string");
-const boolean = z.boolean(expect("must be a boolean"));
-/** Token ids are u32 (the block hash writes them as u32le). */
-const tokenId = integer(0, 0xffff_ffff);
-const count = integer(0);
-/** A short block hash: 16 lowercase hex characters. */
-const shortBlockHash = z.string(expect("must be a 16-character lowercase hex string")).regex(/^[0-9a-f]{16}$/, "must be a 16-character lowercase hex string");
-const milliseconds = z.number(expect("must be a finite number >= 0")).min(0, "must be a finite number >= 0");
-const positiveMilliseconds = z.number(expect("must be a finite number > 0")).gt(0, "must be a finite number > 0").max(Number.MAX_SAFE_INTEGER, "must be a finite number > 0");
-
-function map<S extends z.core.$ZodLooseShape>(shape: S) {
-  return z.object(shape, expect("must be a map"));
-}
-
-function array<T extends z.core.SomeType>(item: T) {
-  return z.array(item, expect("must be an array"));
-}
+// KV transfer between backends: kv-schemas.ts
+export * from "./kv-schemas";
 
 export const ROLES = ["system", "user", "assistant", "tool"] as const satisfies readonly Role[];
 export const FINISH_REASONS = ["stop", "length", "stop_sequence", "cancelled"] as const satisfies readonly FinishReason[];
@@ -307,15 +271,6 @@ export const tokenFrameSchema = map({
   error: "must hold one entry per token id",
 }) satisfies z.ZodType<TokenFrame>;
 
-export const kvPullReportSchema = map({
-  outcome: z.enum(KV_PULL_OUTCOMES, expect(oneOf(KV_PULL_OUTCOMES))),
-  from: string,
-  missingBlocks: count,
-  blocks: count,
-  bytes: count,
-  ms: milliseconds,
-}) satisfies z.ZodType<KvPullReport>;
-
 export const doneFrameSchema = map({
   type: z.literal("done"),
   finishReason: z.enum(FINISH_REASONS, expect(oneOf(FINISH_REASONS))),
@@ -342,27 +297,6 @@ export const doneFrameSchema = map({
   kvPull: kvPullReportSchema.optional(),
   speculation: map({ drafted: count, accepted: count }).optional() satisfies z.ZodType<Speculation | undefined>,
 }) satisfies z.ZodType<DoneFrame>;
-
-export const kvPullRequestSchema = map({
-  model: string.optional(),
-  cacheSalt: string.optional(),
-  tokenIds: array(tokenId).min(1, "must be a non-empty array"),
-  fromBlock: count,
-  format: nonEmptyString,
-}) satisfies z.ZodType<KvPullRequest>;
-
-export const kvFetchRequestSchema = map({
-  source: map({ url: nonEmptyString, backendId: string.optional() }),
-  model: string.optional(),
-  cacheSalt: string.optional(),
-  tokenIds: array(tokenId).min(1, "must be a non-empty array"),
-}) satisfies z.ZodType<KvFetchRequest>;
-
-export const kvStreamHeaderSchema = map({
-  format: nonEmptyString,
-  bytesPerBlock: integer(1),
-  blocks: count,
-}) satisfies z.ZodType<KvStreamHeader>;
 
 export const errorFrameSchema = map({
   type: z.literal("error"),
@@ -452,8 +386,6 @@ export type SchemaDriftChecks = [
   Assert<Equals<z.output<typeof kvEventBatchSchema>, KvEventBatch>>,
   Assert<Equals<z.output<typeof heartbeatSchema>, Heartbeat>>,
   Assert<Equals<z.output<typeof heartbeatReplySchema>, HeartbeatReply>>,
-  Assert<Equals<z.output<typeof kvFetchRequestSchema>, KvFetchRequest>>,
-  Assert<Equals<z.output<typeof kvPullReportSchema>, KvPullReport>>,
   Assert<Equals<(typeof ROLES)[number], Role>>,
   Assert<Equals<(typeof FINISH_REASONS)[number], FinishReason>>,
   Assert<Equals<(typeof GENERATE_MODES)[number], GenerateRequest["mode"]>>,

@@ -1,79 +1,12 @@
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { hashBlocks, hashRoot, shortBlockHash } from "../../protocol/block-hash";
-import type { DoneFrame, ErrorFrame, Frame, GenerateRequest, SamplingParams, ToolDefinition } from "../../protocol/messages";
-import { BlockPool } from "../kv/block-pool";
-import { CpuExecutor } from "../model/executors/cpu-executor";
-import { ScriptedExecutor } from "./testing/scripted-executor";
-import { loadModel, type LoadedModel } from "./load-model";
-import type { Engine } from "./engine";
-import { createEngine } from "./create-engine";
+import type { DoneFrame, ErrorFrame, GenerateRequest, ToolDefinition } from "../../protocol/messages";
 import type { StepRecord } from "./step-trace";
-import { tinyModelDir } from "../model/testing/tiny-model";
-import type { SpeculationOptions } from "./speculation";
-import type { DraftContext, DraftSource } from "../speculative/draft-source";
-import { SequenceLookup } from "../speculative/sequence-lookup";
+import { BLOCK, engineFixture, greedy, prompt, turn } from "./engine-test-fixture";
 
-const BLOCK = 16;
-let dir: string;
-let model: LoadedModel;
-const executors: CpuExecutor[] = [];
+const fx = engineFixture();
+const makeEngine = fx.makeEngine;
 
-beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "agent-edge-engine-"));
-  model = await loadModel({ dir: await tinyModelDir(dir) });
-});
-
-afterAll(async () => {
-  for (const e of executors) await e.dispose();
-  rmSync(dir, { recursive: true, force: true });
-});
-
-async function makeEngine(options: { numBlocks?: number; prefixCache?: boolean; maxBatchTokens?: number; onStep?: (r: StepRecord) => void; speculative?: SpeculationOptions } = {}) {
-  const numBlocks = options.numBlocks ?? 256;
-  const inner = await CpuExecutor.create({ spec: model.spec, weights: model.weights, numBlocks, blockSize: BLOCK, threads: 1 });
-  executors.push(inner);
-  const executor = new ScriptedExecutor(inner);
-  const pool = new BlockPool({ numBlocks, blockSize: BLOCK });
-  executor.pool = pool;
-  const engine = createEngine({
-    executor,
-    pool,
-    codec: model.codec,
-    modelId: model.spec.modelId,
-    scheduler: { maxBatchTokens: options.maxBatchTokens ?? 64, maxRunningSequences: 16, blockSize: BLOCK },
-    enablePrefixCache: options.prefixCache ?? true,
-    backendId: "test",
-    ...(options.onStep ? { onStep: options.onStep } : {}),
-    ...(options.speculative ? { speculative: options.speculative } : {}),
-  });
-  return { engine, executor, pool };
-}
-
-const greedy = (maxTokens: number, over: Partial<SamplingParams> = {}): SamplingParams => ({
-  maxTokens,
-  temperature: 0,
-  topP: 1,
-  topK: 0,
-  stop: [],
-  stopTokenIds: [],
-  ignoreEos: true,
-  ...over,
-});
-
-const prompt = (n: number, offset = 0) => Array.from({ length: n }, (_, i) => 100 + ((i * 31 + offset) % 5000));
-
-function turn(engine: Engine, req: GenerateRequest): Promise<{ frames: Frame[]; last: Frame }> {
-  return new Promise((resolve) => {
-    const frames: Frame[] = [];
-    engine.submit(req, (f) => {
-      frames.push(f);
-      if (f.type !== "token") resolve({ frames, last: f });
-    });
-  });
-}
 
 describe("Engine: reuse never changes an answer", () => {
   it("gives identical greedy generations with the prefix cache on and off", async () => {
@@ -190,7 +123,7 @@ describe("Engine: turns and states", () => {
     const s2 = engine.states.get(t2.stateId)!;
     expect(s2.promptTokenIds.slice(0, s1.promptTokenIds.length + 9)).toEqual([...s1.promptTokenIds, ...s1.generatedTokenIds]);
     // Every token the first turn computed is reused, its partial last block included (the exact
-    // tail): all but the last generated token, which no step fed to the model.
+    // tail): all but the last generated token, which no step fed to the fx.model().
     const before = s1.promptTokenIds.length + 9;
     expect(before % BLOCK).not.toBe(1); // a partial block of at least one computed token
     expect(t2.usage.cachedTokens).toBe(before - 1);
@@ -206,7 +139,7 @@ describe("Engine: turns and states", () => {
     expect(engine.kvEventBatch()).toEqual({ seq: 1, kind: "snapshot", stored: [], removed: [] });
     const t1 = (await turn(engine, base({ cacheSalt: "tenant-x" }))).last as DoneFrame;
     const s1 = engine.states.get(t1.stateId)!;
-    const root = hashRoot({ modelId: model.spec.modelId, salt: "tenant-x" });
+    const root = hashRoot({ modelId: fx.model().spec.modelId, salt: "tenant-x" });
     const expected = hashBlocks(root, s1.promptTokenIds, BLOCK).map(shortBlockHash);
     expect(expected.length).toBe(Math.floor(s1.promptTokenIds.length / BLOCK));
     expect(expected.length).toBeGreaterThan(2);
@@ -235,14 +168,14 @@ describe("Engine: turns and states", () => {
   const tools: ToolDefinition[] = [
     { type: "function", function: { name: "x", description: "Does x", parameters: { type: "object", properties: { a: { type: "integer" } } } } },
   ];
-  const imEnd = () => model.codec.encode("<|im_end|>");
+  const imEnd = () => fx.model().codec.encode("<|im_end|>");
 
   it("answers a tool call as a parsed message, and keeps its generated ids in the next turn's prompt", async () => {
     const { engine, executor } = await makeEngine();
     const reply = '<tool_call>\n{"name": "x", "arguments": {"a": 1}}\n</tool_call>';
     // One token per character: not how the tokenizer would encode the text, so a re-encoded reply
     // would show in the next prompt's ids.
-    executor.script = [...[...reply].flatMap((c) => model.codec.encode(c)), ...imEnd()];
+    executor.script = [...[...reply].flatMap((c) => fx.model().codec.encode(c)), ...imEnd()];
     const t1 = (await turn(engine, base({ tools, sampling: greedy(96, { ignoreEos: false }) }))).last as DoneFrame;
     expect([t1.finishReason, t1.text]).toEqual(["stop", reply]);
     expect(t1.message).toEqual({
@@ -253,7 +186,7 @@ describe("Engine: turns and states", () => {
     const s1 = engine.states.get(t1.stateId)!;
     expect(s1.messages.at(-1)).toEqual(t1.message);
     expect(s1.generatedText).toBe(`${reply}<|im_end|>`);
-    expect(s1.generatedTokenIds).not.toEqual(model.codec.encode(s1.generatedText));
+    expect(s1.generatedTokenIds).not.toEqual(fx.model().codec.encode(s1.generatedText));
 
     const result = { role: "tool" as const, content: '{"ok": true}', tool_call_id: t1.message.tool_calls![0]!.id };
     executor.script = [];
@@ -261,12 +194,12 @@ describe("Engine: turns and states", () => {
     const s2 = engine.states.get(t2.stateId)!;
     // The template re-renders the parsed call byte for byte, so the reply's ids are the generated ones.
     expect(s2.promptText.slice(s1.promptText.length)).toBe(`${reply}<|im_end|>\n<|im_start|>user\n<tool_response>\n{"ok": true}\n</tool_response><|im_end|>\n<|im_start|>assistant\n`);
-    const tail = model.codec.encode(s2.promptText.slice(s1.promptText.length + s1.generatedText.length));
+    const tail = fx.model().codec.encode(s2.promptText.slice(s1.promptText.length + s1.generatedText.length));
     expect(s2.promptTokenIds).toEqual([...s1.promptTokenIds, ...s1.generatedTokenIds, ...tail]);
     expect(t2.usage.cachedTokens).toBe(s1.promptTokenIds.length + s1.generatedTokenIds.length - 1);
     // On another trajectory, the same transcript sent in full (the client echoing the parsed
     // message back) takes the same path.
-    executor.script = [...[...reply].flatMap((c) => model.codec.encode(c)), ...imEnd()];
+    executor.script = [...[...reply].flatMap((c) => fx.model().codec.encode(c)), ...imEnd()];
     const u1 = (await turn(engine, base({ trajectoryId: "other", tools, sampling: greedy(96, { ignoreEos: false }) }))).last as DoneFrame;
     executor.script = [];
     const echoed = { ...result, tool_call_id: u1.message.tool_calls![0]!.id };
@@ -277,7 +210,7 @@ describe("Engine: turns and states", () => {
   it("re-encodes a reply the template lays out differently, keeping the earlier prompt ids", async () => {
     const { engine, executor } = await makeEngine();
     const reply = '<tool_call>\n{"name": "x", "arguments": {"a": 1}}\n</tool_call>\nDone.';
-    executor.script = [...model.codec.encode(reply), ...imEnd()];
+    executor.script = [...fx.model().codec.encode(reply), ...imEnd()];
     const t1 = (await turn(engine, base({ tools, sampling: greedy(64, { ignoreEos: false }) }))).last as DoneFrame;
     expect(t1.message.content).toBe("Done.");
     expect(t1.message.tool_calls).toHaveLength(1);
@@ -286,7 +219,7 @@ describe("Engine: turns and states", () => {
     const s2 = engine.states.get(t2.stateId)!;
     const rest = s2.promptText.slice(s1.promptText.length);
     expect(rest.startsWith('Done.\n<tool_call>\n{"name": "x", "arguments": {"a": 1}}\n</tool_call><|im_end|>')).toBe(true);
-    expect(s2.promptTokenIds).toEqual([...s1.promptTokenIds, ...model.codec.encode(rest)]);
+    expect(s2.promptTokenIds).toEqual([...s1.promptTokenIds, ...fx.model().codec.encode(rest)]);
   });
 
   it("answers state_unknown for an unknown or superseded state, without touching the trajectory", async () => {
@@ -320,7 +253,7 @@ describe("Engine: turns and states", () => {
     expect(byId.finishReason).toBe("stop");
     expect(byId.usage.completionTokens).toBe(ids.indexOf(ids[4]!) + 1);
 
-    const tooLong = (await turn(engine, base({ messages: [{ role: "user", content: "word ".repeat(model.spec.maxPositions) }], sampling: greedy(1) }))).last as ErrorFrame;
+    const tooLong = (await turn(engine, base({ messages: [{ role: "user", content: "word ".repeat(fx.model().spec.maxPositions) }], sampling: greedy(1) }))).last as ErrorFrame;
     expect(tooLong.code).toBe("context_length_exceeded");
   });
 
@@ -348,116 +281,5 @@ describe("Engine: turns and states", () => {
     const c = await sample(2);
     expect(a.tokenIds).toEqual(b.tokenIds);
     expect(c.tokenIds).not.toEqual(a.tokenIds);
-  });
-});
-
-/**
- * Test-only draft sources: `known` proposes what follows the context in a sequence (a reply
- * generated before: the true continuation, so every draft is accepted), `wrong` the same tokens
- * each shifted by one (never the model's token); `source` is the one the engine asks.
- */
-class Drafts implements DraftSource {
-  source: "lookup" | "known" | "wrong" = "lookup";
-  full: readonly number[] = [];
-  private readonly lookup = new SequenceLookup();
-  propose(c: DraftContext, max: number): number[] {
-    if (this.source === "lookup") return this.lookup.propose(c, max);
-    const L = c.tokenIds.length;
-    if (c.tokenIds.some((t, i) => this.full[i] !== t)) return [];
-    const next = this.full.slice(L, L + max);
-    return this.source === "known" ? next : next.map((t) => (t + 1) % model.spec.vocabSize);
-  }
-}
-
-describe("Engine: speculative decoding never changes an answer", () => {
-  it("gives bit-identical greedy outputs with prompt lookup, true and wrong drafts, cache cold and warm; rollback keeps the KV invariants and later reuse", async () => {
-    const drafts = new Drafts();
-    const spec: SpeculationOptions = { source: drafts, maxDraftTokens: 5 };
-    const { engine, executor } = await makeEngine({ speculative: spec });
-    const p = [...prompt(20), ...prompt(20)]; // repeats: prompt lookup has something to draft
-    const want = await engine.generateTokens({ tokenIds: p, sampling: greedy(40), cacheSalt: "plain", speculative: false });
-    expect(want.speculation).toBeUndefined();
-    drafts.full = [...p, ...want.tokenIds];
-    // The next turn extends the reply: after a speculative turn it finds the cached prefix it finds after a plain one.
-    const next = [...p, ...want.tokenIds, 7, 8, 9];
-    const plain = await engine.generateTokens({ tokenIds: next, sampling: greedy(1), cacheSalt: "plain", speculative: false });
-    expect(plain.usage.cachedTokens).toBe(Math.floor((p.length + want.tokenIds.length - 1) / BLOCK) * BLOCK);
-    for (const source of ["lookup", "known", "wrong"] as const) {
-      drafts.source = source;
-      for (const warmth of ["cold", "warm"]) {
-        const steps = executor.steps.length;
-        const got = await engine.generateTokens({ tokenIds: p, sampling: greedy(40), cacheSalt: source });
-        expect(got.tokenIds, `${source} ${warmth}`).toEqual(want.tokenIds);
-        expect(got.usage.cachedTokens).toBe(warmth === "cold" ? 0 : 32);
-        engine.kv.checkInvariants();
-        const { drafted, accepted } = got.speculation!;
-        expect(drafted).toBeGreaterThan(0);
-        if (source === "known") {
-          expect(accepted).toBe(drafted); // acceptance 100%: 6 tokens per step (1 + 5)
-          expect(executor.steps.length - steps).toBeLessThanOrEqual(2 + Math.ceil(40 / 6));
-        }
-        if (source === "wrong") expect(accepted).toBe(0);
-        const verifies = executor.steps.slice(steps).flatMap((s) => s.sequences.filter((q) => q.logits === "all"));
-        expect(verifies.length).toBeGreaterThan(0);
-        for (const v of verifies) expect(v.tokenIds.length).toBeLessThanOrEqual(6);
-      }
-      const after = await engine.generateTokens({ tokenIds: next, sampling: greedy(1), cacheSalt: source, speculative: false });
-      expect(after.usage.cachedTokens).toBe(plain.usage.cachedTokens);
-    }
-    // The adaptive length: wrong drafts turn drafting (nearly) off, true ones grow it; the output is the same.
-    const fixedWrong = (await engine.generateTokens({ tokenIds: p, sampling: greedy(40), cacheSalt: "wrong" })).speculation!.drafted;
-    spec.adaptive = true;
-    const adaptive = await engine.generateTokens({ tokenIds: p, sampling: greedy(40), cacheSalt: "wrong" });
-    expect(adaptive.tokenIds).toEqual(want.tokenIds);
-    expect(adaptive.speculation!.drafted).toBeLessThan(fixedWrong / 4);
-    drafts.source = "known";
-    const grown = await engine.generateTokens({ tokenIds: p, sampling: greedy(40), cacheSalt: "known" });
-    expect(grown.tokenIds).toEqual(want.tokenIds);
-    expect(grown.speculation!.accepted).toBe(grown.speculation!.drafted);
-    expect(grown.speculation!.drafted).toBeGreaterThan(20); // of 39 tokens after the first: the length grew from 2
-    const c = engine.counters.speculation;
-    expect(c.verifies).toBe(c.byLength.verifies.reduce((a, n) => a + (n ?? 0), 0));
-    expect(engine.kv.numSequences).toBe(0);
-    expect(engine.kv.numFreeBlocks).toBe(engine.options.pool.numBlocks);
-  });
-
-  it("keeps logprobs, stop strings and budgets identical, and batches sequences with their own draft lengths", async () => {
-    const drafts = new Drafts();
-    const { engine, executor } = await makeEngine({ speculative: { source: drafts, maxDraftTokens: 4 }, maxBatchTokens: 32 });
-    const p = [...prompt(24, 5), ...prompt(24, 5)];
-    const sampling = greedy(24, { logprobs: 2 });
-    const want = await engine.generateTokens({ tokenIds: p, sampling, speculative: false });
-    drafts.full = [...p, ...want.tokenIds];
-    drafts.source = "known";
-    const got = await engine.generateTokens({ tokenIds: p, sampling, cacheSalt: "s" });
-    expect(got.tokenIds).toEqual(want.tokenIds);
-    expect(got.logprobs!.map((l) => [l.token, l.topLogprobs.map((t) => t.token)])).toEqual(want.logprobs!.map((l) => [l.token, l.topLogprobs.map((t) => t.token)]));
-    got.logprobs!.forEach((l, i) => expect(l.logprob).toBeCloseTo(want.logprobs![i]!.logprob, 4));
-    expect(got.speculation!.accepted).toBe(got.speculation!.drafted);
-
-    const text = model.codec.decode(want.tokenIds);
-    const stop = text.slice(9, 12);
-    const stopped = await engine.generateTokens({ tokenIds: p, sampling: greedy(24, { stop: [stop] }), cacheSalt: "t" });
-    const plain = await engine.generateTokens({ tokenIds: p, sampling: greedy(24, { stop: [stop] }), cacheSalt: "u", speculative: false });
-    expect(stopped.finishReason).toBe("stop_sequence");
-    expect(stopped.tokenIds).toEqual(plain.tokenIds);
-    for (const max of [1, 2, 7]) expect((await engine.generateTokens({ tokenIds: p, sampling: greedy(max) })).tokenIds).toEqual(want.tokenIds.slice(0, max));
-
-    // Sampling: the rejection rule runs in the engine, and a seed still reproduces the reply.
-    drafts.source = "lookup";
-    const sampled = greedy(16, { temperature: 0.8, topK: 20, seed: 3 });
-    const s1 = await engine.generateTokens({ tokenIds: p, sampling: sampled, cacheSalt: "w" });
-    const s2 = await engine.generateTokens({ tokenIds: p, sampling: sampled, cacheSalt: "w" });
-    expect(s2.tokenIds).toEqual(s1.tokenIds);
-    expect(s1.speculation!.drafted).toBeGreaterThan(0);
-
-    // Three sequences at once under a 32-token budget: each verifies its own draft, never past the budget.
-    const many = [0, 1, 2].map((k) => [...prompt(20, k * 50), ...prompt(20, k * 50)]);
-    const alone = await Promise.all(many.map((q) => engine.generateTokens({ tokenIds: q, sampling: greedy(16), speculative: false })));
-    const steps = executor.steps.length;
-    const together = await Promise.all(many.map((q) => engine.generateTokens({ tokenIds: q, sampling: greedy(16), cacheSalt: "v" })));
-    expect(together.map((r) => r.tokenIds)).toEqual(alone.map((r) => r.tokenIds));
-    for (const s of executor.steps.slice(steps)) expect(s.sequences.reduce((a, q) => a + q.tokenIds.length, 0)).toBeLessThanOrEqual(32);
-    engine.kv.checkInvariants();
   });
 });
