@@ -19,8 +19,11 @@ export interface SocketAttachment {
   openedAt: number;
   /** The ids of this connection's warmups (`generate: false`), whose bodies wait in storage (the last WARMUPS_KEPT). */
   warmups?: string[];
-  /** The ids of this connection's responses whose `additional_tools` items wait in storage (the last WARMUPS_KEPT). */
-  toolChains?: string[];
+  /**
+   * This connection's last WARMUPS_KEPT responses that had `additional_tools` items in effect, with
+   * the hash their items are stored under (one copy per distinct list: a chain keeps its tools).
+   */
+  toolChains?: { id: string; hash: string }[];
 }
 
 /** How many warmups a connection keeps (Codex sends one per turn of its own, then chains from it). */
@@ -131,11 +134,11 @@ export class ResponsesSockets {
     this.inFlight.set(ws, abort);
     try {
       if (create.body.generate === false) return await this.warm(ws, socket, create.body);
-      const { body, toolItems } = await this.withChainTools(await this.unwarmed(create.body));
+      const { body, tools } = await this.withChainTools(ws, await this.unwarmed(create.body));
       const key = create.idempotencyKey ?? `ws_${await sha256Hex(JSON.stringify(body))}`;
       const answer = await this.responder.run({ tenant: socket.tenant, headers: { ...socket.headers, "idempotency-key": key }, body }, abort.signal);
       const responseId = await relay(answer, ws, abort.signal);
-      if (responseId !== undefined && toolItems.length > 0) await this.keepChainTools(ws, responseId, toolItems);
+      if (responseId !== undefined && tools) await this.keepChainTools(ws, responseId, tools);
     } catch (e) {
       if (!abort.signal.aborted) this.sendError(ws, toProtocolError(e));
     } finally {
@@ -148,7 +151,7 @@ export class ResponsesSockets {
     this.inFlight.get(ws)?.abort();
     this.inFlight.delete(ws);
     const socket = ws.deserializeAttachment() as SocketAttachment | null;
-    const keys = [...(socket?.warmups ?? []).map(warmKey), ...(socket?.toolChains ?? []).map(toolsKey)];
+    const keys = [...(socket?.warmups ?? []).map(warmKey), ...new Set((socket?.toolChains ?? []).map((c) => toolsKey(c.hash)))];
     if (keys.length > 0) await this.ctx.storage.delete(keys);
   }
 
@@ -158,24 +161,32 @@ export class ResponsesSockets {
    * items. Items of a chained response stay in effect (they are conversation items), so the
    * response's `additional_tools` items are put back in front of the new input. A message with
    * `additional_tools` items of its own declares its tools anew: those are used, not added to.
-   * Answers the body to run and the `additional_tools` items in effect for its response.
+   * Answers the body to run and the `additional_tools` items in effect for its response (with
+   * their hash; undefined: none).
    */
-  private async withChainTools(body: Record<string, unknown>): Promise<{ body: Record<string, unknown>; toolItems: unknown[] }> {
+  private async withChainTools(ws: WebSocket, body: Record<string, unknown>): Promise<{ body: Record<string, unknown>; tools?: ChainTools }> {
     const own = inputItems(body.input).filter(isToolItem);
+    if (own.length > 0) return { body, tools: { items: own, hash: (await sha256Hex(JSON.stringify(own))).slice(0, 32) } };
     const previous = body.previous_response_id;
-    if (own.length > 0 || typeof previous !== "string") return { body, toolItems: own };
-    const inherited = await this.ctx.storage.get<unknown[]>(toolsKey(previous));
-    if (!inherited) return { body, toolItems: [] };
-    return { body: { ...body, input: [...inherited, ...inputItems(body.input)] }, toolItems: inherited };
+    const hash = typeof previous === "string" ? (ws.deserializeAttachment() as SocketAttachment | null)?.toolChains?.find((c) => c.id === previous)?.hash : undefined;
+    const inherited = hash === undefined ? undefined : await this.ctx.storage.get<unknown[]>(toolsKey(hash));
+    if (!inherited) return { body };
+    return { body: { ...body, input: [...inherited, ...inputItems(body.input)] }, tools: { items: inherited, hash: hash! } };
   }
 
-  /** Keeps a response's `additional_tools` items for the messages that chain from it (the last WARMUPS_KEPT responses). */
-  private async keepChainTools(ws: WebSocket, responseId: string, items: unknown[]): Promise<void> {
+  /**
+   * Notes a response's `additional_tools` items for the messages that chain from it (the last
+   * WARMUPS_KEPT responses). The items are written once per distinct list (a chain that keeps its
+   * tools writes nothing per turn) and deleted when no kept response names them.
+   */
+  private async keepChainTools(ws: WebSocket, responseId: string, tools: ChainTools): Promise<void> {
     const socket = ws.deserializeAttachment() as SocketAttachment | null;
     if (!socket) return;
-    await this.ctx.storage.put(toolsKey(responseId), items);
-    const toolChains = [...(socket.toolChains ?? []), responseId];
-    if (toolChains.length > WARMUPS_KEPT) await this.ctx.storage.delete(toolsKey(toolChains.shift()!));
+    const kept = socket.toolChains ?? [];
+    if (!kept.some((c) => c.hash === tools.hash)) await this.ctx.storage.put(toolsKey(tools.hash), tools.items);
+    const toolChains = [...kept, { id: responseId, hash: tools.hash }];
+    const dropped = toolChains.length > WARMUPS_KEPT ? toolChains.shift()! : undefined;
+    if (dropped && !toolChains.some((c) => c.hash === dropped.hash)) await this.ctx.storage.delete(toolsKey(dropped.hash));
     ws.serializeAttachment({ ...socket, toolChains });
   }
 
@@ -213,8 +224,14 @@ function warmKey(id: string): string {
   return `responses-socket-warmup:${id}`;
 }
 
-function toolsKey(id: string): string {
-  return `responses-socket-tools:${id}`;
+function toolsKey(hash: string): string {
+  return `responses-socket-tools:${hash}`;
+}
+
+/** The `additional_tools` items in effect for a response, and the hash they are stored under. */
+interface ChainTools {
+  items: unknown[];
+  hash: string;
 }
 
 function isToolItem(item: unknown): boolean {
