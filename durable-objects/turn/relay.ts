@@ -72,9 +72,11 @@ export async function relayTurn(p: RelayParams): Promise<RelayResult> {
         if (frame.type === "token") {
           firstTokenMs ??= performance.now() - t0;
           const logprobs = frame.logprobs !== undefined && frame.logprobs.length > 0 ? frame.logprobs : undefined;
-          // `reply` goes out even on a frame without text: a call's name or argument piece may be all it adds.
+          // `reply` goes out even on a frame without text: a call's name or argument piece may be all
+          // it adds (an empty one adds nothing: such a frame, without text, is not sent).
           const event: TurnEvent = { type: "token", text: frame.text, ...(logprobs ? { logprobs } : {}), ...(frame.reply ? { reply: frame.reply } : {}) };
-          if ((frame.text || logprobs || frame.reply) && !(await p.emit(event))) {
+          const adds = frame.reply !== undefined && (frame.reply.content !== undefined || frame.reply.toolCalls !== undefined);
+          if ((frame.text || logprobs || adds) && !(await p.emit(event))) {
             clientGone = true;
             throw new ProtocolError("backend_unavailable", "the client went away");
           }
