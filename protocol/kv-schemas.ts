@@ -1,6 +1,7 @@
 import { z } from "zod";
 import type { KvFetchRequest, KvPullReport, KvPullRequest, KvStreamHeader } from "./kv-messages";
 import { KV_PULL_OUTCOMES } from "./kv-messages";
+import type { Assert, Equals } from "./schema-parts";
 import { array, count, expect, integer, map, milliseconds, nonEmptyString, oneOf, string, tokenId } from "./schema-parts";
 
 /**
@@ -38,8 +39,6 @@ export const kvStreamHeaderSchema = map({
   blocks: count,
 }) satisfies z.ZodType<KvStreamHeader>;
 
-type Equals<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
-type Assert<T extends true> = T;
 
 export type KvSchemaDriftChecks = [
   Assert<Equals<z.output<typeof kvPullReportSchema>, KvPullReport>>,

@@ -38,3 +38,7 @@ export function map<S extends z.core.$ZodLooseShape>(shape: S) {
 export function array<T extends z.core.SomeType>(item: T) {
   return z.array(item, expect("must be an array"));
 }
+
+/** Type-level equality, for the drift checks that fail to compile when a schema and its type differ. */
+export type Equals<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
+export type Assert<T extends true> = T;

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { ERROR_CODES } from "./errors";
 import { kvPullReportSchema } from "./kv-schemas";
+import type { Assert, Equals } from "./schema-parts";
 import { array, boolean, count, expect, integer, map, milliseconds, nonEmptyString, oneOf, positiveMilliseconds, shortBlockHash, string, tokenId } from "./schema-parts";
 import type {
   BlockEviction,
@@ -357,8 +358,6 @@ export const heartbeatReplySchema = map({
 // Drift checks: each line fails to compile when a schema and its messages.ts type differ.
 // ---------------------------------------------------------------------------------------------
 
-type Equals<A, B> = (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
-type Assert<T extends true> = T;
 
 export type SchemaDriftChecks = [
   Assert<Equals<z.output<typeof toolCallSchema>, ToolCall>>,
