@@ -34,7 +34,6 @@ const mk = () => CpuExecutor.create({ spec: model.spec, weights: model.weights, 
 const ex = await mk();
 const P = model.codec.encode(model.codec.render({ messages: [{ role: "user", content: "Repeat exactly: {\"id\": \"call_8f3a2c91\", \"path\": \"/srv/app/config/settings.yaml\", \"retries\": 3}" }], tools: [], addGenerationPrompt: true }));
 const table = Array.from({ length: 16 }, (_, i) => i);
-const other = Array.from({ length: 16 }, (_, i) => 16 + i);
 // Prefill P, all but last token.
 await ex.run([{ tokenIds: P.slice(0, -1), startPos: 0, blockTable: table, logits: "none" }]);
 // Decode 8 tokens one by one, keeping rows.
@@ -47,22 +46,31 @@ for (let i = 0; i < 8; i++) {
   tok = argmax(r.logits[0]!);
   gen.push(tok);
 }
-// Verify: one step with [P.last, gen0..gen6] at startPos P.length-1 (rewrites the same slots).
-const r = await ex.run([{ tokenIds: [P.at(-1)!, ...gen.slice(0, 7)], startPos: P.length - 1, blockTable: table, logits: "all" }]);
-const all = r.logits[0]!;
-for (let i = 0; i < 8; i++) {
-  const row = all.subarray(i * V, (i + 1) * V);
-  let maxd = 0;
-  for (let j = 0; j < V; j++) maxd = Math.max(maxd, Math.abs(row[j]! - rowsDecode[i]![j]!));
-  console.log(`row ${i}: max |verify - decode| = ${maxd.toExponential(2)} argmax ${argmax(row)} vs ${argmax(rowsDecode[i]!)}`);
+const maxDiff = (a: Float32Array, b: Float32Array) => {
+  let d = 0;
+  for (let j = 0; j < V; j++) d = Math.max(d, Math.abs(a[j]! - b[j]!));
+  return d;
+};
+// Verify: one step with [P.last, gen0..gen6] at startPos P.length-1 (rewrites the same slots), as a
+// verify run (the decode group) and as a prefill chunk (the prefill group), for comparison.
+for (const verify of [true, false]) {
+  const r = await ex.run([{ tokenIds: [P.at(-1)!, ...gen.slice(0, 7)], startPos: P.length - 1, blockTable: table, logits: "all", verify }]);
+  const all = r.logits[0]!;
+  const diffs = rowsDecode.map((d, i) => maxDiff(all.subarray(i * V, (i + 1) * V), d));
+  const argmaxesEqual = rowsDecode.every((d, i) => argmax(all.subarray(i * V, (i + 1) * V)) === argmax(d));
+  console.log(`${verify ? "verify run (decode group)" : "prefill chunk (prefill group)"}: max |step - decode| per row ${diffs.map((d) => d.toExponential(1)).join(" ")}; argmaxes ${argmaxesEqual ? "equal" : "DIFFER"}`);
 }
-// Batching alone: the first decode token again, as row `at` of a decode step of 8 one-token
-// sequences (the others: token 0 over other blocks), against the same token decoded alone.
+// Batching alone: the first decode token again, as row `at` of a step of 8 sequences (the others:
+// a longer context over other blocks, one of them verifying a 5-token draft), against the same
+// token decoded alone.
+const other = Array.from({ length: 16 }, (_, i) => 16 + i);
 for (const at of [0, 1, 3, 7]) {
-  const seqs = Array.from({ length: 8 }, (_, i) => (i === at ? { tokenIds: [P.at(-1)!], startPos: P.length - 1, blockTable: table, logits: "last" as const } : { tokenIds: [0], startPos: 3, blockTable: other, logits: "none" as const }));
+  const seqs = Array.from({ length: 8 }, (_, i) =>
+    i === at
+      ? { tokenIds: [P.at(-1)!], startPos: P.length - 1, blockTable: table, logits: "last" as const }
+      : { tokenIds: i === (at + 1) % 8 ? [0, 1, 2, 3, 4, 5] : [0], startPos: P.length + 40 + i, blockTable: other, logits: "none" as const, verify: true },
+  );
   const row = (await ex.run(seqs)).logits[at]!;
-  let maxd = 0;
-  for (let j = 0; j < V; j++) maxd = Math.max(maxd, Math.abs(row[j]! - rowsDecode[0]![j]!));
-  console.log(`batch of 8, row ${at}: max |batched - alone| = ${maxd.toExponential(2)}`);
+  console.log(`batch of 8 with longer neighbours, row ${at}: max |batched - alone| = ${maxDiff(row, rowsDecode[0]!).toExponential(2)}`);
 }
 await ex.dispose();

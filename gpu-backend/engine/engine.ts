@@ -171,6 +171,7 @@ export class Engine implements JobQueue {
             startPos: item.startPos,
             blockTable: this.kv.blockTable(item.seq.seqId),
             logits: !item.samples ? "none" : item.draft.length > 0 ? "all" : job?.sampler.greedy && job.logprobs === undefined && !job.constraint ? "argmax" : "last",
+            verify: item.draft.length > 0,
           };
         });
         const t0 = performance.now();

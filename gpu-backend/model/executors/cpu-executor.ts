@@ -3,9 +3,7 @@ import type { DecoderSpec, WeightSource } from "../graph/decoder-spec";
 import type { BlockIO, Executor, StepResult, StepSequence, TransferStats } from "./executor";
 import { GRAPH_IO, buildLlamaGraph, slidingWindowOf } from "../graph/llama-graph";
 import type { QuantizedWeights } from "../quant/quantized-weights";
-
-/** Additive mask value for keys a query must not see (finite so padded rows stay NaN-free). */
-const MASKED = -1e30;
+import { stepFeeds } from "./cpu-step-feeds";
 
 export interface CpuExecutorOptions {
   spec: DecoderSpec;
@@ -86,7 +84,7 @@ export class CpuExecutor implements Executor {
   }
 
   async run(sequences: readonly StepSequence[]): Promise<StepResult> {
-    const feeds = this.buildFeeds(sequences);
+    const feeds = stepFeeds(sequences, { blockSize: this.blockSize, numKvHeads: this.spec.numKvHeads, window: this.window });
     const wantLogits = sequences.some((s) => s.logits === "last" || s.logits === "all");
     const fetches = wantLogits ? this.fetchesWithLogits : this.fetchesArgmaxOnly;
     const outputs = await this.session.run({ ...feeds.inputs, ...this.poolFeeds }, fetches);
@@ -167,135 +165,6 @@ export class CpuExecutor implements Executor {
         out.set(pool.subarray(src, src + hd), (i * nkv + h) * hd);
       }
     return out;
-  }
-
-  private slotOf(seq: StepSequence, pos: number): number {
-    const block = seq.blockTable[Math.floor(pos / this.blockSize)];
-    if (block === undefined) throw new Error(`block table too short for position ${pos}`);
-    return block * this.blockSize + (pos % this.blockSize);
-  }
-
-  private buildFeeds(sequences: readonly StepSequence[]) {
-    const order: number[] = [];
-    const decode: number[] = [];
-    const prefill: number[] = [];
-    sequences.forEach((s, i) => {
-      if (s.tokenIds.length === 0) throw new Error("a step sequence needs at least one token");
-      (s.tokenIds.length === 1 ? decode : prefill).push(i);
-    });
-    order.push(...decode, ...prefill);
-
-    // An empty prefill group traps onnxruntime's CPU kernels (SIGFPE on zero-sized shapes), so a
-    // decode-only step carries one dummy prefill row: token 0 at position 0, attending only to
-    // itself, its KV discarded (slot -1) and no logits read from it.
-    const dummy = prefill.length === 0 ? 1 : 0;
-    const T = sequences.reduce((a, s) => a + s.tokenIds.length, 0) + dummy;
-    const inputIds = new BigInt64Array(T);
-    const positions = new BigInt64Array(T);
-    const ids32 = new Int32Array(inputIds.buffer);
-    const pos32 = new Int32Array(positions.buffer);
-    const slots = new Int32Array(T);
-    const rowOf = new Int32Array(sequences.length); // first flat row of each sequence
-    let row = 0;
-    for (const i of order) {
-      const s = sequences[i]!;
-      rowOf[i] = row;
-      for (let j = 0; j < s.tokenIds.length; j++, row++) {
-        ids32[2 * row] = s.tokenIds[j]!;
-        pos32[2 * row] = s.startPos + j;
-        slots[row] = this.slotOf(s, s.startPos + j);
-      }
-    }
-
-    if (dummy) slots[row] = -1;
-
-    const Bd = decode.length;
-    const Tp = T - Bd;
-    const full = this.attentionContext(sequences, decode, prefill, Tp, dummy, null);
-    const local = this.window === null ? null : this.attentionContext(sequences, decode, prefill, Tp, dummy, this.window);
-
-    // Logit rows, per sequence in the caller's order.
-    const logitRows: number[] = [];
-    const logitRanges: [number, number][] = [];
-    sequences.forEach((s, i) => {
-      const from = logitRows.length;
-      const n = s.tokenIds.length;
-      if (s.logits === "all") for (let j = 0; j < n; j++) logitRows.push(rowOf[i]! + j);
-      else if (s.logits !== "none") logitRows.push(rowOf[i]! + n - 1);
-      logitRanges.push([from, logitRows.length]);
-    });
-    const logitIndex = BigInt64Array.from(logitRows, (r) => BigInt(r));
-
-    const inputs: Record<string, ort.Tensor> = {
-      input_ids: new ort.Tensor("int64", inputIds, [T]),
-      position_ids: new ort.Tensor("int64", positions, [T]),
-      group_sizes: new ort.Tensor("int64", BigInt64Array.of(BigInt(Bd), BigInt(Tp)), [2]),
-      dec_ctx_slots: full.decSlots,
-      dec_mask: full.decMask,
-      pre_ctx_slots: full.preSlots,
-      pre_mask: full.preMask,
-      logit_index: new ort.Tensor("int64", logitIndex, [logitRows.length]),
-    };
-    if (local) {
-      inputs[GRAPH_IO.local.decSlots] = local.decSlots;
-      inputs[GRAPH_IO.local.decMask] = local.decMask;
-      inputs[GRAPH_IO.local.preSlots] = local.preSlots;
-      inputs[GRAPH_IO.local.preMask] = local.preMask;
-    }
-    const inputBytes = inputIds.byteLength * 2 + full.bytes + (local?.bytes ?? 0) + logitIndex.byteLength;
-    return { inputs, slots, logitRanges, inputBytes };
-  }
-
-  /**
-   * The context slots and masks of the decode and prefill groups for layers attending within
-   * `window` (null: to every earlier position). A query at position q sees keys at p <= q with
-   * q - p < window; only the context positions some query can see are gathered.
-   */
-  private attentionContext(sequences: readonly StepSequence[], decode: number[], prefill: number[], Tp: number, dummy: number, window: number | null) {
-    const firstVisible = (pos: number) => (window === null ? 0 : Math.max(0, pos - window + 1));
-    // Decode group: [Bd, Sd] context slots, padded; mask [1, Bd, 1, Sd + 1].
-    const Bd = decode.length;
-    // A non-empty decode group gets at least one (masked) context column: onnxruntime's CPU Gather
-    // traps (SIGFPE) on indices of shape [Bd, 0]. Other empty groups are fine as zero-sized tensors.
-    const Sd = Bd === 0 ? 0 : Math.max(1, decode.reduce((a, i) => Math.max(a, sequences[i]!.startPos - firstVisible(sequences[i]!.startPos)), 0));
-    const decSlots = new BigInt64Array(Bd * Sd);
-    const decSlots32 = new Int32Array(decSlots.buffer);
-    const decMask = new Float32Array(Bd * (Sd + 1));
-    decode.forEach((i, b) => {
-      const s = sequences[i]!;
-      const lo = firstVisible(s.startPos);
-      for (let p = lo; p < s.startPos; p++) decSlots32[2 * (b * Sd + p - lo)] = this.slotOf(s, p);
-      decMask.fill(MASKED, b * (Sd + 1) + s.startPos - lo, b * (Sd + 1) + Sd);
-    });
-
-    // Prefill group: the visible context slots of each sequence, then all new tokens; mask [1, 1, Tp, Sp + Tp].
-    const Sp = prefill.reduce((a, i) => a + sequences[i]!.startPos - firstVisible(sequences[i]!.startPos), 0);
-    const preSlots = new BigInt64Array(Sp);
-    const preSlots32 = new Int32Array(preSlots.buffer);
-    const width = Sp + Tp;
-    const preMask = new Float32Array(Tp * width).fill(dummy ? 0 : MASKED);
-    let ctxOff = 0;
-    let newOff = 0;
-    for (const i of prefill) {
-      const s = sequences[i]!;
-      const lo = firstVisible(s.startPos);
-      for (let p = lo; p < s.startPos; p++) preSlots32[2 * (ctxOff + p - lo)] = this.slotOf(s, p);
-      for (let j = 0; j < s.tokenIds.length; j++) {
-        const r = (newOff + j) * width;
-        const from = firstVisible(s.startPos + j); // first position this query sees
-        if (from < s.startPos) preMask.fill(0, r + ctxOff + from - lo, r + ctxOff + s.startPos - lo);
-        preMask.fill(0, r + Sp + newOff + Math.max(0, from - s.startPos), r + Sp + newOff + j + 1);
-      }
-      ctxOff += s.startPos - lo;
-      newOff += s.tokenIds.length;
-    }
-    return {
-      decSlots: new ort.Tensor("int64", decSlots, [Bd, Sd]),
-      decMask: new ort.Tensor("float32", decMask, [1, Bd, 1, Sd + 1]),
-      preSlots: new ort.Tensor("int64", preSlots, [Sp]),
-      preMask: new ort.Tensor("float32", preMask, [1, 1, Tp, width]),
-      bytes: decSlots.byteLength + decMask.byteLength + preSlots.byteLength + preMask.byteLength,
-    };
   }
 }
 

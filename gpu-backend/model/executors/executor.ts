@@ -95,6 +95,13 @@ export interface StepSequence {
    * logits, or every new token's logits.
    */
   logits: "none" | "argmax" | "last" | "all";
+  /**
+   * A verify run (speculative decoding: the last token and a draft): each new token is attended
+   * as if it were decoded alone, so its logits equal a decode step's (bit for bit on the cpu
+   * executor, whose decode group attends row by row; executors that attend every row alike ignore
+   * it). Meant for short runs: each row reads its sequence's whole context.
+   */
+  verify?: boolean;
 }
 
 export interface StepResult {

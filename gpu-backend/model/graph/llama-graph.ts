@@ -4,6 +4,7 @@ import { pickMoeKernel } from "./moe-block";
 import type { QuantizedWeights } from "../quant/quantized-weights";
 import type { GraphWeights } from "./linear";
 import { attentionInputs, attentionOutputAndMlp, embedTokens, layerRope, lmHead } from "./decoder-blocks";
+import { decodeAttention, decodeContextInputs, decodeGroupInputs } from "./decode-attention";
 
 /**
  * The Llama-family decoder as an ONNX graph of standard ops (the portable "cpu" path), reading a
@@ -11,17 +12,18 @@ import { attentionInputs, attentionOutputAndMlp, embedTokens, layerRope, lmHead 
  *
  * One run is one engine step over a flat batch of T new tokens from several sequences:
  *
- *   flat tokens:  [ d0 d1 ... d(Bd-1) | p0 p1 ... p(Tp-1) ]
+ *   flat tokens:  [ d0 d1 ... d(Td-1) | p0 p1 ... p(Tp-1) ]
  *                   decode group:        prefill group:
- *                   one token per seq    the chunks of one or more sequences, in order
+ *                   one token per seq,   the chunks of one or more sequences, in order
+ *                   or a verify run
  *
  *   KV pool (per layer, input kv_k_L / kv_v_L):  [numKvHeads, numSlots, headDim]
  *       slot = blockId * blockSize + offset     (the engine's block tables)
  *
- *   decode group:  keys of seq b = pool[dec_ctx_slots[b, 0..Sd)] ++ its own new key
- *                  dec_mask [1,Bd,1,Sd+1]: 0 where allowed, -1e30 on padding; the past and the
- *                  token's own key are scored separately, so the gathered past is never copied
- *                  again (no concat, no transpose: FusedMatMul reads K transposed)
+ *   decode group:  each row attended on its own against its own key and its sequence's past
+ *                  pool[dec_ctx_slots[b, 0..Sd)] (with the step's earlier verify rows scattered
+ *                  in), so its logits are those of the token decoded alone, bit for bit: see
+ *                  decode-attention.ts
  *   prefill group: keys = pool[pre_ctx_slots[0..Sp)] ++ all Tp new keys
  *                  pre_mask [1,1,Tp,Sp+Tp]: each token sees its own sequence's context and the
  *                  new tokens of its own sequence at positions <= its own
@@ -45,16 +47,16 @@ export function buildLlamaGraph(spec: DecoderSpec, weights: WeightSource, quanti
   const inputIds = g.input("input_ids", I64, ["T"]);
   const positionIds = g.input("position_ids", I64, ["T"]);
   const groupSizes = g.input("group_sizes", I64, [2]);
-  const decSlots = g.input("dec_ctx_slots", I64, ["Bd", "Sd"]);
-  const decMask = g.input("dec_mask", F, [1, "Bd", 1, "Sd1"]);
-  const preSlots = g.input("pre_ctx_slots", I64, ["Sp"]);
-  const preMask = g.input("pre_mask", F, [1, 1, "Tp", "Sp1"]);
+  const decGroup = decodeGroupInputs(g, GRAPH_IO);
+  const dims = { nkv, groups, hd };
+  const decContext = decodeContextInputs(g, GRAPH_IO.full, dims);
+  const preSlots = g.input(GRAPH_IO.full.preSlots, I64, ["Sp"]);
+  const preMask = g.input(GRAPH_IO.full.preMask, F, [1, 1, "Tp", "Sp1"]);
   // Sliding-window layers read only the keys inside their window: their own, narrower context.
   const local = slidingWindowOf(spec) === null
     ? null
     : {
-        decSlots: g.input(GRAPH_IO.local.decSlots, I64, ["Bd", "Wd"]),
-        decMask: g.input(GRAPH_IO.local.decMask, F, [1, "Bd", 1, "Wd1"]),
+        decContext: decodeContextInputs(g, GRAPH_IO.local, dims),
         preSlots: g.input(GRAPH_IO.local.preSlots, I64, ["Wp"]),
         preMask: g.input(GRAPH_IO.local.preMask, F, [1, 1, "Tp", "Wp1"]),
       };
@@ -76,8 +78,8 @@ export function buildLlamaGraph(spec: DecoderSpec, weights: WeightSource, quanti
     const [qd, qp] = g.opN("Split", [qScaled, groupSizes], 2, { attributes: { axis: 0 } });
     const [kd, kp] = g.opN("Split", [k, groupSizes], 2, { attributes: { axis: 0 } });
     const [vd, vp] = g.opN("Split", [v, groupSizes], 2, { attributes: { axis: 0 } });
-    const ctx = spec.layerWindows[l] !== null && local ? local : { decSlots, decMask, preSlots, preMask };
-    const decOut = decodeAttention(g, { q: qd!, k: kd!, v: vd!, poolK, poolV, slots: ctx.decSlots, mask: ctx.decMask, nkv, groups, hd });
+    const ctx = spec.layerWindows[l] !== null && local ? local : { decContext, preSlots, preMask };
+    const decOut = decodeAttention(g, { q: qd!, k: kd!, v: vd!, poolK, poolV, group: decGroup, context: ctx.decContext, nkv, groups, hd });
     const preOut = prefillAttention(g, { q: qp!, k: kp!, v: vp!, poolK, poolV, slots: ctx.preSlots, mask: ctx.preMask, nkv, groups, hd });
 
     const attn = g.op("Concat", [decOut, preOut], { attributes: { axis: 0 } });
@@ -96,9 +98,18 @@ export const GRAPH_IO = {
   newV: (layer: number) => `new_v_${layer}`,
   logits: "logits",
   nextToken: "next_token",
+  /** The context every full-attention layer reads. */
+  full: { decSlots: "dec_ctx_slots", decMask: "dec_mask", decNewAt: "dec_new_at", preSlots: "pre_ctx_slots", preMask: "pre_mask" },
   /** The sliding-window layers' context (present when the spec has such layers). */
-  local: { decSlots: "dec_ctx_slots_local", decMask: "dec_mask_local", preSlots: "pre_ctx_slots_local", preMask: "pre_mask_local" },
+  local: { decSlots: "dec_ctx_slots_local", decMask: "dec_mask_local", decNewAt: "dec_new_at_local", preSlots: "pre_ctx_slots_local", preMask: "pre_mask_local" },
+  /** The decode group's rows (decode-attention.ts). */
+  decRows: "dec_rows",
+  decUnpad: "dec_unpad",
+  decNewRows: "dec_new_rows",
 } as const;
+
+/** The input names of one attention context. */
+export type ContextInputNames = (typeof GRAPH_IO)["full"] | (typeof GRAPH_IO)["local"];
 
 /**
  * The one sliding window of the spec's windowed layers, or null when every layer attends fully.
@@ -121,24 +132,6 @@ interface AttentionArgs {
   nkv: number;
   groups: number;
   hd: number;
-}
-
-/** One new token per sequence: q [Bd, nh, hd] against its gathered past and its own key. */
-function decodeAttention(g: GraphBuilder, a: AttentionArgs): string {
-  const { nkv, groups, hd } = a;
-  const q4 = g.op("Transpose", [g.op("Reshape", [a.q, g.int64s([-1, nkv, groups, hd])])], { attributes: { perm: [1, 0, 2, 3] } }); // [nkv, Bd, G, hd]
-  const kPast = g.op("Gather", [a.poolK, a.slots], { attributes: { axis: 1 } }); // [nkv, Bd, Sd, hd]
-  const vPast = g.op("Gather", [a.poolV, a.slots], { attributes: { axis: 1 } });
-  const scoresPast = g.op("FusedMatMul", [q4, kPast], { domain: "com.microsoft", attributes: { transB: 1 } }); // [nkv, Bd, G, Sd]
-  const kSelf = g.op("Unsqueeze", [g.op("Transpose", [a.k], { attributes: { perm: [1, 0, 2] } }), g.int64s([-1])]); // [nkv, Bd, hd, 1]
-  const scoresSelf = g.op("MatMul", [q4, kSelf]); // [nkv, Bd, G, 1]
-  const scores = g.op("Add", [g.op("Concat", [scoresPast, scoresSelf], { attributes: { axis: -1 } }), a.mask]);
-  const probs = g.op("Softmax", [scores], { attributes: { axis: -1 } });
-  const pPast = g.op("Slice", [probs, g.int64s([0]), g.int64s([-1]), g.int64s([-1])]);
-  const pSelf = g.op("Slice", [probs, g.int64s([-1]), g.int64s([2 ** 31 - 1]), g.int64s([-1])]);
-  const vSelf = g.op("Unsqueeze", [g.op("Transpose", [a.v], { attributes: { perm: [1, 0, 2] } }), g.int64s([2])]); // [nkv, Bd, 1, hd]
-  const out = g.op("Add", [g.op("MatMul", [pPast, vPast]), g.op("Mul", [pSelf, vSelf])]); // [nkv, Bd, G, hd]
-  return g.op("Reshape", [g.op("Transpose", [out], { attributes: { perm: [1, 0, 2, 3] } }), g.int64s([-1, nkv * groups * hd])]);
 }
 
 /** Chunks of one or more sequences, flat: q [Tp, nh, hd] against gathered context ++ new keys. */
