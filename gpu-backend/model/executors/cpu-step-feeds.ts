@@ -105,68 +105,75 @@ export function stepFeeds(sequences: readonly StepSequence[], layout: FeedLayout
 
 const visibleFrom = (window: number | null) => (pos: number) => (window === null ? 0 : Math.max(0, pos - window + 1));
 
-/** The decode group's padding: `dec_rows` [Bd * R], `dec_unpad` [Td], and the rows scattered into the past, `dec_new_rows` [U]. */
+/** The decode group's padding: `dec_rows` [Bd * R] and `dec_unpad` [Td]. */
 function decodeRows(decode: readonly Member[], Td: number): Record<string, ort.Tensor> {
   const R = Math.max(...decode.map((m) => m.tokenIds.length));
   const rows = new BigInt64Array(decode.length * R);
   const unpad = new BigInt64Array(Td);
-  const newRows: bigint[] = [];
   decode.forEach((m, b) => {
     const n = m.tokenIds.length;
     for (let r = 0; r < R; r++) rows[b * R + r] = BigInt(m.row + (r < n ? r : 0));
     for (let r = 0; r < n; r++) unpad[m.row + r] = BigInt(b * R + r);
-    for (let r = 0; r < n - 1; r++) newRows.push(BigInt(m.row + r));
   });
-  if (newRows.length === 0) newRows.push(0n); // the dummy update (decode-attention.ts)
-  return {
-    [GRAPH_IO.decRows]: new ort.Tensor("int64", rows, [rows.length]),
-    [GRAPH_IO.decUnpad]: new ort.Tensor("int64", unpad, [Td]),
-    [GRAPH_IO.decNewRows]: new ort.Tensor("int64", BigInt64Array.from(newRows), [newRows.length]),
-  };
+  return { [GRAPH_IO.decRows]: new ort.Tensor("int64", rows, [rows.length]), [GRAPH_IO.decUnpad]: new ort.Tensor("int64", unpad, [Td]) };
 }
 
 /**
- * One context of the decode group: each sequence's past slots [Bd, Sd] (column c = position
- * lo + c, lo its first position any of its rows sees), the mask [Bd, R, 1, 1 + Sd] (self column,
- * then the visible past from column 1, masked after) and where each verify row's new key goes,
- * `dec_new_at` [nkv, U, 3]. The last column is a spare no row sees, for the dummy update.
+ * One context of the decode group (decode-attention.ts): the past slots [Bd, Rc, Sd], one past per
+ * sequence (Rc = 1, full attention) or one per row (Rc = R, a sliding window: each row's past
+ * starts at the first position it sees); column c of a past is position lo + c. The mask
+ * [Bd, R, 1, 1 + Sd]: the self column, then the visible past from column 1, masked after. The rows
+ * scattered into the pasts, `dec_new_rows` [U] and `dec_new_at` [nkv, U, 4]: each verify row's
+ * new key, in the past of every later row of its sequence. The last column is a spare no row
+ * sees, for the dummy update.
  */
 function decodeContext(decode: readonly Member[], layout: FeedLayout, window: number | null, names: ContextInputNames): Record<string, ort.Tensor> {
   const firstVisible = visibleFrom(window);
   const nkv = layout.numKvHeads;
   const R = Math.max(...decode.map((m) => m.tokenIds.length));
-  const los = decode.map((m) => firstVisible(m.startPos));
-  const Sd = Math.max(...decode.map((m, b) => m.startPos + m.tokenIds.length - 1 - los[b]!)) + 1;
+  const Rc = window === null ? 1 : R;
+  // Per (sequence, past row): its first position lo and the rows whose past it is.
+  const pastOf = (m: Member, rc: number) => {
+    const last = Rc === 1 ? m.tokenIds.length - 1 : Math.min(rc, m.tokenIds.length - 1);
+    return { lo: firstVisible(m.startPos + (Rc === 1 ? 0 : last)), last };
+  };
+  let Sd = 0;
+  for (const m of decode)
+    for (let rc = 0; rc < Rc; rc++) {
+      const { lo, last } = pastOf(m, rc);
+      Sd = Math.max(Sd, m.startPos + last - lo + 1);
+    }
   const W = Sd + 1;
-  const ctxSlots = new BigInt64Array(decode.length * Sd);
+  const ctxSlots = new BigInt64Array(decode.length * Rc * Sd);
   const ctxSlots32 = new Int32Array(ctxSlots.buffer);
   const mask = new Float32Array(decode.length * R * W).fill(MASKED);
-  const newAt: [number, number][] = []; // (sequence, column) per scattered row
+  const scattered: [number, number, number, number][] = []; // (flat row, sequence, past row, column)
   decode.forEach((m, b) => {
-    const lo = los[b]!;
-    for (let p = lo; p < m.startPos; p++) ctxSlots32[2 * (b * Sd + p - lo)] = m.slotOf(p);
+    for (let rc = 0; rc < Rc; rc++) {
+      const { lo, last } = pastOf(m, rc);
+      const at = (b * Rc + rc) * Sd;
+      for (let p = lo; p < m.startPos; p++) ctxSlots32[2 * (at + p - lo)] = m.slotOf(p);
+      for (let j = Math.max(0, lo - m.startPos); j < last; j++) scattered.push([m.row + j, b, rc, m.startPos + j - lo]);
+    }
     for (let r = 0; r < R; r++) {
       const at = (b * R + r) * W;
       mask[at] = 0;
       if (r >= m.tokenIds.length) continue; // a padding row sees only itself
       const pos = m.startPos + r;
+      const lo = pastOf(m, r).lo;
       mask.fill(0, at + 1 + firstVisible(pos) - lo, at + 1 + pos - lo);
     }
-    for (let r = 0; r < m.tokenIds.length - 1; r++) newAt.push([b, m.startPos + r - lo]);
   });
-  if (newAt.length === 0) newAt.push([0, Sd - 1]);
-  const at = new BigInt64Array(nkv * newAt.length * 3);
+  if (scattered.length === 0) scattered.push([0, 0, 0, Sd - 1]);
+  const U = scattered.length;
+  const newAt = new BigInt64Array(nkv * U * 4);
   for (let h = 0; h < nkv; h++)
-    newAt.forEach(([b, c], u) => {
-      const o = (h * newAt.length + u) * 3;
-      at[o] = BigInt(h);
-      at[o + 1] = BigInt(b);
-      at[o + 2] = BigInt(c);
-    });
+    scattered.forEach(([, b, rc, c], u) => newAt.set([BigInt(h), BigInt(b), BigInt(rc), BigInt(c)], (h * U + u) * 4));
   return {
-    [names.decSlots]: new ort.Tensor("int64", ctxSlots, [decode.length, Sd]),
+    [names.decSlots]: new ort.Tensor("int64", ctxSlots, [decode.length, Rc, Sd]),
     [names.decMask]: new ort.Tensor("float32", mask, [decode.length, R, 1, W]),
-    [names.decNewAt]: new ort.Tensor("int64", at, [nkv, newAt.length, 3]),
+    [names.decNewRows]: new ort.Tensor("int64", BigInt64Array.from(scattered, ([row]) => BigInt(row)), [U]),
+    [names.decNewAt]: new ort.Tensor("int64", newAt, [nkv, U, 4]),
   };
 }
 

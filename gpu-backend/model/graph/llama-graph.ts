@@ -99,13 +99,19 @@ export const GRAPH_IO = {
   logits: "logits",
   nextToken: "next_token",
   /** The context every full-attention layer reads. */
-  full: { decSlots: "dec_ctx_slots", decMask: "dec_mask", decNewAt: "dec_new_at", preSlots: "pre_ctx_slots", preMask: "pre_mask" },
+  full: { decSlots: "dec_ctx_slots", decMask: "dec_mask", decNewRows: "dec_new_rows", decNewAt: "dec_new_at", preSlots: "pre_ctx_slots", preMask: "pre_mask" },
   /** The sliding-window layers' context (present when the spec has such layers). */
-  local: { decSlots: "dec_ctx_slots_local", decMask: "dec_mask_local", decNewAt: "dec_new_at_local", preSlots: "pre_ctx_slots_local", preMask: "pre_mask_local" },
+  local: {
+    decSlots: "dec_ctx_slots_local",
+    decMask: "dec_mask_local",
+    decNewRows: "dec_new_rows_local",
+    decNewAt: "dec_new_at_local",
+    preSlots: "pre_ctx_slots_local",
+    preMask: "pre_mask_local",
+  },
   /** The decode group's rows (decode-attention.ts). */
   decRows: "dec_rows",
   decUnpad: "dec_unpad",
-  decNewRows: "dec_new_rows",
 } as const;
 
 /** The input names of one attention context. */
