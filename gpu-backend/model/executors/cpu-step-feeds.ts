@@ -1,6 +1,7 @@
 import * as ort from "onnxruntime-node";
 import type { StepSequence } from "./executor";
 import { GRAPH_IO, type ContextInputNames } from "../graph/llama-graph";
+import { RECENT } from "../graph/decode-attention";
 
 /** Additive mask value for keys a query must not see (finite so padded rows stay NaN-free). */
 const MASKED = -1e30;
@@ -50,7 +51,7 @@ export function stepFeeds(sequences: readonly StepSequence[], layout: FeedLayout
   const memberOf: Member[] = sequences.map((s) => {
     if (s.tokenIds.length === 0) throw new Error("a step sequence needs at least one token");
     const m = { tokenIds: s.tokenIds, startPos: s.startPos, slotOf: slotOf(s), row: 0 };
-    (s.tokenIds.length === 1 || s.verify === true ? decode : prefill).push(m);
+    (s.tokenIds.length === 1 || (s.verify === true && s.tokenIds.length <= RECENT) ? decode : prefill).push(m);
     return m;
   });
   if (decode.length === 0) decode.push(dummy());
@@ -92,12 +93,12 @@ export function stepFeeds(sequences: readonly StepSequence[], layout: FeedLayout
     position_ids: new ort.Tensor("int64", positions, [T]),
     group_sizes: new ort.Tensor("int64", BigInt64Array.of(BigInt(Td), BigInt(Tp)), [2]),
     logit_index: new ort.Tensor("int64", logitIndex, [logitRows.length]),
-    ...decodeRows(decode, Td),
-    ...decodeContext(decode, layout, null, GRAPH_IO.full),
+    ...decodeRows(decode, Td, layout.numKvHeads),
+    ...decodeContext(decode, null, GRAPH_IO.full),
     ...prefillContext(prefill, Tp, dummyPrefill, null, GRAPH_IO.full),
   };
   if (layout.window !== null) {
-    Object.assign(inputs, decodeContext(decode, layout, layout.window, GRAPH_IO.local), prefillContext(prefill, Tp, dummyPrefill, layout.window, GRAPH_IO.local));
+    Object.assign(inputs, decodeContext(decode, layout.window, GRAPH_IO.local), prefillContext(prefill, Tp, dummyPrefill, layout.window, GRAPH_IO.local));
   }
   const inputBytes = Object.values(inputs).reduce((a, t) => a + (t.data as ArrayBufferView).byteLength, 0);
   return { inputs, slots, logitRanges, inputBytes };
@@ -105,75 +106,93 @@ export function stepFeeds(sequences: readonly StepSequence[], layout: FeedLayout
 
 const visibleFrom = (window: number | null) => (pos: number) => (window === null ? 0 : Math.max(0, pos - window + 1));
 
-/** The decode group's padding: `dec_rows` [Bd * R] and `dec_unpad` [Td]. */
-function decodeRows(decode: readonly Member[], Td: number): Record<string, ort.Tensor> {
+/**
+ * The decode group's rows (decode-attention.ts): padding `dec_rows` [Bd * R] and `dec_unpad` [Td];
+ * each row's recent positions `dec_recent_slots` [Bd, R, RECENT] (position pos - RECENT + 1 + i in
+ * column i), and the new rows scattered into them, `dec_new_rows` [U] and `dec_new_at` [nkv, U, 4]:
+ * the row's own key and those of the verify rows before it.
+ */
+function decodeRows(decode: readonly Member[], Td: number, nkv: number): Record<string, ort.Tensor> {
   const R = Math.max(...decode.map((m) => m.tokenIds.length));
   const rows = new BigInt64Array(decode.length * R);
   const unpad = new BigInt64Array(Td);
+  const recentSlots = new BigInt64Array(decode.length * R * RECENT);
+  const recentSlots32 = new Int32Array(recentSlots.buffer);
+  const scattered: [number, number, number, number][] = []; // (flat row, sequence, row, column)
   decode.forEach((m, b) => {
     const n = m.tokenIds.length;
     for (let r = 0; r < R; r++) rows[b * R + r] = BigInt(m.row + (r < n ? r : 0));
-    for (let r = 0; r < n; r++) unpad[m.row + r] = BigInt(b * R + r);
+    for (let r = 0; r < n; r++) {
+      unpad[m.row + r] = BigInt(b * R + r);
+      const first = m.startPos + r - RECENT + 1;
+      for (let i = 0; i < RECENT; i++) {
+        const p = first + i;
+        if (p >= m.startPos) scattered.push([m.row + p - m.startPos, b, r, i]);
+        else if (p >= 0) recentSlots32[2 * ((b * R + r) * RECENT + i)] = m.slotOf(p);
+      }
+    }
   });
-  return { [GRAPH_IO.decRows]: new ort.Tensor("int64", rows, [rows.length]), [GRAPH_IO.decUnpad]: new ort.Tensor("int64", unpad, [Td]) };
+  const U = scattered.length;
+  const newAt = new BigInt64Array(nkv * U * 4);
+  for (let h = 0; h < nkv; h++) scattered.forEach(([, b, r, i], u) => newAt.set([BigInt(h), BigInt(b), BigInt(r), BigInt(i)], (h * U + u) * 4));
+  return {
+    [GRAPH_IO.decRows]: new ort.Tensor("int64", rows, [rows.length]),
+    [GRAPH_IO.decUnpad]: new ort.Tensor("int64", unpad, [Td]),
+    [GRAPH_IO.decRecentSlots]: new ort.Tensor("int64", recentSlots, [decode.length, R, RECENT]),
+    [GRAPH_IO.decNewRows]: new ort.Tensor("int64", BigInt64Array.from(scattered, ([row]) => BigInt(row)), [U]),
+    [GRAPH_IO.decNewAt]: new ort.Tensor("int64", newAt, [nkv, U, 4]),
+  };
 }
 
 /**
- * One context of the decode group (decode-attention.ts): the past slots [Bd, Rc, Sd], one past per
- * sequence (Rc = 1, full attention) or one per row (Rc = R, a sliding window: each row's past
- * starts at the first position it sees); column c of a past is position lo + c. The mask
- * [Bd, R, 1, 1 + Sd]: the self column, then the visible past from column 1, masked after. The rows
- * scattered into the pasts, `dec_new_rows` [U] and `dec_new_at` [nkv, U, 4]: each verify row's
- * new key, in the past of every later row of its sequence. The last column is a spare no row
- * sees, for the dummy update.
+ * One context of the decode group: the pasts (positions before each row's recent ones) as pool
+ * slots [Bd, Rc, Sp], one per sequence (Rc = 1, full attention: its rows see prefixes of it) or
+ * one per row (Rc = R, a sliding window: each starting at the first position its row sees);
+ * column c of a past is position lo + c. The mask [Bd, R, 1, RECENT + Sp]: the visible recent
+ * positions, then the visible past from its first column, masked after. A padding row sees only
+ * its last recent column. Sp >= 1: a zero-width Gather traps onnxruntime's CPU kernels.
  */
-function decodeContext(decode: readonly Member[], layout: FeedLayout, window: number | null, names: ContextInputNames): Record<string, ort.Tensor> {
+function decodeContext(decode: readonly Member[], window: number | null, names: ContextInputNames): Record<string, ort.Tensor> {
   const firstVisible = visibleFrom(window);
-  const nkv = layout.numKvHeads;
   const R = Math.max(...decode.map((m) => m.tokenIds.length));
   const Rc = window === null ? 1 : R;
-  // Per (sequence, past row): its first position lo and the rows whose past it is.
-  const pastOf = (m: Member, rc: number) => {
-    const last = Rc === 1 ? m.tokenIds.length - 1 : Math.min(rc, m.tokenIds.length - 1);
-    return { lo: firstVisible(m.startPos + (Rc === 1 ? 0 : last)), last };
+  // A row's past: positions [lo, end), end its first recent position; lo where its past tensor starts.
+  const pastOf = (m: Member, r: number) => {
+    const pos = m.startPos + r;
+    return { lo: Rc === 1 ? firstVisible(m.startPos) : firstVisible(pos), from: firstVisible(pos), end: pos - RECENT + 1 };
   };
-  let Sd = 0;
+  const lastRow = (m: Member, rc: number) => (Rc === 1 ? m.tokenIds.length - 1 : Math.min(rc, m.tokenIds.length - 1));
+  let Sp = 1;
   for (const m of decode)
     for (let rc = 0; rc < Rc; rc++) {
-      const { lo, last } = pastOf(m, rc);
-      Sd = Math.max(Sd, m.startPos + last - lo + 1);
+      const { lo, end } = pastOf(m, lastRow(m, rc));
+      Sp = Math.max(Sp, end - lo);
     }
-  const W = Sd + 1;
-  const ctxSlots = new BigInt64Array(decode.length * Rc * Sd);
+  const W = RECENT + Sp;
+  const ctxSlots = new BigInt64Array(decode.length * Rc * Sp);
   const ctxSlots32 = new Int32Array(ctxSlots.buffer);
   const mask = new Float32Array(decode.length * R * W).fill(MASKED);
-  const scattered: [number, number, number, number][] = []; // (flat row, sequence, past row, column)
   decode.forEach((m, b) => {
     for (let rc = 0; rc < Rc; rc++) {
-      const { lo, last } = pastOf(m, rc);
-      const at = (b * Rc + rc) * Sd;
-      for (let p = lo; p < m.startPos; p++) ctxSlots32[2 * (at + p - lo)] = m.slotOf(p);
-      for (let j = Math.max(0, lo - m.startPos); j < last; j++) scattered.push([m.row + j, b, rc, m.startPos + j - lo]);
+      const { lo, end } = pastOf(m, lastRow(m, rc));
+      const at = (b * Rc + rc) * Sp;
+      for (let p = lo; p < end; p++) ctxSlots32[2 * (at + p - lo)] = m.slotOf(p);
     }
     for (let r = 0; r < R; r++) {
       const at = (b * R + r) * W;
-      mask[at] = 0;
-      if (r >= m.tokenIds.length) continue; // a padding row sees only itself
+      if (r >= m.tokenIds.length) {
+        mask[at + RECENT - 1] = 0;
+        continue;
+      }
+      const { lo, from, end } = pastOf(m, r);
       const pos = m.startPos + r;
-      const lo = pastOf(m, r).lo;
-      mask.fill(0, at + 1 + firstVisible(pos) - lo, at + 1 + pos - lo);
+      mask.fill(0, at + Math.max(0, from - (pos - RECENT + 1)), at + RECENT);
+      if (end > from) mask.fill(0, at + RECENT + from - lo, at + RECENT + end - lo);
     }
   });
-  if (scattered.length === 0) scattered.push([0, 0, 0, Sd - 1]);
-  const U = scattered.length;
-  const newAt = new BigInt64Array(nkv * U * 4);
-  for (let h = 0; h < nkv; h++)
-    scattered.forEach(([, b, rc, c], u) => newAt.set([BigInt(h), BigInt(b), BigInt(rc), BigInt(c)], (h * U + u) * 4));
   return {
-    [names.decSlots]: new ort.Tensor("int64", ctxSlots, [decode.length, Rc, Sd]),
+    [names.decSlots]: new ort.Tensor("int64", ctxSlots, [decode.length, Rc, Sp]),
     [names.decMask]: new ort.Tensor("float32", mask, [decode.length, R, 1, W]),
-    [names.decNewRows]: new ort.Tensor("int64", BigInt64Array.from(scattered, ([row]) => BigInt(row)), [U]),
-    [names.decNewAt]: new ort.Tensor("int64", newAt, [nkv, U, 4]),
   };
 }
 

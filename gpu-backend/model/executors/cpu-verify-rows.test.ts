@@ -12,16 +12,19 @@ import { tinySpec } from "../testing/tiny-spec";
  * bit, alone or beside other sequences (longer contexts, another draft, a prefill chunk). Int8
  * weights are where a difference showed (MatMulNBits quantizes activations per block, so a 1e-7
  * difference in attention became other quantization steps); sliding-window layers (gemma3's window
- * of 8, phi3's of 24) past their window, where each row's visible past starts elsewhere.
+ * of 8, phi3's of 24) past their window, where each row's visible past starts elsewhere; one query
+ * head per KV head (Phi-3-mini's shape), where MLAS's one-row products sum differently by width.
  */
 const BLOCK = 4;
 const specs = familySpecs();
 const cases = [
   { name: "llama fp32", spec: tinySpec(), bits: null },
   { name: "llama int8", spec: tinySpec(), bits: 8 },
+  { name: "llama int8, no GQA (one query head per KV head)", spec: tinySpec({ numKvHeads: 4 }), bits: 8 },
   { name: "qwen3 int4", spec: specs.qwen3, bits: 4 },
   { name: "gemma3 int8 (sliding window 8)", spec: specs.gemma3, bits: 8 },
   { name: "phi3 fp32 (sliding window 24)", spec: specs.phi3, bits: null },
+  { name: "phi3 fp32, no GQA (sliding window 24)", spec: { ...specs.phi3, numKvHeads: 4 }, bits: null },
 ] as const;
 
 const blocks = (first: number, n: number) => Array.from({ length: n }, (_, i) => first + i);

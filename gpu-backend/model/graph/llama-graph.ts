@@ -20,10 +20,10 @@ import { decodeAttention, decodeContextInputs, decodeGroupInputs } from "./decod
  *   KV pool (per layer, input kv_k_L / kv_v_L):  [numKvHeads, numSlots, headDim]
  *       slot = blockId * blockSize + offset     (the engine's block tables)
  *
- *   decode group:  each row attended on its own against its own key and its sequence's past
- *                  pool[dec_ctx_slots[b, 0..Sd)] (with the step's earlier verify rows scattered
- *                  in), so its logits are those of the token decoded alone, bit for bit: see
- *                  decode-attention.ts
+ *   decode group:  each row attended on its own against its recent positions (its own key, the
+ *                  step's earlier verify rows, the pool's) and the pool's older ones
+ *                  pool[dec_ctx_slots[b, .., 0..Sp)], so its logits are those of the token
+ *                  decoded alone, bit for bit: see decode-attention.ts
  *   prefill group: keys = pool[pre_ctx_slots[0..Sp)] ++ all Tp new keys
  *                  pre_mask [1,1,Tp,Sp+Tp]: each token sees its own sequence's context and the
  *                  new tokens of its own sequence at positions <= its own
@@ -47,16 +47,15 @@ export function buildLlamaGraph(spec: DecoderSpec, weights: WeightSource, quanti
   const inputIds = g.input("input_ids", I64, ["T"]);
   const positionIds = g.input("position_ids", I64, ["T"]);
   const groupSizes = g.input("group_sizes", I64, [2]);
-  const decGroup = decodeGroupInputs(g, GRAPH_IO);
-  const dims = { nkv, groups, hd };
-  const decContext = decodeContextInputs(g, GRAPH_IO.full, dims);
+  const decGroup = decodeGroupInputs(g, GRAPH_IO, { nkv, groups, hd });
+  const decContext = decodeContextInputs(g, GRAPH_IO.full, false);
   const preSlots = g.input(GRAPH_IO.full.preSlots, I64, ["Sp"]);
   const preMask = g.input(GRAPH_IO.full.preMask, F, [1, 1, "Tp", "Sp1"]);
   // Sliding-window layers read only the keys inside their window: their own, narrower context.
   const local = slidingWindowOf(spec) === null
     ? null
     : {
-        decContext: decodeContextInputs(g, GRAPH_IO.local, dims),
+        decContext: decodeContextInputs(g, GRAPH_IO.local, true),
         preSlots: g.input(GRAPH_IO.local.preSlots, I64, ["Wp"]),
         preMask: g.input(GRAPH_IO.local.preMask, F, [1, 1, "Tp", "Wp1"]),
       };
@@ -99,19 +98,15 @@ export const GRAPH_IO = {
   logits: "logits",
   nextToken: "next_token",
   /** The context every full-attention layer reads. */
-  full: { decSlots: "dec_ctx_slots", decMask: "dec_mask", decNewRows: "dec_new_rows", decNewAt: "dec_new_at", preSlots: "pre_ctx_slots", preMask: "pre_mask" },
+  full: { decSlots: "dec_ctx_slots", decMask: "dec_mask", preSlots: "pre_ctx_slots", preMask: "pre_mask" },
   /** The sliding-window layers' context (present when the spec has such layers). */
-  local: {
-    decSlots: "dec_ctx_slots_local",
-    decMask: "dec_mask_local",
-    decNewRows: "dec_new_rows_local",
-    decNewAt: "dec_new_at_local",
-    preSlots: "pre_ctx_slots_local",
-    preMask: "pre_mask_local",
-  },
+  local: { decSlots: "dec_ctx_slots_local", decMask: "dec_mask_local", preSlots: "pre_ctx_slots_local", preMask: "pre_mask_local" },
   /** The decode group's rows (decode-attention.ts). */
   decRows: "dec_rows",
   decUnpad: "dec_unpad",
+  decRecentSlots: "dec_recent_slots",
+  decNewRows: "dec_new_rows",
+  decNewAt: "dec_new_at",
 } as const;
 
 /** The input names of one attention context. */

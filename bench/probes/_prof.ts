@@ -1,0 +1,26 @@
+import * as ort from "onnxruntime-node";
+import { loadModel } from "../../gpu-backend/engine/load-model";
+import { weightsAt } from "../../gpu-backend/engine/weight-precision";
+import { buildLlamaGraph, GRAPH_IO } from "../../gpu-backend/model/graph/llama-graph";
+import { stepFeeds } from "../../gpu-backend/model/executors/cpu-step-feeds";
+import { readOrtProfile, newestProfile } from "../../gpu-backend/model/executors/ort-profile";
+import { mkdirSync } from "node:fs";
+const model = await loadModel({ dir: "smollm2" });
+const at = weightsAt(model.checkpoint, "cpu", "int8" as never, () => {});
+const spec = model.spec;
+const dir = "/tmp/prof"; mkdirSync(dir, { recursive: true });
+const s = await ort.InferenceSession.create(buildLlamaGraph(spec, model.weights, at.quantized), { executionProviders: ["cpu"], graphOptimizationLevel: "all", intraOpNumThreads: 1, enableProfiling: true, profileFilePrefix: dir + "/p", logSeverityLevel: 3 });
+const BLOCK = 16, per = 90, nb = 8 * per, S = nb * BLOCK;
+const pool: Record<string, ort.Tensor> = {};
+for (let l = 0; l < spec.numLayers; l++) { pool[GRAPH_IO.kvK(l)] = new ort.Tensor("float32", new Float32Array(S * spec.numKvHeads * spec.headDim), [spec.numKvHeads, S, spec.headDim]); pool[GRAPH_IO.kvV(l)] = new ort.Tensor("float32", new Float32Array(S * spec.numKvHeads * spec.headDim), [spec.numKvHeads, S, spec.headDim]); }
+const rows = Number(process.argv[2] ?? 1), batch = Number(process.argv[3] ?? 8), ctx = Number(process.argv[4] ?? 1200);
+const seqs = Array.from({ length: batch }, (_, b) => ({ tokenIds: Array.from({ length: rows }, (_, j) => 100 + j), startPos: ctx, blockTable: Array.from({ length: per }, (_, i) => b * per + i), logits: "argmax" as const, verify: rows > 1 }));
+const feeds = stepFeeds(seqs, { blockSize: BLOCK, numKvHeads: spec.numKvHeads, window: null });
+for (let i = 0; i < 8; i++) await s.run({ ...feeds.inputs, ...pool }, ["next_token"]);
+s.endProfiling();
+const p = readOrtProfile(newestProfile(dir + "/p"));
+const runs = p.runs.slice(3);
+const by = new Map<string, number>();
+for (const r of runs) for (const n of r.nodes) by.set(n.op, (by.get(n.op) ?? 0) + n.durUs / runs.length);
+console.log("run us", (runs.reduce((a, r) => a + r.durUs, 0) / runs.length).toFixed(0));
+console.log([...by].sort((a, b) => b[1] - a[1]).slice(0, 14).map(([k, v]) => `${k} ${v.toFixed(0)}`).join("\n"));
