@@ -79,7 +79,9 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *            greedy: decode tokens/s off vs on (same engine, alternating), acceptance, tokens per
  *            step, outputs identical; and llama.cpp on the same GGUF without and with its input
  *            lookup; flags: --quick, --json, --model (default smollm2), --speculative MODE (the
- *            engine's, default its first), --weights P (ours; default the cpu default), --only ours|llamacpp, --threads N (both engines; default every core), --out DIR
+ *            engine's, default its first), --weights P (ours; default the cpu default), --only ours|llamacpp, --threads N (both engines; default every core), --out DIR;
+ *            then (ours) a tenant's recurring job whose next trajectory repeats its earlier replies:
+ *            lookup vs suffix vs another tenant's suffix (`suffixOverLookup`); --turns cross-trajectory: that phase alone
  *   tool-stream  streamed tool-call arguments through wrangler dev (chat, tool_choice required,
  *            temperature 0): when a call's name, first and last argument pieces and the finish chunk
  *            arrive; flags: --quick (6 requests; else 12), --turns N, --json, --model DIR|smollm2
@@ -196,6 +198,7 @@ const BENCHES: Record<string, () => Promise<unknown>> = {
       weights: v.weights === undefined ? undefined : parsePrecision(v.weights),
       only: v.only === undefined ? undefined : oneOf("--only", ["ours", "llamacpp"] as const, v.only),
       threads: num(v.threads),
+      turns: v.turns === undefined ? undefined : oneOf("--turns", ["all", "cross-trajectory"] as const, v.turns),
     }),
   "tool-stream": () => runToolStreamBench({ quick, turns, model }),
   "step-costs": async () => {

@@ -10,6 +10,9 @@ import { runLlamaCppSpeculation } from "./speculative-llamacpp";
 import { runOurSpeculation } from "./speculative-ours";
 import { figuresTable, summarizeSide, summaryJson, type RunRecord, type SideFigures, type TurnCheck } from "./speculative-report";
 import { speculativeTurns, tokenTurns } from "./speculative-workload";
+import { runCrossTrajectory } from "./speculative-cross";
+import { crossJson, crossTable, summarizeCross } from "./speculative-cross-report";
+import { crossTokenTurns, crossTurns } from "./speculative-cross-workload";
 import type { Divergence } from "./speculative-divergence";
 
 export interface SpeculativeBenchOptions {
@@ -25,12 +28,14 @@ export interface SpeculativeBenchOptions {
   threads?: number | undefined;
   /** Our weight precision (default the cpu default). */
   weights?: WeightPrecision | undefined;
+  /** "cross-trajectory": the cross-trajectory phase only (ours); default every phase. */
+  turns?: "all" | "cross-trajectory" | undefined;
 }
 
 const BATCHES = [1, 8] as const;
 
 /**
- * `npm run bench -- speculative [--quick] [--json] [--model smollm2] [--speculative MODE] [--weights P] [--only ours|llamacpp] [--threads N]`
+ * `npm run bench -- speculative [--quick] [--json] [--model smollm2] [--speculative MODE] [--weights P] [--only ours|llamacpp] [--threads N] [--turns cross-trajectory]`
  *
  * Speculative decoding (issue 37) on agent turns that copy from their prompt (a tool call repeating
  * an id and a path, a file re-emitted with one edit, a JSON answer restating a record) and turns
@@ -39,6 +44,12 @@ const BATCHES = [1, 8] as const;
  * outputs stayed token-for-token identical; then the same turns on llama.cpp (the same GGUF)
  * without and with its prompt lookup (speculative-llamacpp.ts). Which turns copy, and how much,
  * is measured on the model's own off output (`copied`).
+ *
+ * Then (ours, unless `--only llamacpp`) the cross-trajectory phase (speculative-cross.ts): a tenant's
+ * recurring job whose next trajectory repeats what the tenant's earlier trajectories replied,
+ * text its prompt does not hold, at batch 1 with lookup, with suffix and with suffix for another
+ * tenant, each paired with off on one engine: `suffixOverLookup` is suffix's speedup over
+ * lookup's there. `--turns cross-trajectory` runs that phase alone.
  *
  * Figures are ratios within one engine (on / off) and ours / llama.cpp per setting; the headline
  * (`copyTurnsSpeedup`, `freeTurnsSpeedup`, `acceptanceRate`, `outputsIdentical`) is ours at batch
@@ -51,7 +62,8 @@ const BATCHES = [1, 8] as const;
 export async function runSpeculativeBench(o: SpeculativeBenchOptions): Promise<{ summary: Record<string, unknown>; details: Record<string, unknown> }> {
   const log = (line: string) => note("speculative", line);
   const model = await loadModel({ dir: o.model ?? "smollm2", log });
-  const turns = tokenTurns(model, speculativeTurns(Math.max(...BATCHES)));
+  const crossOnly = o.turns === "cross-trajectory";
+  const turns = crossOnly ? [] : tokenTurns(model, speculativeTurns(Math.max(...BATCHES)));
   const reps = o.quick ? 2 : 5;
   const hook = speculationHook();
   const mode = hook ? (o.mode ?? hook.modes[0]!) : "off";
@@ -64,7 +76,7 @@ export async function runSpeculativeBench(o: SpeculativeBenchOptions): Promise<{
   const checks: TurnCheck[] = [];
   const divergences: Divergence[] = [];
   const setups: Record<string, string> = {};
-  if (o.only !== "llamacpp") {
+  if (o.only !== "llamacpp" && !crossOnly) {
     const ours = await runOurSpeculation({ model, turns, batches: BATCHES, reps, speculation: hook ? { hook, mode } : null, threads: o.threads, weights: o.weights, log });
     runs.push(...ours.runs);
     checks.push(...ours.checks);
@@ -72,31 +84,44 @@ export async function runSpeculativeBench(o: SpeculativeBenchOptions): Promise<{
     setups.ours = ours.setup;
   }
   const ggufPath = model.checkpoint.ggufPath;
-  if (o.only !== "ours" && ggufPath) {
+  if (o.only !== "ours" && !crossOnly && ggufPath) {
     const theirs = await runLlamaCppSpeculation({ ggufPath, threads: o.threads, turns, batches: BATCHES, reps, log });
     runs.push(...theirs.runs);
     checks.push(...theirs.checks);
     setups.llamacpp = theirs.setup;
-  } else if (o.only !== "ours") log("llama.cpp not run: the model is not a GGUF file (use --model smollm2)");
+  } else if (o.only !== "ours" && !crossOnly) log("llama.cpp not run: the model is not a GGUF file (use --model smollm2)");
+  let cross: ReturnType<typeof summarizeCross> | null = null;
+  let crossDetails: Record<string, unknown> | null = null;
+  if (o.only !== "llamacpp" && hook) {
+    // At least 3 rounds (a true median: with 2, one slow run sets the figure); the phase is short.
+    const rounds = Math.max(3, reps);
+    const c = await runCrossTrajectory({ model, turns: crossTokenTurns(model, crossTurns()), reps: rounds, threads: o.threads, weights: o.weights, log });
+    cross = summarizeCross(c.runs, c.checks);
+    crossDetails = { ...crossJson(cross, c.checks), rounds };
+    setups.crossTrajectory = c.setup;
+    process.stderr.write(`\n${crossTable(cross)}\n\n`);
+    log(`cross-trajectory: suffix over lookup ${cross.suffixOverLookup}x; control tenant's tree drafts ${cross.treeDrafts.control} (suffix runs' ${cross.treeDrafts.suffix}); outputs ${cross.outputsIdentical ? "identical" : `differ in ${cross.mismatches.length} runs`}`);
+  }
   const cpu = meter();
   if (cpu && cpu.otherCores > 0.1) log(`WARNING: other processes kept ${cpu.otherCores} cores busy during the run: absolute figures are low (the on/off ratios are paired)`);
 
   const ours = summarizeSide(runs, checks, "ours");
   const llamacpp = setups.llamacpp ? summarizeSide(runs, checks, "llamacpp") : null;
   const sides = [...(setups.ours ? [{ name: "ours", figures: ours }] : []), ...(llamacpp ? [{ name: "llama.cpp", figures: llamacpp }] : [])];
-  process.stderr.write(`\n${figuresTable(sides)}\n\n`);
+  if (!crossOnly) process.stderr.write(`\n${figuresTable(sides)}\n\n`);
   const mismatches = [...ours.mismatches, ...(llamacpp?.mismatches ?? [])];
   if (mismatches.length) log(`outputs differ: ${mismatches.slice(0, 5).join("; ")}${mismatches.length > 5 ? ` (${mismatches.length} in all)` : ""}`);
-  const plots = writePlots(o.outDir, ours, llamacpp, mode);
-  log(`plots: ${plots.join(", ")}`);
+  const plots = crossOnly ? [] : writePlots(o.outDir, ours, llamacpp, mode);
+  if (plots.length) log(`plots: ${plots.join(", ")}`);
   const summary = summaryJson({
     ours,
     llamacpp,
     pending: hook ? null : PENDING,
     mode,
+    cross: cross && crossDetails ? { suffixOverLookup: cross.suffixOverLookup, details: crossDetails } : null,
     extra: { divergences, model: model.spec.modelId, quick: o.quick, reps, cpu: cpus()[0]?.model ?? "unknown", cores: availableParallelism(), cpuDuringRun: cpu, setups, plots },
   });
-  return { summary, details: { ours, llamacpp, checks, runs: runs.map(({ outputs: _outputs, ...r }) => r) } };
+  return { summary, details: { ours, llamacpp, checks, runs: runs.map(({ outputs: _outputs, ...r }) => r), crossTrajectory: cross } };
 }
 
 /** Decode tokens/s per turn kind, off and on, ours and llama.cpp: one chart per batch size. */

@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { batchInvariant, compare, compareOutputs, figuresTable, summarizeSide, summaryJson, type RunRecord, type TurnCheck } from "./speculative-report";
 import { copiedFraction, hexId, speculativeTurns } from "./speculative-workload";
+import { summarizeCross, type CrossRun } from "./speculative-cross-report";
+import { copiedMask, crossCopiedFraction, crossTurns, EARLIER_TRAJECTORIES } from "./speculative-cross-workload";
 
 const run = (o: Partial<RunRecord> & Pick<RunRecord, "kind" | "setting" | "decodeMs">): RunRecord => ({
   side: "ours",
@@ -91,5 +93,47 @@ describe("speculative bench report", () => {
     const pending = summaryJson({ ours: offOnly, llamacpp: null, pending: "pending: no option", mode: "off", extra: {} });
     expect(pending).toMatchObject({ copyTurnsSpeedup: null, freeTurnsSpeedup: null, acceptanceRate: null, outputsIdentical: null, pending: "pending: no option", llamaCpp: null });
     expect(figuresTable([{ name: "ours", figures: offOnly }]).split("\n")[1]).toBe("ours\t1\ttool-call\tcopy\t0.8\t101\t100\t-\t-\t-\t-");
+  });
+
+  it("cross-trajectory workload: copied from earlier replies, not from the prompt nor earlier in the reply", () => {
+    expect(copiedMask([7, 1, 2, 3, 4], [1, 2, 3, 4, 5])).toEqual([true, true, true, true, false]);
+    expect(crossCopiedFraction([9, 9], [[1, 2, 3, 4, 5]], [1, 2, 3, 4, 8])).toBeCloseTo(0.8);
+    expect(crossCopiedFraction([1, 2, 3, 4], [[1, 2, 3, 4, 5]], [1, 2, 3, 4, 8])).toBe(0); // the prompt has it
+    // The second [1, 2, 3, 4] repeats the reply's own first: lookup's, not the tree's.
+    expect(crossCopiedFraction([9], [[1, 2, 3, 4]], [1, 2, 3, 4, 1, 2, 3, 4])).toBeCloseTo(0.5);
+    // A span does not run across two earlier replies.
+    expect(crossCopiedFraction([9], [[1, 2], [3, 4]], [1, 2, 3, 4])).toBe(0);
+    expect(crossCopiedFraction([9], [[1, 2, 3, 4]], [])).toBe(0);
+    for (const t of crossTurns()) {
+      expect(t.earlier).toHaveLength(EARLIER_TRAJECTORIES);
+      const all = [...t.earlier, t.measured].map((m) => JSON.stringify(m));
+      expect(new Set(all).size).toBe(EARLIER_TRAJECTORIES + 1); // every night a trajectory of its own
+    }
+  });
+
+  it("cross-trajectory figures: suffix over lookup, the control tenant isolated, in the --json summary", () => {
+    const cross = (mode: CrossRun["mode"], decodeMs: number, o: Partial<CrossRun> = {}): CrossRun => ({ kind: "nightly-code", mode, rep: 0, decodeTokens: 100, decodeMs, drafted: 0, accepted: 0, treeDrafts: 0, outputs: [[1, 2, 3]], ...o });
+    const runs = [
+      cross("off", 1000),
+      cross("lookup", 900, { drafted: 20, accepted: 10 }),
+      cross("suffix", 500, { drafted: 80, accepted: 60, treeDrafts: 12 }),
+      cross("control", 900, { drafted: 20, accepted: 10 }),
+    ];
+    const checks = [{ kind: "nightly-code", copiedPrompt: 0, copiedEarlier: 0.6, tokens: 101, earlierReplies: 4, earlierTokens: 400 }];
+    const f = summarizeCross(runs, checks);
+    expect(f.lookup.speedup).toBe(1.111);
+    expect(f.suffix.speedup).toBe(2);
+    expect(f.suffixOverLookup).toBe(1.8); // 2 / 1.111
+    expect(f.kinds[0]!.suffixOverLookup).toBe(1.8);
+    expect(f.suffix.tokensPerStep).toBe(2.5);
+    expect(f.treeDrafts).toEqual({ suffix: 12, control: 0 });
+    expect(f.controlIsolated).toBe(true);
+    expect(f.outputsIdentical).toBe(true);
+    expect(summarizeCross([...runs, cross("control", 900, { rep: 1, treeDrafts: 1, outputs: [[1, 2]] })], checks)).toMatchObject({ controlIsolated: false, outputsIdentical: false, mismatches: ["nightly-code control rep 1"] });
+
+    const ours = summarizeSide([run({ kind: "tool-call", setting: "off", decodeMs: 1000 }), run({ kind: "tool-call", setting: "on", decodeMs: 400 })], [{ side: "ours", kind: "tool-call", class: "copy", batch: 1, copied: [1], tokens: [101] }], "ours");
+    const s = summaryJson({ ours, llamacpp: null, pending: null, mode: "lookup", cross: { suffixOverLookup: f.suffixOverLookup, details: { controlIsolated: true } }, extra: {} });
+    expect(s).toMatchObject({ copyTurnsSpeedup: 2.5, suffixOverLookup: 1.8, crossTrajectory: { controlIsolated: true } });
+    expect(summaryJson({ ours, llamacpp: null, pending: null, mode: "lookup", extra: {} })).toMatchObject({ suffixOverLookup: null, crossTrajectory: null });
   });
 });

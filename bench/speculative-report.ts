@@ -180,11 +180,18 @@ export function meets(speedup: number | null, target: number): boolean | null {
   return speedup === null ? null : speedup >= target;
 }
 
+/** The cross-trajectory phase in the summary (speculative-cross-report.ts): suffix's speedup over lookup's, and its figures. */
+export interface CrossSummary {
+  suffixOverLookup: number | null;
+  details: Record<string, unknown>;
+}
+
 /**
  * The summary `--json` prints as its last line: the headline figures (ours, batch 1), the same at
- * batch 8, llama.cpp's, ours against llama.cpp with and without speculation, the targets.
+ * batch 8, llama.cpp's, ours against llama.cpp with and without speculation, the targets; with
+ * the cross-trajectory phase, `suffixOverLookup` (null without it) and `crossTrajectory`.
  */
-export function summaryJson(o: { ours: SideFigures; llamacpp: SideFigures | null; pending: string | null; mode: string; extra: Record<string, unknown> }): Record<string, unknown> {
+export function summaryJson(o: { ours: SideFigures; llamacpp: SideFigures | null; pending: string | null; mode: string; cross?: CrossSummary | null; extra: Record<string, unknown> }): Record<string, unknown> {
   const { ours, llamacpp } = o;
   const side = (s: SideFigures) => ({
     copyTurnsSpeedup: s.batch1.copy.speedup,
@@ -205,6 +212,7 @@ export function summaryJson(o: { ours: SideFigures; llamacpp: SideFigures | null
   return {
     ...side(ours),
     speculativeMode: o.mode,
+    suffixOverLookup: o.cross?.suffixOverLookup ?? null,
     pending: o.pending,
     targets: {
       copyTurnsSpeedup: { target: TARGETS.copyTurnsSpeedup, met: meets(ours.batch1.copy.speedup, TARGETS.copyTurnsSpeedup) },
@@ -217,6 +225,7 @@ export function summaryJson(o: { ours: SideFigures; llamacpp: SideFigures | null
         )
       : null,
     turns: ours.kinds.map((k) => ({ kind: k.kind, class: k.class, batch: k.batch, copied: k.copied, tokens: k.tokens, speedup: k.speedup, acceptanceRate: k.acceptanceRate })),
+    crossTrajectory: o.cross?.details ?? null,
     ...o.extra,
   };
 }
