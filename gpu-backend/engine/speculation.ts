@@ -4,6 +4,7 @@ import { SequenceLookup } from "../speculative/sequence-lookup";
 import { SuffixSource } from "../speculative/suffix-source";
 import { SuffixTree } from "../speculative/suffix-tree";
 import type { Job } from "./job";
+import { RECENT } from "../model/graph/decode-attention";
 
 import type { JobSpeculation } from "./job";
 
@@ -29,6 +30,12 @@ export type SpeculativeMode = "off" | "lookup" | "suffix";
 export const DEFAULT_MAX_DRAFT_TOKENS = 8;
 
 /**
+ * The largest `--speculative-max`: a verify run of 1 + k rows is attended like decode rows (so
+ * its outputs are the plain decode's, bit for bit) up to RECENT rows (model/graph/decode-attention.ts).
+ */
+export const MAX_DRAFT_TOKENS = RECENT - 1;
+
+/**
  * The engine option for a `--speculative` mode (undefined for "off"): `lookup` drafts from the
  * sequence's own prompt and output (`SequenceLookup`), `suffix` also from the tenant's recent
  * replies (`SuffixSource` over one `SuffixTree` for the backend); either with the adaptive length.
@@ -37,6 +44,7 @@ export const DEFAULT_MAX_DRAFT_TOKENS = 8;
  */
 export function speculationFor(mode: SpeculativeMode, maxDraftTokens = DEFAULT_MAX_DRAFT_TOKENS): SpeculationOptions | undefined {
   if (mode === "off") return undefined;
+  if (maxDraftTokens > MAX_DRAFT_TOKENS) throw new RangeError(`at most ${MAX_DRAFT_TOKENS} draft tokens per step, got ${maxDraftTokens}`);
   return { source: mode === "lookup" ? new SequenceLookup() : new SuffixSource(new SuffixTree()), maxDraftTokens, adaptive: true };
 }
 

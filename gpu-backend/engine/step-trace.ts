@@ -53,9 +53,9 @@ export function stepRecord(steps: readonly StepSequence[], timing: { at: number;
     const n = s.tokenIds.length;
     if (s.logits === "all") logitRows += n;
     else if (s.logits !== "none") logitRows += 1;
-    if (n === 1) {
-      decodeRows += 1;
-      decodeContext += s.startPos;
+    if (n === 1 || s.verify) {
+      decodeRows += n; // a verify run's rows are attended like decode rows (executor.ts `verify`)
+      decodeContext += n * s.startPos;
     } else {
       prefillRows += n;
       prefillSequences += 1;

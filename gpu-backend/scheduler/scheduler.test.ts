@@ -178,4 +178,16 @@ describe("Scheduler", () => {
     expect(p2.items.map((i) => [i.numTokens, i.draft.length])).toEqual([[1, 0]]);
     expect(p2.preempted).toEqual([]);
   });
+
+  it("adds verify runs to no prefill group: drafts of long-context sequences and a prefill chunk share a step", () => {
+    const { kv, s } = setup(128, 256, 8, 0); // no attention waste allowed in the prefill group
+    const long = [seqOf(100, 20), seqOf(120, 20, 300)];
+    for (const q of long) s.add(q);
+    while (long.some((q) => q.numGenerated === 0)) runStep(s, kv, s.schedule());
+    for (const q of long) q.draft = [1, 2, 3, 4];
+    const fresh = seqOf(30, 4, 600);
+    s.add(fresh);
+    const plan = s.schedule();
+    expect(plan.items.map((i) => [i.seq, i.numTokens, i.draft.length])).toEqual([[long[0], 1, 4], [long[1], 1, 4], [fresh, 30, 0]]);
+  });
 });

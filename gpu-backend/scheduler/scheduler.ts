@@ -162,10 +162,9 @@ export class Scheduler {
       if (seq.status !== "running") continue; // preempted earlier in this loop
       const n = Math.min(this.remaining(seq), budget);
       const startPos = this.kv.numComputedTokens(seq.seqId);
-      const k = this.remaining(seq) === 1 ? this.draftFits(seq, startPos, budget, prefill) : 0;
+      const k = this.remaining(seq) === 1 ? this.draftFits(seq, budget) : 0;
       if (k > 0) {
         items.push({ ...this.item(seq, 1), draft: seq.draft.slice(0, k) });
-        prefill.add(startPos, 1 + k);
         scheduled.add(seq);
         budget -= 1 + k;
         continue;
@@ -257,10 +256,14 @@ export class Scheduler {
     return false;
   }
 
-  /** How much of the sequence's draft this step verifies (its slots allocated): 0 when none fits. */
-  private draftFits(seq: Sequence, startPos: number, budget: number, prefill: PrefillGroupCost): number {
+  /**
+   * How much of the sequence's draft this step verifies (its slots allocated): 0 when none fits.
+   * A verify run is attended per sequence (the cpu executor's decode group, row by row; the paged
+   * executors' PagedAttention), so it adds nothing to the prefill group's cost.
+   */
+  private draftFits(seq: Sequence, budget: number): number {
     const k = Math.min(seq.draft.length, budget - 1);
-    if (k <= 0 || !prefill.admits(startPos, 1 + k)) return 0;
+    if (k <= 0) return 0;
     return this.kv.allocateSlots(seq.seqId, 1, k) ? k : 0;
   }
 

@@ -4,10 +4,10 @@
  *
  * @example const port = positiveInt(values.port, "--port");
  */
-export function positiveInt(v: string, flag: string): number {
+export function positiveInt(v: string, flag: string, max = Infinity): number {
   const n = Number(v);
-  if (!Number.isInteger(n) || n <= 0) {
-    console.error(`${flag} must be a positive integer, got ${JSON.stringify(v)}`);
+  if (!Number.isInteger(n) || n <= 0 || n > max) {
+    console.error(`${flag} must be a positive integer${max < Infinity ? ` of at most ${max}` : ""}, got ${JSON.stringify(v)}`);
     process.exit(2);
   }
   return n;

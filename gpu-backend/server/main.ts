@@ -4,7 +4,7 @@ import { createBackend } from "./backend";
 import { createBackendApp } from "./app";
 import { parseSize, positiveInt, withOptionalValue } from "./cli-args";
 import { DEFAULT_DEMO_AGENT_TOKENS } from "../engine/demo-agent";
-import { DEFAULT_MAX_DRAFT_TOKENS } from "../engine/speculation";
+import { DEFAULT_MAX_DRAFT_TOKENS, MAX_DRAFT_TOKENS } from "../engine/speculation";
 import { Drain } from "./drain";
 import { DrainPush } from "./drain-push";
 import { startHeartbeat } from "./heartbeat";
@@ -65,7 +65,7 @@ const USAGE = `npm run backend -- [flags]: one backend process serving one model
                          verified in one step, outputs unchanged: lookup drafts what followed the
                          context's last tokens earlier in its own prompt and reply; suffix also drafts
                          from the tenant's recent replies
-  --speculative-max N    most tokens drafted per sequence per step (default ${DEFAULT_MAX_DRAFT_TOKENS})
+  --speculative-max N    most tokens drafted per sequence per step (default ${DEFAULT_MAX_DRAFT_TOKENS}, at most ${MAX_DRAFT_TOKENS})
   --step-trace DIR       append a JSON line per engine step to DIR/<id>.jsonl: what it computed and
                          its wall and CPU time (npm run bench -- step-costs DIR fits the costs)
   --help                 this text
@@ -129,7 +129,7 @@ const backend = await createBackend({
   kvPull: kvPullFlag(values["kv-pull"]!),
   hostTierBytes: values["kv-host-memory"] === "0" ? 0 : parseSize(values["kv-host-memory"]!, "--kv-host-memory"),
   demoAgent: values["demo-agent"] === undefined ? undefined : { replyTokens: positiveInt(values["demo-agent"], "--demo-agent") },
-  speculative: { mode: oneOf("--speculative", ["off", "lookup", "suffix"] as const, values.speculative!), maxDraftTokens: positiveInt(values["speculative-max"]!, "--speculative-max") },
+  speculative: { mode: oneOf("--speculative", ["off", "lookup", "suffix"] as const, values.speculative!), maxDraftTokens: positiveInt(values["speculative-max"]!, "--speculative-max", MAX_DRAFT_TOKENS) },
   log: (line) => console.log(`[backend] ${line}`),
 });
 
