@@ -1,24 +1,20 @@
 /**
  * Verify-row probe (issue 37, docs/engine.md "Speculative decoding"): on the cpu executor, the
- * logits of 8 greedy tokens computed by 8 one-token decode steps vs by one verify step of the same
- * 8 tokens (the prefill group), at a weight precision; prints the largest difference per row and
- * both argmaxes.
+ * logits of 8 greedy tokens computed by 8 one-token decode steps vs by one step of the same 8
+ * tokens, as a verify run (`verify: true`: the decode group, each row attended on its own) and as
+ * a prefill chunk (the prefill group, one flat product), at a weight precision; then the first
+ * token decoded as one row of a step of 8 sequences whose neighbours have longer contexts (one of
+ * them verifying a draft), against it decoded alone.
  *
  *   AGENT_EDGE_CACHE_DIR=... npx tsx bench/probes/verify-rows.ts [fp32|int8|int4]   (default: the cpu default, int8 for SmolLM2 Q4_1)
  *
- * It also decodes the first token as one row of a batch of 8 (batching alone, for comparison).
- *
- * 2026-12-07, SmolLM2 Q4_1, 1 thread: fp32 rows differ by 1.9e-5-3.0e-5 (the two attention
- * paths' reduction orders); int8 (MatMulNBits bits 8, accuracy_level 4) every row by 0.43-1.53
- * logits; int4 (bits 4, accuracy_level 4) row 0 by 1.7e-5 but rows 1-7 by 0.36-0.67. Argmaxes
- * were equal on this prompt. Batching alone is exact: the first token decoded as row 0, 1, 3 or 7
- * of a decode step of 8 sequences gives the logits of it decoded alone bit for bit (int4 and int8).
- * So the quantized products are row-invariant; what differs is attention: verify rows go through
- * the prefill group (one product of k+1 query rows), decode rows through the decode group (one
- * query row per product), and the two round differently at fp32 (~2e-5, even for row 0, whose
- * columns are the same); int8 activations, quantized per block of 32, turn that into other
- * quantization steps. This is why the bench's greedy replies differ at int8 (docs/benchmarks.md,
- * Speculative decoding): exactness needs verify rows attended like decode rows.
+ * 2026-12-07, SmolLM2 Q4_1, 1 thread (and 2): the verify run's rows equal the decode steps' bit for
+ * bit at fp32, int8 and int4, and so does the batched row. The prefill chunk's rows differ by
+ * 1.7e-5-3.3e-5 at fp32, 0.39-1.5 logits at int8 and 0.34-0.84 at int4 (the two attention paths
+ * sum in other orders; MatMulNBits' int8 activations, quantized per block of 32, turn 1e-5 into
+ * other quantization steps). Before the decode group took verify runs, a decode row beside a
+ * longer neighbour also differed (by up to 0.7 at int8): the padding sat between its past and its
+ * own column, which moved the softmax's vector lanes.
  */
 import { loadModel } from "../../gpu-backend/engine/load-model";
 import { CpuExecutor } from "../../gpu-backend/model/executors/cpu-executor";
