@@ -183,7 +183,6 @@ export class Engine implements JobQueue {
         this.counters.stepTokens += stepTokens;
         this.counters.stepMs += wallMs;
         this.kvPuller?.cost.notePrefill(stepTokens, wallMs);
-        if (plan.items.every((item) => item.numTokens === 1)) this.options.speculative?.draftCost?.note(plan.items.length, stepTokens - plan.items.length, wallMs);
         if (cpu0) {
           const cpu = process.cpuUsage(cpu0);
           this.options.onStep!(stepRecord(steps, { at: Date.now(), wallMs, cpuMs: (cpu.user + cpu.system) / 1000 }));

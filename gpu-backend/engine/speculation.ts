@@ -1,5 +1,4 @@
 import { DraftLength } from "../speculative/draft-length";
-import { DraftCostMeter } from "../speculative/draft-cost";
 import type { DraftSource } from "../speculative/draft-source";
 import { SequenceLookup } from "../speculative/sequence-lookup";
 import { SuffixSource } from "../speculative/suffix-source";
@@ -22,8 +21,6 @@ export interface SpeculationOptions {
    * length pays (speculative/draft-length.ts). Absent or false: every draft asks for `maxDraftTokens`.
    */
   adaptive?: boolean;
-  /** What a drafted token costs on this backend, measured from its decode steps (the adaptive length's step cost); absent: 0.1 of a step. */
-  draftCost?: DraftCostMeter;
 }
 
 /** `--speculative`: off, prompt lookup over the sequence's own tokens, or the tenant's suffix tree too. */
@@ -41,15 +38,14 @@ export const MAX_DRAFT_TOKENS = RECENT - 1;
 /**
  * The engine option for a `--speculative` mode (undefined for "off"): `lookup` drafts from the
  * sequence's own prompt and output (`SequenceLookup`), `suffix` also from the tenant's recent
- * replies (`SuffixSource` over one `SuffixTree` for the backend); either with the adaptive length
- * and the backend's measured draft cost (`DraftCostMeter`, fed by the engine's decode steps).
+ * replies (`SuffixSource` over one `SuffixTree` for the backend); either with the adaptive length.
  *
  * @example createEngine({ ...options, speculative: speculationFor("lookup", 8) });
  */
 export function speculationFor(mode: SpeculativeMode, maxDraftTokens = DEFAULT_MAX_DRAFT_TOKENS): SpeculationOptions | undefined {
   if (mode === "off") return undefined;
   if (maxDraftTokens > MAX_DRAFT_TOKENS) throw new RangeError(`at most ${MAX_DRAFT_TOKENS} draft tokens per step, got ${maxDraftTokens}`);
-  return { source: mode === "lookup" ? new SequenceLookup() : new SuffixSource(new SuffixTree()), maxDraftTokens, adaptive: true, draftCost: new DraftCostMeter() };
+  return { source: mode === "lookup" ? new SequenceLookup() : new SuffixSource(new SuffixTree()), maxDraftTokens, adaptive: true };
 }
 
 /**
@@ -58,7 +54,7 @@ export function speculationFor(mode: SpeculativeMode, maxDraftTokens = DEFAULT_M
  * @example job.speculation = jobSpeculation(options, req.cacheSalt ?? "");
  */
 export function jobSpeculation(options: SpeculationOptions, tenant: string): JobSpeculation {
-  return { tenant, drafted: 0, accepted: 0, length: options.adaptive ? new DraftLength({ maxLength: options.maxDraftTokens, stepCost: options.draftCost?.stepCost }) : undefined };
+  return { tenant, drafted: 0, accepted: 0, length: options.adaptive ? new DraftLength({ maxLength: options.maxDraftTokens }) : undefined };
 }
 
 /** Engine-wide speculation figures, read by /metrics. */
