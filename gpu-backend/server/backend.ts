@@ -5,7 +5,7 @@ import { speculationFor, type SpeculativeMode } from "../engine/speculation";
 import { BlockPool, blocksForBudget } from "../kv/block-pool";
 import { createExecutor } from "../model/executors/create-executor";
 import { resolveExecutor, type ExecutorRequest } from "../model/executors/device";
-import { executorLabel, type ExecutorProvider } from "../model/executors/executor";
+import { executorLabel, type ExecutorKind, type ExecutorProvider } from "../model/executors/executor";
 import type { Executor } from "../model/executors/executor";
 import { loadModel } from "../engine/load-model";
 import { prefillWastePerToken } from "../model/graph/decoder-spec";
@@ -40,8 +40,11 @@ export interface BackendOptions {
   kvPull?: "auto" | "always" | "never";
   /** Demo agent mode (`--demo-agent [N]`; engine/demo-agent.ts): untrained models only. Absent: off. */
   demoAgent?: DemoAgent | undefined;
-  /** Speculative decoding (`--speculative`, `--speculative-max`; engine/speculation.ts). Default off. */
-  speculative?: { mode: SpeculativeMode; maxDraftTokens?: number | undefined };
+  /**
+   * Speculative decoding (`--speculative`, `--speculative-max`; engine/speculation.ts). Mode absent:
+   * `lookup` on the cpu executor (measured: outputs identical, docs/engine.md), off on the others.
+   */
+  speculative?: { mode?: SpeculativeMode | undefined; maxDraftTokens?: number | undefined };
   log?: (line: string) => void;
 }
 
@@ -84,7 +87,7 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
   const pool = new BlockPool({ numBlocks, blockSize: options.blockSize });
   const trace = options.stepTraceDir ? new StepTraceFile(options.stepTraceDir, options.backendId) : undefined;
   if (trace) log(`tracing every engine step to ${trace.path}`);
-  const speculative = options.speculative && speculationFor(options.speculative.mode, options.speculative.maxDraftTokens);
+  const speculative = speculationFor(options.speculative?.mode ?? defaultSpeculativeMode(choice.kind), options.speculative?.maxDraftTokens);
   const engine = createEngine({
     executor,
     pool,
@@ -114,4 +117,13 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
       return executor.dispose();
     },
   };
+}
+
+/**
+ * `--speculative` when not given: `lookup` on the cpu executor, where verify runs are attended
+ * like decode rows (greedy outputs bit-identical, measured in `npm run bench -- speculative`);
+ * off on the paged executors, whose speculation is not measured yet.
+ */
+export function defaultSpeculativeMode(kind: ExecutorKind): SpeculativeMode {
+  return kind === "cpu" ? "lookup" : "off";
 }

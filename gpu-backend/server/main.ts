@@ -61,7 +61,7 @@ const USAGE = `npm run backend -- [flags]: one backend process serving one model
                          whose last message is the user's is constrained to one tool call, every reply
                          is at most N tokens (default ${DEFAULT_DEMO_AGENT_TOKENS}) and a free-text reply ends there with
                          the end-of-turn token, sampling is greedy; so agent CLIs finish runs (default off)
-  --speculative S        off | lookup | suffix (default off): speculative decoding, model-free drafts
+  --speculative S        off | lookup | suffix (default lookup on the cpu executor, else off): speculative decoding, model-free drafts
                          verified in one step, outputs unchanged: lookup drafts what followed the
                          context's last tokens earlier in its own prompt and reply; suffix also drafts
                          from the tenant's recent replies
@@ -90,7 +90,7 @@ const { values } = parseArgs({
     register: { type: "string" },
     advertise: { type: "string" },
     "step-trace": { type: "string" },
-    speculative: { type: "string", default: "off" },
+    speculative: { type: "string" },
     "speculative-max": { type: "string", default: String(DEFAULT_MAX_DRAFT_TOKENS) },
     "demo-agent": { type: "string" },
     "kv-pull": { type: "string", default: "auto" },
@@ -129,7 +129,7 @@ const backend = await createBackend({
   kvPull: kvPullFlag(values["kv-pull"]!),
   hostTierBytes: values["kv-host-memory"] === "0" ? 0 : parseSize(values["kv-host-memory"]!, "--kv-host-memory"),
   demoAgent: values["demo-agent"] === undefined ? undefined : { replyTokens: positiveInt(values["demo-agent"], "--demo-agent") },
-  speculative: { mode: oneOf("--speculative", ["off", "lookup", "suffix"] as const, values.speculative!), maxDraftTokens: positiveInt(values["speculative-max"]!, "--speculative-max", MAX_DRAFT_TOKENS) },
+  speculative: { mode: values.speculative === undefined ? undefined : oneOf("--speculative", ["off", "lookup", "suffix"] as const, values.speculative), maxDraftTokens: positiveInt(values["speculative-max"]!, "--speculative-max", MAX_DRAFT_TOKENS) },
   log: (line) => console.log(`[backend] ${line}`),
 });
 
