@@ -87,7 +87,8 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
   const pool = new BlockPool({ numBlocks, blockSize: options.blockSize });
   const trace = options.stepTraceDir ? new StepTraceFile(options.stepTraceDir, options.backendId) : undefined;
   if (trace) log(`tracing every engine step to ${trace.path}`);
-  const speculative = speculationFor(options.speculative?.mode ?? defaultSpeculativeMode(choice.kind), options.speculative?.maxDraftTokens);
+  const speculativeMode = options.speculative?.mode ?? defaultSpeculativeMode(choice.kind);
+  const speculative = speculationFor(speculativeMode, options.speculative?.maxDraftTokens);
   const engine = createEngine({
     executor,
     pool,
@@ -108,7 +109,7 @@ export async function createBackend(options: BackendOptions): Promise<Backend> {
     ...(speculative ? { speculative } : {}),
     ...(options.secret !== undefined && options.kvPull !== "never" ? { transfer: { secret: options.secret, policy: options.kvPull ?? "auto" } } : {}),
   });
-  log(`ready in ${((performance.now() - t0) / 1000).toFixed(1)} s: ${spec.modelId} (${precision}), ${(executor.kvBytes / 2 ** 20).toFixed(0)} MiB KV, prefix cache ${options.enablePrefixCache ? "on" : "off"}, speculative ${speculative ? `${options.speculative!.mode} (drafts of at most ${speculative.maxDraftTokens} tokens)` : "off"}${options.demoAgent ? `, demo agent mode (replies of at most ${options.demoAgent.replyTokens} tokens, one tool call on a user's turn, greedy)` : ""}`);
+  log(`ready in ${((performance.now() - t0) / 1000).toFixed(1)} s: ${spec.modelId} (${precision}), ${(executor.kvBytes / 2 ** 20).toFixed(0)} MiB KV, prefix cache ${options.enablePrefixCache ? "on" : "off"}, speculative ${speculative ? `${speculativeMode} (drafts of at most ${speculative.maxDraftTokens} tokens)` : "off"}${options.demoAgent ? `, demo agent mode (replies of at most ${options.demoAgent.replyTokens} tokens, one tool call on a user's turn, greedy)` : ""}`);
   return {
     engine,
     executor,
