@@ -39,16 +39,74 @@ describe("BlockIndex", () => {
     expect(index.leadingBlocks(chain, ["a", "b"], 0.5)).toEqual(new Map([["b", 3]]));
   });
 
-  it("keeps one entry per hash for many backends, and 32 backends at most", () => {
+  it("indexes any number of backends, one entry per hash however many hold it", () => {
     const index = new BlockIndex();
-    for (let i = 0; i < 32; i++) expect(index.apply(`u${i}`, { seq: 1, kind: "snapshot", stored: [hx(7)], removed: [] })).toBe("ok");
-    expect(index.size).toBe(1);
-    // A 33rd backend gets no slot: answered ok, not indexed.
-    expect(index.apply("u32", { seq: 1, kind: "snapshot", stored: [hx(7)], removed: [] })).toBe("ok");
-    expect(index.isIndexed("u32")).toBe(false);
-    expect(index.leadingBlocks([hx(7)], ["u0", "u31", "u32"])).toEqual(new Map([["u0", 1], ["u31", 1]]));
-    index.drop("u31");
-    expect(index.apply("u32", { seq: 1, kind: "snapshot", stored: [hx(7)], removed: [] })).toBe("ok");
-    expect(index.leadingBlocks([hx(7)], ["u31", "u32"])).toEqual(new Map([["u32", 1]]));
+    for (let i = 0; i < 1000; i++) expect(index.apply(`u${i}`, { seq: 1, kind: "snapshot", stored: [hx(7), hx(1000 + i)], removed: [] })).toBe("ok");
+    expect(index.size).toBe(1001);
+    expect(index.isIndexed("u999")).toBe(true);
+    expect(index.leadingBlocks([hx(7), hx(1000 + 640)], ["u0", "u640", "u999", "nobody"])).toEqual(new Map([["u0", 1], ["u640", 2], ["u999", 1]]));
+    // A dropped backend's slot is reused by the next one; the hashes it held are forgotten.
+    index.drop("u640");
+    expect(index.size).toBe(1000);
+    expect(index.apply("late", { seq: 1, kind: "snapshot", stored: [hx(7), hx(5)], removed: [] })).toBe("ok");
+    expect(index.leadingBlocks([hx(7), hx(5)], ["u640", "late", "u1"])).toEqual(new Map([["late", 2], ["u1", 1]]));
+  });
+
+  it("answers what a plain map of holder sets answers, over random events, drops and resyncs", () => {
+    let seed = 12345;
+    const rand = (n: number) => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed % n;
+    };
+    const urls = Array.from({ length: 40 }, (_, i) => `b${i}`);
+    const index = new BlockIndex();
+    const pool = new Map<string, Set<string>>(); // url -> hashes in its pool
+    const tier = new Map<string, Set<string>>();
+    const seq = new Map<string, number>();
+    for (const u of urls) {
+      pool.set(u, new Set());
+      tier.set(u, new Set());
+    }
+    const leading = (u: string, chain: string[], credit: number) => {
+      let n = 0;
+      for (const h of chain) {
+        if (pool.get(u)!.has(h)) n += 1;
+        else if (credit > 0 && tier.get(u)!.has(h)) n += credit;
+        else break;
+      }
+      return n;
+    };
+    for (let step = 0; step < 3000; step++) {
+      const u = urls[rand(urls.length)]!;
+      const h = hx(rand(64));
+      const what = rand(10);
+      const next = (seq.get(u) ?? 0) + 1;
+      if (what === 0) {
+        index.drop(u);
+        pool.get(u)!.clear();
+        tier.get(u)!.clear();
+        seq.delete(u);
+      } else if (!seq.has(u) || what === 1) {
+        const stored = [...new Set(Array.from({ length: rand(20) }, () => hx(rand(64))))];
+        expect(index.apply(u, { seq: next, kind: "snapshot", stored, removed: [] })).toBe("ok");
+        pool.set(u, new Set(stored));
+        tier.set(u, new Set());
+        seq.set(u, next);
+      } else {
+        const kind = what < 6 ? "stored" : what < 8 ? "removed" : "offloaded";
+        expect(index.apply(u, { seq: next, kind: "delta", stored: kind === "stored" ? [h] : [], removed: kind === "removed" ? [h] : [], offloaded: kind === "offloaded" ? [h] : [] })).toBe("ok");
+        if (kind === "stored") (pool.get(u)!.add(h), tier.get(u)!.delete(h));
+        if (kind === "removed") (pool.get(u)!.delete(h), tier.get(u)!.delete(h));
+        if (kind === "offloaded") (pool.get(u)!.delete(h), tier.get(u)!.add(h));
+        seq.set(u, next);
+      }
+      if (step % 50 === 0) {
+        const chain = Array.from({ length: 6 }, () => hx(rand(64)));
+        for (const credit of [0, 0.5]) {
+          const expected = new Map(urls.filter((x) => seq.has(x)).map((x) => [x, leading(x, chain, credit)]));
+          expect(index.leadingBlocks(chain, urls, credit)).toEqual(expected);
+        }
+      }
+    }
   });
 });

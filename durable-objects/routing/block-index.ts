@@ -5,9 +5,10 @@ import type { KvEventBatch } from "../../protocol/messages";
  * events they publish with their heartbeats (see `KvEventLog` on the backend). Approximate and
  * bounded, in memory only (a restarted pool answers `resync` and rebuilds it from snapshots).
  *
- *   entries: Map<short block hash (16 hex), bitmask of backend slots>
+ *   entries: Map<short block hash (16 hex), its holders: one backend slot, or a sorted array of them>
  *   tierEntries: the same for blocks a backend holds in its host tier (`offloaded` events)
- *   slots:   backend url -> slot 0..31, the batch sequence number it is at, synced or not
+ *   slots:   backend url -> slot (0, 1, ...: a free slot is reused), the batch sequence number it
+ *            is at, synced or not
  *
  * - Bounded: at most `maxEntries` hashes (default `DEFAULT_MAX_INDEX_ENTRIES` = 131,072); over
  *   it, the oldest 1/64 of the cap (2,048) go at once. The Map's insertion order is the eviction
@@ -17,11 +18,14 @@ import type { KvEventBatch } from "../../protocol/messages";
  *   forgets it for every backend: the index may miss blocks a backend holds (a placement then
  *   sees a shorter prefix), never the other way round except between an eviction on a backend
  *   and the heartbeat that reports it (up to one interval, 2 s).
- * - Memory: tens of bytes per entry (a 16-character key and its Map slot); the measured figure
- *   for the cap is in docs/architecture.md (The pool and placement).
- * - At most `MAX_INDEX_BACKENDS` (32, the bits of a mask) backends are indexed at once; a slot
- *   is freed when its backend is removed or marked down (`drop`). Backends beyond that are not
- *   indexed, and routing treats them like static backends (text-level prefix index only).
+ * - Memory: about 100 bytes per hash held by one backend (a 16-character key, its Map slot and a
+ *   small integer), about 60 more when two or more hold it (an array); measured figures in
+ *   docs/architecture.md (The pool and placement). Not per backend: a hash costs the same
+ *   whether the index knows 8 backends or 1,000.
+ * - Any number of backends is indexed (each gets a slot; a slot is freed when its backend is
+ *   removed or marked down, `drop`). A placement query costs one pass over the leading hashes,
+ *   each checked against the backends whose run is still going: the holders of the first hash,
+ *   then fewer.
  * - A backend's batches apply in order: a `delta` whose `seq` does not follow the last applied
  *   one (the pool restarted, a heartbeat was lost, the backend is new here) is refused with
  *   `resync`, and its next batch is a `snapshot`, which replaces all it held.
@@ -33,16 +37,16 @@ import type { KvEventBatch } from "../../protocol/messages";
  */
 export class BlockIndex {
   readonly maxEntries: number;
-  private readonly entries = new Map<string, number>();
+  private readonly entries = new Map<string, Holders>();
   /** The same for blocks held in a backend's host tier (offloaded: reusable at copy cost). */
-  private readonly tierEntries = new Map<string, number>();
+  private readonly tierEntries = new Map<string, Holders>();
   private readonly slots = new Map<string, SlotState>();
   private readonly freeSlots: number[] = [];
+  private nextSlot = 0;
 
   constructor(params: { maxEntries?: number } = {}) {
     this.maxEntries = params.maxEntries ?? DEFAULT_MAX_INDEX_ENTRIES;
     if (!Number.isInteger(this.maxEntries) || this.maxEntries < 1) throw new Error(`BlockIndex: maxEntries must be a positive integer, got ${this.maxEntries}`);
-    for (let s = MAX_INDEX_BACKENDS - 1; s >= 0; s--) this.freeSlots.push(s);
   }
 
   /** Hashes indexed now (each counts once, however many backends hold it). */
@@ -67,37 +71,34 @@ export class BlockIndex {
 
   /**
    * Applies one backend's batch of KV events. `resync`: it was not applied; the backend must
-   * send a snapshot next. A backend that gets no slot (all 32 taken) is answered `ok` and not
-   * indexed.
+   * send a snapshot next.
    *
    * @example index.apply(url, heartbeat.kvEvents) // "ok" | "resync"
    */
   apply(url: string, batch: KvEventBatch): "ok" | "resync" {
     let state = this.slots.get(url);
     if (!state) {
-      const slot = this.freeSlots.pop();
-      if (slot === undefined) return "ok";
-      state = { slot, seq: 0, synced: false };
+      state = { slot: this.freeSlots.pop() ?? this.nextSlot++, seq: 0, synced: false };
       this.slots.set(url, state);
     }
-    const bit = 1 << state.slot;
+    const slot = state.slot;
     if (batch.kind === "snapshot") {
-      this.clearBit(bit);
-      for (const h of batch.stored) this.add(h, bit);
-      for (const h of batch.offloaded ?? []) this.add(h, bit, this.tierEntries);
+      this.clearSlot(slot);
+      for (const h of batch.stored) this.add(h, slot);
+      for (const h of batch.offloaded ?? []) this.add(h, slot, this.tierEntries);
     } else {
       if (!state.synced || batch.seq !== state.seq + 1) return this.unsync(state);
       for (const h of batch.removed) {
-        this.remove(h, bit);
-        this.remove(h, bit, this.tierEntries);
+        this.remove(h, slot);
+        this.remove(h, slot, this.tierEntries);
       }
       for (const h of batch.stored) {
-        this.add(h, bit);
-        this.remove(h, bit, this.tierEntries);
+        this.add(h, slot);
+        this.remove(h, slot, this.tierEntries);
       }
       for (const h of batch.offloaded ?? []) {
-        this.remove(h, bit);
-        this.add(h, bit, this.tierEntries);
+        this.remove(h, slot);
+        this.add(h, slot, this.tierEntries);
       }
     }
     state.seq = batch.seq;
@@ -114,21 +115,20 @@ export class BlockIndex {
   noteHeld(url: string, hashes: readonly string[]): void {
     const state = this.slots.get(url);
     if (!state?.synced) return;
-    const bit = 1 << state.slot;
     for (const h of hashes) {
-      this.add(h, bit);
-      this.remove(h, bit, this.tierEntries);
+      this.add(h, state.slot);
+      this.remove(h, state.slot, this.tierEntries);
     }
   }
 
   /**
    * Forgets everything `url` holds and frees its slot (it was removed or went down). Its next
-   * batch gets a new slot and must be a snapshot.
+   * batch gets a slot again and must be a snapshot.
    */
   drop(url: string): void {
     const state = this.slots.get(url);
     if (!state) return;
-    this.clearBit(1 << state.slot);
+    this.clearSlot(state.slot);
     this.slots.delete(url);
     this.freeSlots.push(state.slot);
   }
@@ -146,48 +146,59 @@ export class BlockIndex {
    */
   leadingBlocks(hashes: readonly string[], urls: readonly string[], tierCredit = 0): Map<string, number> {
     const out = new Map<string, number>();
-    const bySlot = new Map<number, string>();
-    let alive = 0;
+    const urlOf = new Map<number, string>();
     for (const url of urls) {
       const state = this.slots.get(url);
       if (!state?.synced) continue;
       out.set(url, 0);
-      bySlot.set(state.slot, url);
-      alive |= 1 << state.slot;
+      urlOf.set(state.slot, url);
     }
     const useTier = tierCredit > 0 && this.tierEntries.size > 0;
     // A slot's count: the index of its first miss, less (1 - credit) per tier block before it.
-    // Per slot work happens only where a slot's run ends or goes through a tier block.
     const tierBlocks = new Map<number, number>();
-    const close = (i: number, slots: number) => {
-      for (const [slot, url] of bySlot) if (slots & (1 << slot)) out.set(url, i - (1 - tierCredit) * (tierBlocks.get(slot) ?? 0));
-    };
-    let i = 0;
-    for (; i < hashes.length && alive !== 0; i++) {
-      const h = hashes[i]!;
-      const pool = this.entries.get(h) ?? 0;
-      const tier = useTier ? (this.tierEntries.get(h) ?? 0) : 0;
-      close(i, alive & ~(pool | tier));
-      alive &= pool | tier;
-      const tierOnly = alive & tier & ~pool;
-      if (tierOnly !== 0) for (const slot of bySlot.keys()) if (tierOnly & (1 << slot)) tierBlocks.set(slot, (tierBlocks.get(slot) ?? 0) + 1);
-      if (alive & pool) this.touch(h, pool);
-      if (alive & tier) this.touch(h, tier, this.tierEntries);
+    const countAt = (i: number, slot: number) => i - (1 - tierCredit) * (tierBlocks.get(slot) ?? 0);
+    // The runs still going: at the first hash, its holders among `urls` (the others stay at 0).
+    let alive: number[] = [];
+    if (hashes.length > 0) {
+      const first = new Set([...slotsOf(this.entries.get(hashes[0]!)), ...(useTier ? slotsOf(this.tierEntries.get(hashes[0]!)) : [])]);
+      alive = [...first].filter((slot) => urlOf.has(slot));
     }
-    close(i, alive);
+    let i = 0;
+    for (; i < hashes.length && alive.length > 0; i++) {
+      const h = hashes[i]!;
+      const pool = this.entries.get(h);
+      const tier = useTier ? this.tierEntries.get(h) : undefined;
+      const next: number[] = [];
+      let inPool = false;
+      let inTier = false;
+      for (const slot of alive) {
+        if (holds(pool, slot)) {
+          next.push(slot);
+          inPool = true;
+        } else if (holds(tier, slot)) {
+          next.push(slot);
+          inTier = true;
+          tierBlocks.set(slot, (tierBlocks.get(slot) ?? 0) + 1);
+        } else out.set(urlOf.get(slot)!, countAt(i, slot));
+      }
+      alive = next;
+      if (inPool) this.touch(h, this.entries);
+      if (inTier) this.touch(h, this.tierEntries);
+    }
+    for (const slot of alive) out.set(urlOf.get(slot)!, countAt(i, slot));
     return out;
   }
 
   private unsync(state: SlotState): "resync" {
-    if (state.synced) this.clearBit(1 << state.slot);
+    if (state.synced) this.clearSlot(state.slot);
     state.synced = false;
     return "resync";
   }
 
-  private add(h: string, bit: number, map = this.entries): void {
-    const bits = map.get(h);
-    if (bits !== undefined) map.delete(h);
-    map.set(h, (bits ?? 0) | bit);
+  private add(h: string, slot: number, map = this.entries): void {
+    const holders = map.get(h);
+    if (holders !== undefined) map.delete(h);
+    map.set(h, withSlot(holders, slot));
     if (map.size > this.maxEntries) this.evictOldest(map);
   }
 
@@ -195,7 +206,7 @@ export class BlockIndex {
    * Drops the oldest 1/64 of the cap in one pass. One at a time would be quadratic: V8's Map
    * keeps deleted slots until it rehashes, and every new iterator walks past them from the front.
    */
-  private evictOldest(map: Map<string, number>): void {
+  private evictOldest(map: Map<string, Holders>): void {
     let n = map.size - this.maxEntries + Math.max(0, evictionBatch(this.maxEntries) - 1);
     for (const h of map.keys()) {
       if (n-- <= 0) break;
@@ -203,30 +214,59 @@ export class BlockIndex {
     }
   }
 
-  private remove(h: string, bit: number, map = this.entries): void {
-    const bits = map.get(h);
-    if (bits === undefined) return;
-    const rest = bits & ~bit;
-    if (rest === 0) map.delete(h);
+  private remove(h: string, slot: number, map = this.entries): void {
+    const holders = map.get(h);
+    if (holders === undefined || !holds(holders, slot)) return;
+    const rest = withoutSlot(holders, slot);
+    if (rest === undefined) map.delete(h);
     else map.set(h, rest);
   }
 
-  private touch(h: string, bits: number, map = this.entries): void {
+  private touch(h: string, map: Map<string, Holders>): void {
+    const holders = map.get(h)!;
     map.delete(h);
-    map.set(h, bits);
+    map.set(h, holders);
   }
 
   /** O(entries): run on snapshots, drops and resyncs only (both tiers). */
-  private clearBit(bit: number): void {
+  private clearSlot(slot: number): void {
     for (const map of [this.entries, this.tierEntries]) {
-      for (const [h, bits] of map) {
-        if ((bits & bit) === 0) continue;
-        const rest = bits & ~bit;
-        if (rest === 0) map.delete(h);
+      for (const [h, holders] of map) {
+        if (!holds(holders, slot)) continue;
+        const rest = withoutSlot(holders, slot);
+        if (rest === undefined) map.delete(h);
         else map.set(h, rest);
       }
     }
   }
+}
+
+/**
+ * The backends holding a hash: one slot (the common case, a number costs nothing beyond the
+ * Map's slot) or two or more, sorted.
+ */
+type Holders = number | readonly number[];
+
+function holds(holders: Holders | undefined, slot: number): boolean {
+  if (holders === undefined) return false;
+  return typeof holders === "number" ? holders === slot : holders.includes(slot);
+}
+
+function slotsOf(holders: Holders | undefined): readonly number[] {
+  return holders === undefined ? [] : typeof holders === "number" ? [holders] : holders;
+}
+
+function withSlot(holders: Holders | undefined, slot: number): Holders {
+  if (holders === undefined || holders === slot) return slot;
+  if (typeof holders === "number") return holders < slot ? [holders, slot] : [slot, holders];
+  if (holders.includes(slot)) return holders;
+  return holders.concat(slot).sort((a, b) => a - b); // concat: an array of exactly that length (push or spread leave spare capacity)
+}
+
+function withoutSlot(holders: Holders, slot: number): Holders | undefined {
+  if (typeof holders === "number") return holders === slot ? undefined : holders;
+  const rest = holders.filter((s) => s !== slot);
+  return rest.length === 1 ? rest[0]! : rest;
 }
 
 /** Default cap on indexed hashes (2^17: ~2.1 M tokens of distinct prefixes at block size 16). */
@@ -236,9 +276,6 @@ export const DEFAULT_MAX_INDEX_ENTRIES = 131_072;
 export function evictionBatch(maxEntries: number): number {
   return Math.max(1, Math.floor(maxEntries / 64));
 }
-
-/** Backends indexed at once: one bit each in an entry's mask. */
-export const MAX_INDEX_BACKENDS = 32;
 
 interface SlotState {
   slot: number;
