@@ -56,5 +56,6 @@ describe("backend queue bound (--max-queued-tokens)", () => {
     const metrics = await (await t.app.request(ROUTES.backend.metrics, { headers: { [SECRET_HEADER]: SECRET } })).text();
     expect(metrics).toMatch(/^agent_edge_overloaded_total 1$/m);
     expect(metrics).toMatch(/^agent_edge_queued_tokens 0$/m);
+    expect(Number(/^agent_edge_prefill_tokens_per_second (\S+)$/m.exec(metrics)?.[1])).toBe(t.engine.prefillRate.tokensPerS);
   });
 });
