@@ -40,7 +40,8 @@ import { fnv1a, rendezvous } from "../../protocol/rendezvous";
  *   absMargin = 2     (sequences running + waiting; for placing: rule 2)
  *   pinAbsMargin = 8  (for leaving a pin: rule 1; a move costs a full prefill of the transcript
  *                      elsewhere, so the pinned backend must be much busier before it pays)
- *   queueAbsMarginS = 2     (seconds of queued prefill; for placing: rules 1b, 2, 3)
+ *   queueAbsMarginS = 2     (seconds of queued prefill; for placing: rules 1b, 2, 3. Both queue
+ *                            margins mirror the sequence ones; no benchmark has tuned them yet)
  *   pinQueueAbsMarginS = 8  (seconds of queued prefill, for leaving a pin: the same reasoning as
  *                            pinAbsMargin; with the default queue bound of 16,384 tokens it fires
  *                            only on a backend prefilling under ~2,000 tokens/s, a CPU one)
