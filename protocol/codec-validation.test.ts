@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { decodeFrame, decodeGenerateRequest, decodeReleaseStateRequest, decodeTokenizeRequest, decodeTokenizeResponse, encode, type DecodeResult } from "./codec";
+import { decodeFrame, decodeGenerateRequest, decodeReleaseStateRequest, decodeTokenizeRequest, decodeTokenizeResponse, encode, validateHeartbeat, type DecodeResult } from "./codec";
 import type { GenerateRequest } from "./messages";
 import { clone, concatBytes, DONE, DONE_TOOL_CALL, ERROR, expectError, expectOk, fromHex, GOLDEN_REQUEST, REQUEST, TOKEN, TOKEN_LOGPROBS, utf8 } from "./codec-fixtures";
 
@@ -220,11 +220,33 @@ const FRAME_FAILURES: [string, unknown][] = [
   ["message must be a string", { ...ERROR, message: 1 }],
   ["retryable is required", { type: "error", code: "overloaded", message: "busy" }],
   ["retryable must be a boolean", { ...ERROR, retryable: "no" }],
+  ["retryAfterS must be an integer >= 1", { ...ERROR, code: "overloaded", retryable: true, retryAfterS: 0 }],
+  ["retryAfterS must be an integer >= 1", { ...ERROR, code: "overloaded", retryable: true, retryAfterS: 2.5 }],
 ];
 
 describe("Frame validation", () => {
   it.each(FRAME_FAILURES)("%s", (message, value) => {
     const error = expectError(decodeFrame(encode(value)));
+    expect([error.code, error.message]).toEqual(["invalid_request", message]);
+  });
+});
+
+describe("Heartbeat validation (JSON)", () => {
+  const beat = { id: "gpu-a", url: "http://10.0.0.2:8080", model: "m", kvCapacityBlocks: 64, running: 1, waiting: 2, kvUsage: 0.5, tokensPerS: 100 };
+
+  it("takes the queue fields, and a beat without them (an older backend)", () => {
+    expect(expectOk(validateHeartbeat({ ...beat, queuedTokens: 4096, prefillTokensPerS: 812.5 }))).toMatchObject({ queuedTokens: 4096, prefillTokensPerS: 812.5 });
+    expect(expectOk(validateHeartbeat(beat)).queuedTokens).toBeUndefined();
+  });
+
+  const cases: [string, unknown][] = [
+    ["queuedTokens must be an integer >= 0", { ...beat, queuedTokens: -1 }],
+    ["queuedTokens must be an integer >= 0", { ...beat, queuedTokens: 1.5 }],
+    ["prefillTokensPerS must be a finite number >= 0", { ...beat, prefillTokensPerS: -3 }],
+    ["prefillTokensPerS must be a finite number >= 0", { ...beat, prefillTokensPerS: "fast" }],
+  ];
+  it.each(cases)("%s", (message, value) => {
+    const error = expectError(validateHeartbeat(value));
     expect([error.code, error.message]).toEqual(["invalid_request", message]);
   });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ERROR_CODE_INFO, ERROR_CODES, isErrorCode, ProtocolError, toProtocolError } from "./errors";
+import { clampRetryAfter, ERROR_CODE_INFO, ERROR_CODES, isErrorCode, MAX_RETRY_AFTER_S, ProtocolError, retryAfterSeconds, toProtocolError } from "./errors";
 import type { ErrorCode } from "./messages";
 
 /** The contract, written out literally so a change to the table is a visible test change. */
@@ -66,6 +66,27 @@ describe("ProtocolError", () => {
     expect(frame).toEqual({ type: "error", code: "overloaded", message: "queue full", retryable: true });
     const back = ProtocolError.fromFrame({ ...frame, retryable: false });
     expect([back.code, back.message, back.retryable, back.httpStatus]).toEqual(["overloaded", "queue full", false, 429]);
+  });
+});
+
+describe("retry-after estimates", () => {
+  it("carries an overloaded backend's retryAfterS through its error frame", () => {
+    const frame = new ProtocolError("overloaded", "queue full", { retryAfterS: 7 }).toFrame();
+    expect(frame).toEqual({ type: "error", code: "overloaded", message: "queue full", retryable: true, retryAfterS: 7 });
+    expect(ProtocolError.fromFrame(frame).retryAfterS).toBe(7);
+    expect("retryAfterS" in new ProtocolError("overloaded", "queue full").toFrame()).toBe(false);
+  });
+
+  it("is the queue's drain time at the measured rate, rounded up, within 1..MAX_RETRY_AFTER_S", () => {
+    expect(retryAfterSeconds(16_384, 640)).toBe(26);
+    expect(retryAfterSeconds(1000, 1000)).toBe(1);
+    expect(retryAfterSeconds(1001, 1000)).toBe(2);
+    expect(retryAfterSeconds(10, 1_000_000)).toBe(1);
+    expect(retryAfterSeconds(1_000_000, 10)).toBe(MAX_RETRY_AFTER_S);
+    expect(MAX_RETRY_AFTER_S).toBe(60);
+    expect(retryAfterSeconds(1000, undefined)).toBeUndefined();
+    expect(retryAfterSeconds(1000, 0)).toBeUndefined();
+    expect([clampRetryAfter(0), clampRetryAfter(2.1), clampRetryAfter(600), clampRetryAfter(Number.NaN)]).toEqual([1, 3, 60, 1]);
   });
 });
 

@@ -69,6 +69,34 @@ export interface ProtocolErrorOptions {
   retryable?: boolean;
   /** The underlying failure, kept for logs (standard `Error.cause`). */
   cause?: unknown;
+  /** `overloaded`: the backend's estimate of the seconds until a retry may be taken (`retryAfterSeconds`). */
+  retryAfterS?: number | undefined;
+}
+
+/** The longest `Retry-After` the edge answers and a backend estimates, in seconds. */
+export const MAX_RETRY_AFTER_S = 60;
+
+/**
+ * Seconds until `queuedTokens` are prefilled at `tokensPerS`, rounded up to whole seconds, at
+ * least 1 and at most MAX_RETRY_AFTER_S: an overloaded backend's `retryAfterS`. Undefined
+ * without a measured rate.
+ *
+ * @example retryAfterSeconds(16_384, 640) // 26
+ */
+export function retryAfterSeconds(queuedTokens: number, tokensPerS: number | undefined): number | undefined {
+  if (tokensPerS === undefined || !(tokensPerS > 0)) return undefined;
+  return clampRetryAfter(Math.ceil(queuedTokens / tokensPerS));
+}
+
+/**
+ * A `Retry-After` in whole seconds within 1..MAX_RETRY_AFTER_S (1 for a value that is not a
+ * finite number).
+ *
+ * @example clampRetryAfter(0.2) // 1
+ */
+export function clampRetryAfter(seconds: number): number {
+  if (!Number.isFinite(seconds)) return 1;
+  return Math.min(MAX_RETRY_AFTER_S, Math.max(1, Math.ceil(seconds)));
 }
 
 /**
@@ -83,6 +111,8 @@ export class ProtocolError extends Error {
   readonly code: ErrorCode;
   readonly retryable: boolean;
   readonly httpStatus: ErrorHttpStatus;
+  /** Seconds until a retry may be taken, when the failing side estimated it (an overloaded backend). */
+  readonly retryAfterS: number | undefined;
 
   constructor(code: ErrorCode, message: string, options: ProtocolErrorOptions = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
@@ -90,6 +120,7 @@ export class ProtocolError extends Error {
     this.code = code;
     this.retryable = options.retryable ?? info.retryable;
     this.httpStatus = info.httpStatus;
+    this.retryAfterS = options.retryAfterS;
   }
 
   /**
@@ -99,16 +130,17 @@ export class ProtocolError extends Error {
    * // { type: "error", code: "overloaded", message: "queue full", retryable: true }
    */
   toFrame(): ErrorFrame {
-    return { type: "error", code: this.code, message: this.message, retryable: this.retryable };
+    return { type: "error", code: this.code, message: this.message, retryable: this.retryable, ...(this.retryAfterS !== undefined ? { retryAfterS: this.retryAfterS } : {}) };
   }
 
   /**
-   * The error carried by a received error frame, so it can be rethrown on this side.
+   * The error carried by a received error frame (or a turn's error event, the same fields), so
+   * it can be rethrown on this side.
    *
    * @example throw ProtocolError.fromFrame(frame) // frame.type === "error"
    */
-  static fromFrame(frame: ErrorFrame): ProtocolError {
-    return new ProtocolError(frame.code, frame.message, { retryable: frame.retryable });
+  static fromFrame(frame: Pick<ErrorFrame, "code" | "message" | "retryable" | "retryAfterS">): ProtocolError {
+    return new ProtocolError(frame.code, frame.message, { retryable: frame.retryable, retryAfterS: frame.retryAfterS });
   }
 }
 

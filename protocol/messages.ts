@@ -349,6 +349,12 @@ export interface ErrorFrame {
   message: string;
   /** True when the same request may succeed later or elsewhere. */
   retryable: boolean;
+  /**
+   * `overloaded` only: the backend's estimate of the seconds until its queue has drained (queued
+   * prompt tokens / its measured prefill rate, rounded up, 1..MAX_RETRY_AFTER_S): the edge's
+   * `Retry-After`. Absent before the backend has measured its prefill rate (the edge answers 1).
+   */
+  retryAfterS?: number;
 }
 
 export type Frame = TokenFrame | DoneFrame | ErrorFrame;

@@ -52,6 +52,17 @@ export interface Heartbeat {
    */
   loadAvg?: number;
   /**
+   * Prompt tokens admitted and not yet prefilled: what the backend's queue bound
+   * (`--max-queued-tokens`) counts. Absent from older backends.
+   */
+  queuedTokens?: number;
+  /**
+   * The backend's prefill rate, prompt tokens per second, measured from its own engine steps that
+   * carry prefill (a moving average). Absent until it has measured one, and from older backends.
+   * `queuedTokens / prefillTokensPerS` is how long its queue takes to drain.
+   */
+  prefillTokensPerS?: number;
+  /**
    * Draining (`POST /v1/drain` or SIGTERM): the backend takes no new placements and its
    * trajectories move on their next turn, pulling their blocks from it; it exits when idle.
    */

@@ -304,6 +304,7 @@ export const errorFrameSchema = map({
   code: z.enum(ERROR_CODES, expect(oneOf(ERROR_CODES))),
   message: string,
   retryable: boolean,
+  retryAfterS: integer(1).optional(),
 }) satisfies z.ZodType<ErrorFrame>;
 
 const FRAME_TYPES = ["token", "done", "error"] as const satisfies readonly Frame["type"][];
@@ -343,6 +344,8 @@ export const heartbeatSchema = map({
   kvUsage: fraction,
   tokensPerS: nonNegative,
   loadAvg: nonNegative.optional(),
+  queuedTokens: count.optional(),
+  prefillTokensPerS: nonNegative.optional(),
   draining: boolean.optional(),
   leaving: boolean.optional(),
   kvEvents: kvEventBatchSchema.optional(),

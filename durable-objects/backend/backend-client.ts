@@ -108,7 +108,7 @@ export async function releaseState(target: BackendTarget, stateId: string, timeo
 }
 
 function fromErrorFrame(frame: ErrorFrame): ProtocolError {
-  return new ProtocolError(frame.code, frame.message, { retryable: frame.retryable });
+  return ProtocolError.fromFrame(frame);
 }
 
 function unavailable(target: BackendTarget, e: unknown, signal: AbortSignal | undefined): ProtocolError {

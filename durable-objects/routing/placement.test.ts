@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { chooseBackend, failoverTarget, placementLoad, placeOver, pullSource, smoothedLoad, staysPinned, type RoutedBackend } from "./placement";
+import { chooseBackend, failoverTarget, placementLoad, placeOver, pullSource, queueSeconds, routedBackends, smoothedLoad, statelessTarget, staysPinned, type RoutedBackend } from "./placement";
 
 const b = (url: string, load: number, up = true): RoutedBackend => ({ url, secret: "s", up, load });
 
@@ -94,5 +94,37 @@ describe("placement", () => {
     const place = async () => ({ url: "b", reason: "least-loaded" as const, kvSource: "a" });
     const got = await chooseBackend({ policy: "affinity", pinned: null, trajectoryId: "t", turnsDone: 0, backends: [b("a", 9), b("b", 0)], place });
     expect(got).toMatchObject({ backend: { url: "b" }, placed: { kvSource: "a" } });
+  });
+
+  it("names the prefill queue figure: queued prompt tokens over the measured prefill rate, 0 without either", () => {
+    expect(queueSeconds({ running: 1, waiting: 3, queuedTokens: 12_800, prefillTokensPerS: 640 })).toBe(20);
+    expect(queueSeconds({ running: 1, waiting: 3, queuedTokens: 12_800 })).toBe(0);
+    expect(queueSeconds({ running: 1, waiting: 3, prefillTokensPerS: 640 })).toBe(0);
+    expect(queueSeconds({ running: 0, waiting: 0, queuedTokens: 0, prefillTokensPerS: 0 })).toBe(0);
+    const [routed] = routedBackends([{ url: "a", up: true, running: 1, waiting: 0, queuedTokens: 6400, prefillTokensPerS: 640 }], "s");
+    expect(routed).toMatchObject({ url: "a", load: 1, queueS: 10 });
+  });
+
+  it("places a new trajectory away from a prefix holder with a long prefill queue (its heartbeat's queued tokens), and a sessionless turn away from the shortest load with one", () => {
+    // The holder runs one sequence but 16,000 prompt tokens wait there at 800 tokens/s: 20 s.
+    const holder = { url: "a", up: true, running: 1, waiting: 0, pending: 0, queuedTokens: 16_000, prefillTokensPerS: 800 };
+    const other = { url: "b", up: true, running: 1, waiting: 0, pending: 0, queuedTokens: 400, prefillTokensPerS: 800 };
+    expect(placeOver({ trajectoryId: "t", prefixBlocks: { a: 10 } }, [holder, other])).toEqual({ url: "b", reason: "queue-avoided" });
+    // The same holder with its queue drained takes it.
+    expect(placeOver({ trajectoryId: "t", prefixBlocks: { a: 10 } }, [{ ...holder, queuedTokens: 800 }, other])).toEqual({ url: "a", reason: "prefix" });
+    const view = [
+      { url: "a", up: true, running: 0, waiting: 0, queuedTokens: 16_000, prefillTokensPerS: 800 },
+      { url: "b", up: true, running: 1, waiting: 0 },
+    ];
+    for (let i = 0; i < 20; i++) expect(statelessTarget(routedBackends(view, "s")).url).toBe("b");
+  });
+
+  it("moves a pinned trajectory off a backend whose prefill queue is far past the others', and keeps it within the pin margin", () => {
+    const pinned = (queueS: number): RoutedBackend => ({ ...b("a", 2), queueS });
+    expect(staysPinned("a", "t", [pinned(8), b("b", 0)])).toBe(true);
+    expect(staysPinned("a", "t", [pinned(9), b("b", 0)])).toBe(false);
+    const pinnedCandidate = { url: "a", up: true, running: 2, waiting: 0, pending: 0, queuedTokens: 9000, prefillTokensPerS: 600 };
+    const other = { url: "b", up: true, running: 0, waiting: 0, pending: 0 };
+    expect(placeOver({ trajectoryId: "t", pinned: "a", prefixBlocks: {} }, [pinnedCandidate, other])).toEqual({ url: "b", reason: "pinned-queued" });
   });
 });

@@ -9,7 +9,9 @@ import { DEFAULT_TUNABLES, route, routeCounter, type RouteReason, type RoutingPo
  *
  * The rule (affinity, the default policy; docs/architecture.md "The pool and placement"):
  *   1. A trajectory stays on its pinned backend unless it is down, or its SMOOTHED load exceeds
- *      the least loaded backend's by more than `pinAbsMargin` and `relMargin` times.
+ *      the least loaded backend's by more than `pinAbsMargin` and `relMargin` times
+ *      (`pinned-overloaded`), or its prefill queue the shortest one by more than
+ *      `pinQueueAbsMarginS` and `relMargin` times (`pinned-queued`).
  *      Staying needs no pool call (`staysPinned`).
  *   1b. A subagent's first placement (its trajectory links a parent, issue 36): the parent's
  *      pinned backend, unless it is down, draining or its PLACEMENT load exceeds the least loaded
@@ -19,20 +21,29 @@ import { DEFAULT_TUNABLES, route, routeCounter, type RouteReason, type RoutingPo
  *   2. Otherwise (new trajectory, or leaving its pin) it is PLACED, in the one pool object
  *      (`PoolDO.place` -> `placeOver`): the backend holding the longest run of its leading KV
  *      blocks unless that one's PLACEMENT load exceeds the least loaded by more than `absMargin`
- *      and `relMargin` times; else the least loaded (ties by rendezvous hash of the id).
+ *      and `relMargin` times, or its prefill queue the shortest by more than `queueAbsMarginS`
+ *      and `relMargin` times; else the least loaded of the backends whose queue is not past
+ *      those margins (ties by rendezvous hash of the id; `queue-avoided` when one with as few
+ *      sequences was passed over for its queue).
  *   3. A backend that fails before answering: the turn fails over to the least loaded up
  *      backend not tried yet, in full (`failoverTarget`).
  *   The margins and their defaults are `DEFAULT_TUNABLES` (routing-policy.ts).
  *   Other policies (round-robin, least-loaded, consistent-hash: for comparison) route locally
  *   over the trajectory object's view.
  *
- * Load figures, both in sequences (running + waiting):
+ * Load figures, two in sequences (running + waiting) and one in seconds:
  *   - smoothed load (`smoothedLoad`): the backend's `loadAvg` (time constant 4 s), else its
  *     instant load. What the pin test compares, so a momentary burst does not move pinned
  *     trajectories (each move is a full prefill elsewhere).
  *   - placement load (`placementLoad`): max(instant, smoothed) plus the placements the pool made
  *     there that its last heartbeat cannot show yet. What placing compares, so a burst of new
  *     trajectories arriving between heartbeats sees itself instead of piling onto one backend.
+ *   - prefill queue (`queueSeconds`): its last heartbeat's queued prompt tokens over its measured
+ *     prefill rate: how long a new turn waits there before its own prefill starts. Every rule
+ *     compares it next to the sequences (routing-policy.ts: `queueAbsMarginS`,
+ *     `pinQueueAbsMarginS`), so a backend with a few sequences but a long prompt queue is not
+ *     taken for an idle one. 0 when the backend reports no queue or no rate (older backends,
+ *     static BACKEND_URLS ones).
  */
 
 /** A backend as a trajectory object routes over it: where it is, whether it is up, its smoothed load. */
@@ -42,6 +53,8 @@ export interface RoutedBackend extends BackendTarget {
   draining?: boolean;
   /** `smoothedLoad` of its last heartbeat (0 when unknown). */
   load: number;
+  /** `queueSeconds` of its last heartbeat (0 when unknown). */
+  queueS?: number;
 }
 
 /**
@@ -51,7 +64,7 @@ export interface RoutedBackend extends BackendTarget {
  * @example const backends = routedBackends(await poolOf(env).view(), settings.backendSecret);
  */
 export function routedBackends(view: readonly (LoadReport & { url: string; up: boolean; draining?: boolean })[], secret: string): RoutedBackend[] {
-  return view.map((b) => ({ url: b.url, secret, up: b.up, load: smoothedLoad(b), ...(b.draining ? { draining: true } : {}) }));
+  return view.map((b) => ({ url: b.url, secret, up: b.up, load: smoothedLoad(b), queueS: queueSeconds(b), ...(b.draining ? { draining: true } : {}) }));
 }
 
 /** The load fields of a heartbeat. */
@@ -59,6 +72,20 @@ export interface LoadReport {
   running: number;
   waiting: number;
   loadAvg?: number;
+  queuedTokens?: number;
+  prefillTokensPerS?: number;
+}
+
+/**
+ * Seconds the backend's queued prompt tokens take to prefill at its measured rate: 0 without
+ * either figure (an older backend, a static one, one that has not measured its rate yet).
+ *
+ * @example queueSeconds({ running: 1, waiting: 3, queuedTokens: 12_800, prefillTokensPerS: 640 }) // 20
+ */
+export function queueSeconds(b: LoadReport): number {
+  const tokens = b.queuedTokens ?? 0;
+  const rate = b.prefillTokensPerS ?? 0;
+  return tokens > 0 && rate > 0 ? tokens / rate : 0;
 }
 
 /** The load the pin test compares: `loadAvg` when reported, else running + waiting. */
@@ -164,7 +191,7 @@ export function placeOver(
   candidates: readonly PlacementCandidate[],
   tunables: RoutingTunables = DEFAULT_TUNABLES,
 ): Placed | null {
-  const snapshot = candidates.map((b) => ({ id: b.url, up: b.up, load: placementLoad(b, b.pending), ...(b.draining ? { draining: true } : {}) }));
+  const snapshot = candidates.map((b) => ({ id: b.url, up: b.up, load: placementLoad(b, b.pending), queueS: queueSeconds(b), ...(b.draining ? { draining: true } : {}) }));
   const d = route(p.policy ?? "affinity", { trajectoryId: p.trajectoryId, pinned: p.pinned, parent: p.parent, prefixBlocks: new Map(Object.entries(p.prefixBlocks)) }, snapshot, tunables);
   return d ? { url: d.backendId, reason: d.reason } : null;
 }
@@ -192,5 +219,5 @@ export function pullSource(target: string, heldBlocks: Record<string, number>, b
 }
 
 function snapshotOf(b: RoutedBackend) {
-  return { id: b.url, up: b.up, load: b.load, ...(b.draining ? { draining: true } : {}) };
+  return { id: b.url, up: b.up, load: b.load, queueS: b.queueS ?? 0, ...(b.draining ? { draining: true } : {}) };
 }

@@ -2,6 +2,8 @@ import { describe, expect, it } from "vitest";
 import { parsePolicy, route, routeCounter, ROUTING_POLICIES, type BackendSnapshot, type RouteDecision, type RouteRequest, type RoutingPolicyName } from "./routing-policy";
 
 const b = (id: string, load: number, up = true): BackendSnapshot => ({ id, load, up });
+/** A backend with `queueS` seconds of queued prefill. */
+const q = (id: string, load: number, queueS: number): BackendSnapshot => ({ id, load, up: true, queueS });
 const prefix = (entries: [string, number][]) => new Map(entries);
 
 interface Case {
@@ -82,6 +84,52 @@ const cases: Case[] = [
   { name: "places a subagent elsewhere when its parent's backend drains", policy: "affinity", req: { trajectoryId: "child", parent: "b0" }, backends: [{ ...b("b0", 0), draining: true }, b("b1", 1)], want: { backendId: "b1", reason: "least-loaded" } },
   { name: "places a subagent elsewhere when its parent's backend is down", policy: "affinity", req: { trajectoryId: "child", parent: "b0" }, backends: [b("b0", 0, false), b("b1", 1)], want: { backendId: "b1", reason: "least-loaded" } },
   { name: "a pinned subagent follows its pin, not its parent", policy: "affinity", req: { trajectoryId: "child", pinned: "b0", parent: "b1" }, backends: [b("b0", 1), b("b1", 0)], want: { backendId: "b0", reason: "pinned" } },
+  // The prefill queue (queueS: queued prompt tokens / measured prefill rate, seconds).
+  {
+    name: "moves off a pin whose prefill queue is past pinQueueAbsMarginS (8 s) over the shortest, though its sequences are within the margin",
+    policy: "affinity",
+    req: { trajectoryId: "t", pinned: "b1" },
+    backends: [b("b0", 1), q("b1", 2, 20), q("b2", 3, 1)],
+    want: { backendId: "b0", reason: "pinned-queued" },
+  },
+  { name: "keeps a pin whose prefill queue is within pinQueueAbsMarginS", policy: "affinity", req: { trajectoryId: "t", pinned: "b1" }, backends: [b("b0", 0), q("b1", 2, 8)], want: { backendId: "b1", reason: "pinned" } },
+  { name: "keeps a pin whose prefill queue is within relMargin of the shortest", policy: "affinity", req: { trajectoryId: "t", pinned: "b1" }, backends: [q("b0", 0, 20), q("b1", 2, 29)], want: { backendId: "b1", reason: "pinned" } },
+  {
+    name: "names sequences first when a pin is past both its margins",
+    policy: "affinity",
+    req: { trajectoryId: "t", pinned: "b1" },
+    backends: [b("b0", 0), q("b1", 12, 30)],
+    want: { backendId: "b0", reason: "pinned-overloaded" },
+  },
+  {
+    name: "places past the longest prefix when its holder's prefill queue is past queueAbsMarginS (2 s)",
+    policy: "affinity",
+    req: { trajectoryId: "t", prefixBlocks: prefix([["b0", 3], ["b2", 8]]) },
+    backends: [b("b0", 1), b("b1", 0), q("b2", 1, 2.5)],
+    want: { backendId: "b0", reason: "prefix" },
+  },
+  {
+    name: "places a new trajectory past a backend running fewer sequences whose prefill queue is long (queue-avoided)",
+    policy: "affinity",
+    req: { trajectoryId: "t" },
+    backends: [q("b0", 0, 30), b("b1", 1), q("b2", 2, 0.5)],
+    want: { backendId: "b1", reason: "queue-avoided" },
+  },
+  {
+    name: "ranks by sequences when the queues are within the margins",
+    policy: "affinity",
+    req: { trajectoryId: "t" },
+    backends: [q("b0", 1, 10), q("b1", 0, 14)],
+    want: { backendId: "b1", reason: "least-loaded" },
+  },
+  {
+    name: "places a subagent past its parent's backend when that one's prefill queue is long",
+    policy: "affinity",
+    req: { trajectoryId: "child", parent: "b1" },
+    backends: [b("b0", 1), q("b1", 0, 6)],
+    want: { backendId: "b0", reason: "queue-avoided" },
+  },
+  { name: "least-loaded passes over a backend whose prefill queue is long", policy: "least-loaded", req: { trajectoryId: "t" }, backends: [q("b0", 0, 30), b("b1", 1)], want: { backendId: "b1", reason: "least-loaded" } },
   { name: "no backend up", policy: "affinity", req: { trajectoryId: "t" }, backends: [b("b0", 0, false)], want: null },
   { name: "least-loaded ignores pins", policy: "least-loaded", req: { trajectoryId: "t", pinned: "b0" }, backends: [b("b0", 3), b("b1", 2)], want: { backendId: "b1", reason: "least-loaded" } },
   { name: "round-robin follows the counter over sorted ids", policy: "round-robin", req: { trajectoryId: "t", counter: 4 }, backends: [b("b2", 0), b("b0", 9), b("b1", 0)], want: { backendId: "b1" } },

@@ -4,10 +4,18 @@ import { fnv1a, rendezvous } from "../../protocol/rendezvous";
  * Routing policies: which backend serves a trajectory's next turn. Pure functions over a
  * snapshot of the pool; `placement.ts` applies them (the one placement rule, its load figures).
  *
+ * A backend's load has two figures: its sequences (running + waiting) and its prefill queue
+ * (`queueS`: its queued prompt tokens over its measured prefill rate, the seconds a new turn
+ * waits before its own prefill starts). A backend is OVERLOADED when either figure is past the
+ * margins over the smallest one among the backends taking placements: sequences by more than
+ * `absMargin` AND `relMargin` times the least, or its queue by more than `queueAbsMarginS` AND
+ * `relMargin` times the shortest (a backend that reports no queue counts 0).
+ *
  * Cache-aware affinity with bounded load (the default, `affinity`):
  *
- *   1. Keep the pinned backend unless it is down or overloaded: its load exceeds the least
- *      loaded backend's by more than `pinAbsMargin` AND by more than `relMargin` times.
+ *   1. Keep the pinned backend unless it is down or overloaded by the pin margins (`pinAbsMargin`,
+ *      `pinQueueAbsMarginS`, `relMargin`). Reasons when it moves: `pinned-overloaded` (its
+ *      sequences), `pinned-queued` (only its prefill queue is far past the others').
  *   1b. A subagent's first placement (no pin yet, `parent`: its parent's pinned backend): take
  *      the parent's backend unless it is down, draining or overloaded by rule 2's test
  *      (`absMargin`): the child starts from the parent's system prompt and tools, whose blocks
@@ -16,8 +24,11 @@ import { fnv1a, rendezvous } from "../../protocol/rendezvous";
  *   2. Otherwise (new trajectory, pin down or overloaded) take the backend holding the longest
  *      cached prefix of this trajectory's blocks (from KV events), unless that one is overloaded
  *      by the same test; ties go to the less loaded one.
- *   3. Otherwise the least loaded backend (ties: stable by rendezvous hash of the trajectory id,
- *      so equal backends split new trajectories evenly instead of piling onto the first one).
+ *   3. Otherwise the least loaded backend among those whose prefill queue is not past the placing
+ *      margins (ties: stable by rendezvous hash of the trajectory id, so equal backends split new
+ *      trajectories evenly instead of piling onto the first one). Reason `least-loaded`, or
+ *      `queue-avoided` when a backend with as few sequences was passed over for its queue.
+ *      The `least-loaded` policy (and failover, stateless turns) picks the same way.
  *
  * Rule 2's load bound is what avoids the hotspot where every new trajectory sharing a popular
  * system prompt lands on the one backend that caches it: once that backend runs `absMargin`
@@ -29,7 +40,12 @@ import { fnv1a, rendezvous } from "../../protocol/rendezvous";
  *   absMargin = 2     (sequences running + waiting; for placing: rule 2)
  *   pinAbsMargin = 8  (for leaving a pin: rule 1; a move costs a full prefill of the transcript
  *                      elsewhere, so the pinned backend must be much busier before it pays)
- *   relMargin = 1.5   (x the least loaded backend's load; both rules)
+ *   queueAbsMarginS = 2     (seconds of queued prefill; for placing: rules 1b, 2, 3. Both queue
+ *                            margins mirror the sequence ones; no benchmark has tuned them yet)
+ *   pinQueueAbsMarginS = 8  (seconds of queued prefill, for leaving a pin: the same reasoning as
+ *                            pinAbsMargin; with the default queue bound of 16,384 tokens it fires
+ *                            only on a backend prefilling under ~2,000 tokens/s, a CPU one)
+ *   relMargin = 1.5   (x the least loaded backend's figure; both rules, both figures)
  *   minPrefixBlocks = 1 (a prefix hit shorter than this is ignored)
  *
  * Alternatives for comparison: `round-robin`, `least-loaded`, `consistent-hash` (rendezvous
@@ -47,6 +63,8 @@ export interface BackendSnapshot {
   draining?: boolean;
   /** Sequences running plus waiting on the backend. */
   load: number;
+  /** Seconds its queued prompt tokens take to prefill (`queueSeconds`); absent or 0: none or unknown. */
+  queueS?: number;
 }
 
 export interface RouteRequest {
@@ -65,13 +83,17 @@ export interface RoutingTunables {
   absMargin: number;
   /** Rule 1's absolute margin (leaving a pin). */
   pinAbsMargin: number;
+  /** Absolute margin on the prefill queue, seconds (placing). */
+  queueAbsMarginS: number;
+  /** Rule 1's absolute margin on the prefill queue, seconds (leaving a pin). */
+  pinQueueAbsMarginS: number;
   relMargin: number;
   minPrefixBlocks: number;
 }
 
-export const DEFAULT_TUNABLES: RoutingTunables = { absMargin: 2, pinAbsMargin: 8, relMargin: 1.5, minPrefixBlocks: 1 };
+export const DEFAULT_TUNABLES: RoutingTunables = { absMargin: 2, pinAbsMargin: 8, queueAbsMarginS: 2, pinQueueAbsMarginS: 8, relMargin: 1.5, minPrefixBlocks: 1 };
 
-export type RouteReason = "pinned" | "parent" | "prefix" | "least-loaded" | "round-robin" | "hash" | "pinned-down" | "pinned-overloaded" | "pinned-draining";
+export type RouteReason = "pinned" | "parent" | "prefix" | "least-loaded" | "queue-avoided" | "round-robin" | "hash" | "pinned-down" | "pinned-overloaded" | "pinned-queued" | "pinned-draining";
 
 export interface RouteDecision {
   backendId: string;
@@ -102,7 +124,7 @@ export function route(
       return { backendId: sorted[(req.counter ?? 0) % sorted.length]!.id, reason: "round-robin" };
     }
     case "least-loaded":
-      return { backendId: leastLoaded(up, req.trajectoryId).id, reason: "least-loaded" };
+      return { backendId: leastLoaded(up, req.trajectoryId, tunables).id, reason: "least-loaded" };
     case "consistent-hash":
       return { backendId: byHash(up, req.trajectoryId).id, reason: "hash" };
     case "affinity":
@@ -112,14 +134,18 @@ export function route(
 
 function affinity(req: RouteRequest, all: readonly BackendSnapshot[], up: BackendSnapshot[], t: RoutingTunables): RouteDecision {
   const minLoad = Math.min(...up.map((b) => b.load));
-  const overloaded = (b: BackendSnapshot, abs = t.absMargin) => b.load > minLoad + abs && b.load > minLoad * t.relMargin;
+  const busy = (b: BackendSnapshot, abs: number) => b.load > minLoad + abs && b.load > minLoad * t.relMargin;
+  const queued = queuedPast(up, t);
+  const overloaded = (b: BackendSnapshot) => busy(b, t.absMargin) || queued(b, t.queueAbsMarginS);
 
   let why: RouteReason | undefined;
   if (req.pinned !== undefined) {
     const pinned = all.find((b) => b.id === req.pinned);
     const takes = pinned !== undefined && up.includes(pinned);
-    if (takes && !overloaded(pinned, t.pinAbsMargin)) return { backendId: pinned.id, reason: "pinned" };
-    why = takes ? "pinned-overloaded" : pinned?.up ? "pinned-draining" : "pinned-down";
+    const pinBusy = takes && busy(pinned, t.pinAbsMargin);
+    const pinQueued = takes && queued(pinned, t.pinQueueAbsMarginS);
+    if (takes && !pinBusy && !pinQueued) return { backendId: pinned.id, reason: "pinned" };
+    why = takes ? (pinBusy ? "pinned-overloaded" : "pinned-queued") : pinned?.up ? "pinned-draining" : "pinned-down";
   } else if (req.parent !== undefined) {
     const parent = up.find((b) => b.id === req.parent);
     if (parent !== undefined && !overloaded(parent)) return { backendId: parent.id, reason: "parent" };
@@ -135,8 +161,21 @@ function affinity(req: RouteRequest, all: readonly BackendSnapshot[], up: Backen
       bestBlocks = blocks;
     }
   }
-  const choice = best ?? leastLoaded(up, req.trajectoryId);
-  return { backendId: choice.id, reason: best ? "prefix" : (why ?? "least-loaded") };
+  if (best) return { backendId: best.id, reason: "prefix" };
+  const choice = leastLoaded(up, req.trajectoryId, t);
+  // A backend running no more sequences than the choice was passed over for its prefill queue.
+  const avoided = up.some((b) => b.load <= choice.load && queued(b, t.queueAbsMarginS));
+  return { backendId: choice.id, reason: why ?? (avoided ? "queue-avoided" : "least-loaded") };
+}
+
+/** Whether a backend's prefill queue exceeds the shortest among `up` by more than `abs` seconds AND `relMargin` times. */
+function queuedPast(up: readonly BackendSnapshot[], t: RoutingTunables): (b: BackendSnapshot, abs: number) => boolean {
+  const minQueue = Math.min(...up.map(queueOf));
+  return (b, abs) => queueOf(b) > minQueue + abs && queueOf(b) > minQueue * t.relMargin;
+}
+
+function queueOf(b: BackendSnapshot): number {
+  return b.queueS ?? 0;
 }
 
 /**
@@ -152,10 +191,13 @@ export function parsePolicy(name: string | undefined): RoutingPolicyName | undef
   return ROUTING_POLICIES.find((p) => p === name);
 }
 
-function leastLoaded(up: BackendSnapshot[], key: string): BackendSnapshot {
-  const min = Math.min(...up.map((b) => b.load));
+/** The least loaded backend of those whose prefill queue is not past the placing margins (never none: the shortest queue qualifies). */
+function leastLoaded(up: BackendSnapshot[], key: string, t: RoutingTunables): BackendSnapshot {
+  const queued = queuedPast(up, t);
+  const candidates = up.filter((b) => !queued(b, t.queueAbsMarginS));
+  const min = Math.min(...candidates.map((b) => b.load));
   return byHash(
-    up.filter((b) => b.load === min),
+    candidates.filter((b) => b.load === min),
     key,
   );
 }

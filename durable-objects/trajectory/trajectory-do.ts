@@ -309,5 +309,5 @@ export function trajectoryStub(env: Env, tenant: string, id: string): DurableObj
 }
 
 function errorEvent(err: ProtocolError): TurnEvent {
-  return { type: "error", code: err.code, message: err.message, retryable: err.retryable };
+  return err.toFrame();
 }

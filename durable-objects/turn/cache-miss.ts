@@ -7,7 +7,7 @@ import type { PrefixBreakCause } from "./prefix-break";
  * - `prefix-break`: the transcript is not an extension of the stored one (detail: the cause).
  * - `transfer-failed`: the turn's pull of its blocks failed (detail: the pull's outcome).
  * - `placed-away`: the turn ran away from the backend holding its blocks and nothing made up for
- *   it (detail: the route, e.g. `pinned-overloaded`, `pinned-down`, `pinned-draining`, `failover`,
+ *   it (detail: the route, e.g. `pinned-overloaded`, `pinned-queued`, `pinned-down`, `pinned-draining`, `failover`,
  *   `round-robin`, and `kv_pull=compute-cheaper` when the cost model chose to compute).
  * - `shorter-than-a-block`: less than one block short: a full turn reuses whole blocks only.
  * - `evicted`: the blocks were gone from the backend that should hold them (detail:

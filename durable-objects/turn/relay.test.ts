@@ -167,4 +167,24 @@ describe("relayTurn", () => {
     await expect(relayTurn(params({ backends: [backend(url), backend(twinUrl)] }, []))).rejects.toMatchObject({ code: "overloaded", retryable: true, httpStatus: 429 });
     expect(asked.sort()).toEqual([url, twinUrl].sort());
   });
+
+  it("carries the soonest of the refusals' retryAfterS estimates when every backend refused (the 429's Retry-After)", async () => {
+    script = (_req, at) => ({ status: 429, frames: [{ type: "error", code: "overloaded", message: "queue full", retryable: true, retryAfterS: at === url ? 9 : 4 }] });
+    await expect(relayTurn(params({ backends: [backend(url), backend(twinUrl)] }, []))).rejects.toMatchObject({ code: "overloaded", retryAfterS: 4 });
+    // One backend: its own estimate, through the frame.
+    script = () => ({ status: 429, frames: [{ type: "error", code: "overloaded", message: "queue full", retryable: true, retryAfterS: 9 }] });
+    await expect(relayTurn(params({}, []))).rejects.toMatchObject({ code: "overloaded", retryAfterS: 9 });
+  });
+
+  it("fails over past a backend whose prefill queue is long, to one with a short queue", async () => {
+    const asked: string[] = [];
+    script = (_req, at) => {
+      asked.push(at);
+      return { status: 200, frames: [done] };
+    };
+    // deadUrl fails; of the rest, the twin runs fewer sequences but has 20 s of prefill queued.
+    const r = await relayTurn(params({ backend: backend(deadUrl), backends: [backend(deadUrl), { ...backend(twinUrl, 0), queueS: 20 }, backend(url, 2)] }, []));
+    expect(r).toMatchObject({ route: "failover", backend: { url } });
+    expect(asked).toEqual([url]);
+  });
 });

@@ -45,7 +45,8 @@ export interface RelayResult {
  * the delta's state), and a failover to another up backend (least loaded first, each backend
  * once) when one fails or refuses the turn as `overloaded` before any token went out (the
  * transcript lives at the edge, so another backend can take the turn in full). When every backend
- * refused, the `overloaded` error (429, `Retry-After`) reaches the client.
+ * refused, the `overloaded` error (429) reaches the client, with the soonest of the refusals'
+ * `retryAfterS` estimates (its `Retry-After`).
  * After tokens went out, a failure is a retryable `backend_unavailable`: a retry here would
  * duplicate text. Nothing is stored here; the caller commits on success.
  *
@@ -63,6 +64,8 @@ export async function relayTurn(p: RelayParams): Promise<RelayResult> {
   let route: RouteReason | "failover" = p.route;
   const tried = new Set<string>();
   let clientGone = false;
+  // The soonest any refusing backend expects its queue drained (the 429's Retry-After).
+  let soonestRetryS: number | undefined;
 
   // The planned attempt, one resend in full, and one try on each other backend.
   for (let attempt = 0; attempt < p.backends.length + 2 && !done; attempt++) {
@@ -83,7 +86,7 @@ export async function relayTurn(p: RelayParams): Promise<RelayResult> {
         } else if (frame.type === "done") {
           done = frame;
         } else {
-          throw new ProtocolError(frame.code, frame.message, { retryable: frame.retryable });
+          throw ProtocolError.fromFrame(frame);
         }
       }
     } catch (e) {
@@ -97,6 +100,7 @@ export async function relayTurn(p: RelayParams): Promise<RelayResult> {
       // A backend that is gone, or whose queue is full (`overloaded`), gets the turn elsewhere: the
       // least loaded up backend not tried yet. When every one refused, the client gets the 429.
       const movable = err.code === "backend_unavailable" || err.code === "overloaded";
+      if (err.code === "overloaded" && err.retryAfterS !== undefined) soonestRetryS = Math.min(soonestRetryS ?? Infinity, err.retryAfterS);
       const next = movable && nothingSent && !clientGone && !p.signal.aborted ? failoverTarget(p.backends, tried, p.trajectoryId) : undefined;
       if (next) {
         backend = next;
@@ -108,6 +112,7 @@ export async function relayTurn(p: RelayParams): Promise<RelayResult> {
       if (err.code === "backend_unavailable" && !nothingSent && !clientGone) {
         throw new ProtocolError("backend_unavailable", `the backend failed during the turn (${err.message}); nothing was stored: retry the turn`, { retryable: true });
       }
+      if (err.code === "overloaded" && soonestRetryS !== err.retryAfterS) throw new ProtocolError("overloaded", err.message, { retryable: err.retryable, retryAfterS: soonestRetryS });
       throw err;
     }
   }

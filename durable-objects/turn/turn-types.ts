@@ -144,7 +144,7 @@ export interface TurnRecord {
   repaired?: Repairs;
   /**
    * Why the turn went to its backend: the routing policy's reason (`pinned`, `parent`: a subagent's first turn, `prefix`,
-   * `least-loaded`, `pinned-overloaded`, `pinned-down`, `pinned-draining`, `round-robin`, `hash`), or `failover`
+   * `least-loaded`, `queue-avoided`, `pinned-overloaded`, `pinned-queued`, `pinned-down`, `pinned-draining`, `round-robin`, `hash`), or `failover`
    * when the planned backend failed and another took the turn. Absent on older records.
    */
   route?: RouteReason | "failover";
@@ -185,7 +185,8 @@ export type TurnEvent =
    * `diagnosis`: the comparison the turn asked for (`TurnInput.compare`; also on the start event).
    */
   | { type: "done"; message: AssistantReply; finishReason: FinishReason; usage: Usage; turn: TurnRecord; replayed: boolean; stopSequence?: string; responseToken?: string; cacheWrites?: CacheWrite[]; diagnosis?: CacheDiagnosis }
-  | { type: "error"; code: ErrorCode; message: string; retryable: boolean };
+  /** `retryAfterS`: an overloaded backend's estimate of when to retry (the 429's `Retry-After`). */
+  | { type: "error"; code: ErrorCode; message: string; retryable: boolean; retryAfterS?: number };
 
 /**
  * How a trajectory descends from another: a `fork` of one of its responses (at `turn`), or a

@@ -5,6 +5,7 @@ import { HostTier } from "../kv/host-tier";
 import { KvCacheManager } from "../kv/kv-cache-manager";
 import { KvEventLog } from "../kv/kv-events";
 import { LeaseTable } from "../kv/lease-table";
+import { MIN_PREFILL_STEP_TOKENS, PrefillRate } from "../scheduler/prefill-rate";
 import { Scheduler } from "../scheduler/scheduler";
 import { KvPuller } from "../transfer/kv-pull";
 import { KvServer } from "../transfer/kv-serve";
@@ -43,10 +44,12 @@ function engineParts(options: EngineOptions): EngineParts {
   const hostTier = io && enablePrefixCache && (options.hostTierBytes ?? 0) > 0 ? new HostTier(options.hostTierBytes!, kvEvents, evictions) : undefined;
   if (hostTier && io) kv.transfer.setHostTier({ tier: hostTier, bytesPerBlock: io.bytesPerBlock, read: io.read, write: io.write });
   let grammars: Promise<GrammarCache> | undefined;
+  const prefillRate = new PrefillRate(Math.min(MIN_PREFILL_STEP_TOKENS, options.scheduler.maxBatchTokens));
   return {
     options,
     kv,
-    scheduler: new Scheduler(kv, options.scheduler),
+    scheduler: new Scheduler(kv, options.scheduler, prefillRate),
+    prefillRate,
     states,
     leases: new StateLeases({ kv, states, table: new LeaseTable({ pool, ...options.leases }), codec: options.codec }),
     kvEvents,

@@ -8,6 +8,7 @@ import type { KvCacheManager } from "../kv/kv-cache-manager";
 import type { KvEventLog } from "../kv/kv-events";
 import type { LeaseTableParams } from "../kv/lease-table";
 import type { Executor } from "../model/executors/executor";
+import type { PrefillRate } from "../scheduler/prefill-rate";
 import type { Scheduler, SchedulerConfig } from "../scheduler/scheduler";
 import type { KvPuller, KvPullerParams } from "../transfer/kv-pull";
 import type { KvServer } from "../transfer/kv-serve";
@@ -55,6 +56,8 @@ export interface EngineParts {
   options: EngineOptions;
   kv: KvCacheManager;
   scheduler: Scheduler;
+  /** The prefill rate measured from the engine's steps (heartbeats, the queue bound's `retryAfterS`). */
+  prefillRate: PrefillRate;
   states: StateStore;
   /** Tool-pause leases on turn states (`POST /v1/leases`). */
   leases: StateLeases;

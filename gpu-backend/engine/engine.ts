@@ -6,6 +6,7 @@ import type { HostTier } from "../kv/host-tier";
 import type { KvCacheManager } from "../kv/kv-cache-manager";
 import type { KvEventLog } from "../kv/kv-events";
 import type { StepSequence } from "../model/executors/executor";
+import type { PrefillRate } from "../scheduler/prefill-rate";
 import type { Scheduler } from "../scheduler/scheduler";
 import type { Sequence } from "../scheduler/sequence";
 import type { KvPuller } from "../transfer/kv-pull";
@@ -41,6 +42,7 @@ export class Engine implements JobQueue {
   readonly options: EngineOptions;
   readonly kv: KvCacheManager;
   readonly scheduler: Scheduler;
+  readonly prefillRate: PrefillRate;
   readonly states: StateStore;
   readonly leases: StateLeases;
   readonly kvEvents: KvEventLog;
@@ -60,6 +62,7 @@ export class Engine implements JobQueue {
     this.options = parts.options;
     this.kv = parts.kv;
     this.scheduler = parts.scheduler;
+    this.prefillRate = parts.prefillRate;
     this.states = parts.states;
     this.leases = parts.leases;
     this.kvEvents = parts.kvEvents;
@@ -183,6 +186,7 @@ export class Engine implements JobQueue {
         this.counters.stepTokens += stepTokens;
         this.counters.stepMs += wallMs;
         this.kvPuller?.cost.notePrefill(stepTokens, wallMs);
+        this.prefillRate.noteStep(plan.items.reduce((a, it) => a + Math.max(0, Math.min(it.numTokens, it.seq.numPromptTokens - it.startPos)), 0), wallMs);
         if (cpu0) {
           const cpu = process.cpuUsage(cpu0);
           this.options.onStep!(stepRecord(steps, { at: Date.now(), wallMs, cpuMs: (cpu.user + cpu.system) / 1000 }));
@@ -321,6 +325,6 @@ export class Engine implements JobQueue {
     job.constraint?.dispose();
     this.scheduler.finish(job.seq);
     this.jobs.delete(job.seq.seqId);
-    job.sink({ type: "error", code: err.code, message: err.message, retryable: err.retryable });
+    job.sink(err.toFrame());
   }
 }

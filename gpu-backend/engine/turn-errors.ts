@@ -17,5 +17,5 @@ export function guarded(sink: (frame: Frame) => void, fn: () => void): void {
 /** Sends any thrown value as the turn's error frame (`internal_error` for what is no ProtocolError). */
 export function errorFrame(sink: (frame: Frame) => void, e: unknown): void {
   const err = toProtocolError(e);
-  sink({ type: "error", code: err.code, message: err.message, retryable: err.retryable });
+  sink(err.toFrame());
 }

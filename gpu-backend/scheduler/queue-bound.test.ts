@@ -3,6 +3,7 @@ import { hashRoot } from "../../protocol/block-hash";
 import { ProtocolError } from "../../protocol/errors";
 import { BlockPool } from "../kv/block-pool";
 import { KvCacheManager } from "../kv/kv-cache-manager";
+import { PrefillRate } from "./prefill-rate";
 import { Scheduler } from "./scheduler";
 import { Sequence } from "./sequence";
 
@@ -10,9 +11,9 @@ const root = hashRoot({ modelId: "m", salt: "" });
 let nextId = 1;
 const seqOf = (n: number, offset = 0) => new Sequence({ seqId: nextId++, tokenIds: Array.from({ length: n }, (_, i) => (i + offset) % 1000), maxTokens: 2, hashRoot: root });
 
-function setup(maxQueuedTokens: number) {
+function setup(maxQueuedTokens: number, prefillRate?: PrefillRate) {
   const kv = new KvCacheManager({ pool: new BlockPool({ numBlocks: 256, blockSize: 4 }), enablePrefixCache: true });
-  return { kv, s: new Scheduler(kv, { maxBatchTokens: 16, maxRunningSequences: 8, blockSize: 4, maxQueuedTokens }) };
+  return { kv, s: new Scheduler(kv, { maxBatchTokens: 16, maxRunningSequences: 8, blockSize: 4, maxQueuedTokens }, prefillRate) };
 }
 
 /** Runs steps until nothing is left, marking tokens computed and finishing sequences at their max tokens. */
@@ -83,5 +84,16 @@ describe("Scheduler queue bound (maxQueuedTokens)", () => {
     s.add(next);
     expect(next.queuedTokens).toBe(4);
     expect(s.queuedTokens()).toBe(16);
+  });
+
+  it("says in the refusal when to retry: the queue's drain time at the measured prefill rate (retryAfterS)", () => {
+    const rate = new PrefillRate(16);
+    const { s } = setup(100, rate);
+    s.add(seqOf(90));
+    // No step measured yet: no estimate (the edge answers Retry-After: 1).
+    expect(refusal(() => s.add(seqOf(20, 300)))?.retryAfterS).toBeUndefined();
+    rate.noteStep(16, 800); // 20 prompt tokens/s: 90 queued drain in 4.5 s
+    const err = refusal(() => s.add(seqOf(20, 300)));
+    expect([err?.code, err?.retryAfterS, err?.toFrame().retryAfterS]).toEqual(["overloaded", 5, 5]);
   });
 });

@@ -1,6 +1,7 @@
 import type { BlockHash } from "../../protocol/block-hash";
 import { ProtocolError } from "../../protocol/errors";
 import type { KvSequence } from "../kv/kv-sequence";
+import type { PrefillRate } from "./prefill-rate";
 import type { Sequence } from "./sequence";
 
 /**
@@ -102,11 +103,15 @@ export class Scheduler {
   constructor(
     private readonly kv: KvPort,
     readonly config: SchedulerConfig,
+    /** The engine's measured prefill rate: a refusal's `retryAfterS` is the queue's drain time at it. */
+    private readonly prefillRate?: PrefillRate,
   ) {}
 
   /**
    * Queues a new sequence, or refuses it (`overloaded`) when its uncached prompt would take the
    * queued tokens past `maxQueuedTokens`: the caller answers 429 and the edge tries elsewhere.
+   * The refusal carries `retryAfterS`, the seconds the queue takes to drain at the measured
+   * prefill rate (`PrefillRate.retryAfterS`; absent before a measurement).
    */
   add(seq: Sequence): void {
     // Hashes into the sequence's memo: admission reuses them.
@@ -115,7 +120,7 @@ export class Scheduler {
     const queued = max === Infinity ? 0 : this.queuedTokens();
     if (queued > 0 && queued + seq.queuedTokens > max) {
       this.refused++;
-      throw new ProtocolError("overloaded", `this backend has ${queued} prompt tokens queued; ${seq.queuedTokens} more would pass its bound of ${max} (--max-queued-tokens): retry later or on another backend`);
+      throw new ProtocolError("overloaded", `this backend has ${queued} prompt tokens queued; ${seq.queuedTokens} more would pass its bound of ${max} (--max-queued-tokens): retry later or on another backend`, { retryAfterS: this.prefillRate?.retryAfterS(queued) });
     }
     seq.status = "waiting";
     this.waiting.push(seq);

@@ -144,7 +144,7 @@ export function createBackendApp(options: BackendAppOptions): Hono {
     );
     engine.submit(request, sink, abort.signal);
     const head = await first;
-    if (head.type === "error" && early.length === 1) return errorResponse(c, frameError(head));
+    if (head.type === "error" && early.length === 1) return errorResponse(c, ProtocolError.fromFrame(head));
 
     const stream = new ReadableStream<Uint8Array>({
       start(ctrl) {
@@ -177,12 +177,8 @@ function modelEntry(engine: Engine): Record<string, unknown> {
   };
 }
 
-function frameError(f: ErrorFrame): ProtocolError {
-  return new ProtocolError(f.code, f.message);
-}
-
 function errorResponse(c: Context, err: ProtocolError): Response {
-  const frame: ErrorFrame = { type: "error", code: err.code, message: err.message, retryable: err.retryable };
+  const frame: ErrorFrame = err.toFrame();
   void c;
   return new Response(encode(frame), { status: err.httpStatus, headers: { "content-type": MSGPACK_CONTENT_TYPE } });
 }

@@ -20,7 +20,7 @@ describe("startHeartbeat publishes KV events", () => {
   let backend: Backend;
   let server: Server;
   let edgeUrl: string;
-  const bodies: { kvEvents: KvEventBatch; id: string }[] = [];
+  const bodies: { kvEvents: KvEventBatch; id: string; queuedTokens?: number; prefillTokensPerS?: number }[] = [];
   /** Answers in order; the last one repeats. `fail` answers HTTP 500. */
   let answers: ("ok" | "resync" | "fail")[] = [];
   let inFlight = 0;
@@ -93,6 +93,10 @@ describe("startHeartbeat publishes KV events", () => {
     expect(batches.map((b) => b.seq).slice(0, 8)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
     for (const i of [0, 3, 5]) expect(batches[i]!.stored.sort()).toEqual([...cached].sort());
     expect(maxInFlight).toBe(1);
+    // The queue fields: nothing queued now, and the rate measured from the 70-token prefill step.
+    expect(bodies[0]!.queuedTokens).toBe(0);
+    expect(bodies[0]!.prefillTokensPerS).toBeGreaterThan(0);
+    expect(bodies[0]!.prefillTokensPerS).toBe(engine.prefillRate.tokensPerS);
   });
 });
 

@@ -34,7 +34,9 @@ export interface HeartbeatOptions {
  * per outage and retried; the pool marks the backend down after 3 missed beats.
  *
  * The load reported for routing is `loadAvg`, running + waiting sampled every 250 ms and averaged
- * over LOAD_AVG_TAU_MS (load-average.ts). When no beat got through for 1.25 intervals (an
+ * over LOAD_AVG_TAU_MS (load-average.ts), with the queued prompt tokens (`queuedTokens`, what
+ * the queue bound counts) and the measured prefill rate (`prefillTokensPerS`, once measured): the
+ * pool's placement compares how long each backend's prefill queue takes to drain. When no beat got through for 1.25 intervals (an
  * engine step blocking the main thread, or beats stuck behind steps), a keepalive thread resends
  * the last beat's load (keepalive-thread.ts), so a busy backend is not taken for a dead one.
  *
@@ -75,6 +77,8 @@ export function startHeartbeat(o: HeartbeatOptions): HeartbeatHandle {
     kvUsage: o.engine.kv.usage(),
     tokensPerS,
     loadAvg: Math.round(load.value * 100) / 100,
+    queuedTokens: o.engine.scheduler.queuedTokens(),
+    ...prefillRate(o.engine),
     ...(o.drain?.draining ? { draining: true } : {}),
   });
   const beat = async () => {
@@ -133,4 +137,10 @@ export function startHeartbeat(o: HeartbeatOptions): HeartbeatHandle {
       }
     },
   };
+}
+
+/** The engine's measured prefill rate as a heartbeat field (none before its first measurement). */
+function prefillRate(engine: Engine): Pick<Heartbeat, "prefillTokensPerS"> {
+  const rate = engine.prefillRate.tokensPerS;
+  return rate === undefined ? {} : { prefillTokensPerS: rate };
 }

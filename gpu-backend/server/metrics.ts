@@ -66,6 +66,7 @@ export function createMetrics(engine: Engine): { registry: Registry } {
   new Gauge({ name: "agent_edge_waiting_sequences", help: "Sequences waiting for admission.", registers: [registry], collect() { this.set(engine.numWaiting); } });
   new Gauge({ name: "agent_edge_turn_states", help: "Turn states kept for delta turns (at most the state capacity, least recently used dropped first).", registers: [registry], collect() { this.set(engine.states.size); } });
   new Gauge({ name: "agent_edge_queued_tokens", help: "Prompt tokens queued and not yet computed (bounded by --max-queued-tokens).", registers: [registry], collect() { this.set(engine.scheduler.queuedTokens()); } });
+  new Gauge({ name: "agent_edge_prefill_tokens_per_second", help: "Measured prefill rate: prompt tokens per second of the engine's prefill steps (moving average; 0 until measured). Heartbeats report it; queued tokens over it is the Retry-After of a 429.", registers: [registry], collect() { this.set(engine.prefillRate.tokensPerS ?? 0); } });
   follow("agent_edge_overloaded_total", "Turns refused because the queued tokens would pass --max-queued-tokens (429 overloaded).", () => engine.scheduler.refused, "overloaded");
   const spec = engine.counters.speculation;
   follow("agent_edge_speculative_drafted_tokens_total", "Speculative decoding: draft tokens verified.", () => spec.drafted, "drafted");

@@ -8,7 +8,8 @@ import { createBackendApp } from "./app";
 /**
  * The queue bound through the real app and engine (tiny model): a turn arriving while another's
  * prompt is still queued past the bound gets HTTP 429 with an `overloaded` frame, nothing of it
- * is kept, and the backend serves the next turn once the queue drained.
+ * is kept (the frame says when to retry: `retryAfterS`), and the backend serves the next turn once
+ * the queue drained.
  */
 // Small steps: the first turn's prompt stays queued over many steps.
 const t = testApp("queue-bound", (engine) => createBackendApp({ engine, secret: TEST_SECRET, backendId: "t" }), { scheduler: { maxBatchTokens: 16, maxQueuedTokens: 100 } });
@@ -29,6 +30,9 @@ async function generate(req: GenerateRequest): Promise<{ status: number; frames:
 describe("backend queue bound (--max-queued-tokens)", () => {
   it("answers 429 overloaded to a turn that would pass the bound, keeps nothing of it, and serves once the queue drained", async () => {
     const long = "word ".repeat(80);
+    // A turn first, so that the backend has measured its prefill rate (16-token steps).
+    expect((await generate(request("warm up ".repeat(20)))).status).toBe(200);
+    expect(t.engine.prefillRate.tokensPerS).toBeGreaterThan(0);
     // Both arrive together; whichever the engine takes first runs, the other is refused.
     const answers = await Promise.all([generate(request(long)), generate(request(`other ${long}`))]);
     const first = answers.find((a) => a.status === 200) ?? answers[0]!;
@@ -39,6 +43,9 @@ describe("backend queue bound (--max-queued-tokens)", () => {
     expect(second.frames).toHaveLength(1);
     expect(second.frames[0]).toMatchObject({ type: "error", code: "overloaded", retryable: true });
     expect((second.frames[0] as { message: string }).message).toMatch(/prompt tokens queued; \d+ more would pass its bound of 100/);
+    // When to retry: the queue's drain time at the measured rate, whole seconds in 1..60.
+    const { retryAfterS } = second.frames[0] as { retryAfterS?: number };
+    expect(Number.isInteger(retryAfterS) && retryAfterS! >= 1 && retryAfterS! <= 60).toBe(true);
     expect(t.engine.scheduler.refused).toBe(1);
     expect(t.engine.numRunning + t.engine.numWaiting).toBe(0);
     expect(t.engine.scheduler.queuedTokens()).toBe(0);
@@ -49,5 +56,6 @@ describe("backend queue bound (--max-queued-tokens)", () => {
     const metrics = await (await t.app.request(ROUTES.backend.metrics, { headers: { [SECRET_HEADER]: SECRET } })).text();
     expect(metrics).toMatch(/^agent_edge_overloaded_total 1$/m);
     expect(metrics).toMatch(/^agent_edge_queued_tokens 0$/m);
+    expect(Number(/^agent_edge_prefill_tokens_per_second (\S+)$/m.exec(metrics)?.[1])).toBe(t.engine.prefillRate.tokensPerS);
   });
 });

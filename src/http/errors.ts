@@ -1,6 +1,6 @@
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
-import { ProtocolError, toProtocolError, type ErrorCode } from "../../protocol";
+import { clampRetryAfter, ProtocolError, toProtocolError, type ErrorCode } from "../../protocol";
 import { edgePath } from "../../protocol/routes";
 
 /**
@@ -8,12 +8,13 @@ import { edgePath } from "../../protocol/routes";
  * (`/v1/messages` and below) Anthropic's `{ type: "error", error: { type, message, code },
  * request_id: null }`, elsewhere OpenAI's `{ error: { message, type, code, param: null } }`; both
  * with the code's HTTP status and the project's stable `code`. Retryable errors carry
- * `retry-after: 1`. Internal errors answer a generic message; the details go to the log only.
+ * `retry-after` (`retryAfter`). Internal errors answer a generic message; the details go to the
+ * log only.
  *
  * @example return errorResponse(c, new ProtocolError("unauthorized", "missing API key"));
  */
 export function errorResponse(c: Context, err: ProtocolError): Response {
-  const headers: Record<string, string> = err.retryable ? { "retry-after": "1" } : {};
+  const headers: Record<string, string> = err.retryable ? { "retry-after": retryAfter(err) } : {};
   if (isMessagesPath(c.req.path)) return c.json(anthropicErrorBody(err), err.httpStatus, headers);
   return c.json(openAiErrorBody(err), err.httpStatus, headers);
 }
@@ -36,6 +37,17 @@ export function openAiErrorBody(err: ProtocolError) {
  */
 export function anthropicErrorBody(err: ProtocolError) {
   return { type: "error" as const, error: { type: anthropicErrorType(err.code), message: publicMessage(err), code: err.code }, request_id: null };
+}
+
+/**
+ * The `retry-after` header of a retryable error, in seconds: the failing backend's estimate when
+ * it sent one (an `overloaded` refusal: its queued prompt tokens over its measured prefill rate),
+ * held to 1..MAX_RETRY_AFTER_S (60); else 1.
+ *
+ * @example retryAfter(new ProtocolError("overloaded", "queue full", { retryAfterS: 7 })) // "7"
+ */
+export function retryAfter(err: ProtocolError): string {
+  return String(err.retryAfterS === undefined ? 1 : clampRetryAfter(err.retryAfterS));
 }
 
 const MESSAGES_PATH = edgePath("anthropic", "messages");

@@ -212,5 +212,5 @@ export function messagesAnswer(meta: MessagesMeta, stream: boolean, headers: Rec
 }
 
 function errorOf(e: Extract<TurnEvent, { type: "error" }>): ProtocolError {
-  return new ProtocolError(e.code, e.message, { retryable: e.retryable });
+  return ProtocolError.fromFrame(e);
 }

@@ -104,7 +104,7 @@ export async function answerTurn(c: Context, events: AsyncGenerator<TurnEvent>, 
 }
 
 function errorOf(e: Extract<TurnEvent, { type: "error" }>): ProtocolError {
-  return new ProtocolError(e.code, e.message, { retryable: e.retryable });
+  return ProtocolError.fromFrame(e);
 }
 
 function turnHeaders(done: Extract<TurnEvent, { type: "done" }>): Record<string, string> {

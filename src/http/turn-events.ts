@@ -105,7 +105,7 @@ export async function* statelessTurn(
   })()
     .catch(async (e: unknown) => {
       const err = toProtocolError(e);
-      await emit({ type: "error", code: err.code, message: err.message, retryable: err.retryable });
+      await emit(err.toFrame());
     })
     .finally(() => writer.close().catch(() => {}));
   const reader = readable.getReader();

@@ -330,6 +330,24 @@ describe("PoolDO placement", () => {
     expect((await pool.place({ hashes: [], key: "popular", trajectoryId: "after", pinned: undefined }))!.url).toBe(A);
   });
 
+  it("places away from a backend whose heartbeat reports a long prefill queue, and moves a pinned trajectory off it", async () => {
+    const pool = privatePool();
+    const [Q, R] = ["http://10.0.3.1:8080", "http://10.0.3.2:8080"];
+    // Q holds the prefix and runs one sequence, a long prompt: 24,000 tokens left to prefill at 800/s, 30 s.
+    await pool.heartbeat(beat("qa", { url: Q, running: 1, waiting: 0, queuedTokens: 24_000, prefillTokensPerS: 800 }));
+    await pool.heartbeat(beat("qb", { url: R, running: 2, waiting: 0, queuedTokens: 0, prefillTokensPerS: 800 }));
+    await pool.notePrefix("queued-key", Q);
+    // (The static BACKEND_URLS backend, idle, is in the pool too.)
+    const placed = await pool.place({ hashes: [], key: "queued-key", trajectoryId: "q-new" });
+    expect(placed!.url).not.toBe(Q);
+    const moved = await pool.place({ hashes: [], trajectoryId: "q-pinned", pinned: Q });
+    expect(moved!.url).not.toBe(Q);
+    expect(moved!.reason).toBe("pinned-queued");
+    // Its queue drained (the next heartbeat): the holder takes new trajectories again.
+    await pool.heartbeat(beat("qa", { url: Q, running: 1, waiting: 0, queuedTokens: 0, prefillTokensPerS: 800 }));
+    expect(await pool.place({ hashes: [], key: "queued-key", trajectoryId: "q-after" })).toMatchObject({ url: Q, reason: "prefix" });
+  });
+
   it("stops counting a placement as load once its trajectory's turn is noted done there", async () => {
     const pool = privatePool();
     const X = "http://10.0.2.1:8080";
