@@ -2,7 +2,8 @@ import { DurableObject } from "cloudflare:workers";
 import { ProtocolError, toProtocolError } from "../../protocol/errors";
 import type { ChatMessage } from "../../protocol/messages";
 import { releaseState } from "../backend/backend-client";
-import { poolOf, type PoolBackend } from "../pool/pool-do";
+import { poolOf } from "../pool/pool-do";
+import { cachedPoolView } from "../pool/pool-view";
 import { routedBackends, type RoutedBackend } from "../routing/placement";
 import { edgeSettings, routingPolicyOf } from "../settings";
 import { tenantIndexOf } from "../tenant-index/tenant-index-do";
@@ -32,7 +33,6 @@ export class TrajectoryDO extends DurableObject<Env> {
   private readonly leases: LeaseKeeper;
   private transcript: ChatMessage[] = [];
   private busy = false;
-  private poolCache: { at: number; backends: PoolBackend[] } | undefined;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -293,13 +293,10 @@ export class TrajectoryDO extends DurableObject<Env> {
     await this.leases.alarm();
   }
 
-  /** The pool's view (registered and static backends), reused for POOL_VIEW_TTL_MS. */
+  /** The pool's view (registered and static backends), shared in this isolate for POOL_VIEW_TTL_MS. */
   private async backends(): Promise<RoutedBackend[]> {
     const settings = edgeSettings(this.env);
-    if (!this.poolCache || Date.now() - this.poolCache.at > settings.poolViewTtlMs) {
-      this.poolCache = { at: Date.now(), backends: await poolOf(this.env).view() };
-    }
-    return routedBackends(this.poolCache.backends, settings.backendSecret);
+    return routedBackends(await cachedPoolView(this.env, settings.poolViewTtlMs), settings.backendSecret);
   }
 }
 
