@@ -43,14 +43,21 @@ export function randomizeBiases(dir: string, seed: number, std: number, normStd 
   writeSafetensors(path, tensors, { format: "pt" });
 }
 
-/** Log-softmax of one float32 logits row, in float64. */
+/**
+ * Log-softmax of one float32 logits row, in float64. Indexed loops: the same operations in the same
+ * order as iterators and `Float64Array.from(row, fn)` (so the same values), ~7x faster on 151k-wide
+ * rows (the oracles call it for every teacher-forced position).
+ */
 export function logSoftmax(row: Float32Array): Float64Array {
+  const n = row.length;
   let max = -Infinity;
-  for (const x of row) if (x > max) max = x;
+  for (let i = 0; i < n; i++) if (row[i]! > max) max = row[i]!;
   let sum = 0;
-  for (const x of row) sum += Math.exp(x - max);
+  for (let i = 0; i < n; i++) sum += Math.exp(row[i]! - max);
   const lse = max + Math.log(sum);
-  return Float64Array.from(row, (x) => x - lse);
+  const out = new Float64Array(n);
+  for (let i = 0; i < n; i++) out[i] = row[i]! - lse;
+  return out;
 }
 
 /** The ids of the k largest values, largest first. */
@@ -96,7 +103,13 @@ export async function llamaCppLogProbs(sequence: LlamaContextSequence, tokens: n
     let sum = 0;
     for (const p of probabilities.values()) sum += p;
     const logSum = Math.log(sum);
-    rows.push({ logProb: (token) => Math.log(probabilities.get(token as Token) ?? 0) - logSum, top5: [...probabilities.keys()].slice(0, 5).map(Number) });
+    // The first 5 keys (the map is in decreasing probability), without copying all of them.
+    const top5: number[] = [];
+    for (const token of probabilities.keys()) {
+      if (top5.length === 5) break;
+      top5.push(Number(token));
+    }
+    rows.push({ logProb: (token) => Math.log(probabilities.get(token as Token) ?? 0) - logSum, top5 });
   }
   return rows;
 }

@@ -59,19 +59,46 @@ function ggufExpressible(family: (typeof DEMO_FAMILIES)[number]): ModelConfig {
 const TOLERANCE: Record<GgufFileType, number> = { F32: 1e-5, F16: 1e-4, Q8_0: 1e-4, Q4_0: 1e-4 };
 const HELD: Record<GgufFileType, 4 | 8 | "fp16" | null> = { F32: null, F16: "fp16", Q8_0: 8, Q4_0: 4 };
 
+type Family = (typeof DEMO_FAMILIES)[number];
+
+/**
+ * Each family's folder, and each of its GGUF files exported and loaded, once per file (export and
+ * load are most of a test's time): a type's own test is the first to ask for its file and checks
+ * the load's log lines; the int4 / int8 test reads the same Q4_0 / Q8_0 file, and the error test
+ * the qwen3 F32 file. Any test run alone makes what it asks for.
+ */
+const folders = new Map<Family, Promise<Checkpoint>>();
+function folderOf(family: Family): Promise<Checkpoint> {
+  if (!folders.has(family)) folders.set(family, materializeModel({ dir: join(root, family), config: ggufExpressible(family), seed: 3 }).then((dir) => loadCheckpoint(dir)));
+  return folders.get(family)!;
+}
+const ggufFiles = new Map<string, Promise<{ gguf: Checkpoint; lines: string[] }>>();
+function ggufOf(family: Family, fileType: GgufFileType): Promise<{ gguf: Checkpoint; lines: string[] }> {
+  const path = join(root, `${family}-${fileType}.gguf`);
+  if (!ggufFiles.has(path)) {
+    ggufFiles.set(
+      path,
+      folderOf(family).then(async (folder) => {
+        exportGguf(folder, path, { fileType });
+        const lines: string[] = [];
+        return { gguf: await loadGgufCheckpoint(path, { log: (l) => lines.push(l) }), lines };
+      }),
+    );
+  }
+  return ggufFiles.get(path)!;
+}
+
 describe.each(DEMO_FAMILIES)("GGUF checkpoint: %s", (family) => {
   let folder: Checkpoint;
   let folderLogits: Float32Array;
   beforeAll(async () => {
-    folder = await loadCheckpoint(await materializeModel({ dir: join(root, family), config: ggufExpressible(family), seed: 3 }));
+    folder = await folderOf(family);
     folderLogits = await logitsOf(folder);
   });
 
   it.each(["F32", "F16", "Q8_0", "Q4_0"] as const)("%s: same config, logits of the folder's weights as the type holds them", async (fileType) => {
-    const path = join(root, `${family}-${fileType}.gguf`);
-    exportGguf(folder, path, { fileType });
-    const lines: string[] = [];
-    const gguf = await loadGgufCheckpoint(path, { log: (l) => lines.push(l) });
+    // `lines` is the load's log so far, then what reading the weights logs (below, in logitsOf).
+    const { gguf, lines } = await ggufOf(family, fileType);
     expect(hyperparameters(gguf.config)).toEqual(hyperparameters(folder.config));
     expect(gguf.modelId).toBe(`${family}-${fileType}`);
     const held = HELD[fileType];
@@ -86,10 +113,7 @@ describe.each(DEMO_FAMILIES)("GGUF checkpoint: %s", (family) => {
   });
 
   it.each([4, 8] as const)("int%i: Q4_0 / Q8_0 weights taken as stored give the folder's quantized logits", async (bits) => {
-    const fileType = bits === 4 ? "Q4_0" : "Q8_0";
-    const path = join(root, `${family}-${fileType}-packed.gguf`);
-    exportGguf(folder, path, { fileType });
-    const gguf = await loadGgufCheckpoint(path);
+    const { gguf } = await ggufOf(family, bits === 4 ? "Q4_0" : "Q8_0");
     const stored = QuantizedWeights.open(bits, gguf.packedWeights!(bits));
     const fromGguf = await logitsOf(gguf, gguf.weights, stored);
     // Every linear (experts included), the embedding and an untied head came as stored: nothing quantized here.
@@ -103,9 +127,8 @@ describe("GGUF checkpoint errors", () => {
   it("names the file and a tensor of a type it does not decode, and a missing tensor", async () => {
     const { readFileSync, writeFileSync } = await import("node:fs");
     const { readGguf } = await import("../gguf-reader");
-    const folder = await loadCheckpoint(await materializeModel({ dir: join(root, "errors"), config: tinyFamilyConfig("qwen3", ids), seed: 4 }));
-    const path = join(root, "errors.gguf");
-    exportGguf(folder, path);
+    // The qwen3 F32 file (tinyFamilyConfig("qwen3"): ggufExpressible leaves it as is).
+    const path = (await ggufOf("qwen3", "F32")).gguf.ggufPath!;
     const file = readGguf(path);
     const bytes = readFileSync(path);
     // Rewrite the type id of blk.1.attn_k.weight in the header to IQ2_XXS (16).
