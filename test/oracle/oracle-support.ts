@@ -100,16 +100,20 @@ export async function llamaCppLogProbs(sequence: LlamaContextSequence, tokens: n
   for (let i = from; i < tokens.length; i++) {
     const probabilities = results[i]?.next.probabilities;
     if (!probabilities || probabilities.size !== vocabSize) throw new Error(`llama.cpp returned ${probabilities?.size ?? 0} probabilities at position ${i}, expected ${vocabSize}`);
-    let sum = 0;
-    for (const p of probabilities.values()) sum += p;
-    const logSum = Math.log(sum);
-    // The first 5 keys (the map is in decreasing probability), without copying all of them.
+    // Kept as one dense row, not the map (a 151k-entry map per position, for every target of a
+    // file, was most of the oracle's memory); the same sum, in the map's order, and the same values.
+    const dense = new Float64Array(vocabSize);
     const top5: number[] = [];
-    for (const token of probabilities.keys()) {
-      if (top5.length === 5) break;
-      top5.push(Number(token));
+    let sum = 0;
+    for (const [token, p] of probabilities) {
+      if (!(token >= 0 && token < vocabSize)) throw new Error(`llama.cpp returned token ${token} at position ${i}, outside the vocabulary of ${vocabSize}`);
+      dense[token] = p;
+      sum += p;
+      // The first 5 keys: the map is in decreasing probability.
+      if (top5.length < 5) top5.push(Number(token));
     }
-    rows.push({ logProb: (token) => Math.log(probabilities.get(token as Token) ?? 0) - logSum, top5 });
+    const logSum = Math.log(sum);
+    rows.push({ logProb: (token) => Math.log(dense[token] ?? 0) - logSum, top5 });
   }
   return rows;
 }
