@@ -43,14 +43,21 @@ export function randomizeBiases(dir: string, seed: number, std: number, normStd 
   writeSafetensors(path, tensors, { format: "pt" });
 }
 
-/** Log-softmax of one float32 logits row, in float64. */
+/**
+ * Log-softmax of one float32 logits row, in float64. Indexed loops: the same operations in the same
+ * order as iterators and `Float64Array.from(row, fn)` (so the same values), ~7x faster on 151k-wide
+ * rows (the oracles call it for every teacher-forced position).
+ */
 export function logSoftmax(row: Float32Array): Float64Array {
+  const n = row.length;
   let max = -Infinity;
-  for (const x of row) if (x > max) max = x;
+  for (let i = 0; i < n; i++) if (row[i]! > max) max = row[i]!;
   let sum = 0;
-  for (const x of row) sum += Math.exp(x - max);
+  for (let i = 0; i < n; i++) sum += Math.exp(row[i]! - max);
   const lse = max + Math.log(sum);
-  return Float64Array.from(row, (x) => x - lse);
+  const out = new Float64Array(n);
+  for (let i = 0; i < n; i++) out[i] = row[i]! - lse;
+  return out;
 }
 
 /** The ids of the k largest values, largest first. */
@@ -93,10 +100,20 @@ export async function llamaCppLogProbs(sequence: LlamaContextSequence, tokens: n
   for (let i = from; i < tokens.length; i++) {
     const probabilities = results[i]?.next.probabilities;
     if (!probabilities || probabilities.size !== vocabSize) throw new Error(`llama.cpp returned ${probabilities?.size ?? 0} probabilities at position ${i}, expected ${vocabSize}`);
+    // Kept as one dense row, not the map (a 151k-entry map per position, for every target of a
+    // file, was most of the oracle's memory); the same sum, in the map's order, and the same values.
+    const dense = new Float64Array(vocabSize);
+    const top5: number[] = [];
     let sum = 0;
-    for (const p of probabilities.values()) sum += p;
+    for (const [token, p] of probabilities) {
+      if (!(token >= 0 && token < vocabSize)) throw new Error(`llama.cpp returned token ${token} at position ${i}, outside the vocabulary of ${vocabSize}`);
+      dense[token] = p;
+      sum += p;
+      // The first 5 keys: the map is in decreasing probability.
+      if (top5.length < 5) top5.push(Number(token));
+    }
     const logSum = Math.log(sum);
-    rows.push({ logProb: (token) => Math.log(probabilities.get(token as Token) ?? 0) - logSum, top5: [...probabilities.keys()].slice(0, 5).map(Number) });
+    rows.push({ logProb: (token) => Math.log(dense[token] ?? 0) - logSum, top5 });
   }
   return rows;
 }

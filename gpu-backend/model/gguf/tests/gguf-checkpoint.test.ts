@@ -59,19 +59,58 @@ function ggufExpressible(family: (typeof DEMO_FAMILIES)[number]): ModelConfig {
 const TOLERANCE: Record<GgufFileType, number> = { F32: 1e-5, F16: 1e-4, Q8_0: 1e-4, Q4_0: 1e-4 };
 const HELD: Record<GgufFileType, 4 | 8 | "fp16" | null> = { F32: null, F16: "fp16", Q8_0: 8, Q4_0: 4 };
 
+type Family = (typeof DEMO_FAMILIES)[number];
+
+/**
+ * Each family's folder, and each of its GGUF files, made once (exporting and loading are most of a
+ * test's time): the error test rewrites the qwen3 F32 file. The Q4_0 / Q8_0 files are also loaded
+ * once: by the type's own test, which checks the load's log lines, then taken (and dropped: a loaded
+ * file keeps its bytes and tokenizer) by the int4 / int8 test. Any test run alone makes what it needs.
+ */
+const folders = new Map<Family, Promise<Checkpoint>>();
+function folderOf(family: Family): Promise<Checkpoint> {
+  if (!folders.has(family)) folders.set(family, materializeModel({ dir: join(root, family), config: ggufExpressible(family), seed: 3 }).then((dir) => loadCheckpoint(dir)));
+  return folders.get(family)!;
+}
+const files = new Map<string, Promise<string>>();
+function ggufFile(family: Family, fileType: GgufFileType): Promise<string> {
+  const path = join(root, `${family}-${fileType}.gguf`);
+  if (!files.has(path)) files.set(path, folderOf(family).then((folder) => exportGguf(folder, path, { fileType }).path));
+  return files.get(path)!;
+}
+type Loaded = { gguf: Checkpoint; lines: string[] };
+const loaded = new Map<string, Promise<Loaded>>();
+/** The file loaded, with the log lines of the load and of what is read from it afterwards. */
+async function load(path: string): Promise<Loaded> {
+  const lines: string[] = [];
+  return { gguf: await loadGgufCheckpoint(path, { log: (l) => lines.push(l) }), lines };
+}
+/** The type's own test: a fresh load, kept for the int test when the type is Q4_0 / Q8_0. */
+async function loadFor(family: Family, fileType: GgufFileType): Promise<Loaded> {
+  const path = await ggufFile(family, fileType);
+  const result = load(path);
+  if (fileType === "Q4_0" || fileType === "Q8_0") loaded.set(path, result);
+  return result;
+}
+/** The int test: the load its type's test kept (now dropped), else a fresh one. */
+async function takeLoaded(family: Family, fileType: "Q4_0" | "Q8_0"): Promise<Loaded> {
+  const path = await ggufFile(family, fileType);
+  const result = loaded.get(path) ?? load(path);
+  loaded.delete(path);
+  return result;
+}
+
 describe.each(DEMO_FAMILIES)("GGUF checkpoint: %s", (family) => {
   let folder: Checkpoint;
   let folderLogits: Float32Array;
   beforeAll(async () => {
-    folder = await loadCheckpoint(await materializeModel({ dir: join(root, family), config: ggufExpressible(family), seed: 3 }));
+    folder = await folderOf(family);
     folderLogits = await logitsOf(folder);
   });
 
   it.each(["F32", "F16", "Q8_0", "Q4_0"] as const)("%s: same config, logits of the folder's weights as the type holds them", async (fileType) => {
-    const path = join(root, `${family}-${fileType}.gguf`);
-    exportGguf(folder, path, { fileType });
-    const lines: string[] = [];
-    const gguf = await loadGgufCheckpoint(path, { log: (l) => lines.push(l) });
+    // `lines` is the load's log so far, then what reading the weights logs (below, in logitsOf).
+    const { gguf, lines } = await loadFor(family, fileType);
     expect(hyperparameters(gguf.config)).toEqual(hyperparameters(folder.config));
     expect(gguf.modelId).toBe(`${family}-${fileType}`);
     const held = HELD[fileType];
@@ -86,10 +125,7 @@ describe.each(DEMO_FAMILIES)("GGUF checkpoint: %s", (family) => {
   });
 
   it.each([4, 8] as const)("int%i: Q4_0 / Q8_0 weights taken as stored give the folder's quantized logits", async (bits) => {
-    const fileType = bits === 4 ? "Q4_0" : "Q8_0";
-    const path = join(root, `${family}-${fileType}-packed.gguf`);
-    exportGguf(folder, path, { fileType });
-    const gguf = await loadGgufCheckpoint(path);
+    const { gguf } = await takeLoaded(family, bits === 4 ? "Q4_0" : "Q8_0");
     const stored = QuantizedWeights.open(bits, gguf.packedWeights!(bits));
     const fromGguf = await logitsOf(gguf, gguf.weights, stored);
     // Every linear (experts included), the embedding and an untied head came as stored: nothing quantized here.
@@ -103,9 +139,8 @@ describe("GGUF checkpoint errors", () => {
   it("names the file and a tensor of a type it does not decode, and a missing tensor", async () => {
     const { readFileSync, writeFileSync } = await import("node:fs");
     const { readGguf } = await import("../gguf-reader");
-    const folder = await loadCheckpoint(await materializeModel({ dir: join(root, "errors"), config: tinyFamilyConfig("qwen3", ids), seed: 4 }));
-    const path = join(root, "errors.gguf");
-    exportGguf(folder, path);
+    // The qwen3 F32 file (tinyFamilyConfig("qwen3"): ggufExpressible leaves it as is).
+    const path = await ggufFile("qwen3", "F32");
     const file = readGguf(path);
     const bytes = readFileSync(path);
     // Rewrite the type id of blk.1.attn_k.weight in the header to IQ2_XXS (16).
