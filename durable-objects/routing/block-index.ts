@@ -55,6 +55,16 @@ export class BlockIndex {
     return this.tierEntries.size;
   }
 
+  /**
+   * What the index's Maps take, estimated: INDEX_ENTRY_BYTES per hash in either tier (the figure
+   * measured once evictions churn the Map; docs/architecture.md), plus its slots (small).
+   *
+   * @example index.memoryBytes() // 11_534_336 at the default cap of 131,072 hashes
+   */
+  memoryBytes(): number {
+    return (this.entries.size + this.tierEntries.size) * INDEX_ENTRY_BYTES + this.slots.size * INDEX_SLOT_BYTES;
+  }
+
   /** Whether `url`'s blocks are indexed: it has a slot and its last snapshot and deltas applied. */
   isIndexed(url: string): boolean {
     return this.slots.get(url)?.synced === true;
@@ -236,6 +246,14 @@ export const DEFAULT_MAX_INDEX_ENTRIES = 131_072;
 export function evictionBatch(maxEntries: number): number {
   return Math.max(1, Math.floor(maxEntries / 64));
 }
+
+/**
+ * Bytes one indexed hash costs (a 16-character string and its Map slot), as measured on Node 20
+ * (V8, 64-bit) once evictions churn the Map (~60 before): docs/architecture.md, The pool and placement.
+ */
+export const INDEX_ENTRY_BYTES = 88;
+/** Bytes one backend's slot costs (its url key, a small object, a Map slot): an estimate. */
+export const INDEX_SLOT_BYTES = 200;
 
 /** Backends indexed at once: one bit each in an entry's mask. */
 export const MAX_INDEX_BACKENDS = 32;
