@@ -16,10 +16,10 @@ import { BLOCK_TOKENS, DEFAULT_TRACE, loadTraceTurns } from "./pool-scale/trace-
  *   1. replay: M turns of the Mooncake conversation trace placed in rounds of one heartbeat
  *      interval (every backend beats with its KV events, then N/8 turns are placed and served on
  *      the chosen backend's simulated LRU cache), each placement scored against an exact oracle;
- *      then 1 backend in 8 stops beating, and placements go on past POOL_DOWN_AFTER_MS;
  *   2. the heartbeat cost at the derived agent-workload batch (EVENTS_PER_BEAT);
  *   3. the ramp: open-loop placed turns at doubling rates under every backend's heartbeats at
- *      their real rate, until placement p99 doubles (maxRps).
+ *      their real rate, until placement p99 doubles (maxRps);
+ *   4. the down phase: 1 backend in 8 stops beating, and placements go on past POOL_DOWN_AFTER_MS.
  * Method, definitions and a run's figures: docs/benchmarks.md, "Pool at scale".
  */
 
@@ -65,10 +65,20 @@ export interface PoolScaleRow {
   hitVsExact: number;
   indexBytes: number;
   meanPlacementMs: number;
+  meanNoteMs: number;
+  /** workerd's CPU per derived heartbeat and per placed turn (place + notePrefix), ms; the pool object's and its driver's. */
+  heartbeatCpuMs: number;
+  turnCpuMs: number;
+  /** The cores the N backends' heartbeats alone take at their real rate (heartbeatCpuMs x N / 2 s). */
+  heartbeatCores: number;
+  /** Placed turns a second one core left to the object would sustain after the heartbeats, from the CPU costs (0: the beats alone take more than a core). */
+  oneCoreRps: number;
   replayHeartbeatMs: number;
   replayEventsPerBeat: number;
   longestPicks: number;
   indexEntries: number;
+  /** Beats answered `resync` in the replay after a backend's first (its slot dropped: taken for down, as when the object falls behind on beats). */
+  resyncs: number;
   indexedBackends: number;
   exactHashes: number;
   down: DownCheck;
@@ -118,12 +128,11 @@ export async function runPoolScaleBench(o: PoolScaleOptions): Promise<{ summary:
           placed = done;
         },
       });
-      const live = r.sims.filter((s) => s.index % 8 !== 0);
-      const heartbeatMs = await timeDerivedBeats(worker, pool, live, EVENTS_PER_BEAT);
+      const derived = await timeDerivedBeats(worker, pool, r.sims, EVENTS_PER_BEAT);
       const ramp = await rampLoad({
         worker,
         pool,
-        sims: live,
+        sims: r.sims,
         turns: turns.slice(-64),
         stepSeconds,
         beatEveryMs: BEAT_EVERY_MS,
@@ -133,7 +142,9 @@ export async function runPoolScaleBench(o: PoolScaleOptions): Promise<{ summary:
         onStep: (s) => note("pool-scale", `N=${n} ${s.offeredRps}/s: answered ${s.answeredRps}/s, place p50 ${s.p50PlacementMs} p99 ${s.p99PlacementMs} ms, beat p99 ${round(s.p99HeartbeatMs, 1)} ms${s.retried ? " (rerun)" : ""}${s.held ? "" : " (did not hold)"}`),
       });
       ramps[n] = ramp.steps;
+      const down = await r.checkDown();
       const first = ramp.steps[0]!;
+      const cpu = cpuModel(n, derived.cpuMs, ramp.steps, stepSeconds);
       const wallS = (performance.now() - t0) / 1000;
       const share = meter();
       const workerdCores = (childCpuMs("workerd") - workerd0) / 1000 / wallS;
@@ -143,18 +154,21 @@ export async function runPoolScaleBench(o: PoolScaleOptions): Promise<{ summary:
         trajectories: r.placements,
         p50PlacementMs: first.p50PlacementMs,
         p99PlacementMs: first.p99PlacementMs,
-        heartbeatMs: round(heartbeatMs, 3),
+        heartbeatMs: round(derived.ms, 3),
         maxRps: ramp.maxRps,
         hitVsExact: round(r.hitVsExact, 4),
         indexBytes: r.index.indexBytes,
         meanPlacementMs: round(r.placeMeanMs, 3),
+        meanNoteMs: round(r.noteMeanMs, 3),
+        ...cpu,
         replayHeartbeatMs: round(r.heartbeatMs, 3),
         replayEventsPerBeat: Math.round(r.eventsPerBeat.mean),
         longestPicks: round(r.longestPicks, 4),
         indexEntries: r.index.entries,
+        resyncs: r.resyncs,
         indexedBackends: r.index.backends.filter((b) => b.indexed).length,
         exactHashes: r.exactHashes,
-        down: r.down,
+        down,
         wallS: round(wallS, 1),
         cpu: share && { machineCores: share.machineCores, workerdCores: round(workerdCores, 2), otherCores: round(Math.max(0, share.machineCores - workerdCores), 2) },
       });
@@ -164,8 +178,8 @@ export async function runPoolScaleBench(o: PoolScaleOptions): Promise<{ summary:
     await worker.stop();
   }
   note("pool-scale", "\n" + table(
-    ["N", "p50 ms", "p99 ms", "place mean ms", "beat ms", "max rps", "hit/exact", "index MiB", "indexed", "on down", "workerd cores", "other cores"],
-    rows.map((r) => [r.backends, r.p50PlacementMs, r.p99PlacementMs, r.meanPlacementMs, r.heartbeatMs, r.maxRps, r.hitVsExact, round(r.indexBytes / 2 ** 20, 2), r.indexedBackends, r.down.onStopped, r.cpu?.workerdCores ?? "-", r.cpu?.otherCores ?? "-"]),
+    ["N", "p50 ms", "p99 ms", "place mean ms", "beat ms", "max rps", "1-core rps", "beat cores", "hit/exact", "index MiB", "indexed", "on down", "other cores"],
+    rows.map((r) => [r.backends, r.p50PlacementMs, r.p99PlacementMs, r.meanPlacementMs, r.heartbeatMs, r.maxRps, r.oneCoreRps, r.heartbeatCores, r.hitVsExact, round(r.indexBytes / 2 ** 20, 2), r.indexedBackends, r.down.onStopped, r.cpu?.otherCores ?? "-"]),
   ));
   return {
     summary: {
@@ -174,5 +188,23 @@ export async function runPoolScaleBench(o: PoolScaleOptions): Promise<{ summary:
       machine: { cores: availableParallelism(), loadAvg1: round(loadavg()[0]!, 2), before },
     },
     details: { ramps },
+  };
+}
+
+/**
+ * The object's capacity from CPU costs rather than latency (which a busy shared machine
+ * distorts): per placed turn, workerd's CPU over the ramp step that answered the most turns less
+ * its beats' share; the beats' cores at their real rate; what is left of one core, in turns.
+ */
+function cpuModel(backends: number, beatCpuMs: number, steps: readonly RampStep[], stepSeconds: number) {
+  const busiest = [...steps].sort((a, b) => b.answeredRps - a.answeredRps)[0]!;
+  const turns = Math.max(1, busiest.answeredRps * stepSeconds);
+  const turnCpuMs = Math.max(0.001, (busiest.cpuMs - busiest.beats * beatCpuMs) / turns);
+  const heartbeatCores = (backends * (1000 / BEAT_EVERY_MS) * beatCpuMs) / 1000;
+  return {
+    heartbeatCpuMs: round(beatCpuMs, 3),
+    turnCpuMs: round(turnCpuMs, 3),
+    heartbeatCores: round(heartbeatCores, 3),
+    oneCoreRps: heartbeatCores >= 1 ? 0 : Math.floor(((1 - heartbeatCores) * 1000) / turnCpuMs),
   };
 }

@@ -11,7 +11,7 @@ const HIT_BOUND = 0.9;
 
 describe("pool-scale bench at its smallest size (the real PoolDO in workerd)", () => {
   it("never places on a backend that stopped beating, and places within HIT_BOUND of the exact oracle", async () => {
-    const { summary } = await runPoolScaleBench({ quick: true, backends: [8], trajectories: 48, downAfterMs: 1500, stepSeconds: 0.5, maxSteps: 2 });
+    const { summary } = await runPoolScaleBench({ quick: true, backends: [8], trajectories: 48, downAfterMs: 1500, stepSeconds: 0.5, maxSteps: 1 });
     const row = summary.rows[0]!;
     expect(row).toMatchObject({ design: "single", backends: 8, trajectories: 48, indexedBackends: 8 });
     // 1 backend in 8 stopped; placements went on past POOL_DOWN_AFTER_MS and none named it.

@@ -1,3 +1,4 @@
+import { childCpuMs } from "./child-cpu";
 import type { LoadResponse } from "./driver-protocol";
 import type { PoolWorker } from "./pool-worker";
 import type { SimBackend } from "./sim-backend";
@@ -34,6 +35,9 @@ export interface RampStep {
   p99HeartbeatMs: number;
   unfinished: number;
   resyncs: number;
+  /** Heartbeats answered, and workerd's CPU over the step (the pool object and its driver, ms). */
+  beats: number;
+  cpuMs: number;
   /** Whether it held: p99 within twice the first step's (at least CLOCK_MS), all answered, answered >= 95% of offered. */
   held: boolean;
   /** It did not hold at first and this is its one rerun. */
@@ -78,6 +82,7 @@ export async function rampLoad(o: RampOptions): Promise<RampResult> {
 }
 
 async function runStep(o: RampOptions, rate: number): Promise<RampStep> {
+  const cpu0 = childCpuMs("workerd");
   const r = await o.worker.load({
     pool: o.pool,
     seconds: o.stepSeconds,
@@ -89,7 +94,7 @@ async function runStep(o: RampOptions, rate: number): Promise<RampStep> {
     turns: o.turns.map((t) => ({ hashes: t.hashes, key: t.key })),
   });
   o.sims.forEach((s, i) => (s.seq = r.seqs[i]!));
-  return stepOf(rate, r, o.stepSeconds);
+  return { ...stepOf(rate, r, o.stepSeconds), cpuMs: childCpuMs("workerd") - cpu0 };
 }
 
 function holds(step: RampStep, baselineP99: number): boolean {
@@ -106,6 +111,8 @@ function stepOf(rate: number, r: LoadResponse, seconds: number): RampStep {
     p99HeartbeatMs: quantile(r.beatMs, 0.99),
     unfinished: r.unfinished,
     resyncs: r.resyncs,
+    beats: r.beatMs.length,
+    cpuMs: 0,
     held: false,
   };
 }
@@ -118,22 +125,33 @@ export function quantile(xs: readonly number[], q: number): number {
 }
 
 /**
- * The mean time of a heartbeat carrying `eventsPerBeat` stored and as many removed hashes (the
- * derived agent-workload batch), over one beat of each of the first 64 `sims`, sent back to back
- * (their sum is exact to the clock's ms). A first round stores the hashes the timed round removes.
+ * A heartbeat carrying `eventsPerBeat` stored and as many removed hashes (the derived
+ * agent-workload batch): its mean time over beats of the first 64 `sims` sent back to back
+ * (their sum is exact to the clock's ms), and workerd's CPU per beat over them. At least
+ * DERIVED_BEATS are timed, in rounds; each round removes the hashes the one before stored (a
+ * first, untimed round stores the first ones).
  */
-export async function timeDerivedBeats(worker: PoolWorker, pool: string, sims: readonly SimBackend[], eventsPerBeat: number): Promise<number> {
+export async function timeDerivedBeats(worker: PoolWorker, pool: string, sims: readonly SimBackend[], eventsPerBeat: number): Promise<{ ms: number; cpuMs: number }> {
   const some = sims.slice(0, 64);
-  const chunk = (s: SimBackend, r: number) => Array.from({ length: eventsPerBeat }, (_, j) => `d${r}${s.index.toString(16).padStart(5, "0")}${j.toString(16).padStart(9, "0")}`);
+  const rounds = 1 + Math.max(2, Math.ceil(DERIVED_BEATS / Math.max(1, some.length)));
+  const chunk = (s: SimBackend, r: number) => Array.from({ length: eventsPerBeat }, (_, j) => `d${(r % 2).toString()}${s.index.toString(16).padStart(5, "0")}${j.toString(16).padStart(9, "0")}`);
   let ms = 0;
-  for (const r of [0, 1]) {
+  let timed = 0;
+  let cpu0 = 0;
+  for (let r = 0; r < rounds; r++) {
     const ops = some.map((s) => {
       const beat = s.beat();
-      beat.kvEvents = { seq: beat.kvEvents!.seq, kind: "delta", stored: chunk(s, r), removed: r === 0 ? [] : chunk(s, 0) };
+      beat.kvEvents = { seq: beat.kvEvents!.seq, kind: "delta", stored: chunk(s, r), removed: r === 0 ? [] : chunk(s, r - 1) };
       return { op: "heartbeat" as const, beat };
     });
+    if (r === 1) cpu0 = childCpuMs("workerd");
     const res = await worker.ops({ pool, ops });
-    ms = res.results.reduce((a, x) => a + x.ms, 0) / Math.max(1, res.results.length);
+    if (r === 0) continue;
+    ms += res.results.reduce((a, x) => a + x.ms, 0);
+    timed += res.results.length;
   }
-  return ms;
+  return { ms: ms / Math.max(1, timed), cpuMs: (childCpuMs("workerd") - cpu0) / Math.max(1, timed) };
 }
+
+/** Derived beats timed at least (the CPU reading ticks in 10 ms). */
+const DERIVED_BEATS = 128;

@@ -34,6 +34,8 @@ export interface ReplayResult {
   heartbeatMs: number;
   /** Mean KV events (stored + removed) per delta beat, and the most in one. */
   eventsPerBeat: { mean: number; max: number };
+  /** Beats of the main replay answered `resync` after a backend's first (its index slot was dropped: the pool took it for down, or a batch did not follow). */
+  resyncs: number;
   /** Mean `place` and `notePrefix` times, ms (sequential). */
   placeMeanMs: number;
   noteMeanMs: number;
@@ -41,7 +43,12 @@ export interface ReplayResult {
   index: PoolIndexStats;
   /** Hashes some simulated backend holds (the oracle's size). */
   exactHashes: number;
-  down: DownCheck;
+  /**
+   * The down phase, run when called (after the load ramp, so that every backend beats through
+   * it): 1 backend in `stopEvery` stops beating and rounds go on (at least 250 ms apart) until
+   * POOL_DOWN_AFTER_MS has passed and four more rounds placed turns.
+   */
+  checkDown: () => Promise<DownCheck>;
   sims: SimBackend[];
 }
 
@@ -61,16 +68,16 @@ export interface DownCheck {
  * Replays `turns` against the real pool over `backends` simulated backends, in rounds of one
  * heartbeat interval: every live backend beats (its KV events since the last round; all sent at
  * once), then the last round's turns are noted (`notePrefix`) and `turnsPerRound` turns are placed (`place` with their prompt hashes and prefix key); each lands
- * on the backend the pool chose, which caches its blocks. Every placement is scored against the oracle's exact leading blocks at that moment.
- * Then the down phase: some backends stop beating and the rounds go on (at least 250 ms apart)
- * until POOL_DOWN_AFTER_MS has passed and four more rounds placed turns.
+ * on the backend the pool chose, which caches its blocks. Every placement is scored against
+ * the oracle's exact leading blocks at that moment. The down phase is `checkDown`, run when the
+ * caller wants it.
  */
 export async function replay(o: ReplayOptions): Promise<ReplayResult> {
   const exact = new ExactIndex();
   const sims = Array.from({ length: o.backends }, (_, i) => new SimBackend(i, o.capacityBlocks, exact));
   const byUrl = new Map(sims.map((s) => [s.url, s]));
   const score = { held: 0, best: 0, longest: 0, scored: 0 };
-  const time = { beatWall: 0, beats: 0, place: 0, places: 0, note: 0, notes: 0, events: 0, maxEvents: 0, deltas: 0 };
+  const time = { beatWall: 0, beats: 0, place: 0, places: 0, note: 0, notes: 0, events: 0, maxEvents: 0, deltas: 0, resyncs: 0 };
   let notes: PoolOp[] = [];
   let next = 0;
   let last: OpsResponse | undefined;
@@ -89,7 +96,11 @@ export async function replay(o: ReplayOptions): Promise<ReplayResult> {
     const beaten = await o.worker.ops({ pool: o.pool, concurrent: true, ops: beats.map((beat) => ({ op: "heartbeat" as const, beat })) });
     time.beatWall += beaten.wallMs;
     time.beats += beats.length;
-    beats.forEach((b, i) => byUrl.get(b.url)!.heard(beaten.results[i]!.kv));
+    beats.forEach((b, i) => {
+      const kv = beaten.results[i]!.kv;
+      if (kv === "resync" && scoreIt && b.kvEvents?.seq !== 1) time.resyncs++;
+      byUrl.get(b.url)!.heard(kv);
+    });
     last = await o.worker.ops({ pool: o.pool, ops: [...notes, ...placed.map((p) => ({ op: "place" as const, hashes: p.turn.hashes, key: p.turn.key, trajectoryId: p.id }))] });
     const results = last.results;
     const noted = notes.length;
@@ -129,37 +140,42 @@ export async function replay(o: ReplayOptions): Promise<ReplayResult> {
   const mainStats = last!.stats;
   const mainPlacements = time.places;
   const mainExact = exact.size;
-  const stopped = new Set(sims.filter((s) => s.index % o.stopEvery === 0).map((s) => s.url));
-  const live = sims.filter((s) => !stopped.has(s.url));
-  const deadline = Date.now() + o.downAfterMs + 500;
-  const down: DownCheck = { stopped: stopped.size, placementsAfter: 0, onStopped: 0, wantedStopped: 0, onStoppedBefore: 0 };
-  const stoppedIndex = new Set(sims.filter((s) => stopped.has(s.url)).map((s) => s.index));
-  for (let after = 0; after < 4; ) {
-    const startedAt = Date.now();
-    const pastDeadline = startedAt > deadline;
-    const urls = await round(live, false, (counts) => {
-      const best = Math.max(0, ...counts.values());
-      if (pastDeadline && best > 0 && [...counts].some(([b, n]) => n === best && stoppedIndex.has(b))) down.wantedStopped++;
-    });
-    const onStopped = urls.filter((u) => u !== null && stopped.has(u)).length;
-    if (pastDeadline) {
-      after++;
-      down.placementsAfter += urls.length;
-      down.onStopped += onStopped;
-    } else down.onStoppedBefore += onStopped;
-    await sleep(Math.max(0, 250 - (Date.now() - startedAt)));
-  }
+  const mainResyncs = time.resyncs;
+  const checkDown = async (): Promise<DownCheck> => {
+    const stopped = new Set(sims.filter((s) => s.index % o.stopEvery === 0).map((s) => s.url));
+    const live = sims.filter((s) => !stopped.has(s.url));
+    const deadline = Date.now() + o.downAfterMs + 500;
+    const down: DownCheck = { stopped: stopped.size, placementsAfter: 0, onStopped: 0, wantedStopped: 0, onStoppedBefore: 0 };
+    const stoppedIndex = new Set(sims.filter((s) => stopped.has(s.url)).map((s) => s.index));
+    for (let after = 0; after < 4; ) {
+      const startedAt = Date.now();
+      const pastDeadline = startedAt > deadline;
+      const urls = await round(live, false, (counts) => {
+        const best = Math.max(0, ...counts.values());
+        if (pastDeadline && best > 0 && [...counts].some(([b, n]) => n === best && stoppedIndex.has(b))) down.wantedStopped++;
+      });
+      const onStopped = urls.filter((u) => u !== null && stopped.has(u)).length;
+      if (pastDeadline) {
+        after++;
+        down.placementsAfter += urls.length;
+        down.onStopped += onStopped;
+      } else down.onStoppedBefore += onStopped;
+      await sleep(Math.max(0, 250 - (Date.now() - startedAt)));
+    }
+    return down;
+  };
   return {
     placements: mainPlacements,
     hitVsExact: score.best > 0 ? score.held / score.best : 1,
     longestPicks: score.scored > 0 ? score.longest / score.scored : 1,
     heartbeatMs: time.beatWall / Math.max(1, time.beats),
     eventsPerBeat: { mean: time.events / Math.max(1, time.deltas), max: time.maxEvents },
+    resyncs: mainResyncs,
     placeMeanMs: time.place / Math.max(1, time.places),
     noteMeanMs: time.note / Math.max(1, time.notes),
     index: mainStats,
     exactHashes: mainExact,
-    down,
+    checkDown,
     sims,
   };
 }
