@@ -103,11 +103,12 @@ export async function runPoolScaleBench(o: PoolScaleOptions): Promise<{ summary:
   const before = await measureCpu(1000);
   note("pool-scale", `machine before: ${JSON.stringify(before)} load average ${loadavg()[0]!.toFixed(2)}`);
   const turns = loadTraceTurns(trace, trajectories);
-  const worker = await startPoolWorker({ downAfterMs });
   const rows: PoolScaleRow[] = [];
   const ramps: Record<number, RampStep[]> = {};
-  try {
-    for (const n of counts) {
+  for (const n of counts) {
+    // A fresh workerd per backend count: nothing of the last count's pool stays in its memory.
+    const worker = await startPoolWorker({ downAfterMs });
+    try {
       const t0 = performance.now();
       const meter = startCpuMeter();
       const workerd0 = childCpuMs("workerd");
@@ -173,9 +174,9 @@ export async function runPoolScaleBench(o: PoolScaleOptions): Promise<{ summary:
         cpu: share && { machineCores: share.machineCores, workerdCores: round(workerdCores, 2), otherCores: round(Math.max(0, share.machineCores - workerdCores), 2) },
       });
       note("pool-scale", `N=${n} done in ${rows[rows.length - 1]!.wallS} s`);
+    } finally {
+      await worker.stop();
     }
-  } finally {
-    await worker.stop();
   }
   note("pool-scale", "\n" + table(
     ["N", "p50 ms", "p99 ms", "place mean ms", "beat ms", "max rps", "1-core rps", "beat cores", "hit/exact", "index MiB", "indexed", "on down", "other cores"],

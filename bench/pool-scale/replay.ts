@@ -5,6 +5,9 @@ import type { PoolWorker } from "./pool-worker";
 import { SimBackend } from "./sim-backend";
 import type { TraceTurn } from "./trace-turns";
 
+/** Beats sent at once in a replay round, at most. */
+const BEAT_BATCH = 128;
+
 /** One backend count's replay: what to run, in rounds of one heartbeat interval each. */
 export interface ReplayOptions {
   worker: PoolWorker;
@@ -93,11 +96,16 @@ export async function replay(o: ReplayOptions): Promise<ReplayResult> {
     }
     const placed = Array.from({ length: o.turnsPerRound }, () => ({ turn: o.turns[next % o.turns.length]!, id: `t${next++}` }));
     // The beats arrive together (as N backends' do), then the ended turns' notes and the placements, one by one.
-    const beaten = await o.worker.ops({ pool: o.pool, concurrent: true, ops: beats.map((beat) => ({ op: "heartbeat" as const, beat })) });
-    time.beatWall += beaten.wallMs;
+    // (in batches of BEAT_BATCH, so that a thousand beats in flight do not crowd the isolate's memory)
+    const replies: (string | undefined)[] = [];
+    for (let at = 0; at < beats.length; at += BEAT_BATCH) {
+      const beaten = await o.worker.ops({ pool: o.pool, concurrent: true, ops: beats.slice(at, at + BEAT_BATCH).map((beat) => ({ op: "heartbeat" as const, beat })) });
+      time.beatWall += beaten.wallMs;
+      replies.push(...beaten.results.map((r) => r.kv));
+    }
     time.beats += beats.length;
     beats.forEach((b, i) => {
-      const kv = beaten.results[i]!.kv;
+      const kv = replies[i];
       if (kv === "resync" && scoreIt && b.kvEvents?.seq !== 1) time.resyncs++;
       byUrl.get(b.url)!.heard(kv);
     });
