@@ -35,6 +35,8 @@ export const BEAT_EVERY_MS = 2000;
 export const EVENTS_PER_BEAT = Math.round((10_000 * (BEAT_EVERY_MS / 1000)) / BLOCK_TOKENS);
 /** Blocks each simulated backend caches: 16,384 (262,144 tokens; ~32 GiB of KV for an 8B model at 128 KiB a token). */
 export const SIM_CAPACITY_BLOCKS = 16_384;
+/** How long a placed turn runs before its trajectory notes it (`notePrefix`) in the ramp: a short agent turn. */
+export const TURN_MS = 1000;
 /** The pool's POOL_DOWN_AFTER_MS in the bench: the product default (durable-objects/settings.ts). */
 export const DOWN_AFTER_MS = 6000;
 /** --quick: half of it (still longer than a beat interval), so the down phase waits less. */
@@ -44,7 +46,7 @@ export interface PoolScaleOptions {
   quick: boolean;
   backends?: number[];
   trajectories?: number;
-  /** Seconds per ramp step (default 3; quick 1). */
+  /** Seconds per ramp step (default 3; quick 1.5). */
   stepSeconds?: number;
   /** Ramp steps at most (default all of RAMP_RATES). */
   maxSteps?: number;
@@ -96,9 +98,9 @@ export interface PoolScaleSummary {
 export async function runPoolScaleBench(o: PoolScaleOptions): Promise<{ summary: PoolScaleSummary; details: { ramps: Record<number, RampStep[]> } }> {
   const counts = o.backends ?? (o.quick ? [8, 64] : [8, 32, 128, 512, 1000]);
   const trajectories = o.trajectories ?? (o.quick ? 200 : 2000);
-  const stepSeconds = o.stepSeconds ?? (o.quick ? 1 : 3);
+  const stepSeconds = o.stepSeconds ?? (o.quick ? 1.5 : 3);
   const downAfterMs = o.downAfterMs ?? (o.quick ? QUICK_DOWN_AFTER_MS : DOWN_AFTER_MS);
-  const turnMs = 2000;
+  const turnMs = TURN_MS;
   const trace = o.trace ?? DEFAULT_TRACE;
   const before = await measureCpu(1000);
   note("pool-scale", `machine before: ${JSON.stringify(before)} load average ${loadavg()[0]!.toFixed(2)}`);

@@ -1,12 +1,36 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import type { Heartbeat } from "../../protocol/messages";
 import type { OpsResponse, PoolIndexStats, PoolOp } from "./driver-protocol";
 import { ExactIndex } from "./exact-index";
 import type { PoolWorker } from "./pool-worker";
 import { SimBackend } from "./sim-backend";
 import type { TraceTurn } from "./trace-turns";
 
-/** Beats sent at once in a replay round, at most. */
+/**
+ * Beats sent at once in a replay round, at most, and their hashes at most: a thousand beats (or
+ * a few hundred snapshots) in flight at once outgrow the isolate's memory and workerd restarts it.
+ */
 const BEAT_BATCH = 128;
+const BATCH_HASHES = 100_000;
+
+/** `beats` cut into batches of at most BEAT_BATCH beats and (but for a single beat) BATCH_HASHES hashes. */
+function beatBatches(beats: readonly Heartbeat[]): Heartbeat[][] {
+  const out: Heartbeat[][] = [];
+  let batch: Heartbeat[] = [];
+  let hashes = 0;
+  for (const b of beats) {
+    const n = (b.kvEvents?.stored.length ?? 0) + (b.kvEvents?.removed.length ?? 0);
+    if (batch.length > 0 && (batch.length >= BEAT_BATCH || hashes + n > BATCH_HASHES)) {
+      out.push(batch);
+      batch = [];
+      hashes = 0;
+    }
+    batch.push(b);
+    hashes += n;
+  }
+  if (batch.length > 0) out.push(batch);
+  return out;
+}
 
 /** One backend count's replay: what to run, in rounds of one heartbeat interval each. */
 export interface ReplayOptions {
@@ -96,10 +120,9 @@ export async function replay(o: ReplayOptions): Promise<ReplayResult> {
     }
     const placed = Array.from({ length: o.turnsPerRound }, () => ({ turn: o.turns[next % o.turns.length]!, id: `t${next++}` }));
     // The beats arrive together (as N backends' do), then the ended turns' notes and the placements, one by one.
-    // (in batches of BEAT_BATCH, so that a thousand beats in flight do not crowd the isolate's memory)
     const replies: (string | undefined)[] = [];
-    for (let at = 0; at < beats.length; at += BEAT_BATCH) {
-      const beaten = await o.worker.ops({ pool: o.pool, concurrent: true, ops: beats.slice(at, at + BEAT_BATCH).map((beat) => ({ op: "heartbeat" as const, beat })) });
+    for (const batch of beatBatches(beats)) {
+      const beaten = await o.worker.ops({ pool: o.pool, concurrent: true, ops: batch.map((beat) => ({ op: "heartbeat" as const, beat })) });
       time.beatWall += beaten.wallMs;
       replies.push(...beaten.results.map((r) => r.kv));
     }

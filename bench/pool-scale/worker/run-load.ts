@@ -14,6 +14,7 @@ const DRAIN_MS = 10_000;
  *
  *   beat k        -> backend k % n, scheduled at k * beatEveryMs / n (each backend once per interval)
  *   placed turn i -> scheduled at i / placeRate s: `place`, then its `notePrefix` turnMs later
+ *                    (or when the phase ends, untimed, for turns still running then)
  *
  * Every call is sent when due without waiting for earlier ones (the object serializes them), and
  * timed from when it was DUE, so queueing behind a slow object counts (no coordinated omission).
@@ -69,6 +70,8 @@ export async function runLoad(pool: DurableObjectStub<PoolDO>, r: LoadRequest): 
   }
   const placed = nextPlace;
   const beats = nextBeat;
+  // Turns still running when the phase ends are noted now (untimed), so every placed turn costs its note.
+  for (const note of notes.splice(0)) track(pool.notePrefix(note.key, note.url, note.hashes, note.id));
   await Promise.race([Promise.allSettled([...inFlight]), new Promise((resolve) => setTimeout(resolve, DRAIN_MS))]);
   return { placeMs, beatMs, unfinished: placed + beats - placeMs.length - beatMs.length, seqs, elapsedMs: performance.now() - t0, resyncs };
 }
