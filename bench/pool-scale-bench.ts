@@ -91,6 +91,8 @@ export interface PoolScaleRow {
 
 export interface PoolScaleSummary {
   rows: PoolScaleRow[];
+  /** Backend counts whose run threw (their rows are missing). */
+  failed: { backends: number; error: string }[];
   settings: { trace: string; beatEveryMs: number; eventsPerBeat: number; capacityBlocks: number; downAfterMs: number; stepSeconds: number; turnMs: number; rates: number[] };
   machine: { cores: number; loadAvg1: number; before: CpuShare | null };
 }
@@ -107,6 +109,7 @@ export async function runPoolScaleBench(o: PoolScaleOptions): Promise<{ summary:
   const turns = loadTraceTurns(trace, trajectories);
   const rows: PoolScaleRow[] = [];
   const ramps: Record<number, RampStep[]> = {};
+  const failed: { backends: number; error: string }[] = [];
   for (const n of counts) {
     // A fresh workerd per backend count: nothing of the last count's pool stays in its memory.
     const worker = await startPoolWorker({ downAfterMs });
@@ -176,6 +179,10 @@ export async function runPoolScaleBench(o: PoolScaleOptions): Promise<{ summary:
         cpu: share && { machineCores: share.machineCores, workerdCores: round(workerdCores, 2), otherCores: round(Math.max(0, share.machineCores - workerdCores), 2) },
       });
       note("pool-scale", `N=${n} done in ${rows[rows.length - 1]!.wallS} s`);
+    } catch (e) {
+      // One count's failure (workerd restarted under it) is reported; the other counts still run.
+      failed.push({ backends: n, error: (e as Error).message.slice(0, 300) });
+      note("pool-scale", `N=${n} failed: ${(e as Error).message.slice(0, 300)}`);
     } finally {
       await worker.stop();
     }
@@ -187,6 +194,7 @@ export async function runPoolScaleBench(o: PoolScaleOptions): Promise<{ summary:
   return {
     summary: {
       rows,
+      failed,
       settings: { trace, beatEveryMs: BEAT_EVERY_MS, eventsPerBeat: EVENTS_PER_BEAT, capacityBlocks: SIM_CAPACITY_BLOCKS, downAfterMs, stepSeconds, turnMs, rates: RAMP_RATES.slice(0, o.maxSteps) },
       machine: { cores: availableParallelism(), loadAvg1: round(loadavg()[0]!, 2), before },
     },

@@ -13,6 +13,7 @@ describe("pool-scale bench at its smallest size (the real PoolDO in workerd)", (
   it("never places on a backend that stopped beating, and places within HIT_BOUND of the exact oracle", async () => {
     const { summary } = await runPoolScaleBench({ quick: true, backends: [8], trajectories: 48, downAfterMs: 1500, stepSeconds: 0.5, maxSteps: 1 });
     const row = summary.rows[0]!;
+    expect(summary.failed).toEqual([]);
     expect(row).toMatchObject({ design: "single", backends: 8, trajectories: 48, indexedBackends: 8 });
     // 1 backend in 8 stopped; placements went on past POOL_DOWN_AFTER_MS and none named it.
     expect(row.down.stopped).toBe(1);
