@@ -68,7 +68,7 @@ export interface PoolScaleRow {
   indexBytes: number;
   meanPlacementMs: number;
   meanNoteMs: number;
-  /** workerd's CPU per derived heartbeat and per placed turn (place + notePrefix), ms; the pool object's and its driver's. */
+  /** workerd's CPU per derived heartbeat and per placed turn of the replay (place + notePrefix), ms: the pool object's and its driver's. */
   heartbeatCpuMs: number;
   turnCpuMs: number;
   /** The cores the N backends' heartbeats alone take at their real rate (heartbeatCpuMs x N / 2 s). */
@@ -150,7 +150,7 @@ export async function runPoolScaleBench(o: PoolScaleOptions): Promise<{ summary:
       ramps[n] = ramp.steps;
       const down = await r.checkDown();
       const first = ramp.steps[0]!;
-      const cpu = cpuModel(n, derived.cpuMs, ramp.steps, stepSeconds);
+      const cpu = cpuModel(n, derived.cpuMs, r.turnCpuMs);
       const wallS = (performance.now() - t0) / 1000;
       const share = meter();
       const workerdCores = (childCpuMs("workerd") - workerd0) / 1000 / wallS;
@@ -204,18 +204,15 @@ export async function runPoolScaleBench(o: PoolScaleOptions): Promise<{ summary:
 
 /**
  * The object's capacity from CPU costs rather than latency (which a busy shared machine
- * distorts): per placed turn, workerd's CPU over the ramp step that answered the most turns less
- * its beats' share; the beats' cores at their real rate; what is left of one core, in turns.
+ * distorts): the beats' cores at their real rate (N / 2 s x CPU per derived beat), and what is
+ * left of one core in placed turns at the replay's CPU per turn (`place` + `notePrefix`).
  */
-function cpuModel(backends: number, beatCpuMs: number, steps: readonly RampStep[], stepSeconds: number) {
-  const busiest = [...steps].sort((a, b) => b.answeredRps - a.answeredRps)[0]!;
-  const turns = Math.max(1, busiest.answeredRps * stepSeconds);
-  const turnCpuMs = Math.max(0.001, (busiest.cpuMs - busiest.beats * beatCpuMs) / turns);
+function cpuModel(backends: number, beatCpuMs: number, turnCpuMs: number) {
   const heartbeatCores = (backends * (1000 / BEAT_EVERY_MS) * beatCpuMs) / 1000;
   return {
     heartbeatCpuMs: round(beatCpuMs, 3),
     turnCpuMs: round(turnCpuMs, 3),
     heartbeatCores: round(heartbeatCores, 3),
-    oneCoreRps: heartbeatCores >= 1 ? 0 : Math.floor(((1 - heartbeatCores) * 1000) / turnCpuMs),
+    oneCoreRps: heartbeatCores >= 1 ? 0 : Math.floor(((1 - heartbeatCores) * 1000) / Math.max(0.001, turnCpuMs)),
   };
 }

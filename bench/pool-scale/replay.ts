@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Heartbeat } from "../../protocol/messages";
 import type { OpsResponse, PoolIndexStats, PoolOp } from "./driver-protocol";
+import { childCpuMs } from "./child-cpu";
 import { ExactIndex } from "./exact-index";
 import type { PoolWorker } from "./pool-worker";
 import { SimBackend } from "./sim-backend";
@@ -63,6 +64,8 @@ export interface ReplayResult {
   eventsPerBeat: { mean: number; max: number };
   /** Beats of the main replay answered `resync` after a backend's first (its index slot was dropped: the pool took it for down, or a batch did not follow). */
   resyncs: number;
+  /** workerd's CPU per placed turn (its `place` and its `notePrefix`, one after another, request parsing included), ms. */
+  turnCpuMs: number;
   /** Mean `place` and `notePrefix` times, ms (sequential). */
   placeMeanMs: number;
   noteMeanMs: number;
@@ -104,7 +107,7 @@ export async function replay(o: ReplayOptions): Promise<ReplayResult> {
   const sims = Array.from({ length: o.backends }, (_, i) => new SimBackend(i, o.capacityBlocks, exact));
   const byUrl = new Map(sims.map((s) => [s.url, s]));
   const score = { held: 0, best: 0, longest: 0, scored: 0 };
-  const time = { beatWall: 0, beats: 0, place: 0, places: 0, note: 0, notes: 0, events: 0, maxEvents: 0, deltas: 0, resyncs: 0 };
+  const time = { beatWall: 0, beats: 0, place: 0, places: 0, note: 0, notes: 0, events: 0, maxEvents: 0, deltas: 0, resyncs: 0, turnCpu: 0 };
   let notes: PoolOp[] = [];
   let next = 0;
   let last: OpsResponse | undefined;
@@ -132,7 +135,9 @@ export async function replay(o: ReplayOptions): Promise<ReplayResult> {
       if (kv === "resync" && scoreIt && b.kvEvents?.seq !== 1) time.resyncs++;
       byUrl.get(b.url)!.heard(kv);
     });
+    const cpu0 = childCpuMs("workerd");
     last = await o.worker.ops({ pool: o.pool, ops: [...notes, ...placed.map((p) => ({ op: "place" as const, hashes: p.turn.hashes, key: p.turn.key, trajectoryId: p.id }))] });
+    if (scoreIt) time.turnCpu += childCpuMs("workerd") - cpu0;
     const results = last.results;
     const noted = notes.length;
     for (let i = 0; i < noted; i++) (time.note += results[i]!.ms), time.notes++;
@@ -202,6 +207,7 @@ export async function replay(o: ReplayOptions): Promise<ReplayResult> {
     heartbeatMs: time.beatWall / Math.max(1, time.beats),
     eventsPerBeat: { mean: time.events / Math.max(1, time.deltas), max: time.maxEvents },
     resyncs: mainResyncs,
+    turnCpuMs: time.turnCpu / Math.max(1, mainPlacements),
     placeMeanMs: time.place / Math.max(1, time.places),
     noteMeanMs: time.note / Math.max(1, time.notes),
     index: mainStats,
