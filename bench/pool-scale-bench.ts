@@ -35,6 +35,8 @@ export const BEAT_EVERY_MS = 2000;
 export const EVENTS_PER_BEAT = Math.round((10_000 * (BEAT_EVERY_MS / 1000)) / BLOCK_TOKENS);
 /** Blocks each simulated backend caches: 16,384 (262,144 tokens; ~32 GiB of KV for an 8B model at 128 KiB a token). */
 export const SIM_CAPACITY_BLOCKS = 16_384;
+/** --quick ramps up to 800 turns a second at most (6 steps). */
+export const QUICK_MAX_STEPS = 6;
 /** How long a placed turn runs before its trajectory notes it (`notePrefix`) in the ramp: a short agent turn. */
 export const TURN_MS = 1000;
 /** The pool's POOL_DOWN_AFTER_MS in the bench: the product default (durable-objects/settings.ts). */
@@ -48,7 +50,7 @@ export interface PoolScaleOptions {
   trajectories?: number;
   /** Seconds per ramp step (default 3; quick 1.5). */
   stepSeconds?: number;
-  /** Ramp steps at most (default all of RAMP_RATES). */
+  /** Ramp steps at most (default all of RAMP_RATES; quick QUICK_MAX_STEPS). */
   maxSteps?: number;
   /** The pool's POOL_DOWN_AFTER_MS (default DOWN_AFTER_MS; quick QUICK_DOWN_AFTER_MS). */
   downAfterMs?: number;
@@ -101,6 +103,7 @@ export async function runPoolScaleBench(o: PoolScaleOptions): Promise<{ summary:
   const counts = o.backends ?? (o.quick ? [8, 64] : [8, 32, 128, 512, 1000]);
   const trajectories = o.trajectories ?? (o.quick ? 200 : 2000);
   const stepSeconds = o.stepSeconds ?? (o.quick ? 1.5 : 3);
+  const maxSteps = o.maxSteps ?? (o.quick ? QUICK_MAX_STEPS : undefined);
   const downAfterMs = o.downAfterMs ?? (o.quick ? QUICK_DOWN_AFTER_MS : DOWN_AFTER_MS);
   const turnMs = TURN_MS;
   const trace = o.trace ?? DEFAULT_TRACE;
@@ -144,7 +147,7 @@ export async function runPoolScaleBench(o: PoolScaleOptions): Promise<{ summary:
         beatEveryMs: BEAT_EVERY_MS,
         eventsPerBeat: EVENTS_PER_BEAT,
         turnMs,
-        maxSteps: o.maxSteps,
+        maxSteps,
         onStep: (s) => note("pool-scale", `N=${n} ${s.offeredRps}/s: answered ${s.answeredRps}/s, place p50 ${s.p50PlacementMs} p99 ${s.p99PlacementMs} ms, beat p99 ${round(s.p99HeartbeatMs, 1)} ms${s.retried ? " (rerun)" : ""}${s.held ? "" : " (did not hold)"}`),
       });
       ramps[n] = ramp.steps;
@@ -195,7 +198,7 @@ export async function runPoolScaleBench(o: PoolScaleOptions): Promise<{ summary:
     summary: {
       rows,
       failed,
-      settings: { trace, beatEveryMs: BEAT_EVERY_MS, eventsPerBeat: EVENTS_PER_BEAT, capacityBlocks: SIM_CAPACITY_BLOCKS, downAfterMs, stepSeconds, turnMs, rates: RAMP_RATES.slice(0, o.maxSteps) },
+      settings: { trace, beatEveryMs: BEAT_EVERY_MS, eventsPerBeat: EVENTS_PER_BEAT, capacityBlocks: SIM_CAPACITY_BLOCKS, downAfterMs, stepSeconds, turnMs, rates: RAMP_RATES.slice(0, maxSteps) },
       machine: { cores: availableParallelism(), loadAvg1: round(loadavg()[0]!, 2), before },
     },
     details: { ramps },
