@@ -7,6 +7,7 @@ import { runFuzzBench } from "./fuzz-bench";
 import { BENCH_PRECISIONS, runLlamaCppBench, type BenchPrecision } from "./llamacpp-bench";
 import { runLlamaCppChild, useBenchEntry } from "./llamacpp-child";
 import { runOverloadBench } from "./overload-bench";
+import { runPoolScaleBench } from "./pool-scale-bench";
 import { runRollingRestartBench } from "./rolling-restart-bench";
 import { runRoutingBench } from "./routing-bench";
 import { runSubagentBench } from "./routing-subagents";
@@ -82,6 +83,11 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *            engine's, default its first), --weights P (ours; default the cpu default), --only ours|llamacpp, --threads N (both engines; default every core), --out DIR;
  *            then (ours) a tenant's recurring job whose next trajectory repeats its earlier replies:
  *            lookup vs suffix vs another tenant's suffix (`suffixOverLookup`); --turns cross-trajectory: that phase alone
+ *   pool-scale  the real pool object (PoolDO) in workerd against N simulated backends (8, 32, 128,
+ *            512, 1000; quick 8, 64) and M trace turns: placement p50/p99, heartbeat time, the
+ *            placement rate it sustains before p99 doubles, index memory, hit rate against an exact
+ *            oracle, no placement on a backend that stopped beating; flags: --backends a,b,
+ *            --trajectories M (2000; quick 200), --quick, --json
  *   tool-stream  streamed tool-call arguments through wrangler dev (chat, tool_choice required,
  *            temperature 0): when a call's name, first and last argument pieces and the finish chunk
  *            arrive; flags: --quick (6 requests; else 12), --turns N, --json, --model DIR|smollm2
@@ -187,6 +193,7 @@ const BENCHES: Record<string, () => Promise<unknown>> = {
       model,
       outDir,
     }),
+  "pool-scale": () => runPoolScaleBench({ quick, backends: v.backends?.split(",").map((b) => Number(b.trim())), trajectories }),
   overload: () => runOverloadBench({ quick, backends, seconds: num(v.seconds), maxQueuedTokens: num(v["max-queued-tokens"]), model, outDir }),
   executors: () => runExecutorBench({ quick, model }),
   speculative: () =>

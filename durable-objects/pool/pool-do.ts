@@ -244,12 +244,13 @@ export class PoolDO extends DurableObject<Env> {
     return this.store.holders(key, Date.now());
   }
 
-  /** The block index's size and the backends it covers (for tests and the inspector). */
-  async indexStats(): Promise<{ entries: number; tierEntries: number; maxEntries: number; backends: { url: string; indexed: boolean }[] }> {
+  /** The block index's size, its estimated memory (`BlockIndex.memoryBytes`) and the backends it covers (for tests, the inspector, the pool-scale bench). */
+  async indexStats(): Promise<{ entries: number; tierEntries: number; maxEntries: number; indexBytes: number; backends: { url: string; indexed: boolean }[] }> {
     return {
       entries: this.index.size,
       tierEntries: this.index.tierSize,
       maxEntries: this.index.maxEntries,
+      indexBytes: this.index.memoryBytes(),
       backends: this.index.backends().map((url) => ({ url, indexed: this.index.isIndexed(url) })),
     };
   }

@@ -1,10 +1,25 @@
 import { describe, expect, it } from "vitest";
-import { BlockIndex } from "./block-index";
+import { BlockIndex, HOLDERS_ARRAY_BYTES, INDEX_ENTRY_BYTES, INDEX_SLOT_BYTES } from "./block-index";
 
 /** Short block hash number i (16 hex). */
 const hx = (i: number) => i.toString(16).padStart(16, "0");
 
 describe("BlockIndex", () => {
+  it("estimates its memory from its hashes in both tiers and its slots", () => {
+    const index = new BlockIndex({ maxEntries: 4 });
+    expect(index.memoryBytes()).toBe(0);
+    index.apply("a", { seq: 1, kind: "snapshot", stored: [hx(1), hx(2)], removed: [], offloaded: [hx(3)] });
+    index.apply("b", { seq: 1, kind: "snapshot", stored: [hx(1)], removed: [] });
+    // hx(1) counts once, plus its array of two holders.
+    expect(index.memoryBytes()).toBe(3 * INDEX_ENTRY_BYTES + HOLDERS_ARRAY_BYTES + 2 * 8 + 2 * INDEX_SLOT_BYTES);
+    index.apply("a", { seq: 2, kind: "delta", stored: [hx(5), hx(6), hx(7), hx(8)], removed: [] });
+    // Capped: never more than maxEntries hashes per tier.
+    expect(index.memoryBytes()).toBeLessThanOrEqual((4 + 1) * INDEX_ENTRY_BYTES + HOLDERS_ARRAY_BYTES + 2 * 8 + 2 * INDEX_SLOT_BYTES);
+    index.drop("a");
+    index.drop("b");
+    expect(index.memoryBytes()).toBe(0);
+  });
+
   it("evicts the least recently stored, noted or found hash first", () => {
     const index = new BlockIndex({ maxEntries: 3 });
     expect(index.apply("u", { seq: 1, kind: "snapshot", stored: [hx(1), hx(2), hx(3)], removed: [] })).toBe("ok");

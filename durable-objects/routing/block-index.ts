@@ -59,6 +59,20 @@ export class BlockIndex {
     return this.tierEntries.size;
   }
 
+  /**
+   * What the index's Maps take, estimated from measured figures (docs/architecture.md):
+   * INDEX_ENTRY_BYTES per hash in either tier, HOLDERS_ARRAY_BYTES + 8 per holder for a hash
+   * held by several backends, INDEX_SLOT_BYTES per backend. O(hashes): for tests, the inspector
+   * and the pool-scale bench, not for the placement path.
+   *
+   * @example index.memoryBytes() // 15_466_496 at the default cap of 131,072 hashes, each held by one backend
+   */
+  memoryBytes(): number {
+    let bytes = (this.entries.size + this.tierEntries.size) * INDEX_ENTRY_BYTES + this.slots.size * INDEX_SLOT_BYTES;
+    for (const map of [this.entries, this.tierEntries]) for (const holders of map.values()) if (typeof holders !== "number") bytes += HOLDERS_ARRAY_BYTES + 8 * holders.length;
+    return bytes;
+  }
+
   /** Whether `url`'s blocks are indexed: it has a slot and its last snapshot and deltas applied. */
   isIndexed(url: string): boolean {
     return this.slots.get(url)?.synced === true;
@@ -276,6 +290,16 @@ export const DEFAULT_MAX_INDEX_ENTRIES = 131_072;
 export function evictionBatch(maxEntries: number): number {
   return Math.max(1, Math.floor(maxEntries / 64));
 }
+
+/**
+ * Bytes one indexed hash costs with one holder (a 16-character key string, its Map slot and a
+ * small integer), measured on Node 20 (V8, 64-bit): docs/architecture.md, The pool and placement.
+ */
+export const INDEX_ENTRY_BYTES = 118;
+/** Bytes an array of n >= 2 holders adds to its hash: HOLDERS_ARRAY_BYTES + 8 n (measured: +74 for two, +90 for four). */
+export const HOLDERS_ARRAY_BYTES = 56;
+/** Bytes one backend's slot costs (its url key, a small object, a Map slot): an estimate. */
+export const INDEX_SLOT_BYTES = 200;
 
 interface SlotState {
   slot: number;
