@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { DEFAULT_MAX_INDEX_ENTRIES, HOLDERS_ARRAY_BYTES, INDEX_ENTRY_BYTES, INDEX_SLOT_BYTES } from "../durable-objects/routing/block-index";
 import { runPoolScaleBench } from "./pool-scale-bench";
+import { TRACE_EXCERPT } from "./pool-scale/trace-turns";
 
 /**
  * The least share of the exact oracle's leading blocks that placement reaches while every backend
@@ -11,7 +12,7 @@ const HIT_BOUND = 0.9;
 
 describe("pool-scale bench at its smallest size (the real PoolDO in workerd)", () => {
   it("never places on a backend that stopped beating, and places within HIT_BOUND of the exact oracle", async () => {
-    const { summary } = await runPoolScaleBench({ quick: true, backends: [8], trajectories: 48, downAfterMs: 1500, stepSeconds: 0.5, maxSteps: 1 });
+    const { summary } = await runPoolScaleBench({ quick: true, backends: [8], trajectories: 48, downAfterMs: 1500, stepSeconds: 0.5, maxSteps: 1, trace: TRACE_EXCERPT });
     const row = summary.rows[0]!;
     expect(summary.failed).toEqual([]);
     expect(row).toMatchObject({ design: "single", backends: 8, trajectories: 48, indexedBackends: 8 });

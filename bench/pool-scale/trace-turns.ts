@@ -1,9 +1,13 @@
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { MAX_PROMPT_BLOCK_HASHES } from "../../protocol/messages";
 
 /** The Mooncake conversation trace (../shared/traces: Kimi chat traffic, 12,031 requests; its SOURCES.md). */
-export const DEFAULT_TRACE = fileURLToPath(new URL("../../../shared/traces/mooncake_conversation_trace.jsonl", import.meta.url));
+export const SHARED_TRACE = fileURLToPath(new URL("../../../shared/traces/mooncake_conversation_trace.jsonl", import.meta.url));
+/** Its first 256 rows, in the repository (fixtures/README.md): for CI, where ../shared is absent. */
+export const TRACE_EXCERPT = fileURLToPath(new URL("./fixtures/mooncake-conversation-head.jsonl", import.meta.url));
+/** The whole trace where this machine has it, else the excerpt. */
+export const DEFAULT_TRACE = existsSync(SHARED_TRACE) ? SHARED_TRACE : TRACE_EXCERPT;
 /** Tokens per trace block (the trace's `hash_ids` name 512-token blocks). */
 export const TRACE_BLOCK_TOKENS = 512;
 /** Tokens per KV block on our backends (block size 16): each trace block is this many of ours. */
