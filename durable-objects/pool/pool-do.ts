@@ -40,6 +40,12 @@ export const HOST_TIER_CREDIT = 0.5;
 export const MAX_OPEN_PLACEMENTS = 10_000;
 
 /**
+ * How often `notePrefix` trims the text-level index at most: its tables then hold the newest
+ * MAX_PREFIX_ROWS rows plus at most this long's notes.
+ */
+export const PREFIX_TRIM_EVERY_MS = 1000;
+
+/**
  * A placement whose turn has not been noted done yet. It counts as load on `url` until a
  * heartbeat can show it (PENDING_PLACEMENT_MS at most), and, for a new trajectory, marks `url` as
  * (about to be) holding `key`'s shared prefix (PLACED_PREFIX_MS at most).
@@ -77,6 +83,8 @@ export class PoolDO extends DurableObject<Env> {
   private readonly index = new BlockIndex();
   /** Per trajectory id, oldest first: its placement until `notePrefix` says its turn is done. */
   private readonly placements = new Map<string, OpenPlacement>();
+  /** When `notePrefix` last trimmed the text-level index (0: not yet). */
+  private lastTrimMs = 0;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -134,7 +142,12 @@ export class PoolDO extends DurableObject<Env> {
       // A turn under the key has ended there: the block index knows what it holds from now on.
       for (const p of this.placements.values()) if (p.key === key && p.url === url) p.key = undefined;
     }
-    this.store.trimPrefixes(now);
+    // Reads skip expired rows themselves; trimming (two scans and a sort per table) bounds the
+    // storage only, so it runs at most once per PREFIX_TRIM_EVERY_MS, not on every note.
+    if (now - this.lastTrimMs >= PREFIX_TRIM_EVERY_MS) {
+      this.store.trimPrefixes(now);
+      this.lastTrimMs = now;
+    }
   }
 
   /**

@@ -42,8 +42,9 @@ const UP_SQL = `(last_seen_ms >= ? AND COALESCE(json_extract(heartbeat, '$.leavi
 
 /**
  * The pool object's SQLite storage: the registry of backends that heartbeat in, and the
- * text-level prefix index (bounded: the newest MAX_PREFIX_ROWS rows of each table, each dropped
- * after PREFIX_TTL_MS without a new note; about 100 bytes a holder row, at most 4 KiB a list row).
+ * text-level prefix index (bounded: the newest MAX_PREFIX_ROWS rows of each table, plus the notes
+ * of up to PREFIX_TRIM_EVERY_MS (pool-do.ts), each dropped after PREFIX_TTL_MS without a new note
+ * and never read after it; about 100 bytes a holder row, at most 4 KiB a list row).
  * Times are epoch ms, passed in.
  *
  * @example
