@@ -55,7 +55,7 @@ function engineParts(options: EngineOptions): EngineParts {
     kvEvents,
     evictions,
     kvServer: new KvServer({ kv, io, modelId, rootFor }),
-    kvPuller: io && options.transfer && enablePrefixCache ? new KvPuller({ kv, io, modelId, ...options.transfer }) : undefined,
+    kvPuller: io && options.transfer && enablePrefixCache ? new KvPuller({ kv, io, modelId, prefillRate, ...options.transfer }) : undefined,
     hostTier,
     grammars: () => (grammars ??= GrammarCache.create(options.codec, executor.spec.vocabSize)),
     rootFor,

@@ -185,7 +185,6 @@ export class Engine implements JobQueue {
         this.counters.steps++;
         this.counters.stepTokens += stepTokens;
         this.counters.stepMs += wallMs;
-        this.kvPuller?.cost.notePrefill(stepTokens, wallMs);
         this.prefillRate.noteStep(plan.items.reduce((a, it) => a + Math.max(0, Math.min(it.numTokens, it.seq.numPromptTokens - it.startPos)), 0), wallMs);
         if (cpu0) {
           const cpu = process.cpuUsage(cpu0);

@@ -18,7 +18,7 @@ import { retryAfterSeconds } from "../../protocol/errors";
  * rate.retryAfterS(16_384); // 13
  */
 export class PrefillRate {
-  private msPerToken: number | undefined;
+  private mean: number | undefined;
 
   constructor(private readonly minTokens = MIN_PREFILL_STEP_TOKENS) {}
 
@@ -26,12 +26,17 @@ export class PrefillRate {
   noteStep(prefillTokens: number, wallMs: number): void {
     if (prefillTokens < this.minTokens || !(wallMs > 0)) return;
     const sample = wallMs / prefillTokens;
-    this.msPerToken = this.msPerToken === undefined ? sample : this.msPerToken * (1 - WEIGHT) + sample * WEIGHT;
+    this.mean = this.mean === undefined ? sample : this.mean * (1 - WEIGHT) + sample * WEIGHT;
+  }
+
+  /** ms per prompt token (the moving average itself); undefined until a step was measured. */
+  get msPerToken(): number | undefined {
+    return this.mean;
   }
 
   /** Prompt tokens per second (one decimal); undefined until a step was measured. */
   get tokensPerS(): number | undefined {
-    return this.msPerToken === undefined ? undefined : Math.round((1000 / this.msPerToken) * 10) / 10;
+    return this.mean === undefined ? undefined : Math.round((1000 / this.mean) * 10) / 10;
   }
 
   /** Whole seconds until `queuedTokens` are prefilled at this rate (1..MAX_RETRY_AFTER_S); undefined before a measurement. */

@@ -1,3 +1,4 @@
+import type { PrefillRate } from "../scheduler/prefill-rate";
 import { hashBlocks, type BlockHash } from "../../protocol/block-hash";
 import { encode } from "../../protocol/codec";
 import { MSGPACK_CONTENT_TYPE, SECRET_HEADER, type KvPullOutcome, type KvPullReport, type KvPullRequest, type KvSource } from "../../protocol/messages";
@@ -19,6 +20,8 @@ export interface KvPullerParams {
   fetch?: typeof fetch;
   /** `auto` (default): pull when the cost model says copying beats computing; `always`: whenever blocks are missing. */
   policy?: "auto" | "always";
+  /** The engine's measured prefill rate (the cost model's compute side). Default: a rate of its own, never fed (the prior). */
+  prefillRate?: PrefillRate;
 }
 
 /**
@@ -34,10 +37,12 @@ export interface KvPullerParams {
  * // { outcome: "pulled", from: "http://b1:8080", missingBlocks: 250, blocks: 250, bytes: 32768000, ms: 140 }
  */
 export class KvPuller {
-  readonly cost = new TransferCost();
+  readonly cost: TransferCost;
   readonly totals = { pulls: 0, blocks: 0, bytes: 0, failures: 0 };
 
-  constructor(private readonly params: KvPullerParams) {}
+  constructor(private readonly params: KvPullerParams) {
+    this.cost = new TransferCost(params.prefillRate);
+  }
 
   /** `policy` and `timeoutMs` override the puller's (a drain's push pulls `always`, with longer to finish). */
   async pull(source: KvSource, prompt: { tokenIds: readonly number[]; root: BlockHash; cacheSalt: string }, o: { signal?: AbortSignal; policy?: "auto" | "always"; timeoutMs?: number } = {}): Promise<KvPullReport> {

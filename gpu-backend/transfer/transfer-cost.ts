@@ -1,28 +1,31 @@
+import { PrefillRate } from "../scheduler/prefill-rate";
+
 /**
  * Copy or compute: the cost model that decides whether pulling a prompt's missing blocks from
  * another backend beats prefilling them here. Both sides are measured on this backend, as moving
- * averages: prefill time per token (from engine steps of at least {@link MIN_PREFILL_TOKENS}
- * tokens) and copy bandwidth (from finished pulls of at least {@link MIN_COPY_BYTES}), plus a
- * fixed per-pull overhead (a round trip and the holder's lookup). The priors hold until the first
- * measurements: a GPU's prefill is faster than the CPU prior, and its pulls are measured too.
+ * averages: prefill time per token (the engine's `PrefillRate`, the one measurement the heartbeat
+ * and Retry-After use too) and copy bandwidth (from finished pulls of at least
+ * {@link MIN_COPY_BYTES}), plus a fixed per-pull overhead (a round trip and the holder's lookup).
+ * The priors hold until the first measurements: a GPU's prefill is faster than the CPU prior, and
+ * its pulls are measured too.
  *
  * @example
- * const cost = new TransferCost();
- * cost.notePrefill(512, 380);
+ * const rate = new PrefillRate();
+ * const cost = new TransferCost(rate);
+ * rate.noteStep(512, 380);
  * if (cost.copyBeatsCompute({ blocks: 40, blockSize: 16, bytesPerBlock: 131072 })) pull();
  */
 export class TransferCost {
-  /** ms per prefilled token (moving average). */
-  prefillMsPerToken = 1;
+  constructor(private readonly prefill: PrefillRate = new PrefillRate()) {}
+
+  /** ms per prefilled token: the measured rate, else the prior (1 ms). */
+  get prefillMsPerToken(): number {
+    return this.prefill.msPerToken ?? PRIOR_PREFILL_MS_PER_TOKEN;
+  }
   /** Copy bandwidth, bytes per ms (moving average; 200 MB/s prior). */
   bytesPerMs = 200_000;
   /** Per-pull overhead, ms. */
   overheadMs = 5;
-
-  notePrefill(tokens: number, ms: number): void {
-    if (tokens < MIN_PREFILL_TOKENS || ms <= 0) return;
-    this.prefillMsPerToken = blend(this.prefillMsPerToken, ms / tokens);
-  }
 
   noteCopy(bytes: number, ms: number): void {
     if (bytes < MIN_COPY_BYTES || ms <= 0) return;
@@ -42,8 +45,8 @@ export class TransferCost {
   }
 }
 
-/** Steps with fewer tokens are decode-bound: their time per token says nothing about prefill. */
-export const MIN_PREFILL_TOKENS = 64;
+/** ms per prefilled token before the engine has measured one (a CPU's). */
+const PRIOR_PREFILL_MS_PER_TOKEN = 1;
 /** Smaller pulls are overhead-bound. */
 export const MIN_COPY_BYTES = 1 << 20;
 
