@@ -28,3 +28,19 @@ export function fnv1a(s: string): number {
   h ^= h >>> 13;
   return h >>> 0;
 }
+
+/**
+ * Every candidate, best first, by weighted rendezvous hashing: score -weight / ln(u), u the key's
+ * hash with the candidate mapped into (0, 1). A candidate wins a share of keys proportional to its
+ * weight, and when one goes or changes weight only keys it won (or now wins) move. The edge ranks
+ * a model's pool cells by it (durable-objects/pool/cells.ts), weighted by their backends.
+ *
+ * @example rendezvousOrder(cells, "prefix-key", (c) => c.name, (c) => c.backends.length) // [best, next, ...]
+ */
+export function rendezvousOrder<T>(candidates: readonly T[], key: string, idOf: (c: T) => string, weightOf: (c: T) => number = () => 1): T[] {
+  const scored = candidates.map((c) => {
+    const u = (fnv1a(`${key}\u0000${idOf(c)}`) + 1) / 4294967297;
+    return { c, score: Math.max(weightOf(c), 0) / -Math.log(u) };
+  });
+  return scored.sort((a, b) => b.score - a.score || (idOf(a.c) < idOf(b.c) ? -1 : 1)).map((s) => s.c);
+}
