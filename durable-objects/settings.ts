@@ -40,6 +40,8 @@ export interface EdgeVars {
   POOL_DOWN_AFTER_MS?: string;
   /** How long a trajectory object reuses the pool's view before asking again (default 1000). */
   POOL_VIEW_TTL_MS?: string;
+  /** Most backends in one pool cell (durable-objects/pool/cells.ts; default 32). */
+  POOL_CELL_BACKENDS?: string;
   /**
    * Routing policy: affinity (default), or round-robin, least-loaded, consistent-hash for
    * comparison (`npm run bench -- routing`). An unknown name is an error at the first turn.
@@ -133,6 +135,8 @@ export interface EdgeSettings {
   backendTimeoutMs: number;
   poolDownAfterMs: number;
   poolViewTtlMs: number;
+  /** Most backends one pool cell holds (POOL_CELL_BACKENDS). */
+  poolCellBackends: number;
   /** Undefined only when ROUTING_POLICY names no policy; `routingPolicyOf` throws then. */
   routingPolicy: RoutingPolicyName | undefined;
   routingPolicyRaw: string | undefined;
@@ -178,6 +182,7 @@ export function edgeSettings(env: EdgeVars): EdgeSettings {
     backendTimeoutMs: positive(env.BACKEND_TIMEOUT_MS, 120_000),
     poolDownAfterMs: positive(env.POOL_DOWN_AFTER_MS, 6000),
     poolViewTtlMs: positive(env.POOL_VIEW_TTL_MS, 1000),
+    poolCellBackends: Math.floor(positive(env.POOL_CELL_BACKENDS, 32)),
     routingPolicy: env.ROUTING_POLICY ? parsePolicy(env.ROUTING_POLICY) : "affinity",
     routingPolicyRaw: env.ROUTING_POLICY,
     canonicalizeOffTenants: new Set(list(env.CANONICALIZE_OFF_TENANTS)),

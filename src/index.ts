@@ -16,6 +16,7 @@ import { trajectoryRoutes } from "./routes/trajectories";
 
 export { TrajectoryDO } from "./trajectory-do";
 export { PoolDO } from "../durable-objects/pool/pool-do";
+export { PoolDirectoryDO } from "../durable-objects/pool/directory-do";
 export { TenantIndexDO } from "../durable-objects/tenant-index/tenant-index-do";
 
 type App = { Bindings: Env; Variables: AuthVariables };

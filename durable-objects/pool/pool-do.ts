@@ -5,6 +5,8 @@ import { BlockIndex } from "../routing/block-index";
 import { placeOver, pullSource, type ParentPlacement, type Placed } from "../routing/placement";
 import type { RoutingPolicyName } from "../routing/routing-policy";
 import { edgeSettings } from "../settings";
+import { FIRST_CELL } from "./cells";
+import { directoryOf } from "./directory-do";
 import { PoolStore, PREFIX_LIST_BLOCKS, type BackendHeartbeat } from "./pool-store";
 
 /** A backend as the pool sees it. */
@@ -15,9 +17,14 @@ export interface PoolBackend extends BackendHeartbeat {
   lastSeenMs: number;
 }
 
-/** The pool object (there is one, named "pool"). */
+/** The object of pool cell `cell` (cells.ts; the first, and with one cell the only one, is "pool"). */
+export function poolCell(env: Env, cell: string): DurableObjectStub<PoolDO> {
+  return env.POOL.get(env.POOL.idFromName(cell));
+}
+
+/** The first pool cell's object ("pool": the whole pool while it has one cell). */
 export function poolOf(env: Env): DurableObjectStub<PoolDO> {
-  return env.POOL.get(env.POOL.idFromName("pool"));
+  return poolCell(env, FIRST_CELL);
 }
 
 /** How long a placement counts as load on its backend at most (its heartbeats show it by then). */
@@ -44,6 +51,9 @@ export const MAX_OPEN_PLACEMENTS = 10_000;
  * MAX_PREFIX_ROWS rows plus at most this long's notes.
  */
 export const PREFIX_TRIM_EVERY_MS = 1000;
+
+/** How often a cell reports its up backends to the directory at most (`PoolDirectoryDO.report`). */
+export const CELL_REPORT_EVERY_MS = 5000;
 
 /**
  * A placement whose turn has not been noted done yet. It counts as load on `url` until a
@@ -85,6 +95,8 @@ export class PoolDO extends DurableObject<Env> {
   private readonly placements = new Map<string, OpenPlacement>();
   /** When `notePrefix` last trimmed the text-level index (0: not yet). */
   private lastTrimMs = 0;
+  /** When this cell last reported its up backends to the directory (0: not yet). */
+  private lastReportMs = 0;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -98,13 +110,22 @@ export class PoolDO extends DurableObject<Env> {
    * batch must be a snapshot). A backend that was down is forgotten by the block index first. A
    * `leaving` beat (its last, as it exits) marks it down at once and drops its blocks; its row
    * stays (a static BACKEND_URLS entry it shadows would otherwise count as up) until it beats again.
+   *
+   * `cell`: this object's cell name, given by the edge's heartbeat route: the cell then reports
+   * its up backends to the directory (at most every CELL_REPORT_EVERY_MS, after the reply), which
+   * forgets backends no cell reports and rebalances the cells (directory-do.ts).
    */
-  async heartbeat(h: Heartbeat): Promise<HeartbeatReply> {
+  async heartbeat(h: Heartbeat, cell?: string): Promise<HeartbeatReply> {
     const now = Date.now();
     const previous = this.store.lastSeenMs(h.id);
     if (previous !== undefined && now - previous > this.downAfterMs()) this.index.drop(h.url);
     this.store.putBackend(h, now);
     this.dropDownBackends();
+    if (cell !== undefined && (now - this.lastReportMs >= CELL_REPORT_EVERY_MS || previous === undefined)) {
+      this.lastReportMs = now;
+      const up = this.store.upIds(now - this.downAfterMs());
+      this.ctx.waitUntil(directoryOf(this.env).report(cell, up).catch((e: unknown) => console.error(`pool cell ${cell}: report to the directory failed:`, e)));
+    }
     const reply: HeartbeatReply = { registered: previous === undefined };
     if (h.leaving) return reply;
     if (h.kvEvents) reply.kv = this.index.apply(h.url, h.kvEvents);

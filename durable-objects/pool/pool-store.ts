@@ -94,6 +94,11 @@ export class PoolStore {
     return this.host.sql.exec<{ url: string }>(`SELECT url FROM backends WHERE ${UP_SQL}`, upSince).toArray().map((r) => r.url);
   }
 
+  /** The ids of the registered backends up (as `backends` tells it). */
+  upIds(upSince: number): string[] {
+    return this.host.sql.exec<{ id: string }>(`SELECT id FROM backends WHERE ${UP_SQL}`, upSince).toArray().map((r) => r.id);
+  }
+
   /** Notes that `url` served a trajectory with prefix key `key` at `now`. */
   noteHolder(key: string, url: string, now: number): void {
     this.host.sql.exec(`INSERT OR REPLACE INTO prefixes (key, url, last_ms) VALUES (?, ?, ?)`, key, url, now);

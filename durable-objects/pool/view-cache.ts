@@ -21,4 +21,9 @@ export class ViewCache<T> {
     if (!this.entry || this.entry.at <= t) this.entry = { at: t, value };
     return value;
   }
+
+  /** Keeps `value` as the answer loaded now (one the caller got some other way). */
+  put(value: T): void {
+    this.entry = { at: this.now(), value };
+  }
 }

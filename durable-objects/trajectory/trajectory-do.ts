@@ -2,15 +2,15 @@ import { DurableObject } from "cloudflare:workers";
 import { ProtocolError, toProtocolError } from "../../protocol/errors";
 import type { ChatMessage } from "../../protocol/messages";
 import { releaseState } from "../backend/backend-client";
-import { poolOf } from "../pool/pool-do";
-import { cachedPoolView } from "../pool/pool-view";
+import { placementCell } from "../pool/cell-route";
+import { poolCell } from "../pool/pool-do";
 import { routedBackends, type RoutedBackend } from "../routing/placement";
 import { edgeSettings, routingPolicyOf } from "../settings";
 import { tenantIndexOf } from "../tenant-index/tenant-index-do";
 import { trajectoryName } from "../trajectory-name";
 import { continuedTurn } from "../turn/continuation";
 import { checkLimits } from "../turn/limits";
-import { runTurn } from "../turn/turn-runner";
+import { runTurn, turnPrefixKey } from "../turn/turn-runner";
 import { encodeTurnEvent, turnEvents } from "../turn/turn-stream";
 import type { StoredResponse, TrajectoryState, TurnEvent, TurnInput } from "../turn/turn-types";
 import { LeaseKeeper } from "./lease-keeper";
@@ -132,7 +132,7 @@ export class TrajectoryDO extends DurableObject<Env> {
     // Busy while the backend state is released, so no turn starts between that and the delete.
     this.busy = true;
     try {
-      const target = meta.backendUrl ? (await this.backends()).find((b) => b.url === meta.backendUrl) : undefined;
+      const target = meta.backendUrl ? (await this.backends(meta.backendUrl)).find((b) => b.url === meta.backendUrl) : undefined;
       if (target && meta.stateId) await releaseState(target, meta.stateId, 5000);
       await this.leases.end();
       this.store.deleteAll();
@@ -226,13 +226,18 @@ export class TrajectoryDO extends DurableObject<Env> {
     const meta = this.store.meta();
     const subagent = parent?.relation === "subagent" && meta && this.store.numTurns() === 0 ? { of: trajectoryStub(this.env, input.tenant, parent.trajectoryId), parentId: parent.trajectoryId, meta } : undefined;
     const placeWith = subagent && !subagent.meta.backendUrl ? await parentPlacement(subagent.of, subagent.meta, subagent.parentId) : undefined;
+    // The pool cell of this turn: its pinned backend's (a subagent's first turn: its parent's),
+    // else the one its prefix key ranks first (cell-route.ts).
+    const transcript = this.transcript;
+    const { cell, view } = await placementCell(this.env, settings, { key: () => turnPrefixKey(input, transcript, this.store.meta() ?? { toolsJson: "[]" }), model: input.model, pinned: meta?.backendUrl ?? placeWith?.url });
+    const pool = poolCell(this.env, cell);
     this.transcript = await runTurn(
       {
         store: this.store,
         transcript: this.transcript,
-        backends: await this.backends(),
-        place: (p) => poolOf(this.env).place(p),
-        notePrefix: (key, url, hashes, trajectoryId) => poolOf(this.env).notePrefix(key, url, hashes, trajectoryId),
+        backends: routedBackends(view, settings.backendSecret),
+        place: (p) => pool.place(p),
+        notePrefix: (key, url, hashes, trajectoryId) => pool.notePrefix(key, url, hashes, trajectoryId),
         waitUntil: (p) => this.ctx.waitUntil(p),
         timeoutMs: settings.backendTimeoutMs,
         policy: routingPolicyOf(settings),
@@ -293,10 +298,11 @@ export class TrajectoryDO extends DurableObject<Env> {
     await this.leases.alarm();
   }
 
-  /** The pool's view (registered and static backends), shared in this isolate for POOL_VIEW_TTL_MS. */
-  private async backends(): Promise<RoutedBackend[]> {
+  /** The view of `pinned`'s pool cell (registered and static backends), shared in this isolate for POOL_VIEW_TTL_MS. */
+  private async backends(pinned: string): Promise<RoutedBackend[]> {
     const settings = edgeSettings(this.env);
-    return routedBackends(await cachedPoolView(this.env, settings.poolViewTtlMs), settings.backendSecret);
+    const { view } = await placementCell(this.env, settings, { key: async () => pinned, pinned });
+    return routedBackends(view, settings.backendSecret);
   }
 }
 

@@ -47,6 +47,14 @@ export interface TurnContext {
 }
 
 /**
+ * The prefix key of a trajectory's turn (`prefixKey`: tenant salt, model, first message, tools):
+ * what the pool's text-level index and the choice of pool cell go by.
+ */
+export function turnPrefixKey(input: TurnInput, transcript: readonly ChatMessage[], meta: { toolsJson: string }): Promise<string> {
+  return prefixKey({ cacheSalt: input.cacheSalt, model: input.model, first: transcript[0] ?? input.messages[0], tools: input.tools ?? (JSON.parse(meta.toolsJson) as TurnInput["tools"]) });
+}
+
+/**
  * Runs one turn of a trajectory: plans it against the stored transcript (`planTurn`: delta when
  * it only grew, else full), picks the backend (`chooseBackend`: the pin, else the pool's
  * placement), relays it (`relayTurn`: tokens as they arrive, state-unknown resend, failover), and
@@ -82,8 +90,7 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
 
   // A trajectory staying on its pinned backend needs neither the prefix key nor the pool.
   let key: string | undefined;
-  const keyOf = async () =>
-    (key ??= await prefixKey({ cacheSalt: input.cacheSalt, model: input.model, first: ctx.transcript[0] ?? input.messages[0], tools: input.tools ?? (JSON.parse(meta.toolsJson) as TurnInput["tools"]) }));
+  const keyOf = async () => (key ??= await turnPrefixKey(input, ctx.transcript, meta));
   const turnsDone = store.numTurns();
   const { backend, reason, placed } = await chooseBackend({
     policy: ctx.policy ?? "affinity",

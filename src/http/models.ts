@@ -1,6 +1,6 @@
 import { SECRET_HEADER } from "../../protocol/messages";
 import { ROUTES } from "../../protocol/routes";
-import { cachedPoolView } from "../../durable-objects/pool/pool-view";
+import { fleetView } from "../../durable-objects/pool/cell-route";
 import { edgeSettings } from "../../durable-objects/settings";
 import { limit, mergeModels, type ServedModel } from "./model-list";
 
@@ -44,7 +44,7 @@ export async function servedModelList(env: Env): Promise<ServedModel[]> {
   const settings = edgeSettings(env);
   const key = settings.backends.map((t) => t.url).join(",");
   if (cache && cache.key === key && Date.now() - cache.at < MODELS_TTL_MS) return cache.models;
-  const up = (await cachedPoolView(env, settings.poolViewTtlMs)).filter((b) => b.up);
+  const up = (await fleetView(env, settings)).filter((b) => b.up);
   const lists = await Promise.all(up.map((b) => (b.source === "registered" ? [{ id: b.model }] : probeModels(b.url, settings.backendSecret))));
   const models = mergeModels(lists.flat());
   cache = { at: Date.now(), key, models };

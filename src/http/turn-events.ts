@@ -1,6 +1,7 @@
 import { toProtocolError } from "../../protocol";
 import type { CachePoint, ChatMessage, ReplyConstraint, SamplingParams, ToolDefinition } from "../../protocol/messages";
-import { poolOf } from "../../durable-objects/pool/pool-do";
+import { placementCell } from "../../durable-objects/pool/cell-route";
+import { poolCell } from "../../durable-objects/pool/pool-do";
 import { chooseBackend, routedBackends } from "../../durable-objects/routing/placement";
 import { edgeSettings, routingPolicyOf } from "../../durable-objects/settings";
 import { checkLimits } from "../../durable-objects/turn/limits";
@@ -59,16 +60,19 @@ export async function* statelessTurn(
       () => false,
     );
   const run = (async () => {
-    const pool = poolOf(env);
-    const backends = routedBackends(await pool.view(), settings.backendSecret);
     // Cache-aware without a session, and without tokenizing: two keys name what the request
     // shares. The conversation's (first two messages: a client resending its growing history keeps
     // them) finds the backend that served its earlier turns; else the first message's (the system
-    // prompt and tools) finds one holding the shared prefix. The pool places by them (prefixKey).
+    // prompt and tools) finds one holding the shared prefix. The pool places by them (prefixKey),
+    // in the cell the first message's key ranks first (so every conversation under one system
+    // prompt meets in one cell), over that cell's view as cached in this isolate: one pool call.
     const id = crypto.randomUUID();
     const base = { cacheSalt: params.cacheSalt, model: params.model, first: params.messages[0], tools: params.tools };
     const key = await prefixKey(base);
     const conversationKey = params.messages.length > 1 ? await prefixKey({ ...base, second: params.messages[1] }) : undefined;
+    const { cell, view } = await placementCell(env, settings, { key: async () => key, model: params.model });
+    const pool = poolCell(env, cell);
+    const backends = routedBackends(view, settings.backendSecret);
     const place = () => pool.place({ hashes: [], key: conversationKey ?? key, ...(conversationKey ? { fallbackKey: key } : {}), trajectoryId: id });
     const { backend, reason, placed } = await chooseBackend({ policy: routingPolicyOf(settings), pinned: null, trajectoryId: id, turnsDone: 0, backends, place });
     const result = await relayTurn({

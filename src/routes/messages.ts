@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import { ROUTES } from "../../protocol/routes";
 import { countPromptTokens } from "../../durable-objects/backend/tokenize-client";
-import { cachedPoolView } from "../../durable-objects/pool/pool-view";
+import { placementCell } from "../../durable-objects/pool/cell-route";
 import { routedBackends, statelessTarget } from "../../durable-objects/routing/placement";
 import { edgeSettings } from "../../durable-objects/settings";
 import { checkLimits } from "../../durable-objects/turn/limits";
@@ -62,7 +62,7 @@ export const messagesRoutes = new Hono<{ Bindings: Env; Variables: AuthVariables
     const parsed = parseMessagesBody(await readJson(c), "count");
     const settings = edgeSettings(c.env);
     checkLimits(parsed, settings.limits);
-    const target = statelessTarget(routedBackends(await cachedPoolView(c.env, settings.poolViewTtlMs), settings.backendSecret));
+    const target = statelessTarget(routedBackends((await placementCell(c.env, settings, { key: async () => crypto.randomUUID() })).view, settings.backendSecret));
     const model = resolveModel({ requested: parsed.model, served: await servedModels(c.env), tenant: c.get("tenant"), env: c.env });
     const inputTokens = await countPromptTokens(target, { model, messages: parsed.messages, ...(parsed.tools && parsed.tools.length > 0 ? { tools: parsed.tools } : {}) }, settings.backendTimeoutMs);
     return c.json({ input_tokens: inputTokens });

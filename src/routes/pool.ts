@@ -4,7 +4,8 @@ import { validateHeartbeat } from "../../protocol/codec";
 import { secretsEqual } from "../../protocol/hex";
 import { SECRET_HEADER } from "../../protocol/messages";
 import { ROUTES } from "../../protocol/routes";
-import { poolOf } from "../../durable-objects/pool/pool-do";
+import { cachedCellMap, fleetView, heartbeatCell } from "../../durable-objects/pool/cell-route";
+import { poolCell } from "../../durable-objects/pool/pool-do";
 import { edgeSettings } from "../../durable-objects/settings";
 import { readJson } from "../http/body";
 
@@ -14,8 +15,10 @@ const R = ROUTES.edge.pool;
  * The backends' route group, under `/v1/pool`, behind the shared backend secret
  * (`x-agent-edge-secret`), not tenant API keys:
  * - `POST /v1/pool/heartbeat`: register or refresh, with the backend's KV events (a `Heartbeat`,
- *   validated by protocol/schemas.ts); answers a `HeartbeatReply` `{ registered, kv? }`.
- * - `GET /v1/pool`: the pool as routing sees it.
+ *   validated by protocol/schemas.ts), in the backend's pool cell (`heartbeatCell`); answers a
+ *   `HeartbeatReply` `{ registered, kv? }`.
+ * - `GET /v1/pool`: the pool as routing sees it: every cell's backends, the cells (the directory's
+ *   map) and each cell's block index figures.
  */
 export const poolRoutes = new Hono<{ Bindings: Env }>()
   .use(backendSecret())
@@ -23,11 +26,22 @@ export const poolRoutes = new Hono<{ Bindings: Env }>()
     const parsed = validateHeartbeat(await readJson(c));
     if (!parsed.ok) throw parsed.error;
     const h = parsed.value;
-    return c.json(await poolOf(c.env).heartbeat({ ...h, url: h.url.replace(/\/+$/, "") }));
+    const beat = { ...h, url: h.url.replace(/\/+$/, "") };
+    const cell = await heartbeatCell(c.env, beat);
+    return c.json(await poolCell(c.env, cell).heartbeat(beat, cell));
   })
   .get(R.view, async (c) => {
-    const pool = poolOf(c.env);
-    return c.json({ object: "pool", backends: await pool.view(), index: await pool.indexStats() });
+    const map = await cachedCellMap(c.env);
+    const names = map.cells.length === 0 ? ["pool"] : map.cells.map((cell) => cell.name);
+    const stats = await Promise.all(names.map((cell) => poolCell(c.env, cell).indexStats()));
+    return c.json({
+      object: "pool",
+      backends: await fleetView(c.env, edgeSettings(c.env), true),
+      // The first cell's figures (the whole pool's while it has one cell), then every cell's.
+      index: stats[0],
+      cells: names.map((name, i) => ({ name, model: map.cells[i]?.model ?? null, backends: map.cells[i]?.backends.length ?? 0, index: stats[i] })),
+      directoryVersion: map.version,
+    });
   });
 
 /** Refuses a request without the shared backend secret (constant-time comparison). */
