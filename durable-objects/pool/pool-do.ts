@@ -67,6 +67,14 @@ interface OpenPlacement {
   at: number;
 }
 
+/** RPC calls a pool object answered, per method (`PoolDO.callCounts`). */
+export interface PoolCallCounts {
+  heartbeat: number;
+  view: number;
+  place: number;
+  notePrefix: number;
+}
+
 /** Where `PoolDO.place` put a trajectory, why, and the prefix counts it ranked by. */
 export interface Placement extends Placed {
   prefixBlocks: Record<string, number>;
@@ -97,6 +105,8 @@ export class PoolDO extends DurableObject<Env> {
   private lastTrimMs = 0;
   /** When this cell last reported its up backends to the directory (0: not yet). */
   private lastReportMs = 0;
+  /** RPC calls answered since the object started, per method (`callCounts`). */
+  private readonly calls: PoolCallCounts = { heartbeat: 0, view: 0, place: 0, notePrefix: 0 };
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -116,6 +126,7 @@ export class PoolDO extends DurableObject<Env> {
    * forgets backends no cell reports and rebalances the cells (directory-do.ts).
    */
   async heartbeat(h: Heartbeat, cell?: string): Promise<HeartbeatReply> {
+    this.calls.heartbeat++;
     const now = Date.now();
     const previous = this.store.lastSeenMs(h.id);
     if (previous !== undefined && now - previous > this.downAfterMs()) this.index.drop(h.url);
@@ -130,7 +141,7 @@ export class PoolDO extends DurableObject<Env> {
     if (h.leaving) return reply;
     if (h.kvEvents) reply.kv = this.index.apply(h.url, h.kvEvents);
     // A draining backend learns where its trajectories move, to push their blocks there.
-    if (h.draining) reply.peers = (await this.view()).filter((b) => b.up && !b.draining && b.url !== h.url).map((b) => b.url);
+    if (h.draining) reply.peers = this.currentView().filter((b) => b.up && !b.draining && b.url !== h.url).map((b) => b.url);
     return reply;
   }
 
@@ -150,6 +161,7 @@ export class PoolDO extends DurableObject<Env> {
    * (`PoolStore.trimPrefixes`).
    */
   async notePrefix(keys: string | readonly string[], url: string, hashes: string[] = [], trajectoryId?: string): Promise<void> {
+    this.calls.notePrefix++;
     const now = Date.now();
     // That trajectory's placed turn is done: it no longer loads the backend.
     if (trajectoryId !== undefined) this.placements.delete(trajectoryId);
@@ -236,6 +248,7 @@ export class PoolDO extends DurableObject<Env> {
    * @example await pool.place({ hashes: [], key, trajectoryId: "t1" }) // { url, reason: "prefix", prefixBlocks }
    */
   async place(p: { hashes: string[]; key?: string; fallbackKey?: string; trajectoryId: string; pinned?: string; policy?: RoutingPolicyName; parent?: ParentPlacement }): Promise<Placement | null> {
+    this.calls.place++;
     const hashes = p.hashes.length > 0 ? p.hashes : (p.parent?.hashes ?? []);
     let prefixBlocks = await this.prefixBlocks(hashes, p.key);
     let key = p.key;
@@ -245,7 +258,7 @@ export class PoolDO extends DurableObject<Env> {
       key = p.fallbackKey;
     }
     const now = Date.now();
-    const view = await this.view();
+    const view = this.currentView();
     const d = placeOver({ ...p, parent: p.parent?.url ?? undefined, prefixBlocks }, view.map((b) => ({ ...b, pending: this.pendingPlacements(b.url, b.lastSeenMs, now) })));
     if (!d) return null;
     const source = pullSource(d.url, this.heldBlocks(hashes, key), view);
@@ -291,6 +304,20 @@ export class PoolDO extends DurableObject<Env> {
 
   /** Every known backend with its load and whether it is up now. */
   async view(): Promise<PoolBackend[]> {
+    this.calls.view++;
+    return this.currentView();
+  }
+
+  /**
+   * The RPC calls this object answered since it started, per method: what a request costs the
+   * pool (a sessionless request: one `place` before its reply, its `notePrefix` after it, and a
+   * `view` per POOL_VIEW_TTL_MS per isolate; test/workers/pool-calls.test.ts).
+   */
+  async callCounts(): Promise<PoolCallCounts> {
+    return { ...this.calls };
+  }
+
+  private currentView(): PoolBackend[] {
     const now = Date.now();
     const registered: PoolBackend[] = this.store.backends(now - this.downAfterMs()).map((r) => ({ ...r.heartbeat, source: "registered", lastSeenMs: r.lastSeenMs, up: r.up }));
     const known = new Set(registered.map((b) => b.url));

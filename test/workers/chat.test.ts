@@ -1,6 +1,8 @@
 import { listDurableObjectIds } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { poolOf } from "../../durable-objects/pool/pool-do";
+import { edgeSettings } from "../../durable-objects/settings";
 import { trajectoryName } from "../../durable-objects/trajectory-name";
 import type { ChatMessage } from "../../protocol/messages";
 import { chat, completion, getState, replyOf, SMALL, sseData, stored, uid, uniqueSystem, type ChatCompletion } from "./helpers";
@@ -147,5 +149,21 @@ describe("stateless turns (no session)", () => {
     expect(second.headers.get("x-agent-edge-route")).toBe("prefix");
     expect(second.headers.get("x-agent-edge-backend")).toBe(first.headers.get("x-agent-edge-backend"));
     expect(c.usage.prompt_tokens_details.cached_tokens).toBeGreaterThan(0);
+  });
+
+  it("cost the pool one call each before the reply (place), one after it (notePrefix), and a view per POOL_VIEW_TTL_MS", async () => {
+    const pool = poolOf(env);
+    const system = uniqueSystem(40);
+    const before = await pool.callCounts();
+    const t0 = Date.now();
+    const n = 6;
+    for (let i = 0; i < n; i++) await completion(await chat({ messages: [system, { role: "user", content: `count ${i}` }], ...SMALL }));
+    const elapsed = Date.now() - t0;
+    // The prefix note runs after the reply: wait for the last one.
+    let after = await pool.callCounts();
+    for (let tries = 0; after.notePrefix - before.notePrefix < n && tries < 50; tries++) after = (await new Promise((r) => setTimeout(r, 20)), await pool.callCounts());
+    expect(after.place - before.place).toBe(n);
+    expect(after.notePrefix - before.notePrefix).toBe(n);
+    expect(after.view - before.view).toBeLessThanOrEqual(Math.ceil(elapsed / edgeSettings(env).poolViewTtlMs) + 1);
   });
 });
