@@ -1,6 +1,6 @@
 import type { Heartbeat } from "../../protocol/messages";
 import type { EdgeSettings } from "../settings";
-import { cellOfBackend, cellOrder, EMPTY_CELL_MAP, FIRST_CELL, type CellMap } from "./cells";
+import { cellOfBackend, cellOfUrl, cellOrder, EMPTY_CELL_MAP, FIRST_CELL, type CellMap } from "./cells";
 import { directoryOf } from "./directory-do";
 import { poolCell, type PoolBackend } from "./pool-do";
 import { cachedPoolView } from "./pool-view";
@@ -30,14 +30,16 @@ function mapCache(env: Env): ViewCache<CellMap> {
   return cache;
 }
 
-/** The cell a backend's heartbeat goes to: its cell in the cached map, else the one the directory assigns it. */
+/** The cell a backend's heartbeat goes to: its cell in the cached map (at its url), else the one the directory assigns it. */
 export async function heartbeatCell(env: Env, h: Heartbeat): Promise<string> {
   if (!env.POOL_DIRECTORY) return FIRST_CELL;
-  const known = cellOfBackend(await cachedCellMap(env), h.id);
-  if (known !== undefined) return known;
-  const { cell, map } = await directoryOf(env).assign({ id: h.id, url: h.url, model: h.model });
-  mapCache(env).put(map);
-  return cell;
+  const map = await cachedCellMap(env);
+  const known = cellOfBackend(map, h.id);
+  // Known at this url: no call. (At a new url, the directory records it, so pins to it find its cell.)
+  if (known !== undefined && cellOfUrl(map, h.url) === known) return known;
+  const assigned = await directoryOf(env).assign({ id: h.id, url: h.url, model: h.model });
+  mapCache(env).put(assigned.map);
+  return assigned.cell;
 }
 
 /**
