@@ -56,7 +56,7 @@ export interface StackOptions {
   backendUrls?: string[];
   /** Start the edge (`wrangler dev`); default true. False starts only the backends. */
   startEdge?: boolean;
-  /** More Worker vars, each passed as `--var NAME:VALUE`. */
+  /** More Worker vars, each passed as `--var NAME:VALUE` (`BACKEND_URLS: ""`: no static backends, only registered ones). */
   vars?: Record<string, string>;
   /** How long every part may take to answer GET /healthz (default 300 000 ms). */
   readyTimeoutMs?: number;
@@ -187,7 +187,7 @@ export async function startStack(options: StackOptions = {}): Promise<Stack> {
 
     const backendUrls = external ?? parts.map((p) => p.url);
     if (startEdge) {
-      const vars: Record<string, string> = { ...options.vars, BACKEND_URLS: backendUrls.join(","), AGENT_EDGE_SECRET: secret };
+      const vars: Record<string, string> = { BACKEND_URLS: backendUrls.join(","), ...options.vars, AGENT_EDGE_SECRET: secret };
       const wranglerArgs = [wranglerBin, "dev", "--port", String(edgePort), "--ip", host, "--show-interactive-dev-session=false"];
       if (options.inspectorPort !== undefined) wranglerArgs.push("--inspector-port", String(options.inspectorPort));
       if (options.persistTo !== undefined) wranglerArgs.push("--persist-to", options.persistTo);
