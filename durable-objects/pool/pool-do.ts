@@ -311,7 +311,7 @@ export class PoolDO extends DurableObject<Env> {
   /**
    * The RPC calls this object answered since it started, per method: what a request costs the
    * pool (a sessionless request: one `place` before its reply, its `notePrefix` after it, and a
-   * `view` per POOL_VIEW_TTL_MS per isolate; test/workers/pool-calls.test.ts).
+   * `view` per POOL_VIEW_TTL_MS per isolate; test/workers/chat.test.ts).
    */
   async callCounts(): Promise<PoolCallCounts> {
     return { ...this.calls };
