@@ -69,6 +69,14 @@ export class GraphBuilder {
     return name;
   }
 
+  /** Adds an int8 initializer (integer GEMM weights; the bytes are referenced, not copied). */
+  int8(name: string, data: Int8Array, dims: number[]): string {
+    const expected = dims.reduce((a, b) => a * b, 1);
+    if (expected !== data.length) throw new Error(`initializer ${name}: ${data.length} values for dims [${dims}]`);
+    this.initializers.push({ name, dataType: DataType.INT8, dims, raw: new Uint8Array(data.buffer, data.byteOffset, data.byteLength) });
+    return name;
+  }
+
   /** An int64 constant initializer, deduplicated by value. */
   int64s(values: number[]): string {
     const key = `i64:${values.join(",")}`;

@@ -9,6 +9,7 @@
 export const enum DataType {
   FLOAT = 1,
   UINT8 = 2,
+  INT8 = 3,
   INT32 = 6,
   INT64 = 7,
   BOOL = 9,
