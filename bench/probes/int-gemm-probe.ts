@@ -46,7 +46,7 @@ function packNBits(w: Float32Array, n: number, k: number, bits: 4 | 8): { packed
         const q = Math.max(0, Math.min((1 << bits) - 1, Math.round(w[r * k + b * BLOCK + j]! / scale) + zero));
         const idx = r * k + b * BLOCK + j;
         if (bits === 8) packed[idx] = q;
-        else packed[idx >> 1] |= j % 2 === 0 ? q : q << 4;
+        else packed[idx >> 1] = packed[idx >> 1]! | (j % 2 === 0 ? q : q << 4);
       }
     }
   }
