@@ -90,7 +90,7 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *            sharded: cells of K backends, one object each); flags: --backends a,b, --trajectories M
  *            (2000; quick 200), --designs single,sharded (both), --cell-backends K (32),
  *            --live-per-backend L (open trajectories put in a sharded pool before its ramp: 100; quick 2),
- *            --quick, --json
+ *            --down-after-ms MS (the pool's POOL_DOWN_AFTER_MS: 6000; quick 3000), --quick, --json
  *   tool-stream  streamed tool-call arguments through wrangler dev (chat, tool_choice required,
  *            temperature 0): when a call's name, first and last argument pieces and the finish chunk
  *            arrive; flags: --quick (6 requests; else 12), --turns N, --json, --model DIR|smollm2
@@ -141,6 +141,7 @@ const { values: v } = parseArgs({
     designs: { type: "string" },
     "cell-backends": { type: "string" },
     "live-per-backend": { type: "string" },
+    "down-after-ms": { type: "string" },
   },
   strict: true,
 });
@@ -207,6 +208,7 @@ const BENCHES: Record<string, () => Promise<unknown>> = {
       designs: v.designs?.split(",").map((d) => oneOf("--designs", ["single", "sharded"] as const, d.trim())),
       cellBackends: num(v["cell-backends"]),
       livePerBackend: num(v["live-per-backend"]),
+      downAfterMs: num(v["down-after-ms"]),
     }),
   overload: () => runOverloadBench({ quick, backends, seconds: num(v.seconds), maxQueuedTokens: num(v["max-queued-tokens"]), model, outDir }),
   executors: () => runExecutorBench({ quick, model }),
