@@ -86,8 +86,11 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *   pool-scale  the real pool object (PoolDO) in workerd against N simulated backends (8, 32, 128,
  *            512, 1000; quick 8, 64) and M trace turns: placement p50/p99, heartbeat time, the
  *            placement rate it sustains before p99 doubles, index memory, hit rate against an exact
- *            oracle, no placement on a backend that stopped beating; flags: --backends a,b,
- *            --trajectories M (2000; quick 200), --quick, --json
+ *            oracle, no placement on a backend that stopped beating, per design (single: one object;
+ *            sharded: cells of K backends, one object each); flags: --backends a,b, --trajectories M
+ *            (2000; quick 200), --designs single,sharded (both), --cell-backends K (32),
+ *            --live-per-backend L (open trajectories put in a sharded pool before its ramp: 100; quick 2),
+ *            --down-after-ms MS (the pool's POOL_DOWN_AFTER_MS: 6000; quick 3000), --quick, --json
  *   tool-stream  streamed tool-call arguments through wrangler dev (chat, tool_choice required,
  *            temperature 0): when a call's name, first and last argument pieces and the finish chunk
  *            arrive; flags: --quick (6 requests; else 12), --turns N, --json, --model DIR|smollm2
@@ -135,6 +138,10 @@ const { values: v } = parseArgs({
     subagents: { type: "boolean", default: false },
     "max-queued-tokens": { type: "string" },
     speculative: { type: "string" },
+    designs: { type: "string" },
+    "cell-backends": { type: "string" },
+    "live-per-backend": { type: "string" },
+    "down-after-ms": { type: "string" },
   },
   strict: true,
 });
@@ -193,7 +200,16 @@ const BENCHES: Record<string, () => Promise<unknown>> = {
       model,
       outDir,
     }),
-  "pool-scale": () => runPoolScaleBench({ quick, backends: v.backends?.split(",").map((b) => Number(b.trim())), trajectories }),
+  "pool-scale": () =>
+    runPoolScaleBench({
+      quick,
+      backends: v.backends?.split(",").map((b) => Number(b.trim())),
+      trajectories,
+      designs: v.designs?.split(",").map((d) => oneOf("--designs", ["single", "sharded"] as const, d.trim())),
+      cellBackends: num(v["cell-backends"]),
+      livePerBackend: num(v["live-per-backend"]),
+      downAfterMs: num(v["down-after-ms"]),
+    }),
   overload: () => runOverloadBench({ quick, backends, seconds: num(v.seconds), maxQueuedTokens: num(v["max-queued-tokens"]), model, outDir }),
   executors: () => runExecutorBench({ quick, model }),
   speculative: () =>

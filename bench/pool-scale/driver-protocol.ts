@@ -6,30 +6,37 @@ import type { Heartbeat } from "../../protocol/messages";
  * real `PoolDO` over RPC, as the edge does, and times each call there (the caller's view).
  */
 
-/** One call on the pool object, run in order by `POST /ops`. */
+/**
+ * One call on a pool object, run in order by `POST /ops`. `pool` names the object it goes to (a
+ * cell of the sharded design; default the request's `pool`); a `place` tries the objects of
+ * `pools` in order until one places it (as the edge walks a trajectory's `cellOrder`).
+ */
 export type PoolOp =
-  | { op: "heartbeat"; beat: Heartbeat }
-  | { op: "place"; hashes: string[]; key?: string; trajectoryId: string }
-  | { op: "note"; key: string; url: string; hashes: string[]; trajectoryId: string }
-  | { op: "view" };
+  | { op: "heartbeat"; beat: Heartbeat; pool?: string }
+  | { op: "place"; hashes: string[]; key?: string; trajectoryId: string; pools?: string[] }
+  | { op: "note"; key: string; url: string; hashes: string[]; trajectoryId: string; pool?: string }
+  | { op: "view"; pool?: string };
 
-/** A call's answer: its time as the caller saw it, the placed url, the heartbeat's `kv`, the backends up (view). */
+/** A call's answer: its time as the caller saw it, the placed url and the object that placed it, the heartbeat's `kv`, the backends up (view). */
 export interface OpResult {
   ms: number;
   url?: string | null;
+  pool?: string;
   kv?: string;
   up?: number;
 }
 
 export interface OpsRequest {
-  /** Names the pool object (`idFromName`): one per run and backend count. */
+  /** Names the pool object (`idFromName`) of calls that name none: one per run, backend count and design. */
   pool: string;
   ops: PoolOp[];
-  /** Send every call at once (the object serializes them); each `ms` then counts from the batch's start. Default: one after another. */
+  /** Send every call at once (each object serializes its own); each `ms` then counts from the batch's start. Default: one after another. */
   concurrent?: boolean;
+  /** The objects whose index figures `stats` sums (none: no `stats`): every cell of a sharded pool. */
+  statsPools?: string[];
 }
 
-/** The block index's figures as `PoolDO.indexStats` reports them. */
+/** The block index's figures as `PoolDO.indexStats` reports them (summed over the cells of a sharded pool). */
 export interface PoolIndexStats {
   entries: number;
   tierEntries: number;
@@ -42,14 +49,15 @@ export interface OpsResponse {
   results: OpResult[];
   /** From the first call to the last answer. */
   wallMs: number;
-  stats: PoolIndexStats;
+  stats?: PoolIndexStats;
 }
 
-/** A simulated backend in the load phase: where it is, and the `seq` of its last applied KV batch. */
+/** A simulated backend in the load phase: where it is, the `seq` of its last applied KV batch, and the pool object it beats into (default the request's `pool`). */
 export interface LoadBackend {
   id: string;
   url: string;
   seq: number;
+  pool?: string;
 }
 
 /**
@@ -66,7 +74,8 @@ export interface LoadRequest {
   eventsPerBeat: number;
   turnMs: number;
   backends: LoadBackend[];
-  turns: { hashes: string[]; key: string }[];
+  /** `pools`: the objects its placement tries in order (default `[pool]`); its note goes to the one that placed it. */
+  turns: { hashes: string[]; key: string; pools?: string[] }[];
 }
 
 export interface LoadResponse {

@@ -1,5 +1,6 @@
 import { childCpuMs } from "./child-cpu";
 import type { LoadResponse } from "./driver-protocol";
+import type { PoolCells } from "./pool-cells";
 import type { PoolWorker } from "./pool-worker";
 import type { SimBackend } from "./sim-backend";
 import type { TraceTurn } from "./trace-turns";
@@ -13,7 +14,8 @@ export const BASELINE_P99_CEILING_MS = 100;
 
 export interface RampOptions {
   worker: PoolWorker;
-  pool: string;
+  /** Which object each backend beats into and each turn is placed by. */
+  cells: PoolCells;
   /** The live simulated backends (their `seq` goes on from the replay). */
   sims: readonly SimBackend[];
   turns: readonly TraceTurn[];
@@ -87,14 +89,14 @@ export async function rampLoad(o: RampOptions): Promise<RampResult> {
 async function runStep(o: RampOptions, rate: number): Promise<RampStep> {
   const cpu0 = childCpuMs("workerd");
   const r = await o.worker.load({
-    pool: o.pool,
+    pool: o.cells.pools[0]!,
     seconds: o.stepSeconds,
     placeRate: rate,
     beatEveryMs: o.beatEveryMs,
     eventsPerBeat: o.eventsPerBeat,
     turnMs: o.turnMs,
-    backends: o.sims.map((s) => ({ id: s.id, url: s.url, seq: s.seq })),
-    turns: o.turns.map((t) => ({ hashes: t.hashes, key: t.key })),
+    backends: o.sims.map((s) => ({ id: s.id, url: s.url, seq: s.seq, pool: o.cells.poolOf(s.url) })),
+    turns: o.turns.map((t) => ({ hashes: t.hashes, key: t.key, pools: o.cells.order(t.key) })),
   });
   o.sims.forEach((s, i) => (s.seq = r.seqs[i]!));
   return { ...stepOf(rate, r, o.stepSeconds), cpuMs: childCpuMs("workerd") - cpu0 };
@@ -132,9 +134,9 @@ export function quantile(xs: readonly number[], q: number): number {
  * agent-workload batch): its mean time over beats of the first 64 `sims` sent back to back
  * (their sum is exact to the clock's ms), and workerd's CPU per beat over them. At least
  * DERIVED_BEATS are timed, in rounds; each round removes the hashes the one before stored (a
- * first, untimed round stores the first ones).
+ * first, untimed round stores the first ones). Each beat goes to its backend's cell.
  */
-export async function timeDerivedBeats(worker: PoolWorker, pool: string, sims: readonly SimBackend[], eventsPerBeat: number): Promise<{ ms: number; cpuMs: number }> {
+export async function timeDerivedBeats(worker: PoolWorker, cells: PoolCells, sims: readonly SimBackend[], eventsPerBeat: number): Promise<{ ms: number; cpuMs: number }> {
   const some = sims.slice(0, 64);
   const rounds = 1 + Math.max(2, Math.ceil(DERIVED_BEATS / Math.max(1, some.length)));
   const chunk = (s: SimBackend, r: number) => Array.from({ length: eventsPerBeat }, (_, j) => `d${(r % 2).toString()}${s.index.toString(16).padStart(5, "0")}${j.toString(16).padStart(9, "0")}`);
@@ -145,10 +147,10 @@ export async function timeDerivedBeats(worker: PoolWorker, pool: string, sims: r
     const ops = some.map((s) => {
       const beat = s.beat();
       beat.kvEvents = { seq: beat.kvEvents!.seq, kind: "delta", stored: chunk(s, r), removed: r === 0 ? [] : chunk(s, r - 1) };
-      return { op: "heartbeat" as const, beat };
+      return { op: "heartbeat" as const, beat, pool: cells.poolOf(s.url) };
     });
     if (r === 1) cpu0 = childCpuMs("workerd");
-    const res = await worker.ops({ pool, ops });
+    const res = await worker.ops({ pool: cells.pools[0]!, ops });
     if (r === 0) continue;
     ms += res.results.reduce((a, x) => a + x.ms, 0);
     timed += res.results.length;

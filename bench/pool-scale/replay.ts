@@ -3,6 +3,7 @@ import type { Heartbeat } from "../../protocol/messages";
 import type { OpsResponse, PoolIndexStats, PoolOp } from "./driver-protocol";
 import { childCpuMs } from "./child-cpu";
 import { ExactIndex } from "./exact-index";
+import { poolCells, type PoolCells, type PoolDesign } from "./pool-cells";
 import type { PoolWorker } from "./pool-worker";
 import { SimBackend } from "./sim-backend";
 import type { TraceTurn } from "./trace-turns";
@@ -36,7 +37,11 @@ function beatBatches(beats: readonly Heartbeat[]): Heartbeat[][] {
 /** One backend count's replay: what to run, in rounds of one heartbeat interval each. */
 export interface ReplayOptions {
   worker: PoolWorker;
+  /** The run's name: its objects are `<pool>/<cell>`. */
   pool: string;
+  design: PoolDesign;
+  /** Backends a cell holds at most (sharded). */
+  cellBackends: number;
   backends: number;
   turns: readonly TraceTurn[];
   /** Placed turns per round (per heartbeat interval). */
@@ -58,6 +63,12 @@ export interface ReplayResult {
   hitVsExact: number;
   /** Fraction of those placements on a backend holding the longest leading run. */
   longestPicks: number;
+  /**
+   * The same ratio against the best backend of the cell that placed the turn (the single design:
+   * every backend): what the cell's own index reached of what its cell held. hitVsExact below it
+   * is what routing the turn to that cell by its key lost.
+   */
+  hitVsCell: number;
   /** A round's beats sent at once: the object's time per beat with its KV events, ms (the round's wall time over its beats). */
   heartbeatMs: number;
   /** Mean KV events (stored + removed) per delta beat, and the most in one. */
@@ -69,8 +80,10 @@ export interface ReplayResult {
   /** Mean `place` and `notePrefix` times, ms (sequential). */
   placeMeanMs: number;
   noteMeanMs: number;
-  /** The pool's index figures at the end of the main replay (before the down phase). */
+  /** The pool's index figures at the end of the main replay (before the down phase), summed over its cells. */
   index: PoolIndexStats;
+  /** Which object each backend beats into and each turn is placed by. */
+  cells: PoolCells;
   /** Hashes some simulated backend holds (the oracle's size). */
   exactHashes: number;
   /**
@@ -106,11 +119,17 @@ export async function replay(o: ReplayOptions): Promise<ReplayResult> {
   const exact = new ExactIndex();
   const sims = Array.from({ length: o.backends }, (_, i) => new SimBackend(i, o.capacityBlocks, exact));
   const byUrl = new Map(sims.map((s) => [s.url, s]));
-  const score = { held: 0, best: 0, longest: 0, scored: 0 };
+  const cells = poolCells(o.design, o.pool, sims, o.cellBackends);
+  const score = { held: 0, best: 0, longest: 0, scored: 0, cellHeld: 0, cellBest: 0 };
+  const members = new Map<string, Set<number>>();
+  for (const s of sims) {
+    const pool = cells.poolOf(s.url);
+    if (!members.has(pool)) members.set(pool, new Set());
+    members.get(pool)!.add(s.index);
+  }
   const time = { beatWall: 0, beats: 0, place: 0, places: 0, note: 0, notes: 0, events: 0, maxEvents: 0, deltas: 0, resyncs: 0, turnCpu: 0 };
   let notes: PoolOp[] = [];
   let next = 0;
-  let last: OpsResponse | undefined;
 
   const round = async (live: readonly SimBackend[], scoreIt: boolean, wanted?: (best: Map<number, number>) => void) => {
     const beats = live.map((s) => s.beat());
@@ -125,7 +144,7 @@ export async function replay(o: ReplayOptions): Promise<ReplayResult> {
     // The beats arrive together (as N backends' do), then the ended turns' notes and the placements, one by one.
     const replies: (string | undefined)[] = [];
     for (const batch of beatBatches(beats)) {
-      const beaten = await o.worker.ops({ pool: o.pool, concurrent: true, ops: batch.map((beat) => ({ op: "heartbeat" as const, beat })) });
+      const beaten = await o.worker.ops({ pool: cells.pools[0]!, concurrent: true, ops: batch.map((beat) => ({ op: "heartbeat" as const, beat, pool: cells.poolOf(beat.url) })) });
       time.beatWall += beaten.wallMs;
       replies.push(...beaten.results.map((r) => r.kv));
     }
@@ -136,7 +155,7 @@ export async function replay(o: ReplayOptions): Promise<ReplayResult> {
       byUrl.get(b.url)!.heard(kv);
     });
     const cpu0 = childCpuMs("workerd");
-    last = await o.worker.ops({ pool: o.pool, ops: [...notes, ...placed.map((p) => ({ op: "place" as const, hashes: p.turn.hashes, key: p.turn.key, trajectoryId: p.id }))] });
+    const last: OpsResponse = await o.worker.ops({ pool: cells.pools[0]!, ops: [...notes, ...placed.map((p) => ({ op: "place" as const, hashes: p.turn.hashes, key: p.turn.key, trajectoryId: p.id, pools: cells.order(p.turn.key) }))] });
     if (scoreIt) time.turnCpu += childCpuMs("workerd") - cpu0;
     const results = last.results;
     const noted = notes.length;
@@ -161,9 +180,15 @@ export async function replay(o: ReplayOptions): Promise<ReplayResult> {
           score.longest += held === best ? 1 : 0;
           score.scored++;
         }
+        const inCell = exact.leadingBlocks(p.turn.hashes, members.get(r.pool!));
+        const cellBest = Math.max(0, ...inCell.values());
+        if (cellBest > 0) {
+          score.cellHeld += inCell.get(sim.index) ?? 0;
+          score.cellBest += cellBest;
+        }
       }
       sim.serve(p.turn.hashes);
-      notes.push({ op: "note", key: p.turn.key, url: sim.url, hashes: p.turn.hashes, trajectoryId: p.id });
+      notes.push({ op: "note", key: p.turn.key, url: sim.url, hashes: p.turn.hashes, trajectoryId: p.id, pool: r.pool! });
     });
     return urls;
   };
@@ -173,7 +198,7 @@ export async function replay(o: ReplayOptions): Promise<ReplayResult> {
     await round(sims, true);
     o.onRound?.(next);
   }
-  const mainStats = last!.stats;
+  const mainStats = (await o.worker.ops({ pool: cells.pools[0]!, ops: [], statsPools: cells.pools })).stats!;
   const mainPlacements = time.places;
   const mainExact = exact.size;
   const mainResyncs = time.resyncs;
@@ -204,6 +229,7 @@ export async function replay(o: ReplayOptions): Promise<ReplayResult> {
     placements: mainPlacements,
     hitVsExact: score.best > 0 ? score.held / score.best : 1,
     longestPicks: score.scored > 0 ? score.longest / score.scored : 1,
+    hitVsCell: score.cellBest > 0 ? score.cellHeld / score.cellBest : 1,
     heartbeatMs: time.beatWall / Math.max(1, time.beats),
     eventsPerBeat: { mean: time.events / Math.max(1, time.deltas), max: time.maxEvents },
     resyncs: mainResyncs,
@@ -211,6 +237,7 @@ export async function replay(o: ReplayOptions): Promise<ReplayResult> {
     placeMeanMs: time.place / Math.max(1, time.places),
     noteMeanMs: time.note / Math.max(1, time.notes),
     index: mainStats,
+    cells,
     exactHashes: mainExact,
     checkDown,
     sims,

@@ -18,19 +18,23 @@ export interface BenchEnv {
 export default {
   async fetch(request: Request, env: BenchEnv): Promise<Response> {
     const path = new URL(request.url).pathname;
+    // One stub per object named in this request (the single pool, or each cell of a sharded one).
+    const stubs = new Map<string, DurableObjectStub<PoolDO>>();
+    const poolOf = (name: string) => stubs.get(name) ?? stubs.set(name, poolNamed(env, name)).get(name)!;
     if (request.method !== "POST") return new Response("POST /ops or /load", { status: 405 });
     if (path === "/ops") {
       const body = await request.json<OpsRequest>();
-      return Response.json(await runOps(poolNamed(env, body.pool), body));
+      return Response.json(await runOps(poolOf, body));
     }
     if (path === "/load") {
       const body = await request.json<LoadRequest>();
-      return Response.json(await runLoad(poolNamed(env, body.pool), body));
+      return Response.json(await runLoad(poolOf, body));
     }
     return new Response("not found", { status: 404 });
   },
 } satisfies ExportedHandler<BenchEnv>;
 
+/** The pool object named `name` (the single pool, or one cell of a sharded one). */
 function poolNamed(env: BenchEnv, name: string): DurableObjectStub<PoolDO> {
   return env.POOL.get(env.POOL.idFromName(name));
 }

@@ -1,6 +1,6 @@
-import type { PoolDO } from "../../../durable-objects/pool/pool-do";
 import type { Heartbeat } from "../../../protocol/messages";
 import type { LoadRequest, LoadResponse } from "../driver-protocol";
+import type { PoolOf } from "./run-ops";
 
 /** Distinct chunks of synthetic hashes the beats cycle through (shared by every backend). */
 const CHUNKS = 48;
@@ -10,7 +10,8 @@ const HELD_BEATS = 2;
 const DRAIN_MS = 10_000;
 
 /**
- * Open-loop load on the pool for `r.seconds`, timed in this Worker (the caller's view):
+ * Open-loop load on the pool (its objects: each backend beats into its own, each turn is placed
+ * by the first of its `pools` that answers and noted there) for `r.seconds`, timed in this Worker (the caller's view):
  *
  *   beat k        -> backend k % n, scheduled at k * beatEveryMs / n (each backend once per interval)
  *   placed turn i -> scheduled at i / placeRate s: `place`, then its `notePrefix` turnMs later
@@ -22,7 +23,7 @@ const DRAIN_MS = 10_000;
  * HELD_BEATS beats before; the chunks are built before the clock starts, so making them costs
  * the object's thread nothing while timed.
  */
-export async function runLoad(pool: DurableObjectStub<PoolDO>, r: LoadRequest): Promise<LoadResponse> {
+export async function runLoad(poolOf: PoolOf, r: LoadRequest): Promise<LoadResponse> {
   const chunks = Array.from({ length: CHUNKS }, (_, c) => Array.from({ length: r.eventsPerBeat }, (_, j) => `e${c.toString(16).padStart(3, "0")}${j.toString(16).padStart(12, "0")}`));
   const n = r.backends.length;
   const seqs = r.backends.map((b) => b.seq);
@@ -41,14 +42,15 @@ export async function runLoad(pool: DurableObjectStub<PoolDO>, r: LoadRequest): 
   const t0 = performance.now();
   let nextBeat = 0;
   let nextPlace = 0;
-  const notes: { at: number; key: string; url: string; hashes: string[]; id: string }[] = [];
+  const notes: { at: number; key: string; url: string; hashes: string[]; id: string; pool: string }[] = [];
+  const note = (n: (typeof notes)[number]) => track(poolOf(n.pool).notePrefix(n.key, n.url, n.hashes, n.id));
   for (let now = 0; now < endMs; now = performance.now() - t0) {
     for (; nextBeat * beatGapMs <= now && n > 0; nextBeat++) {
       const due = nextBeat * beatGapMs;
       const b = nextBeat % n;
       const k = beatsDone[b]!++;
       const beat = beatOf(r.backends[b]!, ++seqs[b]!, chunks[(b + k) % CHUNKS]!, k >= HELD_BEATS ? chunks[(b + k - HELD_BEATS) % CHUNKS]! : [], b);
-      track(pool.heartbeat(beat).then((reply) => {
+      track(poolOf(r.backends[b]!.pool ?? r.pool).heartbeat(beat).then((reply) => {
         beatMs.push(performance.now() - t0 - due);
         if (reply.kv === "resync") resyncs++;
       }));
@@ -57,23 +59,29 @@ export async function runLoad(pool: DurableObjectStub<PoolDO>, r: LoadRequest): 
       const due = (nextPlace * 1000) / r.placeRate;
       const turn = r.turns[nextPlace % r.turns.length]!;
       const id = `load-${nextPlace}`;
-      track(pool.place({ hashes: turn.hashes, key: turn.key, trajectoryId: id }).then((placed) => {
+      track(placeIn(poolOf, turn.pools ?? [r.pool], { hashes: turn.hashes, key: turn.key, trajectoryId: id }).then((placed) => {
         placeMs.push(performance.now() - t0 - due);
-        if (placed) notes.push({ at: due + turnMs, key: turn.key, url: placed.url, hashes: turn.hashes, id });
+        if (placed) notes.push({ at: due + turnMs, key: turn.key, url: placed.url, hashes: turn.hashes, id, pool: placed.pool });
       }));
     }
-    while (notes.length > 0 && notes[0]!.at <= now) {
-      const note = notes.shift()!;
-      track(pool.notePrefix(note.key, note.url, note.hashes, note.id));
-    }
+    while (notes.length > 0 && notes[0]!.at <= now) note(notes.shift()!);
     await new Promise((resolve) => setTimeout(resolve, 1));
   }
   const placed = nextPlace;
   const beats = nextBeat;
   // Turns still running when the phase ends are noted now (untimed), so every placed turn costs its note.
-  for (const note of notes.splice(0)) track(pool.notePrefix(note.key, note.url, note.hashes, note.id));
+  for (const n of notes.splice(0)) note(n);
   await Promise.race([Promise.allSettled([...inFlight]), new Promise((resolve) => setTimeout(resolve, DRAIN_MS))]);
   return { placeMs, beatMs, unfinished: placed + beats - placeMs.length - beatMs.length, seqs, elapsedMs: performance.now() - t0, resyncs };
+}
+
+/** The first of `pools` that places the turn, in order (null: none had a backend up). */
+async function placeIn(poolOf: PoolOf, pools: readonly string[], p: { hashes: string[]; key: string; trajectoryId: string }): Promise<{ url: string; pool: string } | null> {
+  for (const pool of pools) {
+    const placed = await poolOf(pool).place(p);
+    if (placed) return { url: placed.url, pool };
+  }
+  return null;
 }
 
 /** A simulated backend's beat: a light steady load and one chunk of KV events. */
