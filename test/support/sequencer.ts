@@ -2,40 +2,57 @@ import { relative } from "node:path";
 import { BaseSequencer, type TestSpecification } from "vitest/node";
 
 /**
- * Seconds each slow test file took in the baseline measurement (docs/testing.md: vitest's default
- * reporter, beforeAll included, one worker, 2 cores). Only the order matters: the long files start
+ * Seconds each slow test file (8 s or more) took in the last measurement (docs/testing.md, "Slow
+ * files, re-measured": vitest's default reporter, beforeAll included, the full run's 3 workers on
+ * 2 cores, so two to three times a file's time alone). Only the order matters: the long files start
  * first, so that none of them is left to run alone at the end of a run while the other workers
- * are idle. Files not listed here are short (under 5 s) and run after these, in vitest's order.
+ * are idle. Files not listed here are short (under 8 s) and run after these, in vitest's order.
  * Re-measure and update when a file becomes slow (docs/testing.md says how).
  */
 export const SLOW_FILES: Record<string, number> = {
-  "bench/llamacpp-bench.test.ts": 105.7,
-  "test/structured-outputs.test.ts": 79.3,
-  "test/oracle/llama-cpp-oracle.test.ts": 46.7,
-  "test/oracle/trained-model.test.ts": 45.0,
-  "test/agent-clis.test.ts": 46.1,
-  "bench/soak-bench.test.ts": 34.2,
-  "test/workers/fuzz.test.ts": 20.0,
-  "gpu-backend/model/executors/family-checkpoints.test.ts": 20.0,
-  "gpu-backend/model/executors/device-pool-precision.webgpu.test.ts": 15.7,
-  "gpu-backend/model/export/gguf-export.test.ts": 12.4,
-  "test/restarts.test.ts": 11.8,
-  "gpu-backend/engine/constrained-turns.test.ts": 11.7,
-  "test/oracle/llama-cpp-quantized.test.ts": 11.6,
+  "bench/llamacpp-bench.test.ts": 155.0,
+  "gpu-backend/model/gguf/tests/gguf-checkpoint.test.ts": 147.0,
+  "test/oracle/llama-cpp-oracle.test.ts": 102.1,
+  "test/structured-outputs.test.ts": 98.9,
+  "test/workers/fuzz.test.ts": 90.5,
+  "test/agent-clis.test.ts": 80.2,
+  "test/oracle/trained-model.test.ts": 60.2,
+  "gpu-backend/model/gguf/tests/gguf-tokenizer.test.ts": 45.8,
+  "bench/soak-bench.test.ts": 38.4,
+  "gpu-backend/engine/constrained-turns.test.ts": 26.5,
+  "gpu-backend/server/device-pool-transfer.webgpu.test.ts": 25.2,
+  "gpu-backend/model/executors/device-pool-executor.webgpu.test.ts": 22.3,
+  "gpu-backend/model/export/gguf-export.test.ts": 19.9,
+  "test/workers/security.test.ts": 19.7,
+  "gpu-backend/model/executors/fused-paged-graph.webgpu.test.ts": 19.0,
+  "test/workers/limits.test.ts": 18.7,
+  "gpu-backend/model/executors/family-checkpoints.test.ts": 18.6,
+  "bench/studies/precision-accuracy.test.ts": 18.1,
+  "test/oracle/llama-cpp-quantized.test.ts": 17.6,
+  "gpu-backend/engine/family-turns.test.ts": 15.2,
+  "test/restarts.test.ts": 15.0,
+  "gpu-backend/model/checkpoint/family-tokenizers.test.ts": 13.8,
+  "gpu-backend/engine/engine.test.ts": 13.7,
+  "gpu-backend/model/checkpoint/checkpoint.test.ts": 13.6,
+  "gpu-backend/server/kv-transfer.test.ts": 12.8,
+  "gpu-backend/engine/load-model-gguf.test.ts": 12.6,
+  "bench/pool-scale.test.ts": 12.6,
+  "gpu-backend/server/heartbeat.test.ts": 11.3,
+  "gpu-backend/model/executors/web-device-pool-executor.webgpu.test.ts": 10.6,
+  "gpu-backend/model/executors/device-pool-precision.webgpu.test.ts": 10.2,
+  "test/workers/storage.test.ts": 10.0,
+  "test/inspector.browser.test.ts": 9.9,
+  "gpu-backend/engine/speculative-turns.test.ts": 9.7,
+  "gpu-backend/server/demo-agent.test.ts": 9.5,
+  "test/edge-logprobs.test.ts": 9.2,
+  "gpu-backend/engine/fork-turns.test.ts": 8.9,
+  "gpu-backend/engine/model-source.test.ts": 8.2,
+  "test/backend-server.test.ts": 8.0,
+  // Failed at once in that run (their stack started while the tree changed): their earlier times.
   "test/kv-move.test.ts": 11.4,
   "test/edge-e2e.test.ts": 10.7,
-  "gpu-backend/model/executors/device-pool-executor.webgpu.test.ts": 10.5,
   "test/pool-kill.test.ts": 9.9,
-  "gpu-backend/server/heartbeat.test.ts": 9.6,
-  "gpu-backend/engine/engine.test.ts": 8.0,
-  "gpu-backend/server/backend.webgpu.test.ts": 7.8,
   "test/anthropic-messages.test.ts": 7.6,
-  "test/backend-server.test.ts": 7.5,
-  "gpu-backend/engine/fork-turns.test.ts": 7.3,
-  "test/workers/storage.test.ts": 6.2,
-  "bench/studies/precision-accuracy.test.ts": 6.0,
-  "test/edge-failover.test.ts": 5.6,
-  "test/openai-responses.test.ts": 5.3,
 };
 
 /**
