@@ -9,7 +9,7 @@ import { runLlamaCppChild, useBenchEntry } from "./llamacpp-child";
 import { runOverloadBench } from "./overload-bench";
 import { runPoolScaleBench } from "./pool-scale-bench";
 import { runRollingRestartBench } from "./rolling-restart-bench";
-import { runRoutingBench } from "./routing-bench";
+import { ROUTING_WORKLOADS, runRoutingBench } from "./routing-bench";
 import { runSubagentBench } from "./routing-subagents";
 import { runSoakBench } from "./soak-bench";
 import { runSpeculativeBench } from "./speculative-bench";
@@ -45,10 +45,14 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *            tokens/s, TTFT p50/p99, max/mean backend load; flags: --backends N (4),
  *            --trajectories M (32), --turns T, --observation-tokens LO,HI, --policies a,b, --quick,
  *            --json, --model DIR, --out DIR, --step-trace DIR (backends trace every engine step),
- *            --kv-pull auto|always|never (the backends'; never: no KV transfer);
+ *            --kv-pull auto|always|never (the backends'; never: no KV transfer; a list, e.g.
+ *            auto,never: the policies once per setting, default affinity,round-robin),
+ *            --workload shared|distinct (4 system-prompt groups, or each trajectory its own);
+ *            a table against the oracle (ideal placement) per setting and policy;
  *            --subagents: instead, F families (--trajectories F, 4) of a parent and 4 subagents
  *            placed with their parent vs as independent trajectories: the children's prompt
- *            tokens computed, as a ratio (bench/routing-subagents.ts)
+ *            tokens computed, as a ratio (bench/routing-subagents.ts); --policies a,b (default
+ *            affinity) runs each case once per policy
  *   sessionless  M clients naming no session, sharing a system prompt, over N backends: the edge's
  *            cache-aware placement of stateless turns vs round-robin: hit rate, tokens computed,
  *            spread; flags: --backends N (4), --trajectories M (32), --turns T, --quick, --json, --model DIR
@@ -130,6 +134,7 @@ const { values: v } = parseArgs({
     only: { type: "string" },
     families: { type: "string" },
     "kv-pull": { type: "string" },
+    workload: { type: "string" },
     cases: { type: "string" },
     seed: { type: "string" },
     seconds: { type: "string" },
@@ -174,7 +179,7 @@ const BENCHES: Record<string, () => Promise<unknown>> = {
   "llamacpp-child": () => runLlamaCppChild(rest),
   edge: () => runEdgeBench({ quick, turns, model }),
   routing: () =>
-    v.subagents ? runSubagentBench({ quick, backends, families: trajectories, turns, model, outDir }) : runRoutingBench({
+    v.subagents ? runSubagentBench({ quick, backends, families: trajectories, turns, model, outDir, policies: v.policies ? parsePolicies(v.policies) : undefined }) : runRoutingBench({
       quick,
       backends,
       trajectories,
@@ -184,7 +189,8 @@ const BENCHES: Record<string, () => Promise<unknown>> = {
       model,
       outDir,
       stepTraceDir: v["step-trace"],
-      kvPull: v["kv-pull"] === undefined ? undefined : oneOf("--kv-pull", ["auto", "always", "never"] as const, v["kv-pull"]),
+      kvPull: v["kv-pull"]?.split(",").map((k) => oneOf("--kv-pull", ["auto", "always", "never"] as const, k.trim())),
+      workload: v.workload === undefined ? undefined : oneOf("--workload", ROUTING_WORKLOADS, v.workload),
     }),
   sessionless: () => runSessionlessBench({ quick, backends, trajectories, turns, model }),
   "rolling-restart": () => runRollingRestartBench({ quick, backends, trajectories, turns, model, outDir }),

@@ -1,4 +1,5 @@
 import { mkdirSync, readdirSync, writeFileSync } from "node:fs";
+import { loadavg } from "node:os";
 import { join, resolve } from "node:path";
 import { commonPrefixLength } from "../protocol/common-prefix";
 import { ROUTING_POLICIES, type RoutingPolicyName } from "../durable-objects/routing/routing-policy";
@@ -6,13 +7,13 @@ import { generateFrames } from "../durable-objects/backend/backend-client";
 import { loadModel, type LoadedModel } from "../gpu-backend/engine/load-model";
 import { BLOCK_SIZE, greedy } from "./kit/engine";
 import { note } from "./kit/progress";
-import { writeOut } from "./kit/report";
+import { round, writeOut } from "./kit/report";
 import { startBenchStack, type BenchStack } from "./kit/stack";
 import { makeWorkload, WORDS, type WorkloadOptions, type WorkloadTrajectory } from "./kit/workload";
 import { runPolicy } from "./routing-policy-run";
 import { writePlots } from "./routing-plots";
 import type { TraceWindow } from "./studies/step-costs";
-import { checkTargets, cpuTable, idealCachedTokens, policyTable, summarizePolicy, summaryJson, type PolicyDetails, type RoutingSummary, type TurnResult } from "./routing-report";
+import { checkTargets, cpuTable, idealCachedTokens, oracleTable, policyTable, summarizePolicy, summaryJson, type OracleRow, type PolicyDetails, type RoutingSummary, type TurnResult } from "./routing-report";
 
 /**
  * `npm run bench -- routing [--backends N] [--trajectories M] [--turns T] [--quick] [--json]`
@@ -39,9 +40,19 @@ export interface RoutingBenchOptions {
   outDir: string;
   /** Backends trace every engine step into this folder (`--step-trace`), with `windows.json`: each policy's run. */
   stepTraceDir?: string | undefined;
-  /** The backends' `--kv-pull` (default theirs, auto): `never` turns KV transfer off. */
-  kvPull?: "auto" | "always" | "never";
+  /**
+   * The backends' `--kv-pull` (default theirs, auto): `never` turns KV transfer off. Several
+   * settings run the policies once per setting, each on backends started with it (backends read
+   * it at start); their default policies are then affinity and round-robin.
+   */
+  kvPull?: KvPull | KvPull[];
+  /** `shared` (default): four system-prompt groups; `distinct`: every trajectory its own system prompt and tools. */
+  workload?: RoutingWorkloadKind;
 }
+
+export type KvPull = "auto" | "always" | "never";
+export type RoutingWorkloadKind = "shared" | "distinct";
+export const ROUTING_WORKLOADS: readonly RoutingWorkloadKind[] = ["shared", "distinct"];
 
 /**
  * Sizes. --quick fits the four policies in about 5 minutes on the 2-core CPU machine with the
@@ -59,13 +70,18 @@ export function workloadSizes(quick: boolean) {
  * The routing workload (also the rolling restart's): trajectories in four groups (one popular,
  * three smaller), each group with its own system prompt and tools, tool pauses between turns,
  * starts spread over 2 s. Its words: the first 56 of `WORDS` (the vocabulary it was written with).
+ * `kind: "distinct"`: one group per trajectory (every trajectory its own system prompt and tools,
+ * of the same sizes), so no two first prompts share more than the chat template's first tokens.
  */
-export function routingWorkload(model: LoadedModel, o: { trajectories: number; turns: number; quick: boolean; observationTokens?: [number, number]; pauseMs?: [number, number]; seed?: number }): WorkloadTrajectory[] {
+export function routingWorkload(
+  model: LoadedModel,
+  o: { trajectories: number; turns: number; quick: boolean; observationTokens?: [number, number]; pauseMs?: [number, number]; seed?: number; kind?: RoutingWorkloadKind },
+): WorkloadTrajectory[] {
   const sizes = workloadSizes(o.quick);
   const options: WorkloadOptions = {
     trajectories: o.trajectories,
     turns: o.turns,
-    groupShares: [0.5, 0.2, 0.15, 0.15],
+    groupShares: o.kind === "distinct" ? Array.from({ length: o.trajectories }, () => 1) : [0.5, 0.2, 0.15, 0.15],
     systemTokens: sizes.systemTokens,
     tools: { count: sizes.tools, descriptionWords: 24, args: 3, argWords: 8 },
     taskTokens: 40,
@@ -87,22 +103,56 @@ export function sharedFirstPrefix(model: LoadedModel, workload: readonly Workloa
   return { firstIds, sharedPrefix: (a, b) => commonPrefixLength(firstIds.get(a)!, firstIds.get(b)!) };
 }
 
-export async function runRoutingBench(o: RoutingBenchOptions): Promise<{ summary: RoutingSummary; details: Partial<Record<RoutingPolicyName, PolicyDetails>> }> {
+export async function runRoutingBench(o: RoutingBenchOptions): Promise<{ summary: RoutingSummary | RoutingPullsSummary; details: Partial<Record<RoutingPolicyName, PolicyDetails>> | Partial<Record<KvPull, Partial<Record<RoutingPolicyName, PolicyDetails>>>> }> {
+  const settings = o.kvPull === undefined ? [undefined] : [o.kvPull].flat();
+  const workloadKind = o.workload ?? "shared";
+  if (settings.length === 1) {
+    const one = await runSetting({ ...o, kvPull: settings[0] });
+    process.stderr.write(`\nAgainst the oracle (ideal placement), workload ${workloadKind}:\n${oracleTable(Object.entries(one.details).map(([policy, d]) => ({ policy, pulls: settings[0] ?? "auto", d: d!, loadAvg: one.loadAvg })))}\n`);
+    return { summary: one.summary, details: one.details };
+  }
+  // Several pull settings: each its own backends (they read --kv-pull at start), its own out folder.
+  const policies = o.policies ?? ["affinity", "round-robin"];
+  const rows: OracleRow[] = [];
+  const byPull: Partial<Record<KvPull, Partial<Record<RoutingPolicyName, PolicyDetails>>>> = {};
+  const summary: RoutingPullsSummary = { workload: workloadKind, kvPull: {} };
+  for (const kvPull of settings as KvPull[]) {
+    const one = await runSetting({ ...o, policies, kvPull, outDir: join(o.outDir, `kv-pull-${kvPull}`) });
+    byPull[kvPull] = one.details;
+    summary.kvPull[kvPull] = one.summary.policies;
+    for (const [policy, d] of Object.entries(one.details)) rows.push({ policy, pulls: kvPull, d: d!, loadAvg: one.loadAvg });
+  }
+  process.stderr.write(`\nAgainst the oracle (ideal placement), workload ${workloadKind}, kv pull ${settings.join(" / ")}:\n${oracleTable(rows)}\n`);
+  writeOut(o.outDir, "routing-pulls.json", `${JSON.stringify({ workload: workloadKind, rows })}\n`);
+  return { summary, details: byPull };
+}
+
+/** The JSON line of a run over several `--kv-pull` settings: the six figures per setting and policy. */
+export interface RoutingPullsSummary {
+  workload: RoutingWorkloadKind;
+  kvPull: Partial<Record<KvPull, RoutingSummary["policies"]>>;
+}
+
+/** Every policy over one set of backends started with one `--kv-pull` setting. */
+async function runSetting(o: RoutingBenchOptions & { kvPull: KvPull | undefined }): Promise<{ summary: RoutingSummary; details: Partial<Record<RoutingPolicyName, PolicyDetails>>; loadAvg: number }> {
   const numBackends = o.backends ?? 4;
   const numTrajectories = o.trajectories ?? 32;
   const turns = o.turns ?? workloadSizes(o.quick).turns;
   const policies = o.policies ?? [...ROUTING_POLICIES];
   const t0 = performance.now();
+  // The machine's 1-minute load average before this run's processes start (other work on it).
+  const loadAvg = round(loadavg()[0]!, 2);
 
   // Default: the embedded demo model (materialized on first use), as the backends serve it.
   const model = await loadModel({ dir: o.model, log: () => {} });
   const modelId = model.spec.modelId;
-  const workload = routingWorkload(model, { trajectories: numTrajectories, turns, quick: o.quick, ...(o.observationTokens ? { observationTokens: o.observationTokens } : {}) });
+  const workload = routingWorkload(model, { trajectories: numTrajectories, turns, quick: o.quick, kind: o.workload, ...(o.observationTokens ? { observationTokens: o.observationTokens } : {}) });
   const { firstIds, sharedPrefix } = sharedFirstPrefix(model, workload);
   const meanFirst = [...firstIds.values()].reduce((s, ids) => s + ids.length, 0) / firstIds.size;
+  const groups = [...new Set(workload.map((t) => t.group))].sort((a, b) => a - b);
   note(
     "routing",
-    `${modelId}, ${numBackends} backends x ${numTrajectories} trajectories x ${turns} turns, kv pull ${o.kvPull ?? "auto"}; first prompt ~${Math.round(meanFirst)} tokens; groups ${[0, 1, 2, 3].map((g) => workload.filter((t) => t.group === g).length).join("/")}; policies ${policies.join(", ")}`,
+    `${modelId}, ${numBackends} backends x ${numTrajectories} trajectories x ${turns} turns, workload ${o.workload ?? "shared"}, kv pull ${o.kvPull ?? "auto"}; first prompt ~${Math.round(meanFirst)} tokens; ${groups.length} groups${groups.length <= 8 ? ` ${groups.map((g) => workload.filter((t) => t.group === g).length).join("/")}` : ""}; policies ${policies.join(", ")}; load average ${loadAvg}`,
   );
 
   const details: Partial<Record<RoutingPolicyName, PolicyDetails>> = {};
@@ -155,7 +205,7 @@ export async function runRoutingBench(o: RoutingBenchOptions): Promise<{ summary
   const plots = writePlots(o.outDir, perTurn, turns, { numBackends, numTrajectories, modelId });
   const turnsPath = writeOut(o.outDir, "routing-turns.json", `${JSON.stringify({ numBackends, numTrajectories, turns, modelId, details, turnsByPolicy: allTurns })}\n`);
   process.stderr.write(`plots: ${plots.join(", ")}; every turn: ${turnsPath}\n`);
-  return { summary, details };
+  return { summary, details, loadAvg };
 }
 
 /**

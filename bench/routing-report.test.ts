@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { checkTargets, idealCachedTokens, lostVsIdeal, maxOverMean, summarizePolicy, summaryJson, type TurnResult } from "./routing-report";
+import { checkTargets, idealCachedTokens, lostVsIdeal, maxOverMean, oracleComputed, oracleTable, summarizePolicy, summaryJson, type TurnResult } from "./routing-report";
 
 const turn = (trajectory: string, n: number, sentAtMs: number, promptTokens: number, completionTokens: number) => ({ trajectory, turn: n, sentAtMs, promptTokens, completionTokens });
 
@@ -78,5 +78,22 @@ describe("routing bench report", () => {
     expect(d.p99TtftMs).toBeNaN();
     expect(d.p50DoTtftMs).toBeNaN();
     expect(d.p99DoTtftMs).toBeNaN();
+  });
+});
+
+describe("against the oracle (ideal placement)", () => {
+  it("reports each run's hit/ideal and computed tokens against the oracle's, and one oracle row per distinct ideal", () => {
+    const d = summarizePolicy({ results: [], ideal: [], wallMs: 1000, backends: ["b0"] });
+    const a = { ...d, hitRate: 0.8, idealHitRate: 0.9, hitOverIdeal: 0.889, promptTokens: 1000, idealCachedTokens: 900, computedTokens: 200, throughputTokPerS: 40, wallS: 30, p50TtftMs: 100, p99TtftMs: 900, moves: 0 };
+    const rr = { ...a, hitRate: 0.6, hitOverIdeal: 0.667, computedTokens: 400, moves: 12 };
+    expect(oracleComputed(a)).toBe(100);
+    const lines = oracleTable([
+      { policy: "affinity", pulls: "never", d: a, loadAvg: 1.5 },
+      { policy: "round-robin", pulls: "never", d: rr },
+    ]).split("\n");
+    expect(lines).toHaveLength(5);
+    expect(lines[2]).toBe("| affinity | never | 0.800 | 0.889 | 200 | 2.00 | 40.0 | 30.0 | 100 | 900 | 0 | - | 1.50 |");
+    expect(lines[3]).toContain("| round-robin | never | 0.600 | 0.667 | 400 | 4.00 |");
+    expect(lines[4]).toBe("| oracle (ideal placement) | - | 0.900 | 1.000 | 100 | 1.00 | - | - | - | - | - | - | - |");
   });
 });

@@ -283,3 +283,36 @@ export function cpuTable(details: Partial<Record<RoutingPolicyName, PolicyDetail
     });
   return ["| policy | machine core-s | busy | backends | (executor steps, wall) | edge (wrangler+workerd) | client | other processes |", "|---|---:|---:|---:|---:|---:|---:|---:|", ...rows].join("\n");
 }
+
+/** One policy's run for the oracle table: its `--kv-pull` setting and the load average before its backends started. */
+export interface OracleRow {
+  policy: string;
+  pulls: string;
+  d: PolicyDetails;
+  loadAvg?: number;
+}
+
+/** Prompt tokens the oracle (ideal placement: every turn finds the ideal cache) computes: prompt - ideal cached. */
+export function oracleComputed(d: Pick<PolicyDetails, "promptTokens" | "idealCachedTokens">): number {
+  return d.promptTokens - d.idealCachedTokens;
+}
+
+/**
+ * Markdown table of policies against the oracle (ideal placement): each run's hit rate as a
+ * fraction of the ideal and its computed prompt tokens against the ideal's, then one oracle row
+ * per distinct ideal (the ideal depends on the run's send order and replies only through first
+ * turns' order; equal replies give one row). The oracle has no throughput: it is no policy that ran.
+ */
+export function oracleTable(rows: readonly OracleRow[]): string {
+  const head = "| policy | pulls | hit rate | hit/ideal | computed prompt tok | computed / oracle's | tok/s | wall s | p50 TTFT ms | p99 TTFT ms | moves | other processes core-s | load avg before |";
+  const sep = "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
+  const other = (d: PolicyDetails) => (d.cpu ? (d.cpu.machineBusyS - d.cpu.backendsS - d.cpu.edgeS - d.cpu.clientS).toFixed(1) : "-");
+  const body = rows.map(({ policy, pulls, d, loadAvg }) => {
+    const oracle = oracleComputed(d);
+    return `| ${policy} | ${pulls} | ${d.hitRate.toFixed(3)} | ${d.hitOverIdeal.toFixed(3)} | ${d.computedTokens} | ${oracle > 0 ? (d.computedTokens / oracle).toFixed(2) : "-"} | ${d.throughputTokPerS.toFixed(1)} | ${d.wallS.toFixed(1)} | ${Math.round(d.p50TtftMs)} | ${Math.round(d.p99TtftMs)} | ${d.moves} | ${other(d)} | ${loadAvg === undefined ? "-" : loadAvg.toFixed(2)} |`;
+  });
+  const oracles = [...new Map(rows.map(({ d }) => [`${d.idealHitRate}/${oracleComputed(d)}`, d])).values()].map(
+    (d) => `| oracle (ideal placement) | - | ${d.idealHitRate.toFixed(3)} | 1.000 | ${oracleComputed(d)} | 1.00 | - | - | - | - | - | - | - |`,
+  );
+  return [head, sep, ...body, ...oracles].join("\n");
+}

@@ -1,5 +1,9 @@
 import type { ChatMessage } from "../protocol/messages";
-import { loadModel } from "../gpu-backend/engine/load-model";
+import { loadavg } from "node:os";
+import { commonPrefixLength } from "../protocol/common-prefix";
+import type { RoutingPolicyName } from "../durable-objects/routing/routing-policy";
+import { loadModel, type LoadedModel } from "../gpu-backend/engine/load-model";
+import { BLOCK_SIZE } from "./kit/engine";
 import { note } from "./kit/progress";
 import { countBy, round, sum, table, writeOut } from "./kit/report";
 import { startBenchStack, type BenchStack } from "./kit/stack";
@@ -35,6 +39,8 @@ export interface SubagentBenchOptions {
   turns?: number;
   model?: string;
   outDir: string;
+  /** Each case runs once per policy (`ROUTING_POLICY` of its edge; default affinity only). */
+  policies?: RoutingPolicyName[];
 }
 
 const CHILDREN = 4;
@@ -42,10 +48,16 @@ type Link = "linked" | "independent";
 type SystemShape = "same-system" | "suffixed";
 
 export interface SubagentRun {
+  policy: RoutingPolicyName;
   workload: SystemShape;
   link: Link;
   childFirstPrompt: number;
   childFirstComputed: number;
+  /**
+   * The oracle's (ideal placement's) first-turn computed tokens: each child reuses the longest
+   * whole-block prefix it shares with its parent's first prompt or an earlier sibling's.
+   */
+  childFirstOracle: number;
   childAllComputed: number;
   childAllPrompt: number;
   parentComputed: number;
@@ -60,7 +72,10 @@ export interface SubagentRun {
   wallS: number;
 }
 
-export async function runSubagentBench(o: SubagentBenchOptions): Promise<{ runs: SubagentRun[]; ratios: Record<SystemShape, { first: number; all: number }> }> {
+type Ratios = Record<SystemShape, { first: number; all: number }>;
+
+export async function runSubagentBench(o: SubagentBenchOptions): Promise<{ runs: SubagentRun[]; ratios: Ratios; byPolicy: Partial<Record<RoutingPolicyName, Ratios>> }> {
+  const policies = o.policies ?? ["affinity"];
   const numBackends = o.backends ?? 4;
   const families = o.families ?? 4;
   const turns = o.turns ?? (o.quick ? 3 : 5);
@@ -82,36 +97,43 @@ export async function runSubagentBench(o: SubagentBenchOptions): Promise<{ runs:
     seed: 23,
     countTokens: (t) => model.codec.encode(t).length,
   });
-  note("subagents", `${modelId}, ${numBackends} backends, ${families} families x (1 parent + ${CHILDREN} children) x ${turns} turns`);
+  note("subagents", `${modelId}, ${numBackends} backends, ${families} families x (1 parent + ${CHILDREN} children) x ${turns} turns; policies ${policies.join(", ")}; load average ${round(loadavg()[0]!, 2)}`);
+  const oracle = { "same-system": firstTurnOracle(model, workload, families, "same-system"), suffixed: firstTurnOracle(model, workload, families, "suffixed") };
   const stack = await startBenchStack({ name: "subagents", backends: numBackends, outDir: o.outDir, ...(o.model ? { model: o.model } : {}), backend: { kvMemory: "1GiB", threads: 1 }, edge: false });
   const runs: SubagentRun[] = [];
   try {
     await warmUp(stack, modelId);
-    for (const shape of ["same-system", "suffixed"] as const) {
-      for (const link of ["linked", "independent"] as const) runs.push(await runOnce(stack, modelId, workload, families, shape, link));
+    for (const policy of policies) {
+      for (const shape of ["same-system", "suffixed"] as const) {
+        for (const link of ["linked", "independent"] as const) runs.push({ ...(await runOnce(stack, modelId, workload, families, shape, link, policy)), childFirstOracle: oracle[shape] });
+      }
     }
   } finally {
     await stack.close();
   }
-  const get = (w: SystemShape, l: Link) => runs.find((r) => r.workload === w && r.link === l)!;
   const ratio = (a: number, b: number) => (b > 0 ? round(a / b, 3) : 0);
-  const ratios = Object.fromEntries(
-    (["same-system", "suffixed"] as const).map((w) => [w, { first: ratio(get(w, "linked").childFirstComputed, get(w, "independent").childFirstComputed), all: ratio(get(w, "linked").childAllComputed, get(w, "independent").childAllComputed) }]),
-  ) as Record<SystemShape, { first: number; all: number }>;
+  const ratiosOf = (p: RoutingPolicyName): Ratios => {
+    const get = (w: SystemShape, l: Link) => runs.find((r) => r.policy === p && r.workload === w && r.link === l)!;
+    return Object.fromEntries(
+      (["same-system", "suffixed"] as const).map((w) => [w, { first: ratio(get(w, "linked").childFirstComputed, get(w, "independent").childFirstComputed), all: ratio(get(w, "linked").childAllComputed, get(w, "independent").childAllComputed) }]),
+    ) as Ratios;
+  };
+  const byPolicy = Object.fromEntries(policies.map((p) => [p, ratiosOf(p)])) as Partial<Record<RoutingPolicyName, Ratios>>;
+  const ratios = byPolicy[policies[0]!]!;
   process.stderr.write(
     `\n${table(
-      ["workload", "link", "children", "first-turn prompt", "first-turn computed", "all computed / prompt", "with parent", "first-turn routes", "first-turn pulls", "parents computed", "wall s"],
-      runs.map((r) => [r.workload, r.link, r.children, r.childFirstPrompt, r.childFirstComputed, `${r.childAllComputed} / ${r.childAllPrompt}`, r.withParent, JSON.stringify(r.firstRoutes), JSON.stringify(r.firstPulls), r.parentComputed, r.wallS]),
-    )}\nchildren's computed prompt tokens, linked / independent: ${JSON.stringify(ratios)}\n`,
+      ["policy", "workload", "link", "children", "first-turn prompt", "first-turn computed", "oracle's first-turn computed", "all computed / prompt", "with parent", "first-turn routes", "first-turn pulls", "parents computed", "wall s"],
+      runs.map((r) => [r.policy, r.workload, r.link, r.children, r.childFirstPrompt, r.childFirstComputed, r.childFirstOracle, `${r.childAllComputed} / ${r.childAllPrompt}`, r.withParent, JSON.stringify(r.firstRoutes), JSON.stringify(r.firstPulls), r.parentComputed, r.wallS]),
+    )}\nchildren's computed prompt tokens, linked / independent: ${JSON.stringify(byPolicy)}\n`,
   );
-  writeOut(o.outDir, "routing-subagents.json", `${JSON.stringify({ numBackends, families, children: CHILDREN, turns, modelId, runs, ratios })}\n`);
-  return { runs, ratios };
+  writeOut(o.outDir, "routing-subagents.json", `${JSON.stringify({ numBackends, families, children: CHILDREN, turns, modelId, runs, ratios, byPolicy })}\n`);
+  return { runs, ratios, byPolicy };
 }
 
 /** One run: a fresh edge (its own cache salt), every family at once, then the turn records. */
-async function runOnce(stack: BenchStack, modelId: string, workload: WorkloadTrajectory[], families: number, shape: SystemShape, link: Link): Promise<SubagentRun> {
-  const tag = `${shape}-${link}-${Date.now().toString(36)}`;
-  await stack.startEdge({ vars: { CACHE_SALT_SECRET: `subagents-${tag}` }, state: tag });
+async function runOnce(stack: BenchStack, modelId: string, workload: WorkloadTrajectory[], families: number, shape: SystemShape, link: Link, policy: RoutingPolicyName): Promise<Omit<SubagentRun, "childFirstOracle">> {
+  const tag = `${policy}-${shape}-${link}-${Date.now().toString(36)}`;
+  await stack.startEdge({ vars: { ROUTING_POLICY: policy, CACHE_SALT_SECRET: `subagents-${tag}` }, state: tag });
   try {
     const start = performance.now();
     const ids: { id: string; role: "parent" | "child"; family: number }[] = [];
@@ -147,7 +169,8 @@ async function runOnce(stack: BenchStack, modelId: string, workload: WorkloadTra
     const parentBackend = new Map(ids.filter((x) => x.role === "parent").map((x) => [x.family, states.get(x.id)![0]!.backend]));
     const firsts = children.map((x) => ({ ...states.get(x.id)![0]!, family: x.family }));
     const all = children.flatMap((x) => states.get(x.id)!);
-    const run: SubagentRun = {
+    const run: Omit<SubagentRun, "childFirstOracle"> = {
+      policy,
       workload: shape,
       link,
       childFirstPrompt: sum(firsts.map((t) => t.prompt_tokens)),
@@ -162,7 +185,7 @@ async function runOnce(stack: BenchStack, modelId: string, workload: WorkloadTra
       children: children.length,
       wallS,
     };
-    note("subagents", `${shape} ${link}: children's first turns computed ${run.childFirstComputed} of ${run.childFirstPrompt} prompt tokens; routes ${JSON.stringify(run.firstRoutes)}; ${run.withParent}/${run.children} on their parent's backend`);
+    note("subagents", `${policy} ${shape} ${link}: children's first turns computed ${run.childFirstComputed} of ${run.childFirstPrompt} prompt tokens; routes ${JSON.stringify(run.firstRoutes)}; ${run.withParent}/${run.children} on their parent's backend`);
     return run;
   } finally {
     await stack.stopEdge();
@@ -175,4 +198,28 @@ function firstTurn(t: WorkloadTrajectory, shape: SystemShape, isParent: boolean)
   if (isParent || shape === "same-system") return first;
   const [system, ...rest] = first.newMessages;
   return { ...first, newMessages: [{ ...system!, content: `${system!.content}\nYou are a subagent: answer the task below and report back.` }, ...rest] };
+}
+
+/**
+ * Prompt tokens the children's first turns compute under the oracle (ideal placement): per
+ * family, each child reuses the longest prefix its first prompt shares with its parent's or an
+ * earlier sibling's (the siblings start together, so one of them computes what they share past
+ * the parent's), in whole blocks and at most prompt - 1 tokens.
+ */
+function firstTurnOracle(model: LoadedModel, workload: readonly WorkloadTrajectory[], families: number, shape: SystemShape): number {
+  const { codec } = model;
+  const ids = (t: WorkloadTrajectory, isParent: boolean) => codec.encode(codec.render({ messages: firstTurn(t, shape, isParent).newMessages, tools: t.tools, addGenerationPrompt: true }));
+  let computed = 0;
+  for (let f = 0; f < families; f++) {
+    const [parent, ...children] = workload.filter((t) => t.group === f);
+    const parentIds = ids(parent!, true);
+    const earlier: number[][] = [parentIds];
+    for (const child of children) {
+      const own = ids(child, false);
+      const reusable = Math.min(own.length - 1, Math.max(...earlier.map((e) => commonPrefixLength(own, e))));
+      computed += own.length - Math.floor(reusable / BLOCK_SIZE) * BLOCK_SIZE;
+      earlier.push(own);
+    }
+  }
+  return computed;
 }

@@ -32,4 +32,22 @@ describe("the benchmark workload", () => {
       expect(t.startDelayMs).toBeLessThan(1000);
     }
   });
+
+  it("one group per trajectory (the routing bench's distinct workload): every system prompt and tool list its own, the same sizes", () => {
+    const w = makeWorkload({
+      trajectories: 6,
+      turns: 2,
+      groupShares: [1, 1, 1, 1, 1, 1],
+      systemTokens: 50,
+      tools: { count: 2, descriptionWords: 24, args: 3, argWords: 8 },
+      observationTokens: [20, 40],
+      replyTokens: [4, 8],
+      seed: 3,
+      countTokens: (t) => t.split(" ").length,
+    });
+    expect(new Set(w.map((t) => t.group)).size).toBe(6);
+    expect(new Set(w.map((t) => t.turns[0]!.newMessages[0]!.content)).size).toBe(6);
+    expect(new Set(w.map((t) => JSON.stringify(t.tools))).size).toBe(6);
+    for (const t of w) expect(t.tools).toHaveLength(2);
+  });
 });
