@@ -106,6 +106,14 @@ export interface PoolScaleRow {
   longestPicks: number;
   /** Σ leading blocks the placed backend holds / Σ those the best backend of the placing cell holds (single: = hitVsExact). */
   hitVsCell: number;
+  /** Σ held / Σ best against the exact index before the round's turns were served: what was knowable when placing (replay.ts). */
+  hitVsKnown: number;
+  /** hitVsExact of the pool's index's first choice, before the load margin (replay.ts). */
+  hitOfIndex: number;
+  /** Against the same placement rule over the same loads with an exact index (replay.ts): the issue's "hit rate vs an exact oracle index". */
+  hitVsOracleIndex: number;
+  /** Of the blocks lost against the exact index, the share by cause (replay.ts: `margin`, `unknown`). */
+  lossByReason: Record<string, number>;
   /** The beats of one full cell on its own object, in cores (single: = heartbeatCores), and the placed turns a second the pool would sustain with a core per object (oneCoreRps x cells). */
   cellHeartbeatCores: number;
   cellsOneCoreRps: number;
@@ -223,6 +231,10 @@ export async function runPoolScaleBench(o: PoolScaleOptions): Promise<{ summary:
           replayEventsPerBeat: Math.round(r.eventsPerBeat.mean),
           longestPicks: round(r.longestPicks, 4),
           hitVsCell: round(r.hitVsCell, 4),
+          hitVsKnown: round(r.hitVsKnown, 4),
+          hitOfIndex: round(r.hitOfIndex, 4),
+          hitVsOracleIndex: round(r.hitVsOracleIndex, 4),
+          lossByReason: r.lossByReason,
           indexEntries: r.index.entries,
           resyncs: r.resyncs,
           indexedBackends: r.index.backends.filter((b) => b.indexed).length,
@@ -242,8 +254,8 @@ export async function runPoolScaleBench(o: PoolScaleOptions): Promise<{ summary:
     }
   }
   note("pool-scale", "\n" + table(
-    ["N", "design", "cells", "p50 ms", "p99 ms", "place mean ms", "beat ms", "max rps", "1-core rps", "core/cell rps", "beat cores", "hit/exact", "hit/cell", "index MiB", "indexed", "live", "on down", "other cores"],
-    rows.map((r) => [r.backends, r.design, r.cells, r.p50PlacementMs, r.p99PlacementMs, r.meanPlacementMs, r.heartbeatMs, r.maxRps, r.oneCoreRps, r.cellsOneCoreRps, r.heartbeatCores, r.hitVsExact, r.hitVsCell, round(r.indexBytes / 2 ** 20, 2), r.indexedBackends, r.liveTrajectories, r.down.onStopped, r.cpu?.otherCores ?? "-"]),
+    ["N", "design", "cells", "p50 ms", "p99 ms", "place mean ms", "beat ms", "max rps", "1-core rps", "core/cell rps", "beat cores", "hit/exact", "hit/cell", "hit/oracle index", "hit/known", "hit of index", "loss by cause", "index MiB", "indexed", "live", "on down", "other cores"],
+    rows.map((r) => [r.backends, r.design, r.cells, r.p50PlacementMs, r.p99PlacementMs, r.meanPlacementMs, r.heartbeatMs, r.maxRps, r.oneCoreRps, r.cellsOneCoreRps, r.heartbeatCores, r.hitVsExact, r.hitVsCell, r.hitVsOracleIndex, r.hitVsKnown, r.hitOfIndex, Object.entries(r.lossByReason).map(([k, v]) => `${k} ${v}`).join(", "), round(r.indexBytes / 2 ** 20, 2), r.indexedBackends, r.liveTrajectories, r.down.onStopped, r.cpu?.otherCores ?? "-"]),
   ));
   return {
     summary: {

@@ -33,6 +33,9 @@ describe("pool-scale bench at its smallest size (the real PoolDO in workerd)", (
       expect(row.down.onStopped).toBe(0);
       expect(row.hitVsExact).toBeGreaterThanOrEqual(row.design === "single" ? HIT_BOUND : SHARDED_HIT_BOUND);
       expect(row.hitVsExact).toBeLessThanOrEqual(1);
+      // Against the same placement rule over an exact index (the load margin's moves on both sides): at least the bound too.
+      expect(row.hitVsOracleIndex).toBeGreaterThanOrEqual(row.design === "single" ? HIT_BOUND : SHARDED_HIT_BOUND);
+      expect(row.hitOfIndex).toBeLessThanOrEqual(1);
       // The index's estimate (summed over the cells): its hashes (no host tier here), an array for those several backends hold, one slot per backend.
       const floor = row.indexEntries * INDEX_ENTRY_BYTES + 8 * INDEX_SLOT_BYTES;
       expect(row.indexBytes).toBeGreaterThanOrEqual(floor);

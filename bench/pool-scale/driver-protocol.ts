@@ -17,10 +17,16 @@ export type PoolOp =
   | { op: "note"; key: string; url: string; hashes: string[]; trajectoryId: string; pool?: string }
   | { op: "view"; pool?: string };
 
-/** A call's answer: its time as the caller saw it, the placed url and the object that placed it, the heartbeat's `kv`, the backends up (view). */
+/** A call's answer: its time as the caller saw it, the placed url, why (the route reason) and the object that placed it, the heartbeat's `kv`, the backends up (view). */
 export interface OpResult {
   ms: number;
   url?: string | null;
+  reason?: string;
+  /** A placement's leading blocks as the pool counted them: the most any backend had, and the placed one's. */
+  poolBest?: number;
+  poolPlaced?: number;
+  /** The backend the pool counted the most leading blocks on (its index's first choice, before the load margin). */
+  poolBestUrl?: string;
   pool?: string;
   kv?: string;
   up?: number;

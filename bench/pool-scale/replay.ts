@@ -3,6 +3,7 @@ import type { Heartbeat } from "../../protocol/messages";
 import type { OpsResponse, PoolIndexStats, PoolOp } from "./driver-protocol";
 import { childCpuMs } from "./child-cpu";
 import { ExactIndex } from "./exact-index";
+import { oracleIndexChoice } from "./oracle-placement";
 import { poolCells, type PoolCells, type PoolDesign } from "./pool-cells";
 import type { PoolWorker } from "./pool-worker";
 import { SimBackend } from "./sim-backend";
@@ -69,6 +70,33 @@ export interface ReplayResult {
    * is what routing the turn to that cell by its key lost.
    */
   hitVsCell: number;
+  /**
+   * The same ratio against what was knowable when the round's placements were made: the exact
+   * index before any of the round's turns is served (hitVsExact also counts blocks a turn placed
+   * earlier in the same round is computing: a trace conversation's next turns, whose real gaps
+   * the replay compresses into one round, and other turns under a prefix not yet noted anywhere).
+   */
+  hitVsKnown: number;
+  /**
+   * hitVsExact for the backend the pool's indexes ranked first (the most leading blocks it
+   * counted), whether or not the load margin then placed the turn there: how good the index is,
+   * apart from the routing rule's trade of cache for load.
+   */
+  hitOfIndex: number;
+  /**
+   * Σ leading blocks the placed backend holds / Σ those the backend holds that the same affinity
+   * rule picks over the same loads with the EXACT index in place of the pool's (over every
+   * backend, whatever the design; `oracle-placement.ts`): the hit rate against an exact oracle
+   * index, the load margin's trade counted on both sides.
+   */
+  hitVsOracleIndex: number;
+  /**
+   * Of the blocks lost against the exact index (best - held), the share by cause: `margin`, the
+   * pool placed off the longest holder it knew (the affinity rule's load margin, on purpose);
+   * `unknown`, it placed on its longest known holder but did not know the best one's blocks (the
+   * index one beat behind, a turn of the same round, a prefix noted in another cell).
+   */
+  lossByReason: Record<string, number>;
   /** A round's beats sent at once: the object's time per beat with its KV events, ms (the round's wall time over its beats). */
   heartbeatMs: number;
   /** Mean KV events (stored + removed) per delta beat, and the most in one. */
@@ -120,7 +148,8 @@ export async function replay(o: ReplayOptions): Promise<ReplayResult> {
   const sims = Array.from({ length: o.backends }, (_, i) => new SimBackend(i, o.capacityBlocks, exact));
   const byUrl = new Map(sims.map((s) => [s.url, s]));
   const cells = poolCells(o.design, o.pool, sims, o.cellBackends);
-  const score = { held: 0, best: 0, longest: 0, scored: 0, cellHeld: 0, cellBest: 0 };
+  const score = { held: 0, best: 0, longest: 0, scored: 0, cellHeld: 0, cellBest: 0, knownHeld: 0, knownBest: 0, indexHeld: 0, oracleHeld: 0 };
+  const lost: Record<string, number> = {};
   const members = new Map<string, Set<number>>();
   for (const s of sims) {
     const pool = cells.poolOf(s.url);
@@ -140,6 +169,9 @@ export async function replay(o: ReplayOptions): Promise<ReplayResult> {
       time.deltas++;
       time.maxEvents = Math.max(time.maxEvents, n);
     }
+    // What the pool's load figures are for each backend at this round's placements: its beat's load plus the round's placements so far.
+    const running = new Map(beats.map((b) => [b.url, b.running]));
+    const pending = new Map<string, number>();
     const placed = Array.from({ length: o.turnsPerRound }, () => ({ turn: o.turns[next % o.turns.length]!, id: `t${next++}` }));
     // The beats arrive together (as N backends' do), then the ended turns' notes and the placements, one by one.
     const replies: (string | undefined)[] = [];
@@ -161,6 +193,17 @@ export async function replay(o: ReplayOptions): Promise<ReplayResult> {
     const noted = notes.length;
     for (let i = 0; i < noted; i++) (time.note += results[i]!.ms), time.notes++;
     notes = [];
+    // What was knowable: the exact index before any of this round's turns is served.
+    if (scoreIt) {
+      placed.forEach((p, i) => {
+        const sim = results[noted + i]!.url ? byUrl.get(results[noted + i]!.url!) : undefined;
+        const counts = exact.leadingBlocks(p.turn.hashes);
+        const best = Math.max(0, ...counts.values());
+        if (!sim || best === 0) return;
+        score.knownHeld += counts.get(sim.index) ?? 0;
+        score.knownBest += best;
+      });
+    }
     const urls: (string | null)[] = [];
     placed.forEach((p, i) => {
       const r = results[noted + i]!;
@@ -175,10 +218,19 @@ export async function replay(o: ReplayOptions): Promise<ReplayResult> {
         const best = Math.max(0, ...counts.values());
         if (best > 0) {
           const held = counts.get(sim.index) ?? 0;
+          // The same placement rule over the same loads with the exact index in place of the pool's.
+          const oracle = oracleIndexChoice(p.id, counts, live, running, pending);
+          score.oracleHeld += oracle === undefined ? held : (counts.get(oracle) ?? 0);
           score.held += held;
           score.best += best;
           score.longest += held === best ? 1 : 0;
           score.scored++;
+          // The index's own first choice, before the load margin: what the backend it ranked first really holds.
+          const first = r.poolBestUrl ? byUrl.get(r.poolBestUrl) : undefined;
+          score.indexHeld += first ? (counts.get(first.index) ?? 0) : held;
+          // Why: the pool placed off its own longest holder (the affinity margin), or did not know the best one's blocks.
+          const why = (r.poolPlaced ?? 0) < (r.poolBest ?? 0) ? "margin" : "unknown";
+          if (best > held) lost[why] = (lost[why] ?? 0) + best - held;
         }
         const inCell = exact.leadingBlocks(p.turn.hashes, members.get(r.pool!));
         const cellBest = Math.max(0, ...inCell.values());
@@ -187,6 +239,7 @@ export async function replay(o: ReplayOptions): Promise<ReplayResult> {
           score.cellBest += cellBest;
         }
       }
+      pending.set(sim.url, (pending.get(sim.url) ?? 0) + 1);
       sim.serve(p.turn.hashes);
       notes.push({ op: "note", key: p.turn.key, url: sim.url, hashes: p.turn.hashes, trajectoryId: p.id, pool: r.pool! });
     });
@@ -230,6 +283,10 @@ export async function replay(o: ReplayOptions): Promise<ReplayResult> {
     hitVsExact: score.best > 0 ? score.held / score.best : 1,
     longestPicks: score.scored > 0 ? score.longest / score.scored : 1,
     hitVsCell: score.cellBest > 0 ? score.cellHeld / score.cellBest : 1,
+    hitVsKnown: score.knownBest > 0 ? score.knownHeld / score.knownBest : 1,
+    hitOfIndex: score.best > 0 ? score.indexHeld / score.best : 1,
+    hitVsOracleIndex: score.oracleHeld > 0 ? score.held / score.oracleHeld : 1,
+    lossByReason: Object.fromEntries(Object.entries(lost).map(([k, v]) => [k, Math.round((v / Math.max(1, score.best - score.held)) * 1000) / 1000])),
     heartbeatMs: time.beatWall / Math.max(1, time.beats),
     eventsPerBeat: { mean: time.events / Math.max(1, time.deltas), max: time.maxEvents },
     resyncs: mainResyncs,

@@ -45,7 +45,10 @@ export async function runOp(poolOf: PoolOf, fallback: string, op: PoolOp): Promi
     case "place": {
       for (const name of op.pools ?? [fallback]) {
         const placed = await poolOf(name).place({ hashes: op.hashes, trajectoryId: op.trajectoryId, ...(op.key !== undefined ? { key: op.key } : {}) });
-        if (placed) return { ms: performance.now() - t0, url: placed.url, pool: name };
+        if (placed) {
+          const ranked = Object.entries(placed.prefixBlocks).sort((a, b) => b[1] - a[1]);
+          return { ms: performance.now() - t0, url: placed.url, reason: placed.reason, poolBest: ranked[0]?.[1] ?? 0, poolPlaced: placed.prefixBlocks[placed.url] ?? 0, ...(ranked[0] ? { poolBestUrl: ranked[0][0] } : {}), pool: name };
+        }
       }
       return { ms: performance.now() - t0, url: null };
     }
