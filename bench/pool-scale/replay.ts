@@ -86,7 +86,7 @@ export interface ReplayResult {
   /**
    * Σ leading blocks the placed backend holds / Σ those the backend holds that the same affinity
    * rule picks over the same loads with the EXACT index in place of the pool's (over every
-   * backend, whatever the design; `oracle-placement.ts`): the hit rate against an exact oracle
+   * backend, whatever the design; `bench/pool-scale/oracle-placement.ts`): the hit rate against an exact oracle
    * index, the load margin's trade counted on both sides.
    */
   hitVsOracleIndex: number;
