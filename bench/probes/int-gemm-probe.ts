@@ -77,7 +77,9 @@ async function session(build: (g: GraphBuilder, x: string) => string, k: number,
   const g = new GraphBuilder("probe");
   const x = g.input("x", DataType.FLOAT, ["m", k]);
   g.output(build(g, x), DataType.FLOAT, ["m", n], "y");
-  return ort.InferenceSession.create(g.encode(), { executionProviders: ["cpu"], intraOpNumThreads: threads, logSeverityLevel: 3 });
+  // Threads that spin after a run would take the cores from the next path's session: off (SPIN=1 keeps onnxruntime's default).
+  const spin = process.env.SPIN === "1" ? {} : { extra: { session: { intra_op: { allow_spinning: "0" } } } };
+  return ort.InferenceSession.create(g.encode(), { executionProviders: ["cpu"], intraOpNumThreads: threads, logSeverityLevel: 3, ...spin });
 }
 
 const shapes = [
