@@ -1,6 +1,6 @@
 import type { Heartbeat } from "../../protocol/messages";
 import type { EdgeSettings } from "../settings";
-import { cellOfBackend, cellOfUrl, cellOrder, EMPTY_CELL_MAP, FIRST_CELL, type CellMap } from "./cells";
+import { cellNames, cellOfBackend, cellOfUrl, cellOrder, EMPTY_CELL_MAP, FIRST_CELL, type CellMap } from "./cells";
 import { directoryOf } from "./directory-do";
 import { poolCell, type PoolBackend } from "./pool-do";
 import { cachedPoolView } from "./pool-view";
@@ -75,7 +75,7 @@ export async function placementCell(
  */
 export async function fleetView(env: Env, settings: EdgeSettings, fresh = false): Promise<PoolBackend[]> {
   const map = await cachedCellMap(env);
-  const names = map.cells.length === 0 ? [FIRST_CELL] : map.cells.map((c) => c.name);
+  const names = cellNames(map);
   const views = await Promise.all(names.map((cell) => (fresh ? poolCell(env, cell).view() : cachedPoolView(env, settings.poolViewTtlMs, cell))));
   const byUrl = new Map<string, PoolBackend>();
   for (const b of views.flat()) if (!byUrl.has(b.url) || (b.up && !byUrl.get(b.url)!.up)) byUrl.set(b.url, b);

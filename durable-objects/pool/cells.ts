@@ -58,6 +58,11 @@ export const MERGE_FILL = 0.75;
 /** The map before any backend registered. */
 export const EMPTY_CELL_MAP: CellMap = { version: 0, cells: [] };
 
+/** Every cell's name: `["pool"]` while the map has no cell (the static backends' pool). */
+export function cellNames(map: CellMap): string[] {
+  return map.cells.length === 0 ? [FIRST_CELL] : map.cells.map((c) => c.name);
+}
+
 /** The cell backend `id` is in (undefined: none). */
 export function cellOfBackend(map: CellMap, id: string): string | undefined {
   return map.cells.find((c) => c.backends.some((b) => b.id === id))?.name;

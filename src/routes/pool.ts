@@ -5,6 +5,7 @@ import { secretsEqual } from "../../protocol/hex";
 import { SECRET_HEADER } from "../../protocol/messages";
 import { ROUTES } from "../../protocol/routes";
 import { cachedCellMap, fleetView, heartbeatCell } from "../../durable-objects/pool/cell-route";
+import { cellNames } from "../../durable-objects/pool/cells";
 import { poolCell } from "../../durable-objects/pool/pool-do";
 import { edgeSettings } from "../../durable-objects/settings";
 import { readJson } from "../http/body";
@@ -32,7 +33,7 @@ export const poolRoutes = new Hono<{ Bindings: Env }>()
   })
   .get(R.view, async (c) => {
     const map = await cachedCellMap(c.env);
-    const names = map.cells.length === 0 ? ["pool"] : map.cells.map((cell) => cell.name);
+    const names = cellNames(map);
     const stats = await Promise.all(names.map((cell) => poolCell(c.env, cell).indexStats()));
     return c.json({
       object: "pool",
