@@ -20,7 +20,13 @@ describe("pool-scale bench at its smallest size (the real PoolDO in workerd)", (
   it("never places on a backend that stopped beating, and places within the bound of the exact oracle: one pool object, and 2 cells", async () => {
     // The two designs run at once, each in its own workerd (most of a run is waiting: ramp steps, the down phase's deadline), so the test takes about one design's time; CPU figures are not asserted (they would mix).
     const run = (design: "single" | "sharded") => runPoolScaleBench({ quick: true, backends: [8], designs: [design], trajectories: 32, downAfterMs: 1000, stepSeconds: 0.5, maxSteps: 1, trace: TRACE_EXCERPT, cellBackends: 4 });
-    const summaries = (await Promise.all([run("single"), run("sharded")])).map((r) => r.summary);
+    const results = await Promise.all([run("single"), run("sharded")]);
+    const summaries = results.map((r) => r.summary);
+    // The ramp's step under the beats: every placed turn and every beat answered (its rate, maxRps, is a wall-clock figure: the bench reports it, CI on a loaded machine does not judge it).
+    for (const step of results.flatMap((r) => Object.values(r.details.ramps).flat())) {
+      expect(step.unfinished).toBe(0);
+      expect(step.answeredRps).toBeGreaterThan(0);
+    }
     expect(summaries.flatMap((s) => s.failed)).toEqual([]);
     const rows = summaries.flatMap((s) => s.rows);
     expect(rows.map((r) => [r.design, r.cells])).toEqual([["single", 1], ["sharded", 2]]);
@@ -43,7 +49,6 @@ describe("pool-scale bench at its smallest size (the real PoolDO in workerd)", (
       // 8 x 16,384 blocks fit the index's cap: it trails the oracle only by the last round's turns (not beaten in yet).
       expect(row.indexEntries).toBeGreaterThan(0.8 * row.exactHashes);
       expect(row.indexEntries).toBeLessThanOrEqual(row.cells * DEFAULT_MAX_INDEX_ENTRIES);
-      expect(row.maxRps).toBeGreaterThanOrEqual(25);
       expect(row.p99PlacementMs).toBeGreaterThanOrEqual(row.p50PlacementMs);
     }
     // The sharded pool took its live trajectories (2 a backend, quick) before the ramp, every one placed.
