@@ -95,7 +95,14 @@ describe("downloadFromHub against a stand-in hub", () => {
     const dir = await downloadFromHub(parseHubRef("hf:org/tiny"), { cacheDir, env: env(), log });
     expect(readFileSync(join(dir, "model-00001-of-00002.safetensors")).equals(shard1)).toBe(true);
     const cdn = hub.requests.slice(start).filter((r) => r.url.includes("model-00001-of-00002"));
-    expect(cdn.filter((r) => r.url.startsWith("/cdn/")).map((r) => r.range)).toEqual([undefined, `bytes=${Math.floor(shard1.length / 2)}-`]);
+    // The second request resumes where the bytes that arrived end: at most the half the stand-in
+    // sent before cutting (a socket destroyed mid-body may lose the last bytes in flight).
+    const ranges = cdn.filter((r) => r.url.startsWith("/cdn/")).map((r) => r.range);
+    expect(ranges).toHaveLength(2);
+    expect(ranges[0]).toBeUndefined();
+    const from = Number(/^bytes=(\d+)-$/.exec(ranges[1] ?? "")?.[1]);
+    expect(from).toBeGreaterThan(0);
+    expect(from).toBeLessThanOrEqual(Math.floor(shard1.length / 2));
     expect(lines.some((l) => /connection lost at 1\.5 MiB.*resuming \(try 2\/5\)/.test(l))).toBe(true);
 
     // A partial file from an earlier run (killed mid-download) is resumed, not restarted.
