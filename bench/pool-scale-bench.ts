@@ -7,7 +7,7 @@ import { rampLoad, RAMP_RATES, timeDerivedBeats, type RampStep } from "./pool-sc
 import type { PoolDesign } from "./pool-scale/pool-cells";
 import { startPoolWorker } from "./pool-scale/pool-worker";
 import { populate, type PopulateResult } from "./pool-scale/populate";
-import { replay, type DownCheck } from "./pool-scale/replay";
+import { replay, type DownCheck, type ReplayResult } from "./pool-scale/replay";
 import { BLOCK_TOKENS, DEFAULT_TRACE, loadTraceTurns } from "./pool-scale/trace-turns";
 
 /**
@@ -74,8 +74,11 @@ export interface PoolScaleOptions {
   livePerBackend?: number;
 }
 
-/** One design at one backend count (`single`: the one pool object; `sharded`: cells of backends, one object each). */
-export interface PoolScaleRow {
+/**
+ * One design at one backend count (`single`: the one pool object; `sharded`: cells of backends,
+ * one object each); the hit figures as the replay defines them (`ReplayResult`, replay.ts).
+ */
+export interface PoolScaleRow extends Pick<ReplayResult, "longestPicks" | "hitVsCell" | "hitVsKnown" | "hitOfIndex" | "hitVsOracleIndex" | "lossByCause"> {
   design: PoolDesign;
   backends: number;
   /** Pool objects (cells; 1 for single) and the most backends one holds. */
@@ -103,17 +106,6 @@ export interface PoolScaleRow {
   oneCoreRps: number;
   replayHeartbeatMs: number;
   replayEventsPerBeat: number;
-  longestPicks: number;
-  /** Σ leading blocks the placed backend holds / Σ those the best backend of the placing cell holds (single: = hitVsExact). */
-  hitVsCell: number;
-  /** Σ held / Σ best against the exact index before the round's turns were served: what was knowable when placing (replay.ts). */
-  hitVsKnown: number;
-  /** hitVsExact of the pool's index's first choice, before the load margin (replay.ts). */
-  hitOfIndex: number;
-  /** Against the same placement rule over the same loads with an exact index (replay.ts): the issue's "hit rate vs an exact oracle index". */
-  hitVsOracleIndex: number;
-  /** Of the blocks lost against the exact index, the share by cause (replay.ts: `margin`, `unknown`). */
-  lossByReason: Record<string, number>;
   /** The beats of one full cell on its own object, in cores (single: = heartbeatCores), and the placed turns a second the pool would sustain with a core per object (oneCoreRps x cells). */
   cellHeartbeatCores: number;
   cellsOneCoreRps: number;
@@ -234,7 +226,7 @@ export async function runPoolScaleBench(o: PoolScaleOptions): Promise<{ summary:
           hitVsKnown: round(r.hitVsKnown, 4),
           hitOfIndex: round(r.hitOfIndex, 4),
           hitVsOracleIndex: round(r.hitVsOracleIndex, 4),
-          lossByReason: r.lossByReason,
+          lossByCause: r.lossByCause,
           indexEntries: r.index.entries,
           resyncs: r.resyncs,
           indexedBackends: r.index.backends.filter((b) => b.indexed).length,
@@ -255,7 +247,7 @@ export async function runPoolScaleBench(o: PoolScaleOptions): Promise<{ summary:
   }
   note("pool-scale", "\n" + table(
     ["N", "design", "cells", "p50 ms", "p99 ms", "place mean ms", "beat ms", "max rps", "1-core rps", "core/cell rps", "beat cores", "hit/exact", "hit/cell", "hit/oracle index", "hit/known", "hit of index", "loss by cause", "index MiB", "indexed", "live", "on down", "other cores"],
-    rows.map((r) => [r.backends, r.design, r.cells, r.p50PlacementMs, r.p99PlacementMs, r.meanPlacementMs, r.heartbeatMs, r.maxRps, r.oneCoreRps, r.cellsOneCoreRps, r.heartbeatCores, r.hitVsExact, r.hitVsCell, r.hitVsOracleIndex, r.hitVsKnown, r.hitOfIndex, Object.entries(r.lossByReason).map(([k, v]) => `${k} ${v}`).join(", "), round(r.indexBytes / 2 ** 20, 2), r.indexedBackends, r.liveTrajectories, r.down.onStopped, r.cpu?.otherCores ?? "-"]),
+    rows.map((r) => [r.backends, r.design, r.cells, r.p50PlacementMs, r.p99PlacementMs, r.meanPlacementMs, r.heartbeatMs, r.maxRps, r.oneCoreRps, r.cellsOneCoreRps, r.heartbeatCores, r.hitVsExact, r.hitVsCell, r.hitVsOracleIndex, r.hitVsKnown, r.hitOfIndex, Object.entries(r.lossByCause).map(([k, v]) => `${k} ${v}`).join(", "), round(r.indexBytes / 2 ** 20, 2), r.indexedBackends, r.liveTrajectories, r.down.onStopped, r.cpu?.otherCores ?? "-"]),
   ));
   return {
     summary: {

@@ -96,7 +96,7 @@ export interface ReplayResult {
    * `unknown`, it placed on its longest known holder but did not know the best one's blocks (the
    * index one beat behind, a turn of the same round, a prefix noted in another cell).
    */
-  lossByReason: Record<string, number>;
+  lossByCause: Record<string, number>;
   /** A round's beats sent at once: the object's time per beat with its KV events, ms (the round's wall time over its beats). */
   heartbeatMs: number;
   /** Mean KV events (stored + removed) per delta beat, and the most in one. */
@@ -286,7 +286,7 @@ export async function replay(o: ReplayOptions): Promise<ReplayResult> {
     hitVsKnown: score.knownBest > 0 ? score.knownHeld / score.knownBest : 1,
     hitOfIndex: score.best > 0 ? score.indexHeld / score.best : 1,
     hitVsOracleIndex: score.oracleHeld > 0 ? score.held / score.oracleHeld : 1,
-    lossByReason: Object.fromEntries(Object.entries(lost).map(([k, v]) => [k, Math.round((v / Math.max(1, score.best - score.held)) * 1000) / 1000])),
+    lossByCause: Object.fromEntries(Object.entries(lost).map(([k, v]) => [k, Math.round((v / Math.max(1, score.best - score.held)) * 1000) / 1000])),
     heartbeatMs: time.beatWall / Math.max(1, time.beats),
     eventsPerBeat: { mean: time.events / Math.max(1, time.deltas), max: time.maxEvents },
     resyncs: mainResyncs,

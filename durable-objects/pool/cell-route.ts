@@ -45,7 +45,9 @@ export async function heartbeatCell(env: Env, h: Heartbeat): Promise<string> {
 /**
  * The cell a trajectory's turn is placed in, with its cached view: the first cell of `cellOrder`
  * (its pinned backend's, else by its prefix key) with a registered backend up and taking
- * placements, else the first with a static one (in every cell's view), else the first. `key` is asked only when the pool has several cells.
+ * placements, else the first with a static one (in every cell's view), else the first. `key` is
+ * asked only when the pool has several cells and the pinned backend's cell (when it has one) has
+ * no backend taking placements: a pinned trajectory's turn computes no key here.
  *
  * @example const { cell, view } = await placementCell(env, settings, { key: () => prefixKey(base), model, pinned });
  */
@@ -55,18 +57,33 @@ export async function placementCell(
   p: { key: () => Promise<string>; model?: string | undefined; pinned?: string | null | undefined },
 ): Promise<{ cell: string; view: PoolBackend[] }> {
   const map = await cachedCellMap(env);
-  const order = map.cells.length <= 1 ? [map.cells[0]?.name ?? FIRST_CELL] : cellOrder(map, { key: await p.key(), model: p.model, pinned: p.pinned });
-  let first: { cell: string; view: PoolBackend[] } | undefined;
-  let withStatic: { cell: string; view: PoolBackend[] } | undefined;
-  for (const cell of order) {
-    const view = await cachedPoolView(env, settings.poolViewTtlMs, cell);
-    first ??= { cell, view };
-    const taking = view.filter((b) => b.up && !b.draining);
-    // A static BACKEND_URLS backend is in every cell's view: a cell whose own backends are all down is passed over.
-    if (taking.some((b) => b.source === "registered") || order.length === 1) return { cell, view };
-    if (taking.length > 0) withStatic ??= { cell, view };
+  const viewOf = async (cell: string) => ({ cell, view: await cachedPoolView(env, settings.poolViewTtlMs, cell) });
+  if (map.cells.length <= 1) return viewOf(map.cells[0]?.name ?? FIRST_CELL);
+  // cellOrder puts the pinned backend's cell first: tried before the key is computed.
+  const pinnedCell = p.pinned ? cellOfUrl(map, p.pinned) : undefined;
+  const pinned = pinnedCell !== undefined ? await viewOf(pinnedCell) : undefined;
+  if (pinned && takesPlacements(pinned.view) === "registered") return pinned;
+  let first = pinned;
+  let withStatic = pinned && takesPlacements(pinned.view) === "static" ? pinned : undefined;
+  for (const cell of cellOrder(map, { key: await p.key(), model: p.model, pinned: p.pinned })) {
+    if (cell === pinnedCell) continue;
+    const at = await viewOf(cell);
+    first ??= at;
+    const takes = takesPlacements(at.view);
+    if (takes === "registered") return at;
+    if (takes === "static") withStatic ??= at;
   }
   return withStatic ?? first!;
+}
+
+/**
+ * Whether a cell's view has a backend up and taking placements: a registered one of its own, else
+ * only a static BACKEND_URLS one (in every cell's view: a cell whose own backends are all down
+ * is passed over for one that has some), else none.
+ */
+function takesPlacements(view: readonly PoolBackend[]): "registered" | "static" | undefined {
+  const taking = view.filter((b) => b.up && !b.draining);
+  return taking.some((b) => b.source === "registered") ? "registered" : taking.length > 0 ? "static" : undefined;
 }
 
 /**

@@ -65,12 +65,28 @@ export function cellNames(map: CellMap): string[] {
 
 /** The cell backend `id` is in (undefined: none). */
 export function cellOfBackend(map: CellMap, id: string): string | undefined {
-  return map.cells.find((c) => c.backends.some((b) => b.id === id))?.name;
+  return lookupOf(map).byId.get(id);
 }
 
 /** The cell of the backend at `url` (undefined: none). */
 export function cellOfUrl(map: CellMap, url: string): string | undefined {
-  return map.cells.find((c) => c.backends.some((b) => b.url === url))?.name;
+  return lookupOf(map).byUrl.get(url);
+}
+
+/**
+ * Per map, its backends' cells by id and by url, built once: a map is never changed once made
+ * (every rule here answers a new one), and the edge asks it on every beat and turn.
+ */
+const lookups = new WeakMap<CellMap, { byId: Map<string, string>; byUrl: Map<string, string> }>();
+
+function lookupOf(map: CellMap): { byId: Map<string, string>; byUrl: Map<string, string> } {
+  let lookup = lookups.get(map);
+  if (!lookup) {
+    lookup = { byId: new Map(), byUrl: new Map() };
+    for (const c of map.cells) for (const b of c.backends) lookup.byId.set(b.id, c.name), lookup.byUrl.set(b.url, c.name);
+    lookups.set(map, lookup);
+  }
+  return lookup;
 }
 
 /**

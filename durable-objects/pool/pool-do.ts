@@ -131,11 +131,10 @@ export class PoolDO extends DurableObject<Env> {
     const previous = this.store.lastSeenMs(h.id);
     if (previous !== undefined && now - previous > this.downAfterMs()) this.index.drop(h.url);
     this.store.putBackend(h, now);
-    this.dropDownBackends();
+    const up = this.dropDownBackends();
     if (cell !== undefined && (now - this.lastReportMs >= CELL_REPORT_EVERY_MS || previous === undefined)) {
       this.lastReportMs = now;
-      const up = this.store.upIds(now - this.downAfterMs());
-      this.ctx.waitUntil(directoryOf(this.env).report(cell, up).catch((e: unknown) => console.error(`pool cell ${cell}: report to the directory failed:`, e)));
+      this.ctx.waitUntil(directoryOf(this.env).report(cell, up.map((b) => b.id)).catch((e: unknown) => console.error(`pool cell ${cell}: report to the directory failed:`, e)));
     }
     const reply: HeartbeatReply = { registered: previous === undefined };
     if (h.leaving) return reply;
@@ -206,7 +205,7 @@ export class PoolDO extends DurableObject<Env> {
    * @example await pool.prefixBlocks([], key) // { "http://10.0.0.2:8080": 14 }
    */
   async prefixBlocks(hashes: string[], key?: string): Promise<Record<string, number>> {
-    const up = this.dropDownBackends();
+    const up = this.dropDownBackends().map((b) => b.url);
     let list: string[] | undefined = hashes.length > 0 ? hashes.slice(0, MAX_PROMPT_BLOCK_HASHES) : undefined;
     if (!list && key !== undefined) list = this.store.list(key, Date.now());
     const out: Record<string, number> = {};
@@ -275,7 +274,7 @@ export class PoolDO extends DurableObject<Env> {
   private heldBlocks(hashes: string[], key: string | undefined): Record<string, number> {
     const list = hashes.length > 0 ? hashes.slice(0, MAX_PROMPT_BLOCK_HASHES) : key !== undefined ? this.store.list(key, Date.now()) : undefined;
     const out: Record<string, number> = {};
-    if (list) for (const [url, n] of this.index.leadingBlocks(list, this.dropDownBackends())) if (n > 0) out[url] = n;
+    if (list) for (const [url, n] of this.index.leadingBlocks(list, this.dropDownBackends().map((b) => b.url))) if (n > 0) out[url] = n;
     return out;
   }
 
@@ -331,10 +330,10 @@ export class PoolDO extends DurableObject<Env> {
     return edgeSettings(this.env).poolDownAfterMs;
   }
 
-  /** Drops from the block index every backend that is down or gone; returns the urls of those up. */
-  private dropDownBackends(): string[] {
-    const up = this.store.upUrls(Date.now() - this.downAfterMs());
-    const upSet = new Set(up);
+  /** Drops from the block index every backend that is down or gone; returns those up (ids and urls). */
+  private dropDownBackends(): { id: string; url: string }[] {
+    const up = this.store.upBackends(Date.now() - this.downAfterMs());
+    const upSet = new Set(up.map((b) => b.url));
     for (const url of this.index.backends()) if (!upSet.has(url)) this.index.drop(url);
     return up;
   }

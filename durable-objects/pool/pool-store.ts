@@ -89,14 +89,9 @@ export class PoolStore {
       .map((r) => ({ heartbeat: JSON.parse(r.heartbeat) as BackendHeartbeat, lastSeenMs: r.last_seen_ms, up: r.up === 1 }));
   }
 
-  /** The urls of the registered backends up (as `backends` tells it). */
-  upUrls(upSince: number): string[] {
-    return this.host.sql.exec<{ url: string }>(`SELECT url FROM backends WHERE ${UP_SQL}`, upSince).toArray().map((r) => r.url);
-  }
-
-  /** The ids of the registered backends up (as `backends` tells it). */
-  upIds(upSince: number): string[] {
-    return this.host.sql.exec<{ id: string }>(`SELECT id FROM backends WHERE ${UP_SQL}`, upSince).toArray().map((r) => r.id);
+  /** The registered backends up (as `backends` tells it): their ids and urls. */
+  upBackends(upSince: number): { id: string; url: string }[] {
+    return this.host.sql.exec<{ id: string; url: string }>(`SELECT id, url FROM backends WHERE ${UP_SQL}`, upSince).toArray();
   }
 
   /** Notes that `url` served a trajectory with prefix key `key` at `now`. */

@@ -228,14 +228,18 @@ export class TrajectoryDO extends DurableObject<Env> {
     const placeWith = subagent && !subagent.meta.backendUrl ? await parentPlacement(subagent.of, subagent.meta, subagent.parentId) : undefined;
     // The pool cell of this turn: its pinned backend's (a subagent's first turn: its parent's),
     // else the one its prefix key ranks first (cell-route.ts).
+    // One prefix key for the cell and the turn (`runTurn` places and notes under it), computed at most once.
     const transcript = this.transcript;
-    const { cell, view } = await placementCell(this.env, settings, { key: () => turnPrefixKey(input, transcript, this.store.meta() ?? { toolsJson: "[]" }), model: input.model, pinned: meta?.backendUrl ?? placeWith?.url });
+    let key: Promise<string> | undefined;
+    const prefixKey = () => (key ??= turnPrefixKey(input, transcript, meta ?? { toolsJson: "[]" }));
+    const { cell, view } = await placementCell(this.env, settings, { key: prefixKey, model: input.model, pinned: meta?.backendUrl ?? placeWith?.url });
     const pool = poolCell(this.env, cell);
     this.transcript = await runTurn(
       {
         store: this.store,
         transcript: this.transcript,
         backends: routedBackends(view, settings.backendSecret),
+        prefixKey,
         place: (p) => pool.place(p),
         notePrefix: (key, url, hashes, trajectoryId) => pool.notePrefix(key, url, hashes, trajectoryId),
         waitUntil: (p) => this.ctx.waitUntil(p),

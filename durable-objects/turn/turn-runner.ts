@@ -32,6 +32,8 @@ export interface TurnContext {
   place: (p: { hashes: string[]; key: string; trajectoryId: string; pinned: string | undefined; parent?: ParentPlacement }) => Promise<(Placed & { prefixBlocks?: Record<string, number> }) | null>;
   /** A subagent's first placement: its parent's pinned backend and prompt blocks (placement.ts rule 1b). */
   parent?: ParentPlacement;
+  /** The turn's prefix key (`turnPrefixKey`), computed at most once, when the caller (choosing the pool cell) may already have; default: computed here when needed. */
+  prefixKey?: () => Promise<string>;
   /** Records that a backend now holds this prefix key and these prompt blocks (best effort, after the turn). */
   notePrefix: (key: string, url: string, hashes: string[], trajectoryId: string) => Promise<void>;
   /** Keeps best-effort work alive past the response (`ctx.waitUntil`). */
@@ -89,8 +91,8 @@ export async function runTurn(ctx: TurnContext, input: TurnInput): Promise<ChatM
   }
 
   // A trajectory staying on its pinned backend needs neither the prefix key nor the pool.
-  let key: string | undefined;
-  const keyOf = async () => (key ??= await turnPrefixKey(input, ctx.transcript, meta));
+  let key: Promise<string> | undefined;
+  const keyOf = ctx.prefixKey ?? (() => (key ??= turnPrefixKey(input, ctx.transcript, meta)));
   const turnsDone = store.numTurns();
   const { backend, reason, placed } = await chooseBackend({
     policy: ctx.policy ?? "affinity",
