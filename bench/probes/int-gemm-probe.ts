@@ -87,7 +87,7 @@ const shapes = [
   { name: "mlp up 512 -> 2816", k: 512, n: 2816 },
   { name: "mlp down 1408 -> 512", k: 1408, n: 512 },
 ];
-const rows = [1, 64, 256, 512];
+const rows = [1, 64, 300, 512];
 
 console.log(`int-gemm probe: ${threads} threads, ${ROUNDS} rounds, paths interleaved`);
 for (const shape of shapes) {
@@ -100,12 +100,34 @@ for (const shape of shapes) {
   const nbits = (bits: number, q: { packed: Uint8Array; scales: Float32Array }) => (g: GraphBuilder, x: string) =>
     g.op("MatMulNBits", [x, g.bytes("w", q.packed, [n, k / BLOCK, (BLOCK * bits) / 8]), g.weight("s", q.scales, [n, k / BLOCK])], { domain: "com.microsoft", attributes: { K: k, N: n, bits, block_size: BLOCK, accuracy_level: 4 } });
   const dq = (c: { b: Int8Array; scales: Float32Array }) => (g: GraphBuilder, x: string) => g.op("DynamicQuantizeMatMul", [x, g.int8("b", c.b, [k, n]), g.weight("bs", c.scales, [n])], { domain: "com.microsoft" });
+  // Per-row symmetric int8 activations (a row's result independent of the others), as uint8 with zero point 128: MLAS's u8 x s8 GEMM.
+  const rowsInt8 = (c: { b: Int8Array; scales: Float32Array }) => (g: GraphBuilder, x: string) => {
+    const scale = g.op("Div", [g.op("ReduceMax", [g.op("Abs", [x])], { attributes: { axes: [1], keepdims: 1 } }), g.scalar(127)]);
+    const q = g.op("Cast", [g.op("Add", [g.op("Round", [g.op("Div", [x, scale])]), g.scalar(128)])], { attributes: { to: DataType.UINT8 } });
+    const y = g.op("MatMulInteger", [q, g.int8("b", c.b, [k, n]), g.bytes("zp", Uint8Array.of(128), [])]);
+    return g.op("Mul", [g.op("Mul", [g.op("Cast", [y], { attributes: { to: DataType.FLOAT } }), scale]), g.weight("bs", c.scales, [n])]);
+  };
+  const rowsQl = (c: { b: Int8Array; scales: Float32Array }) => (g: GraphBuilder, x: string) => {
+    const scale = g.op("Mul", [g.op("ReduceMax", [g.op("Abs", [x])], { attributes: { axes: [1], keepdims: 0 } }), g.scalar(1 / 127)]);
+    const zp = g.op("Expand", [g.bytes("zp0", Uint8Array.of(128), []), g.op("Shape", [scale])]);
+    const q = g.op("QuantizeLinear", [x, scale, zp], { attributes: { axis: 0 } });
+    const y = g.op("MatMulIntegerToFloat", [q, g.int8("b", c.b, [k, n]), g.scalar(1), g.weight("bs", c.scales, [n]), g.bytes("zp", Uint8Array.of(128), [])], { domain: "com.microsoft" });
+    return g.op("Mul", [y, g.op("Unsqueeze", [scale, g.int64s([1])])]);
+  };
+  const rowsFused = (c: { b: Int8Array; scales: Float32Array }) => (g: GraphBuilder, x: string) => {
+    const scale = g.op("Mul", [g.op("ReduceMax", [g.op("Abs", [x])], { attributes: { axes: [1], keepdims: 1 } }), g.scalar(1 / 127)]);
+    const q = g.op("Cast", [g.op("Add", [g.op("Round", [g.op("Div", [x, scale])]), g.scalar(128)])], { attributes: { to: DataType.UINT8 } });
+    const y = g.op("MatMulIntegerToFloat", [q, g.int8("b", c.b, [k, n]), g.scalar(1), g.weight("bs", c.scales, [n]), g.bytes("zp", Uint8Array.of(128), [])], { domain: "com.microsoft" });
+    return g.op("Mul", [y, scale]);
+  };
   const paths: [string, ort.InferenceSession][] = [
     ["fp32 MatMul", await session((g, x) => g.op("MatMul", [x, g.weight("w", transpose(w, n, k), [k, n])]), k, n)],
     ["int4 MatMulNBits acc4", await session(nbits(4, q4), k, n)],
     ["int8 MatMulNBits acc4", await session(nbits(8, q8), k, n)],
     ["int8/col DynamicQuantizeMatMul", await session(dq(c8), k, n)],
-    ["int7/col DynamicQuantizeMatMul", await session(dq(c7), k, n)],
+    ["int8 rows x int8/col MatMulInteger", await session(rowsInt8(c8), k, n)],
+    ["int8 rows x int8/col MatMulIntegerToFloat", await session(rowsFused(c8), k, n)],
+    ["QuantizeLinear rows u8 x MatMulIntegerToFloat", await session(rowsQl(c8), k, n)],
   ];
   for (const m of rows) {
     const x = gaussian(m * k, 11 + m, 1);

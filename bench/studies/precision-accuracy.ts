@@ -63,6 +63,8 @@ export async function precisionAccuracy(o: {
   prompts: number[][];
   greedyTokens?: number;
   threads?: number;
+  /** The quantized executor's prefill rows on the integer GEMM (CpuExecutor's default) or on MatMulNBits. */
+  integerPrefill?: boolean;
   onProgress?: (line: string) => void;
 }): Promise<AccuracyFigures> {
   const greedyTokens = o.greedyTokens ?? 128;
@@ -70,7 +72,7 @@ export async function precisionAccuracy(o: {
   const blockSize = 16;
   const numBlocks = Math.ceil(longest / blockSize) + 1;
   const table = Array.from({ length: numBlocks }, (_, i) => i);
-  const make = (quantized: QuantizedWeights | null) => CpuExecutor.create({ spec: o.spec, weights: o.weights, quantized, numBlocks, blockSize, threads: o.threads });
+  const make = (quantized: QuantizedWeights | null) => CpuExecutor.create({ spec: o.spec, weights: o.weights, quantized, integerPrefill: o.integerPrefill, numBlocks, blockSize, threads: o.threads });
   const fp32 = await make(null);
   const quant = await make(QuantizedWeights.open(o.bits));
   try {

@@ -14,6 +14,14 @@ export interface CpuExecutorOptions {
   threads?: number | undefined;
   /** int8/int4 linear weights (MatMulNBits); float32 when absent. */
   quantized?: QuantizedWeights | null | undefined;
+  /**
+   * Steps with prefill rows run a second graph whose linears multiply those rows by the integer
+   * GEMM (`integerProduct` in graph/linear.ts). Default: with int4 weights only. At int8 it moved
+   * the trained SmolLM2's mean KL to fp32 from 4.5e-3 to 3.2e-2 (the activations' outlier
+   * channels, rounded per row); at int4 from 0.432 to 0.440 (docs/quantization.md). False: every
+   * row on MatMulNBits, one graph.
+   */
+  integerPrefill?: boolean | undefined;
 }
 
 /**
@@ -41,7 +49,8 @@ export class CpuExecutor implements Executor {
   private readonly window: number | null;
 
   private constructor(
-    private readonly session: ort.InferenceSession,
+    /** The graph for steps without prefill rows, and the one for steps with (`integerPrefill`), the same session when weights are float. */
+    private readonly sessions: { decode: ort.InferenceSession; prefill: ort.InferenceSession },
     readonly spec: DecoderSpec,
     readonly numBlocks: number,
     readonly blockSize: number,
@@ -71,23 +80,33 @@ export class CpuExecutor implements Executor {
   }
 
   static async create(options: CpuExecutorOptions): Promise<CpuExecutor> {
-    const graph = buildLlamaGraph(options.spec, options.weights, options.quantized ?? null);
-    const session = await ort.InferenceSession.create(graph, {
-      executionProviders: ["cpu"],
-      graphOptimizationLevel: "all",
-      intraOpNumThreads: options.threads ?? 0,
-      interOpNumThreads: 1,
-      executionMode: "sequential",
-      logSeverityLevel: 3,
-    });
-    return new CpuExecutor(session, options.spec, options.numBlocks, options.blockSize);
+    const quantized = options.quantized ?? null;
+    const twoGraphs = quantized !== null && (options.integerPrefill ?? quantized.bits === 4);
+    // Two sessions, two thread pools: a pool that spins after its run takes a core from the other
+    // session's next run (measured: prefill 0.8x with spinning). Without spinning, decode steps
+    // measured the same (bench/probes/prefill-paths.ts, docs/quantization.md).
+    const spin = twoGraphs ? { extra: { session: { intra_op: { allow_spinning: "0" } } } } : {};
+    const open = (integerPrefill: boolean) =>
+      ort.InferenceSession.create(buildLlamaGraph(options.spec, options.weights, quantized, { integerPrefill }), {
+        executionProviders: ["cpu"],
+        graphOptimizationLevel: "all",
+        intraOpNumThreads: options.threads ?? 0,
+        interOpNumThreads: 1,
+        executionMode: "sequential",
+        logSeverityLevel: 3,
+        ...spin,
+      });
+    const decode = await open(false);
+    const prefill = twoGraphs ? await open(true) : decode;
+    return new CpuExecutor({ decode, prefill }, options.spec, options.numBlocks, options.blockSize);
   }
 
   async run(sequences: readonly StepSequence[]): Promise<StepResult> {
     const feeds = stepFeeds(sequences, { blockSize: this.blockSize, numKvHeads: this.spec.numKvHeads, window: this.window });
     const wantLogits = sequences.some((s) => s.logits === "last" || s.logits === "all");
     const fetches = wantLogits ? this.fetchesWithLogits : this.fetchesArgmaxOnly;
-    const outputs = await this.session.run({ ...feeds.inputs, ...this.poolFeeds }, fetches);
+    const session = feeds.prefillRows > 0 ? this.sessions.prefill : this.sessions.decode;
+    const outputs = await session.run({ ...feeds.inputs, ...this.poolFeeds }, fetches);
     this.transfer.steps++;
     this.transfer.hostToDeviceBytes += feeds.inputBytes;
 
@@ -130,7 +149,8 @@ export class CpuExecutor implements Executor {
   }
 
   async dispose(): Promise<void> {
-    await this.session.release();
+    await this.sessions.decode.release();
+    if (this.sessions.prefill !== this.sessions.decode) await this.sessions.prefill.release();
   }
 
   /** A block is, per layer, K then V, each [numKvHeads, blockSize, headDim] fp32: one contiguous run per head in this pool. */

@@ -21,6 +21,8 @@ export interface StepFeeds {
   /** Per sequence, in the caller's order: its rows of the `logits` output [from, to). */
   logitRanges: [number, number][];
   inputBytes: number;
+  /** Rows in the prefill group (0 when it holds only the dummy row). */
+  prefillRows: number;
 }
 
 /** A member of the decode or prefill group: a step sequence, or a dummy row (token 0 at position 0, no blocks). */
@@ -101,7 +103,7 @@ export function stepFeeds(sequences: readonly StepSequence[], layout: FeedLayout
     Object.assign(inputs, decodeContext(decode, layout.window, GRAPH_IO.local), prefillContext(prefill, Tp, dummyPrefill, layout.window, GRAPH_IO.local));
   }
   const inputBytes = Object.values(inputs).reduce((a, t) => a + (t.data as ArrayBufferView).byteLength, 0);
-  return { inputs, slots, logitRanges, inputBytes };
+  return { inputs, slots, logitRanges, inputBytes, prefillRows: dummyPrefill ? 0 : Tp };
 }
 
 const visibleFrom = (window: number | null) => (pos: number) => (window === null ? 0 : Math.max(0, pos - window + 1));

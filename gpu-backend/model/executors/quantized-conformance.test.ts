@@ -11,6 +11,12 @@ import { tinySpec } from "../testing/tiny-spec";
  * dequantized weights: what is left is MatMulNBits' int8 rounding of the activations (accuracy
  * level 4, per block of 32).
  * Cached vs uncached stays exact up to batch shape, as in float32.
+ *
+ * int4 multiplies prefill rows by the integer GEMM (`integerProduct` in graph/linear.ts: the
+ * weights re-rounded per output feature to int8, each row's activations to int8), decode rows by
+ * MatMulNBits: a chunk's rows match the reference within 0.15 (measured up to 0.111, qwen3_moe;
+ * 0.030-0.053 with MatMulNBits alone), and a token's logits as a decode row differ from the same
+ * token in a chunk by up to `rowPaths` 0.1 (measured: see the report lines).
  */
 const specs = familySpecs();
 for (const bits of [8, 4] as const) {
@@ -18,7 +24,7 @@ for (const bits of [8, 4] as const) {
     executorConformance({
       name: `cpu int${bits} ${family}`,
       spec,
-      tolerances: { reference: 1e-1, cached: 1e-5 },
+      tolerances: bits === 4 ? { reference: 1.5e-1, cached: 1e-5, rowPaths: 1e-1 } : { reference: 1e-1, cached: 1e-5 },
       greedyTokens: 16,
       referenceWeights: (s, w) => dequantizedWeights(s, w, bits),
       create: (o) => CpuExecutor.create({ ...o, threads: 1, quantized: QuantizedWeights.open(bits) }),

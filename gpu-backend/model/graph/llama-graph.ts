@@ -35,8 +35,7 @@ import { decodeAttention, decodeContextInputs, decodeGroupInputs } from "./decod
  * values [T, numKvHeads, headDim], which the executor writes into the pool at the tokens' slots.
  * The graph never copies the pool: it only gathers the context slots a step attends to.
  */
-export function buildLlamaGraph(spec: DecoderSpec, weights: WeightSource, quantized: QuantizedWeights | null = null): Uint8Array {
-  const gw: GraphWeights = { source: weights, quantized };
+export function buildLlamaGraph(spec: DecoderSpec, weights: WeightSource, quantized: QuantizedWeights | null = null, options: { integerPrefill?: boolean } = {}): Uint8Array {
   const g = new GraphBuilder(`${spec.modelId}-decoder`);
   const { numHeads: nh, numKvHeads: nkv, headDim: hd } = spec;
   const groups = nh / nkv;
@@ -47,6 +46,7 @@ export function buildLlamaGraph(spec: DecoderSpec, weights: WeightSource, quanti
   const inputIds = g.input("input_ids", I64, ["T"]);
   const positionIds = g.input("position_ids", I64, ["T"]);
   const groupSizes = g.input("group_sizes", I64, [2]);
+  const gw: GraphWeights = { source: weights, quantized, rowGroups: options.integerPrefill ? groupSizes : undefined };
   const decGroup = decodeGroupInputs(g, GRAPH_IO, { nkv, groups, hd });
   const decContext = decodeContextInputs(g, GRAPH_IO.full, false);
   const preSlots = g.input(GRAPH_IO.full.preSlots, I64, ["Sp"]);
