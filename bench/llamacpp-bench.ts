@@ -10,7 +10,7 @@ import type { DecoderSpec } from "../gpu-backend/model/graph/decoder-spec";
 import { spawnSide } from "./llamacpp-child";
 import type { EngineFigures } from "./llamacpp-ours";
 import type { LlamaCppSideResult } from "./llamacpp-side";
-import { memoryBandwidth } from "./kit/machine";
+import { cpuFeatures, memoryBandwidth } from "./kit/machine";
 import { note } from "./kit/progress";
 import { lineChart } from "./kit/plot";
 import { round, writeOut } from "./kit/report";
@@ -134,6 +134,7 @@ export async function runLlamaCppBench(o: LlamaCppBenchOptions): Promise<Record<
     llamaCpp: o.llamaGpu || "cpu",
     threads,
     cpu: cpus()[0]?.model ?? "unknown",
+    cpuFeatures: cpuFeatures(),
     quick: o.quick,
     ...ratios,
     int4DecodeOverFp32,

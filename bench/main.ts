@@ -28,8 +28,10 @@ import { parsePolicy, ROUTING_POLICIES, type RoutingPolicyName } from "../durabl
  *   agent    synthetic agent trajectories, prefix cache on vs off, decode batch 1 vs 8, prefill tok/s
  *            flags: --quick, --json, --trajectories N, --turns N, --model DIR|FAMILY (llama, qwen3, qwen3_moe, gemma3, phi3),
  *            --weights fp32|int8|int4 (default int4, the cpu default), --out DIR
- *   accuracy int8 and int4 against fp32 per demo family's tiny checkpoint: mean KL over a 2,000-token
- *            corpus, greedy agreement over 4 x 128 tokens; flags: --json, --families a,b (default all)
+ *   accuracy int8 and int4 against fp32 per demo family's tiny checkpoint, each with its prefill rows
+ *            on MatMulNBits and on the integer GEMM: mean KL over a 2,000-token corpus, greedy
+ *            agreement over 4 x 128 tokens; flags: --json, --families a,b (default all), --model DIR|smollm2
+ *            (that model instead of the families)
  *   llamacpp Agent Edge vs llama.cpp on the same weights per precision (ours fp32/fp16/int8/int4,
  *            llama.cpp F32/F16/Q8_0/Q4_0 GGUF from our writer): decode at 1k context, prefill of 2k,
  *            a 20-turn trajectory, 8 x 5 concurrent turns; ratios, bandwidth limit, plots;
@@ -162,7 +164,7 @@ const turns = num(v.turns);
 /** Each benchmark by name; what it answers is printed (indented, or one line with --json; `details` only without). */
 const BENCHES: Record<string, () => Promise<unknown>> = {
   agent: () => runAgentBench({ quick, json, trajectories, turns, model, weights: v.weights === undefined ? undefined : parsePrecision(v.weights), outDir }),
-  accuracy: () => runAccuracyBench({ families: v.families?.split(",").map((f) => oneOf("--families", DEMO_FAMILIES, f) as DemoFamily) }),
+  accuracy: () => runAccuracyBench({ families: v.families?.split(",").map((f) => oneOf("--families", DEMO_FAMILIES, f) as DemoFamily), model: v.model }),
   llamacpp: () =>
     runLlamaCppBench({
       quick,

@@ -92,6 +92,22 @@ export function memoryBandwidth(log: (line: string) => void = () => {}): number 
   return bytesPerS;
 }
 
+/**
+ * The CPU's integer dot-product features, from /proc/cpuinfo (Linux; "unknown" elsewhere): which
+ * integer GEMM kernels MLAS can pick (docs/quantization.md, "Prefill products").
+ *
+ * @example cpuFeatures() // "avx2 avx512f avx512_vnni"
+ */
+export function cpuFeatures(): string {
+  const wanted = ["avx2", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16", "amx_int8"];
+  try {
+    const flags = new Set(/^flags\s*:(.*)$/m.exec(readFileSync("/proc/cpuinfo", "utf8"))?.[1]?.trim().split(/\s+/) ?? []);
+    return wanted.filter((f) => flags.has(f)).join(" ") || "none of " + wanted.join(" ");
+  } catch {
+    return "unknown";
+  }
+}
+
 export interface ResidentMemory {
   /** Resident set size now. */
   rssBytes: number;

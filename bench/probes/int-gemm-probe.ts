@@ -6,13 +6,17 @@
  *   npx tsx bench/probes/int-gemm-probe.ts [threads]
  *
  * Paths: fp32 MatMul; MatMulNBits int4 and int8 at accuracy level 4 (int8 activations per block
- * of 32: what the cpu executor uses); DynamicQuantizeMatMul with per-column int8 weights (u8
- * activations per tensor x s8 weights: MLAS's integer GEMM) and with 7-bit weights (the reduced
- * range onnxruntime advises on AVX2 without VNNI, where u8 x s8 pairs can saturate 16 bits).
+ * of 32: the cpu executor's decode rows); DynamicQuantizeMatMul with per-column int8 weights (u8
+ * activations per tensor x s8 weights: MLAS's integer GEMM); `integerProduct` (graph/linear.ts,
+ * the cpu executor's int4 prefill rows: the same GEMM with each activation row quantized on its
+ * own) of the int4 and of the int8 block weights.
  * Prints median ms per product over the rounds, the speed against fp32, and the output's error
  * against fp32 (RMS of the difference over RMS of the fp32 output).
  */
+import { cpus } from "node:os";
 import * as ort from "onnxruntime-node";
+import { cpuFeatures } from "../kit/machine";
+import { integerProduct } from "../../gpu-backend/model/graph/linear";
 import { GraphBuilder } from "../../gpu-backend/model/graph/graph-builder";
 import { DataType } from "../../gpu-backend/model/graph/onnx-proto";
 
@@ -53,7 +57,7 @@ function packNBits(w: Float32Array, n: number, k: number, bits: 4 | 8): { packed
   return { packed, scales };
 }
 
-/** W [N, K] as DynamicQuantizeMatMul's B [K, N] int8 with one scale per column (symmetric, `qmax` 127 or 63). */
+/** W [N, K] as DynamicQuantizeMatMul's B [K, N] int8 with one scale per column (symmetric, `qmax` 127). */
 function perColumnInt8(w: Float32Array, n: number, k: number, qmax: number): { b: Int8Array; scales: Float32Array } {
   const b = new Int8Array(k * n);
   const scales = new Float32Array(n);
@@ -89,45 +93,23 @@ const shapes = [
 ];
 const rows = [1, 64, 300, 512];
 
-console.log(`int-gemm probe: ${threads} threads, ${ROUNDS} rounds, paths interleaved`);
+console.log(`int-gemm probe: ${threads} threads, ${ROUNDS} rounds, paths interleaved; ${cpus()[0]?.model ?? "cpu"} (${cpuFeatures()})`);
 for (const shape of shapes) {
   const { k, n } = shape;
   const w = gaussian(n * k, 7, 0.05);
   const q4 = packNBits(w, n, k, 4);
   const q8 = packNBits(w, n, k, 8);
   const c8 = perColumnInt8(w, n, k, 127);
-  const c7 = perColumnInt8(w, n, k, 63);
   const nbits = (bits: number, q: { packed: Uint8Array; scales: Float32Array }) => (g: GraphBuilder, x: string) =>
     g.op("MatMulNBits", [x, g.bytes("w", q.packed, [n, k / BLOCK, (BLOCK * bits) / 8]), g.weight("s", q.scales, [n, k / BLOCK])], { domain: "com.microsoft", attributes: { K: k, N: n, bits, block_size: BLOCK, accuracy_level: 4 } });
   const dq = (c: { b: Int8Array; scales: Float32Array }) => (g: GraphBuilder, x: string) => g.op("DynamicQuantizeMatMul", [x, g.int8("b", c.b, [k, n]), g.weight("bs", c.scales, [n])], { domain: "com.microsoft" });
-  // Per-row symmetric int8 activations (a row's result independent of the others), as uint8 with zero point 128: MLAS's u8 x s8 GEMM.
-  const rowsInt8 = (c: { b: Int8Array; scales: Float32Array }) => (g: GraphBuilder, x: string) => {
-    const scale = g.op("Div", [g.op("ReduceMax", [g.op("Abs", [x])], { attributes: { axes: [1], keepdims: 1 } }), g.scalar(127)]);
-    const q = g.op("Cast", [g.op("Add", [g.op("Round", [g.op("Div", [x, scale])]), g.scalar(128)])], { attributes: { to: DataType.UINT8 } });
-    const y = g.op("MatMulInteger", [q, g.int8("b", c.b, [k, n]), g.bytes("zp", Uint8Array.of(128), [])]);
-    return g.op("Mul", [g.op("Mul", [g.op("Cast", [y], { attributes: { to: DataType.FLOAT } }), scale]), g.weight("bs", c.scales, [n])]);
-  };
-  const rowsQl = (c: { b: Int8Array; scales: Float32Array }) => (g: GraphBuilder, x: string) => {
-    const scale = g.op("Mul", [g.op("ReduceMax", [g.op("Abs", [x])], { attributes: { axes: [1], keepdims: 0 } }), g.scalar(1 / 127)]);
-    const zp = g.op("Expand", [g.bytes("zp0", Uint8Array.of(128), []), g.op("Shape", [scale])]);
-    const q = g.op("QuantizeLinear", [x, scale, zp], { attributes: { axis: 0 } });
-    const y = g.op("MatMulIntegerToFloat", [q, g.int8("b", c.b, [k, n]), g.scalar(1), g.weight("bs", c.scales, [n]), g.bytes("zp", Uint8Array.of(128), [])], { domain: "com.microsoft" });
-    return g.op("Mul", [y, g.op("Unsqueeze", [scale, g.int64s([1])])]);
-  };
-  const rowsFused = (c: { b: Int8Array; scales: Float32Array }) => (g: GraphBuilder, x: string) => {
-    const scale = g.op("Mul", [g.op("ReduceMax", [g.op("Abs", [x])], { attributes: { axes: [1], keepdims: 1 } }), g.scalar(1 / 127)]);
-    const q = g.op("Cast", [g.op("Add", [g.op("Round", [g.op("Div", [x, scale])]), g.scalar(128)])], { attributes: { to: DataType.UINT8 } });
-    const y = g.op("MatMulIntegerToFloat", [q, g.int8("b", c.b, [k, n]), g.scalar(1), g.weight("bs", c.scales, [n]), g.bytes("zp", Uint8Array.of(128), [])], { domain: "com.microsoft" });
-    return g.op("Mul", [y, scale]);
-  };
   const paths: [string, ort.InferenceSession][] = [
     ["fp32 MatMul", await session((g, x) => g.op("MatMul", [x, g.weight("w", transpose(w, n, k), [k, n])]), k, n)],
     ["int4 MatMulNBits acc4", await session(nbits(4, q4), k, n)],
     ["int8 MatMulNBits acc4", await session(nbits(8, q8), k, n)],
     ["int8/col DynamicQuantizeMatMul", await session(dq(c8), k, n)],
-    ["int8 rows x int8/col MatMulInteger", await session(rowsInt8(c8), k, n)],
-    ["int8 rows x int8/col MatMulIntegerToFloat", await session(rowsFused(c8), k, n)],
-    ["QuantizeLinear rows u8 x MatMulIntegerToFloat", await session(rowsQl(c8), k, n)],
+    ["integerProduct of the int4 blocks", await session((g, x) => integerProduct(g, "w", x, { bits: 4, rows: n, cols: k, ...q4 }), k, n)],
+    ["integerProduct of the int8 blocks", await session((g, x) => integerProduct(g, "w", x, { bits: 8, rows: n, cols: k, ...q8 }), k, n)],
   ];
   for (const m of rows) {
     const x = gaussian(m * k, 11 + m, 1);
@@ -150,7 +132,7 @@ for (const shape of shapes) {
     for (const [i, [name]] of paths.entries()) {
       const ms = median(times[i]!);
       const err = rms((i2) => outs[i]![i2]! - ref[i2]!) / refRms;
-      console.log(`${shape.name}, M=${m}: ${name.padEnd(31)} ${ms.toFixed(3).padStart(8)} ms  ${(base / ms).toFixed(2)}x fp32  err ${err.toExponential(2)}`);
+      console.log(`${shape.name}, M=${m}: ${name.padEnd(34)} ${ms.toFixed(3).padStart(8)} ms  ${(base / ms).toFixed(2)}x fp32  err ${err.toExponential(2)}`);
     }
   }
 }

@@ -28,20 +28,23 @@ export async function accuracyModel(family: DemoFamily, root: string): Promise<L
 }
 
 /**
- * `npm run bench -- accuracy [--json] [--families a,b]`: int8 and int4 against float32, per demo
- * family (default all), on each family's tiny checkpoint (accuracyModel): mean and max KL of the
- * next-token distribution over the 2,000-token agent-text corpus, greedy agreement over 4 prompts
- * x 128 tokens (precision-accuracy.ts). Random weights: the figures compare precisions and
- * families, they say nothing of a trained model's quality.
+ * `npm run bench -- accuracy [--json] [--families a,b] [--model DIR]`: int8 and int4 against
+ * float32, each with its prefill rows on MatMulNBits (`nbits`) and on the integer GEMM
+ * (`integer`; the cpu executor's default at int4), keyed `int4/integer` etc., per demo family
+ * (default all) on each family's tiny checkpoint (accuracyModel), or on the model `--model`
+ * names (e.g. `smollm2`, the trained test model): mean and max KL of the next-token distribution
+ * over the 2,000-token agent-text corpus, greedy agreement over 4 prompts x 128 tokens
+ * (precision-accuracy.ts). Random weights compare precisions and families, not a trained model's
+ * quality; the trained model does.
  */
-export async function runAccuracyBench(o: { families?: DemoFamily[] }): Promise<Record<string, Record<string, AccuracyFigures> | { error: string }>> {
-  const families = o.families ?? [...DEMO_FAMILIES];
+export async function runAccuracyBench(o: { families?: DemoFamily[]; model?: string }): Promise<Record<string, Record<string, AccuracyFigures> | { error: string }>> {
+  const families: string[] = o.model ? [o.model] : (o.families ?? [...DEMO_FAMILIES]);
   const root = mkdtempSync(join(tmpdir(), "accuracy-bench-"));
   const out: Record<string, Record<string, AccuracyFigures> | { error: string }> = {};
   try {
     for (const [i, family] of families.entries()) {
-      note("accuracy", `family ${i + 1}/${families.length}: ${family}`);
-      const model = await accuracyModel(family, root);
+      note("accuracy", `model ${i + 1}/${families.length}: ${family}`);
+      const model = o.model ? await loadModel({ dir: o.model }) : await accuracyModel(family as DemoFamily, root);
       let corpus: number[];
       let prompts: number[][];
       try {
@@ -55,9 +58,12 @@ export async function runAccuracyBench(o: { families?: DemoFamily[] }): Promise<
       }
       out[family] = {};
       for (const bits of [8, 4] as const) {
-        const f = await precisionAccuracy({ spec: model.spec, weights: model.weights, bits, corpus, prompts, onProgress: (l) => note("accuracy", `${family} ${l}`) });
-        note("accuracy", `${family} int${bits}: mean KL ${f.meanKl.toExponential(2)} nats (max ${f.maxKl.toExponential(2)}), greedy agreement ${f.greedyAgreement.toFixed(3)}`);
-        (out[family] as Record<string, AccuracyFigures>)[`int${bits}`] = f;
+        for (const integerPrefill of [false, true]) {
+          const key = `int${bits}/${integerPrefill ? "integer" : "nbits"}`;
+          const f = await precisionAccuracy({ spec: model.spec, weights: model.weights, bits, integerPrefill, corpus, prompts, onProgress: (l) => note("accuracy", `${family} ${key} ${l}`) });
+          note("accuracy", `${family} ${key}: mean KL ${f.meanKl.toExponential(2)} nats (max ${f.maxKl.toExponential(2)}), greedy agreement ${f.greedyAgreement.toFixed(3)}`);
+          (out[family] as Record<string, AccuracyFigures>)[key] = f;
+        }
       }
     }
     return out;
