@@ -1,7 +1,8 @@
 /**
  * Where a cpu executor step's time goes (issue 39): onnxruntime's own profile of the decoder graph
- * (the prefill-step graph: int4 prefill rows on the integer GEMM) for the steps an agent workload
- * runs, kernel time summed by op type over the last of 4 runs.
+ * the executor runs for each step an agent workload runs (a step with prefill rows: the graph
+ * whose int4 prefill rows take the integer GEMM; a decode step: the MatMulNBits graph), kernel
+ * time summed by op type over the last of 4 runs.
  *
  *   AGENT_EDGE_CACHE_DIR=... npx tsx bench/probes/step-profile.ts [int8|int4|fp32] [model dir]
  *
@@ -18,6 +19,7 @@ import { loadModel } from "../../gpu-backend/engine/load-model";
 import { weightsAt } from "../../gpu-backend/engine/weight-precision";
 import { buildLlamaGraph, GRAPH_IO } from "../../gpu-backend/model/graph/llama-graph";
 import { stepFeeds } from "../../gpu-backend/model/executors/cpu-step-feeds";
+import { integerPrefillOn } from "../../gpu-backend/model/executors/cpu-executor";
 import type { StepSequence } from "../../gpu-backend/model/executors/executor";
 
 const model = await loadModel({ dir: process.argv[3] || undefined });
@@ -26,7 +28,8 @@ const spec = model.spec;
 const BLOCK = 16;
 const perSeq = 400;
 const numBlocks = 8 * perSeq;
-const graph = buildLlamaGraph(spec, model.weights, at.quantized, { integerPrefill: at.quantized !== null });
+const graphs = new Map<boolean, Uint8Array>();
+const graphFor = (integerPrefill: boolean) => graphs.get(integerPrefill) ?? graphs.set(integerPrefill, buildLlamaGraph(spec, model.weights, at.quantized, { integerPrefill })).get(integerPrefill)!;
 const pool: Record<string, ort.Tensor> = {};
 for (let l = 0; l < spec.numLayers; l++)
   for (const name of [GRAPH_IO.kvK(l), GRAPH_IO.kvV(l)]) pool[name] = new ort.Tensor("float32", new Float32Array(spec.numKvHeads * numBlocks * BLOCK * spec.headDim), [spec.numKvHeads, numBlocks * BLOCK, spec.headDim]);
@@ -42,8 +45,10 @@ const cases: [string, StepSequence[]][] = [
 console.log(`${spec.modelId}, ${at.precision}: kernel ms by op type, last of 4 runs`);
 for (const [name, sequences] of cases) {
   const prefix = join(tmpdir(), `step-profile-${process.pid}`);
-  const session = await ort.InferenceSession.create(graph, { executionProviders: ["cpu"], graphOptimizationLevel: "all", interOpNumThreads: 1, executionMode: "sequential", logSeverityLevel: 3, enableProfiling: true, profileFilePrefix: prefix });
   const feeds = stepFeeds(sequences, { blockSize: BLOCK, numKvHeads: spec.numKvHeads, window: null });
+  const graph = graphFor(integerPrefillOn(at.quantized) && feeds.prefillRows > 0); // the executor's choice
+
+  const session = await ort.InferenceSession.create(graph, { executionProviders: ["cpu"], graphOptimizationLevel: "all", interOpNumThreads: 1, executionMode: "sequential", logSeverityLevel: 3, enableProfiling: true, profileFilePrefix: prefix });
   for (let i = 0; i < 4; i++) await session.run({ ...feeds.inputs, ...pool });
   session.endProfiling();
   await session.release();

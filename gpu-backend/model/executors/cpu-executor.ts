@@ -81,7 +81,7 @@ export class CpuExecutor implements Executor {
 
   static async create(options: CpuExecutorOptions): Promise<CpuExecutor> {
     const quantized = options.quantized ?? null;
-    const twoGraphs = quantized !== null && (options.integerPrefill ?? quantized.bits === 4);
+    const twoGraphs = integerPrefillOn(quantized, options.integerPrefill);
     // Two sessions, two thread pools: a pool that spins after its run takes a core from the other
     // session's next run (measured: prefill 0.8x with spinning). Without spinning, decode steps
     // measured the same (bench/probes/prefill-paths.ts, docs/quantization.md).
@@ -186,6 +186,11 @@ export class CpuExecutor implements Executor {
       }
     return out;
   }
+}
+
+/** Whether steps with prefill rows take the integer-prefill graph (CpuExecutorOptions.integerPrefill: by default at int4 only). */
+export function integerPrefillOn(quantized: QuantizedWeights | null, option?: boolean): boolean {
+  return quantized !== null && (option ?? quantized.bits === 4);
 }
 
 /** A float32 view of received bytes (copied first when they are not 4-byte aligned). */
