@@ -83,8 +83,8 @@ export class CpuExecutor implements Executor {
     const quantized = options.quantized ?? null;
     const twoGraphs = integerPrefillOn(quantized, options.integerPrefill);
     // Two sessions, two thread pools: a pool that spins after its run takes a core from the other
-    // session's next run (measured: prefill 0.8x with spinning). Without spinning, decode steps
-    // measured the same (bench/probes/prefill-paths.ts, docs/quantization.md).
+    // session's next run (the int4 trajectory measured 0.78x with spinning); decode steps measured
+    // the same without it (docs/quantization.md, "Prefill products").
     const spin = twoGraphs ? { extra: { session: { intra_op: { allow_spinning: "0" } } } } : {};
     const open = (integerPrefill: boolean) =>
       ort.InferenceSession.create(buildLlamaGraph(options.spec, options.weights, quantized, { integerPrefill }), {
