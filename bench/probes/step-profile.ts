@@ -7,7 +7,8 @@
  *   AGENT_EDGE_CACHE_DIR=... npx tsx bench/probes/step-profile.ts [int8|int4|fp32] [model dir]
  *
  * Steps: a 512-token chunk of a fresh prompt; a turn's 300 new tokens after 1,000 and after 5,000
- * context tokens (the 20-turn trajectory's first and last turns); 8 sequences decoding at 2,000.
+ * context tokens (the 20-turn trajectory's first and last turns); one sequence decoding at 1,000;
+ * 8 sequences decoding at 2,000. Profiling adds its own cost per node: compare shares, not totals.
  * Attention is FusedMatMul (q k^T), MatMul (probabilities x v), Softmax and most of Add (the mask);
  * the linears are MatMulIntegerToFloat / QuantizeLinear (prefill rows) and MatMulNBits.
  */
@@ -39,6 +40,7 @@ const cases: [string, StepSequence[]][] = [
   ["prefill 512 at 0", chunk(512, 0)],
   ["prefill 300 at 1000", chunk(300, 1000)],
   ["prefill 300 at 5000", chunk(300, 5000)],
+  ["decode 1 at 1000", [{ tokenIds: [100], startPos: 1000, blockTable: table(0), logits: "argmax" }]],
   ["decode 8 x 1 at 2000", Array.from({ length: 8 }, (_, s) => ({ tokenIds: [100], startPos: 2000, blockTable: table(s), logits: "argmax" as const }))],
 ];
 
