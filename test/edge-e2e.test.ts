@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { route } from "../durable-objects/routing/routing-policy";
 import { isPortFree, type Stack } from "../scripts/stack";
 import { generate, greedy } from "./support/backend-client";
+import { chatTurn, trajectoryRecord } from "./support/edge-turns";
 import { sharedTestStack, startTestStack, type SharedStack, type TestStack } from "./support/stack-fixture";
 
 /**
@@ -201,7 +202,6 @@ describe("edge end to end (wrangler dev + backend + openai client)", () => {
 describe("placement by KV events (wrangler dev + two backends)", () => {
   let fixture: TestStack | undefined;
   let stack: Stack;
-  const auth = { authorization: "Bearer sk-local-dev", "content-type": "application/json" };
 
   beforeAll(async () => {
     fixture = await startTestStack({
@@ -217,17 +217,10 @@ describe("placement by KV events (wrangler dev + two backends)", () => {
   afterAll(() => fixture?.stop());
 
   const chat = async (trajectoryId: string, messages: unknown[]) => {
-    const res = await fetch(`${stack.edgeUrl}/v1/chat/completions`, {
-      method: "POST",
-      headers: { ...auth, "x-trajectory-id": trajectoryId },
-      body: JSON.stringify({ model: MODEL, messages, max_tokens: 2, temperature: 0 }),
-    });
+    const res = await chatTurn(stack, trajectoryId, { model: MODEL, messages, max_tokens: 2, temperature: 0 });
     expect(res.status).toBe(200);
     await res.json();
-    const state = (await (await fetch(`${stack.edgeUrl}/v1/tenants/local/trajectories/${trajectoryId}`, { headers: auth })).json()) as {
-      backend: string;
-      turns: { cached_tokens: number }[];
-    };
+    const state = await trajectoryRecord(stack, trajectoryId);
     return { backend: state.backend, cached: state.turns[0]!.cached_tokens };
   };
   /** A trajectory id that the least-loaded rule (equal loads: rendezvous hash) sends to `url`. */

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isPortFree, type Stack } from "../scripts/stack";
+import { chatTurn, trajectoryRecord } from "./support/edge-turns";
 import { startTestStack, type TestStack } from "./support/stack-fixture";
 
 /**
@@ -11,7 +12,6 @@ describe("edge failover (two backends, one killed)", () => {
   let fixture: TestStack | undefined;
   let stack: Stack;
   let inspectorPort: number;
-  const auth = { authorization: "Bearer sk-local-dev", "content-type": "application/json" };
 
   beforeAll(async () => {
     fixture = await startTestStack({
@@ -28,17 +28,8 @@ describe("edge failover (two backends, one killed)", () => {
   afterAll(() => fixture?.stop());
 
   const chat = (trajectoryId: string, messages: unknown[], extra: object = {}) =>
-    fetch(`${stack.edgeUrl}/v1/chat/completions`, {
-      method: "POST",
-      headers: { ...auth, "x-trajectory-id": trajectoryId },
-      body: JSON.stringify({ model: "tiny-llama-random", messages, max_tokens: 4, temperature: 0, ...extra }),
-    });
-  const state = async (id: string) =>
-    (await (await fetch(`${stack.edgeUrl}/v1/tenants/local/trajectories/${id}`, { headers: auth })).json()) as {
-      message_count: number;
-      backend: string;
-      turns: { turn: number; mode: string; full_reason: string | null; backend: string; cached_tokens: number }[];
-    };
+    chatTurn(stack, trajectoryId, { model: "tiny-llama-random", messages, max_tokens: 4, temperature: 0, ...extra });
+  const state = (id: string) => trajectoryRecord(stack, id);
   const kill = (url: string) => {
     const part = stack.parts.find((p) => p.url === url);
     expect(part, `a backend at ${url}`).toBeDefined();

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Stack } from "../scripts/stack";
+import { chatTurn, trajectoryRecord } from "./support/edge-turns";
 import { startTestStack, type TestStack } from "./support/stack-fixture";
 
 /**
@@ -11,7 +12,6 @@ import { startTestStack, type TestStack } from "./support/stack-fixture";
 describe("pool cells (wrangler dev, two backends, one a cell)", () => {
   let fixture: TestStack | undefined;
   let stack: Stack;
-  const auth = { authorization: "Bearer sk-local-dev", "content-type": "application/json" };
   const secret = () => ({ "x-agent-edge-secret": stack.secret });
 
   beforeAll(async () => {
@@ -21,15 +21,11 @@ describe("pool cells (wrangler dev, two backends, one a cell)", () => {
   afterAll(() => fixture?.stop());
 
   const chat = async (trajectoryId: string, messages: unknown[]) => {
-    const res = await fetch(`${stack.edgeUrl}/v1/chat/completions`, {
-      method: "POST",
-      headers: { ...auth, "x-trajectory-id": trajectoryId },
-      body: JSON.stringify({ model: "tiny-llama-random", messages, max_tokens: 3, temperature: 0 }),
-    });
+    const res = await chatTurn(stack, trajectoryId, { model: "tiny-llama-random", messages, max_tokens: 3, temperature: 0 });
     expect(res.status).toBe(200);
     return (await res.json()) as { choices: { message: { role: string; content: string } }[]; usage: { prompt_tokens_details: { cached_tokens: number } } };
   };
-  const backendOf = async (id: string) => ((await (await fetch(`${stack.edgeUrl}/v1/tenants/local/trajectories/${id}`, { headers: auth })).json()) as { turns: { backend: string }[] }).turns.map((t) => t.backend);
+  const backendOf = async (id: string) => (await trajectoryRecord(stack, id)).turns.map((t) => t.backend);
 
   it("puts each registered backend in a cell of its own, and the pool route shows both cells", async () => {
     let cells: { name: string; backends: number }[] = [];

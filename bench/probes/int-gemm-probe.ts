@@ -16,13 +16,16 @@
 import { cpus } from "node:os";
 import * as ort from "onnxruntime-node";
 import { cpuFeatures } from "../kit/machine";
-import { integerProduct } from "../../gpu-backend/model/graph/linear";
+import { integerProduct, matMulNBits } from "../../gpu-backend/model/graph/linear";
+import { concatTransposed } from "../../gpu-backend/model/graph/weight-layout";
+import { packMatMulNBits, quantizeRows, type QuantBits } from "../../gpu-backend/model/quant/block-quant";
+import { columnInt8 } from "../../gpu-backend/model/quant/column-int8";
+import type { PackedWeight } from "../../gpu-backend/model/quant/quantized-weights";
 import { GraphBuilder } from "../../gpu-backend/model/graph/graph-builder";
 import { DataType } from "../../gpu-backend/model/graph/onnx-proto";
 
 const threads = Number(process.argv[2] ?? 2);
 const ROUNDS = 12;
-const BLOCK = 32;
 
 /** Deterministic normal-ish values (sum of uniforms), scaled. */
 function gaussian(n: number, seed: number, scale: number): Float32Array {
@@ -33,48 +36,10 @@ function gaussian(n: number, seed: number, scale: number): Float32Array {
   return out;
 }
 
-/** W [N, K] (out, in) as MatMulNBits packs it: codes per block of 32 with a float scale, zero point 2^(bits-1). */
-function packNBits(w: Float32Array, n: number, k: number, bits: 4 | 8): { packed: Uint8Array; scales: Float32Array } {
-  const blocks = k / BLOCK;
-  const qmax = (1 << (bits - 1)) - 1;
-  const zero = 1 << (bits - 1);
-  const packed = new Uint8Array((n * k * bits) / 8);
-  const scales = new Float32Array(n * blocks);
-  for (let r = 0; r < n; r++) {
-    for (let b = 0; b < blocks; b++) {
-      let amax = 0;
-      for (let j = 0; j < BLOCK; j++) amax = Math.max(amax, Math.abs(w[r * k + b * BLOCK + j]!));
-      const scale = amax / qmax || 1;
-      scales[r * blocks + b] = scale;
-      for (let j = 0; j < BLOCK; j++) {
-        const q = Math.max(0, Math.min((1 << bits) - 1, Math.round(w[r * k + b * BLOCK + j]! / scale) + zero));
-        const idx = r * k + b * BLOCK + j;
-        if (bits === 8) packed[idx] = q;
-        else packed[idx >> 1] = packed[idx >> 1]! | (j % 2 === 0 ? q : q << 4);
-      }
-    }
-  }
-  return { packed, scales };
-}
-
-/** W [N, K] as DynamicQuantizeMatMul's B [K, N] int8 with one scale per column (symmetric, `qmax` 127). */
-function perColumnInt8(w: Float32Array, n: number, k: number, qmax: number): { b: Int8Array; scales: Float32Array } {
-  const b = new Int8Array(k * n);
-  const scales = new Float32Array(n);
-  for (let c = 0; c < n; c++) {
-    let amax = 0;
-    for (let i = 0; i < k; i++) amax = Math.max(amax, Math.abs(w[c * k + i]!));
-    const scale = amax / qmax || 1;
-    scales[c] = scale;
-    for (let i = 0; i < k; i++) b[i * n + c] = Math.round(w[c * k + i]! / scale);
-  }
-  return { b, scales };
-}
-
-function transpose(w: Float32Array, n: number, k: number): Float32Array {
-  const t = new Float32Array(k * n);
-  for (let c = 0; c < n; c++) for (let i = 0; i < k; i++) t[i * n + c] = w[c * k + i]!;
-  return t;
+/** W [N, K] (out, in) block-quantized as the cpu executor quantizes it (`quant/block-quant.ts`). */
+function packed(w: Float32Array, n: number, k: number, bits: QuantBits): PackedWeight {
+  const q = quantizeRows(w, n, k, bits);
+  return { bits, rows: n, cols: k, packed: packMatMulNBits(q), scales: q.scales };
 }
 
 async function session(build: (g: GraphBuilder, x: string) => string, k: number, n: number): Promise<ort.InferenceSession> {
@@ -97,19 +62,18 @@ console.log(`int-gemm probe: ${threads} threads, ${ROUNDS} rounds, paths interle
 for (const shape of shapes) {
   const { k, n } = shape;
   const w = gaussian(n * k, 7, 0.05);
-  const q4 = packNBits(w, n, k, 4);
-  const q8 = packNBits(w, n, k, 8);
-  const c8 = perColumnInt8(w, n, k, 127);
-  const nbits = (bits: number, q: { packed: Uint8Array; scales: Float32Array }) => (g: GraphBuilder, x: string) =>
-    g.op("MatMulNBits", [x, g.bytes("w", q.packed, [n, k / BLOCK, (BLOCK * bits) / 8]), g.weight("s", q.scales, [n, k / BLOCK])], { domain: "com.microsoft", attributes: { K: k, N: n, bits, block_size: BLOCK, accuracy_level: 4 } });
-  const dq = (c: { b: Int8Array; scales: Float32Array }) => (g: GraphBuilder, x: string) => g.op("DynamicQuantizeMatMul", [x, g.int8("b", c.b, [k, n]), g.weight("bs", c.scales, [n])], { domain: "com.microsoft" });
+  const q4 = packed(w, n, k, 4);
+  const q8 = packed(w, n, k, 8);
+  // The same int8 codes and scales as integerProduct's, with activations quantized per tensor.
+  const c8 = columnInt8(q8);
+  const dq = (g: GraphBuilder, x: string) => g.op("DynamicQuantizeMatMul", [x, g.int8("b", c8.codes, [k, n]), g.weight("bs", c8.scales, [n])], { domain: "com.microsoft" });
   const paths: [string, ort.InferenceSession][] = [
-    ["fp32 MatMul", await session((g, x) => g.op("MatMul", [x, g.weight("w", transpose(w, n, k), [k, n])]), k, n)],
-    ["int4 MatMulNBits acc4", await session(nbits(4, q4), k, n)],
-    ["int8 MatMulNBits acc4", await session(nbits(8, q8), k, n)],
-    ["int8/col DynamicQuantizeMatMul", await session(dq(c8), k, n)],
-    ["integerProduct of the int4 blocks", await session((g, x) => integerProduct(g, "w", x, { bits: 4, rows: n, cols: k, ...q4 }), k, n)],
-    ["integerProduct of the int8 blocks", await session((g, x) => integerProduct(g, "w", x, { bits: 8, rows: n, cols: k, ...q8 }), k, n)],
+    ["fp32 MatMul", await session((g, x) => g.op("MatMul", [x, g.weight("w", concatTransposed([w], k), [k, n])]), k, n)],
+    ["int4 MatMulNBits acc4", await session((g, x) => matMulNBits(g, "w", x, q4), k, n)],
+    ["int8 MatMulNBits acc4", await session((g, x) => matMulNBits(g, "w", x, q8), k, n)],
+    ["int8/col DynamicQuantizeMatMul", await session(dq, k, n)],
+    ["integerProduct of the int4 blocks", await session((g, x) => integerProduct(g, "w", x, q4), k, n)],
+    ["integerProduct of the int8 blocks", await session((g, x) => integerProduct(g, "w", x, q8), k, n)],
   ];
   for (const m of rows) {
     const x = gaussian(m * k, 11 + m, 1);

@@ -205,7 +205,11 @@ export class PoolDO extends DurableObject<Env> {
    * @example await pool.prefixBlocks([], key) // { "http://10.0.0.2:8080": 14 }
    */
   async prefixBlocks(hashes: string[], key?: string): Promise<Record<string, number>> {
-    const up = this.dropDownBackends().map((b) => b.url);
+    return (await this.rankPrefix(this.dropDownBackends().map((b) => b.url), hashes, key)).blocks;
+  }
+
+  /** `prefixBlocks` over the backends `up` (already pruned from the index), with the block list it ranked by. */
+  private async rankPrefix(up: string[], hashes: string[], key: string | undefined): Promise<{ blocks: Record<string, number>; list: string[] | undefined }> {
     let list: string[] | undefined = hashes.length > 0 ? hashes.slice(0, MAX_PROMPT_BLOCK_HASHES) : undefined;
     if (!list && key !== undefined) list = this.store.list(key, Date.now());
     const out: Record<string, number> = {};
@@ -225,7 +229,7 @@ export class PoolDO extends DurableObject<Env> {
         }
       }
     }
-    return out;
+    return { blocks: out, list };
   }
 
   /**
@@ -249,18 +253,21 @@ export class PoolDO extends DurableObject<Env> {
   async place(p: { hashes: string[]; key?: string; fallbackKey?: string; trajectoryId: string; pinned?: string; policy?: RoutingPolicyName; parent?: ParentPlacement }): Promise<Placement | null> {
     this.calls.place++;
     const hashes = p.hashes.length > 0 ? p.hashes : (p.parent?.hashes ?? []);
-    let prefixBlocks = await this.prefixBlocks(hashes, p.key);
+    // One pass over the registry per placement: the ranking, its fallback and the pull source share it.
+    const up = this.dropDownBackends().map((b) => b.url);
+    let ranked = await this.rankPrefix(up, hashes, p.key);
     let key = p.key;
     // A longer key no backend holds yet (a sessionless conversation's first turn): the shorter one.
-    if (p.fallbackKey !== undefined && Object.keys(prefixBlocks).length === 0) {
-      prefixBlocks = await this.prefixBlocks(hashes, p.fallbackKey);
+    if (p.fallbackKey !== undefined && Object.keys(ranked.blocks).length === 0) {
+      ranked = await this.rankPrefix(up, hashes, p.fallbackKey);
       key = p.fallbackKey;
     }
+    const prefixBlocks = ranked.blocks;
     const now = Date.now();
     const view = this.currentView();
     const d = placeOver({ ...p, parent: p.parent?.url ?? undefined, prefixBlocks }, view.map((b) => ({ ...b, pending: this.pendingPlacements(b.url, b.lastSeenMs, now) })));
     if (!d) return null;
-    const source = pullSource(d.url, this.heldBlocks(hashes, key), view);
+    const source = pullSource(d.url, this.heldBlocks(ranked.list, up), view);
     this.placements.delete(p.trajectoryId); // re-inserted last: the Map stays oldest first
     this.placements.set(p.trajectoryId, { url: d.url, key: p.hashes.length === 0 ? key : undefined, at: now });
     for (const [id, open] of this.placements) {
@@ -270,11 +277,10 @@ export class PoolDO extends DurableObject<Env> {
     return { ...d, prefixBlocks, ...(source !== undefined ? { kvSource: source } : {}) };
   }
 
-  /** Per indexed up backend, the leading blocks of `hashes` (else of `key`'s list) it really holds: what a pull could fetch. */
-  private heldBlocks(hashes: string[], key: string | undefined): Record<string, number> {
-    const list = hashes.length > 0 ? hashes.slice(0, MAX_PROMPT_BLOCK_HASHES) : key !== undefined ? this.store.list(key, Date.now()) : undefined;
+  /** Per indexed backend of `up`, the leading blocks of `list` (the placement's ranking list) it really holds: what a pull could fetch. */
+  private heldBlocks(list: string[] | undefined, up: string[]): Record<string, number> {
     const out: Record<string, number> = {};
-    if (list) for (const [url, n] of this.index.leadingBlocks(list, this.dropDownBackends().map((b) => b.url))) if (n > 0) out[url] = n;
+    if (list) for (const [url, n] of this.index.leadingBlocks(list, up)) if (n > 0) out[url] = n;
     return out;
   }
 

@@ -71,9 +71,9 @@ export function linear(g: GraphBuilder, gw: GraphWeights, name: string, x: strin
  * CPU has it): each row of x quantized on its own to int8 (symmetric, step max|row| / 127, held as
  * uint8 with zero point 128: `QuantizeLinear` per axis 0), times the weight's per-output-feature
  * int8 codes (`columnInt8`), `MatMulIntegerToFloat` scaling by the weight's scales and then by each
- * row's. Per row, not per tensor (`DynamicQuantizeMatMul`, ~15% faster): a row's result never
- * depends on the other rows of its step. On this machine's AVX-512 VNNI CPU it runs 2.3-2.6x fp32
- * MatMul at 300 rows, MatMulNBits at accuracy 4 1.2x (`bench/probes/int-gemm-probe.ts`).
+ * row's. Per row, not per tensor (`DynamicQuantizeMatMul`, 15-25% faster): a row's result never
+ * depends on the other rows of its step. On this machine's AVX-512 VNNI CPU it runs 2.2-2.4x fp32
+ * MatMul at 300 rows, MatMulNBits at accuracy 4 1.1-1.3x (`bench/probes/int-gemm-probe.ts`).
  */
 export function integerProduct(g: GraphBuilder, name: string, x: string, w: PackedWeight): string {
   let c: ColumnInt8 | undefined;

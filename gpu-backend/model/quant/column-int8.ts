@@ -14,11 +14,7 @@ import type { PackedWeight } from "./quantized-weights";
  * int8 weights of the same order as Q8_0's own (docs/quantization.md, "Prefill products").
  */
 export interface ColumnInt8 {
-  /** Input features (K). */
-  k: number;
-  /** Output features (N). */
-  n: number;
-  /** int8 [K, N]: row i holds input feature i of every output feature. */
+  /** int8 [K, N] (K = the weight's cols, N its rows): row i holds input feature i of every output feature. */
   codes: Int8Array;
   /** float32 [N]: output feature j's value is codes[i * N + j] * scales[j]. */
   scales: Float32Array;
@@ -48,7 +44,7 @@ export function columnInt8(w: PackedWeight): ColumnInt8 {
     const inv = scale === 0 ? 0 : 1 / scale;
     for (let i = 0; i < k; i++) codes[i * n + r] = Math.round(row[i]! * inv);
   }
-  return { k, n, codes, scales };
+  return { codes, scales };
 }
 
 /** The unsigned code of value `i` (row-major) in MatMulNBits' packing: 4-bit codes two a byte, low nibble first. */
