@@ -1,3 +1,4 @@
+import { cpuFlags, INTEGER_FLAGS } from "../../gpu-backend/model/executors/cpu-features";
 import { readFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 
@@ -99,13 +100,9 @@ export function memoryBandwidth(log: (line: string) => void = () => {}): number 
  * @example cpuFeatures() // "avx2 avx512f avx512_vnni"
  */
 export function cpuFeatures(): string {
-  const wanted = ["avx2", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16", "amx_int8"];
-  try {
-    const flags = new Set(/^flags\s*:(.*)$/m.exec(readFileSync("/proc/cpuinfo", "utf8"))?.[1]?.trim().split(/\s+/) ?? []);
-    return wanted.filter((f) => flags.has(f)).join(" ") || "none of " + wanted.join(" ");
-  } catch {
-    return "unknown";
-  }
+  const flags = cpuFlags();
+  if (flags === null) return "unknown";
+  return INTEGER_FLAGS.filter((f) => flags.has(f)).join(" ") || "none of " + INTEGER_FLAGS.join(" ");
 }
 
 export interface ResidentMemory {

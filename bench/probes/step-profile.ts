@@ -19,8 +19,9 @@ import * as ort from "onnxruntime-node";
 import { loadModel } from "../../gpu-backend/engine/load-model";
 import { weightsAt } from "../../gpu-backend/engine/weight-precision";
 import { buildLlamaGraph, GRAPH_IO } from "../../gpu-backend/model/graph/llama-graph";
+import type { IntegerKernel } from "../../gpu-backend/model/graph/linear";
 import { stepFeeds } from "../../gpu-backend/model/executors/cpu-step-feeds";
-import { integerPrefillOn } from "../../gpu-backend/model/executors/cpu-executor";
+import { integerPrefillKernel } from "../../gpu-backend/model/executors/cpu-executor";
 import type { StepSequence } from "../../gpu-backend/model/executors/executor";
 
 const model = await loadModel({ dir: process.argv[3] || undefined });
@@ -29,8 +30,8 @@ const spec = model.spec;
 const BLOCK = 16;
 const perSeq = 400;
 const numBlocks = 8 * perSeq;
-const graphs = new Map<boolean, Uint8Array>();
-const graphFor = (integerPrefill: boolean) => graphs.get(integerPrefill) ?? graphs.set(integerPrefill, buildLlamaGraph(spec, model.weights, at.quantized, { integerPrefill })).get(integerPrefill)!;
+const graphs = new Map<IntegerKernel | undefined, Uint8Array>();
+const graphFor = (integerPrefill: IntegerKernel | undefined) => graphs.get(integerPrefill) ?? graphs.set(integerPrefill, buildLlamaGraph(spec, model.weights, at.quantized, { integerPrefill })).get(integerPrefill)!;
 const pool: Record<string, ort.Tensor> = {};
 for (let l = 0; l < spec.numLayers; l++)
   for (const name of [GRAPH_IO.kvK(l), GRAPH_IO.kvV(l)]) pool[name] = new ort.Tensor("float32", new Float32Array(spec.numKvHeads * numBlocks * BLOCK * spec.headDim), [spec.numKvHeads, numBlocks * BLOCK, spec.headDim]);
@@ -48,7 +49,7 @@ console.log(`${spec.modelId}, ${at.precision}: kernel ms by op type, last of 4 r
 for (const [name, sequences] of cases) {
   const prefix = join(tmpdir(), `step-profile-${process.pid}`);
   const feeds = stepFeeds(sequences, { blockSize: BLOCK, numKvHeads: spec.numKvHeads, window: null });
-  const graph = graphFor(integerPrefillOn(at.quantized) && feeds.prefillRows > 0); // the executor's choice
+  const graph = graphFor(feeds.prefillRows > 0 ? integerPrefillKernel(at.quantized) : undefined); // the executor's choice
 
   const session = await ort.InferenceSession.create(graph, { executionProviders: ["cpu"], graphOptimizationLevel: "all", interOpNumThreads: 1, executionMode: "sequential", logSeverityLevel: 3, enableProfiling: true, profileFilePrefix: prefix });
   for (let i = 0; i < 4; i++) await session.run({ ...feeds.inputs, ...pool });

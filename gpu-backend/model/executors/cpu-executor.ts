@@ -4,6 +4,8 @@ import type { BlockIO, Executor, StepResult, StepSequence, TransferStats } from 
 import { GRAPH_IO, buildLlamaGraph, slidingWindowOf } from "../graph/llama-graph";
 import type { QuantizedWeights } from "../quant/quantized-weights";
 import { stepFeeds } from "./cpu-step-feeds";
+import { cpuFlags, hasVnni } from "./cpu-features";
+import type { IntegerKernel } from "../graph/linear";
 
 export interface CpuExecutorOptions {
   spec: DecoderSpec;
@@ -81,13 +83,15 @@ export class CpuExecutor implements Executor {
 
   static async create(options: CpuExecutorOptions): Promise<CpuExecutor> {
     const quantized = options.quantized ?? null;
-    const twoGraphs = integerPrefillOn(quantized, options.integerPrefill);
+    const kernel = integerPrefillKernel(quantized, options.integerPrefill);
+    const twoGraphs = kernel !== undefined;
     // Two sessions, two thread pools: a pool that spins after its run takes a core from the other
     // session's next run (the int4 trajectory measured 0.78x with spinning); decode steps measured
     // the same without it (docs/quantization.md, "Prefill products").
     const spin = twoGraphs ? { extra: { session: { intra_op: { allow_spinning: "0" } } } } : {};
-    const open = (integerPrefill: boolean) =>
-      ort.InferenceSession.create(buildLlamaGraph(options.spec, options.weights, quantized, { integerPrefill }), {
+    const padOneRow = oneRowDiffers(quantized);
+    const open = (integerPrefill: IntegerKernel | undefined) =>
+      ort.InferenceSession.create(buildLlamaGraph(options.spec, options.weights, quantized, { integerPrefill, padOneRow }), {
         executionProviders: ["cpu"],
         graphOptimizationLevel: "all",
         intraOpNumThreads: options.threads ?? 0,
@@ -96,8 +100,8 @@ export class CpuExecutor implements Executor {
         logSeverityLevel: 3,
         ...spin,
       });
-    const decode = await open(false);
-    const prefill = twoGraphs ? await open(true) : decode;
+    const decode = await open(undefined);
+    const prefill = twoGraphs ? await open(kernel) : decode;
     return new CpuExecutor({ decode, prefill }, options.spec, options.numBlocks, options.blockSize);
   }
 
@@ -188,9 +192,26 @@ export class CpuExecutor implements Executor {
   }
 }
 
-/** Whether steps with prefill rows take the integer-prefill graph (CpuExecutorOptions.integerPrefill: by default at int4 only). */
-export function integerPrefillOn(quantized: QuantizedWeights | null, option?: boolean): boolean {
-  return quantized !== null && (option ?? quantized.bits === 4);
+/**
+ * The integer GEMM kernel of the graph that steps with prefill rows take, or undefined when every
+ * row stays on MatMulNBits (CpuExecutorOptions.integerPrefill: by default at int4 only): u8 x s8
+ * where the CPU has VNNI, else u8 x s8 with 7-bit activations (`IntegerKernel`: plain u8 x s8
+ * saturates there; on an AVX2 EPYC the 7-bit one runs 1.45-1.55x fp32 MatMul at 300-512 rows,
+ * u8 x u8 1.22-1.31x, `bench/probes/int-gemm-probe.ts`).
+ */
+export function integerPrefillKernel(quantized: QuantizedWeights | null, option?: boolean, flags = cpuFlags()): IntegerKernel | undefined {
+  if (quantized === null || !(option ?? quantized.bits === 4)) return undefined;
+  return hasVnni(flags) ? "u8s8" : "u8s8-7bit";
+}
+
+/**
+ * Whether MatMulNBits at one row sums in another order than at several (`GraphWeights.padOneRow`):
+ * int4 weights on a CPU without VNNI (an AVX2 EPYC: row bits differ between M = 1 and M >= 2, the
+ * same for every M >= 2; int8 the same at every M; an AVX-512 VNNI CPU passed the bit-for-bit
+ * verify-row test without it). Padding costs the LM head a row: 1.77 -> 2.45 ms a decode step there.
+ */
+export function oneRowDiffers(quantized: QuantizedWeights | null, flags = cpuFlags()): boolean {
+  return quantized?.bits === 4 && !hasVnni(flags);
 }
 
 /** A float32 view of received bytes (copied first when they are not 4-byte aligned). */

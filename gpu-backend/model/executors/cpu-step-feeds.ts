@@ -2,9 +2,8 @@ import * as ort from "onnxruntime-node";
 import type { StepSequence } from "./executor";
 import { GRAPH_IO, type ContextInputNames } from "../graph/llama-graph";
 import { RECENT } from "../graph/decode-attention";
+import { MASKED, prefillFeeds, visibleFrom } from "./cpu-prefill-feeds";
 
-/** Additive mask value for keys a query must not see (finite so padded rows stay NaN-free). */
-const MASKED = -1e30;
 
 /** What the feeds depend on besides the step: the pool's block size, the KV heads, the sliding window (or null). */
 export interface FeedLayout {
@@ -26,11 +25,11 @@ export interface StepFeeds {
 }
 
 /** A member of the decode or prefill group: a step sequence, or a dummy row (token 0 at position 0, no blocks). */
-interface Member {
+export interface GroupMember {
   tokenIds: ArrayLike<number>;
   startPos: number;
   slotOf: (pos: number) => number;
-  /** First flat row. */
+  /** First flat row of the step. */
   row: number;
 }
 
@@ -47,10 +46,10 @@ export function stepFeeds(sequences: readonly StepSequence[], layout: FeedLayout
     if (block === undefined) throw new Error(`block table too short for position ${pos}`);
     return block * layout.blockSize + (pos % layout.blockSize);
   };
-  const dummy = (): Member => ({ tokenIds: [0], startPos: 0, slotOf: () => -1, row: 0 });
-  const decode: Member[] = [];
-  const prefill: Member[] = [];
-  const memberOf: Member[] = sequences.map((s) => {
+  const dummy = (): GroupMember => ({ tokenIds: [0], startPos: 0, slotOf: () => -1, row: 0 });
+  const decode: GroupMember[] = [];
+  const prefill: GroupMember[] = [];
+  const memberOf: GroupMember[] = sequences.map((s) => {
     if (s.tokenIds.length === 0) throw new Error("a step sequence needs at least one token");
     const m = { tokenIds: s.tokenIds, startPos: s.startPos, slotOf: slotOf(s), row: 0 };
     (s.tokenIds.length === 1 || (s.verify === true && s.tokenIds.length <= RECENT) ? decode : prefill).push(m);
@@ -97,16 +96,12 @@ export function stepFeeds(sequences: readonly StepSequence[], layout: FeedLayout
     logit_index: new ort.Tensor("int64", logitIndex, [logitRows.length]),
     ...decodeRows(decode, Td, layout.numKvHeads),
     ...decodeContext(decode, null, GRAPH_IO.full),
-    ...prefillContext(prefill, Tp, dummyPrefill, null, GRAPH_IO.full),
+    ...prefillFeeds(prefill, Td, dummyPrefill, [{ names: GRAPH_IO.full, window: null }, ...(layout.window === null ? [] : [{ names: GRAPH_IO.local, window: layout.window }])]),
   };
-  if (layout.window !== null) {
-    Object.assign(inputs, decodeContext(decode, layout.window, GRAPH_IO.local), prefillContext(prefill, Tp, dummyPrefill, layout.window, GRAPH_IO.local));
-  }
+  if (layout.window !== null) Object.assign(inputs, decodeContext(decode, layout.window, GRAPH_IO.local));
   const inputBytes = Object.values(inputs).reduce((a, t) => a + (t.data as ArrayBufferView).byteLength, 0);
   return { inputs, slots, logitRanges, inputBytes, prefillRows: dummyPrefill ? 0 : Tp };
 }
-
-const visibleFrom = (window: number | null) => (pos: number) => (window === null ? 0 : Math.max(0, pos - window + 1));
 
 /**
  * The decode group's rows (decode-attention.ts): padding `dec_rows` [Bd * R] and `dec_unpad` [Td];
@@ -114,7 +109,7 @@ const visibleFrom = (window: number | null) => (pos: number) => (window === null
  * column i), and the new rows scattered into them, `dec_new_rows` [U] and `dec_new_at` [nkv, U, 4]:
  * the row's own key and those of the verify rows before it.
  */
-function decodeRows(decode: readonly Member[], Td: number, nkv: number): Record<string, ort.Tensor> {
+function decodeRows(decode: readonly GroupMember[], Td: number, nkv: number): Record<string, ort.Tensor> {
   const R = Math.max(...decode.map((m) => m.tokenIds.length));
   const rows = new BigInt64Array(decode.length * R);
   const unpad = new BigInt64Array(Td);
@@ -154,16 +149,16 @@ function decodeRows(decode: readonly Member[], Td: number, nkv: number): Record<
  * positions, then the visible past from its first column, masked after. A padding row sees only
  * its last recent column. Sp >= 1: a zero-width Gather traps onnxruntime's CPU kernels.
  */
-function decodeContext(decode: readonly Member[], window: number | null, names: ContextInputNames): Record<string, ort.Tensor> {
+function decodeContext(decode: readonly GroupMember[], window: number | null, names: ContextInputNames): Record<string, ort.Tensor> {
   const firstVisible = visibleFrom(window);
   const R = Math.max(...decode.map((m) => m.tokenIds.length));
   const Rc = window === null ? 1 : R;
   // A row's past: positions [lo, end), end its first recent position; lo where its past tensor starts.
-  const pastOf = (m: Member, r: number) => {
+  const pastOf = (m: GroupMember, r: number) => {
     const pos = m.startPos + r;
     return { lo: Rc === 1 ? firstVisible(m.startPos) : firstVisible(pos), from: firstVisible(pos), end: pos - RECENT + 1 };
   };
-  const lastRow = (m: Member, rc: number) => (Rc === 1 ? m.tokenIds.length - 1 : Math.min(rc, m.tokenIds.length - 1));
+  const lastRow = (m: GroupMember, rc: number) => (Rc === 1 ? m.tokenIds.length - 1 : Math.min(rc, m.tokenIds.length - 1));
   let Sp = 1;
   for (const m of decode)
     for (let rc = 0; rc < Rc; rc++) {
@@ -195,37 +190,5 @@ function decodeContext(decode: readonly Member[], window: number | null, names: 
   return {
     [names.decSlots]: new ort.Tensor("int64", ctxSlots, [decode.length, Rc, Sp]),
     [names.decMask]: new ort.Tensor("float32", mask, [decode.length, R, 1, W]),
-  };
-}
-
-/**
- * The prefill group's context: the visible context slots of each sequence, then all Tp new
- * tokens; mask [1, 1, Tp, Sp + Tp]: each token sees its own sequence's context and the new tokens
- * of its own sequence at positions <= its own (a dummy row sees everything: it is alone).
- */
-function prefillContext(prefill: readonly Member[], Tp: number, dummy: boolean, window: number | null, names: ContextInputNames): Record<string, ort.Tensor> {
-  const firstVisible = visibleFrom(window);
-  const Sp = prefill.reduce((a, m) => a + m.startPos - firstVisible(m.startPos), 0);
-  const preSlots = new BigInt64Array(Sp);
-  const preSlots32 = new Int32Array(preSlots.buffer);
-  const width = Sp + Tp;
-  const preMask = new Float32Array(Tp * width).fill(dummy ? 0 : MASKED);
-  let ctxOff = 0;
-  let newOff = 0;
-  for (const m of prefill) {
-    const lo = firstVisible(m.startPos);
-    for (let p = lo; p < m.startPos; p++) preSlots32[2 * (ctxOff + p - lo)] = m.slotOf(p);
-    for (let j = 0; j < m.tokenIds.length; j++) {
-      const r = (newOff + j) * width;
-      const from = firstVisible(m.startPos + j); // first position this query sees
-      if (from < m.startPos) preMask.fill(0, r + ctxOff + from - lo, r + ctxOff + m.startPos - lo);
-      preMask.fill(0, r + Sp + newOff + Math.max(0, from - m.startPos), r + Sp + newOff + j + 1);
-    }
-    ctxOff += m.startPos - lo;
-    newOff += m.tokenIds.length;
-  }
-  return {
-    [names.preSlots]: new ort.Tensor("int64", preSlots, [Sp]),
-    [names.preMask]: new ort.Tensor("float32", preMask, [1, 1, Tp, width]),
   };
 }

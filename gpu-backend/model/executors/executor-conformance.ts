@@ -20,6 +20,7 @@ import { tinySpec } from "../testing/tiny-spec";
  *      the pool, for several splits (inside a block, on block boundaries): max |diff| <=
  *      `tolerances.cached`, identical argmax;
  *   3. one step batching decode tokens, prefill chunks and a "none" chunk of several sequences;
+ *      one step of two prefill chunks after long contexts (the cpu executor's bundles apart);
  *   4. "argmax" sequences return no logits and the right argmax;
  *   5. greedy generation, `greedyTokens` decode steps after a prompt, equal to greedy decoding of
  *      the reference; a divergence passes only where the reference's top-2 margin at that step is
@@ -164,6 +165,19 @@ export function executorConformance(target: ConformanceTarget): void {
       expect([argmax[1], argmax[3], argmax[4]]).toEqual([fullTop[19]!.argmax, -1, fullTop[32]!.argmax]);
       expectSameArgmax(logits[0]!, full.subarray(35 * V, 36 * V), V, PATH_TOL);
       expectSameArgmax(logits[2]!, full.subarray(2 * V, 3 * V), V, PATH_TOL);
+    });
+
+    it("attends prefill chunks of two sequences after long contexts as each alone", async () => {
+      // Each chunk against its own context scores fewer keys than both against both (the cpu
+      // executor then pads them into two bundles: cpu-prefill-feeds.ts). The prompt is prefilled
+      // again first: the step above wrote decode rows' KV (another product at int4) into the pool.
+      await exec.run([{ tokenIds: PROMPT, startPos: 0, blockTable: TABLE, logits: "none" }]);
+      const { logits } = await exec.run([
+        { tokenIds: PROMPT.slice(30, 34), startPos: 30, blockTable: TABLE, logits: "all" },
+        { tokenIds: PROMPT.slice(20, 23), startPos: 20, blockTable: TABLE, logits: "all" },
+      ]);
+      expect(maxAbsDiff(logits[0]!, full.subarray(30 * V, 34 * V))).toBeLessThanOrEqual(CACHE_TOL);
+      expect(maxAbsDiff(logits[1]!, full.subarray(20 * V, 23 * V))).toBeLessThanOrEqual(CACHE_TOL);
     });
 
     it("returns the argmax of the last row without fetching logits", async () => {

@@ -1,7 +1,7 @@
 import type { GraphBuilder } from "./graph-builder";
 import { DataType } from "./graph-builder";
 import { concatVectors } from "./weight-layout";
-import { embedding, lmHeadProduct, linear, type GraphWeights } from "./linear";
+import { atTwoRowsOrMore, embedding, lmHeadProduct, linear, type GraphWeights } from "./linear";
 import { moeMlp, type MoeKernel } from "./moe-block";
 import {
   EMBED_WEIGHT,
@@ -152,7 +152,7 @@ export function lmHead(
 ): void {
   const last = g.op("Gather", [x, logitIndex], { attributes: { axis: 0 } });
   const normed = rmsNorm(g, last, normInit(g, spec, gw.source, FINAL_NORM_WEIGHT, spec.hiddenSize), spec.rmsNormEps);
-  const logits = spec.tieWordEmbeddings ? embed.head(normed) : lmHeadProduct(g, gw, LM_HEAD_WEIGHT, normed, spec.vocabSize, spec.hiddenSize);
+  const logits = atTwoRowsOrMore(g, normed, gw.padOneRow, (rows) => (spec.tieWordEmbeddings ? embed.head(rows) : lmHeadProduct(g, gw, LM_HEAD_WEIGHT, rows, spec.vocabSize, spec.hiddenSize)));
   g.output(logits, DataType.FLOAT, ["R", spec.vocabSize], names.logits);
   if (argmax === "chunked") g.output(chunkedArgmax(g, logits, spec.vocabSize), DataType.INT32, ["R"], names.nextToken);
   else g.output(g.op("ArgMax", [logits], { attributes: { axis: 1, keepdims: 0 } }), DataType.INT64, ["R"], names.nextToken);

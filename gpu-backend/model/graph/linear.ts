@@ -34,9 +34,28 @@ export interface GraphWeights {
    * The cpu graph's `group_sizes` input ([decode rows, prefill rows], `llama-graph.ts`): with
    * quantized weights, each linear splits its rows there, the decode rows multiplied by
    * MatMulNBits (the fastest product at a few rows) and the prefill rows by the integer GEMM
-   * (`integerProduct`), so a decode row's result never depends on what shares its step.
+   * (`integerProduct` with `kernel`), so a decode row's result never depends on what shares its step.
    */
-  rowGroups?: string;
+  rowGroups?: { sizes: string; kernel: IntegerKernel };
+  /**
+   * The MatMulNBits products that may run at one row (the LM head's, the decode rows of a split
+   * linear) take one more, a copy of their first, so they never do: on an AVX2 CPU MLAS's one-row
+   * int4 kernel sums in another order than its many-row one (measured: a row's bits differ between
+   * M = 1 and M >= 2; at M >= 2 they do not depend on M), and a decode row's logits would depend
+   * on what shares its step (`cpu-executor.ts` `oneRowDiffers`).
+   */
+  padOneRow?: boolean;
+}
+
+/**
+ * `product` of x [M, K] computed over M + 1 rows (x's first row repeated after the last) and cut
+ * back to M, when `pad` (`GraphWeights.padOneRow`): the product never runs at one row.
+ */
+export function atTwoRowsOrMore(g: GraphBuilder, x: string, pad: boolean | undefined, product: (x: string) => string): string {
+  if (!pad) return product(x);
+  const first = g.op("Slice", [x, g.int64s([0]), g.int64s([1])]);
+  const y = product(g.op("Concat", [x, first], { attributes: { axis: 0 } }));
+  return g.op("Slice", [y, g.int64s([0]), g.op("Shape", [x], { attributes: { end: 1 } })]);
 }
 
 /**
@@ -62,31 +81,51 @@ export function linear(g: GraphBuilder, gw: GraphWeights, name: string, x: strin
   }
   const w = gw.quantized.get(name, outDim, inDim, () => concatVectors(rows()));
   if (!gw.rowGroups) return matMulNBits(g, name, x, w, gw.float16Activations);
-  const [decodeRows, prefillRows] = g.opN("Split", [x, gw.rowGroups], 2, { attributes: { axis: 0 } });
-  return g.op("Concat", [matMulNBits(g, name, decodeRows!, w), integerProduct(g, name, prefillRows!, w)], { attributes: { axis: 0 } });
+  const [decodeRows, prefillRows] = g.opN("Split", [x, gw.rowGroups.sizes], 2, { attributes: { axis: 0 } });
+  const decoded = atTwoRowsOrMore(g, decodeRows!, gw.padOneRow, (rows) => matMulNBits(g, name, rows, w));
+  return g.op("Concat", [decoded, integerProduct(g, name, prefillRows!, w, gw.rowGroups.kernel)], { attributes: { axis: 0 } });
 }
 
 /**
- * x [M, K] times a quantized weight by onnxruntime's integer GEMM (MLAS u8 x s8, VNNI where the
- * CPU has it): each row of x quantized on its own to int8 (symmetric, step max|row| / 127, held as
- * uint8 with zero point 128: `QuantizeLinear` per axis 0), times the weight's per-output-feature
- * int8 codes (`columnInt8`), `MatMulIntegerToFloat` scaling by the weight's scales and then by each
- * row's. Per row, not per tensor (`DynamicQuantizeMatMul`, 15-25% faster): a row's result never
- * depends on the other rows of its step. On this machine's AVX-512 VNNI CPU it runs 2.2-2.4x fp32
- * MatMul at 300 rows, MatMulNBits at accuracy 4 1.1-1.3x (`bench/probes/int-gemm-probe.ts`).
+ * How the integer GEMM's operands are coded (MLAS's kernels, `integerKernelOn` picks per CPU):
+ * - `u8s8`: activations uint8 (zero point 128) times int8 weights. With VNNI (AVX-VNNI,
+ *   AVX-512 VNNI, AMX) MLAS sums u8 x s8 products straight into int32; without it (plain AVX2,
+ *   AVX-512 without VNNI) its kernel adds pairs of products into int16 first (`vpmaddubsw`), which
+ *   saturates (255 x 127 x 2 > 32,767): 7.7% RMS error measured on an AVX2 EPYC, not usable there.
+ * - `u8s8-7bit`: the same kernel with activations on 7 bits (step max|row| / 63, zero point 64),
+ *   so a pair of products always fits int16 (127 x 127 x 2 = 32,258): exact on every x86 CPU,
+ *   at one bit of activation precision.
+ * - `u8u8`: activations and weights uint8 (the int8 codes + 128, zero point 128): MLAS widens to
+ *   int16 before multiplying, no saturation, at full precision.
  */
-export function integerProduct(g: GraphBuilder, name: string, x: string, w: PackedWeight): string {
+export type IntegerKernel = "u8s8" | "u8s8-7bit" | "u8u8";
+
+/**
+ * x [M, K] times a quantized weight by onnxruntime's integer GEMM (`MatMulIntegerToFloat`): each
+ * row of x quantized on its own (symmetric: step max|row| / 127, held as uint8 with zero point 128
+ * by `QuantizeLinear` per axis 0; 7 bits for `u8s8-7bit`), times the weight's per-output-feature
+ * int8 codes (`columnInt8`), scaled by the weight's scales and then by each row's step. Per row,
+ * not per tensor (`DynamicQuantizeMatMul`, 15-25% faster): a row's result never depends on the
+ * other rows of its step. On an AVX-512 VNNI CPU it runs 2.2-2.4x fp32 MatMul at 300 rows,
+ * MatMulNBits at accuracy 4 1.1-1.3x (`bench/probes/int-gemm-probe.ts`; docs/quantization.md).
+ */
+export function integerProduct(g: GraphBuilder, name: string, x: string, w: PackedWeight, kernel: IntegerKernel): string {
   let c: ColumnInt8 | undefined;
   const column = () => (c ??= columnInt8(w));
-  const codes = initializerOnce(g, `${name}.int8`, () => g.int8(`${name}.int8`, column().codes, [w.cols, w.rows]));
+  const unsigned = kernel === "u8u8";
+  const codes = initializerOnce(g, `${name}.int8${unsigned ? "_u8" : ""}`, () =>
+    unsigned ? g.bytes(`${name}.int8_u8`, Uint8Array.from(column().codes, (v) => v + 128), [w.cols, w.rows]) : g.int8(`${name}.int8`, column().codes, [w.cols, w.rows]),
+  );
   const scales = initializerOnce(g, `${name}.int8_scales`, () => g.weight(`${name}.int8_scales`, column().scales, [w.rows]));
-  const zero = initializerOnce(g, "row_int8.zero_point", () => g.bytes("row_int8.zero_point", Uint8Array.of(128), []));
+  const levels = kernel === "u8s8-7bit" ? 63 : 127;
+  const zero = initializerOnce(g, `row_int8.zero_point_${levels + 1}`, () => g.bytes(`row_int8.zero_point_${levels + 1}`, Uint8Array.of(levels + 1), []));
+  const weightZero = unsigned ? initializerOnce(g, "row_int8.zero_point_128", () => g.bytes("row_int8.zero_point_128", Uint8Array.of(128), [])) : undefined;
   const one = initializerOnce(g, "row_int8.one", () => g.weight("row_int8.one", Float32Array.of(1), []));
-  // The step max|row| / 127, at least FLT_MIN / 127 (a row of zeros quantizes to zeros, not NaN).
+  // The step max|row| / levels, at least FLT_MIN / levels (a row of zeros quantizes to zeros, not NaN).
   const amax = g.op("Max", [g.op("ReduceMax", [g.op("Abs", [x])], { attributes: { axes: [1], keepdims: 0 } }), g.scalar(1.1754944e-38)]);
-  const step = g.op("Mul", [amax, g.scalar(1 / 127)]); // [M]
+  const step = g.op("Mul", [amax, g.scalar(1 / levels)]); // [M]
   const q = g.op("QuantizeLinear", [x, step, g.op("Expand", [zero, g.op("Shape", [step])])], { attributes: { axis: 0 } });
-  const y = g.op("MatMulIntegerToFloat", [q, codes, one, scales, zero], { domain: "com.microsoft" });
+  const y = g.op("MatMulIntegerToFloat", [q, codes, one, scales, zero, ...(weightZero ? [weightZero] : [])], { domain: "com.microsoft" });
   return g.op("Mul", [y, g.op("Unsqueeze", [step, g.int64s([1])])]);
 }
 
