@@ -1,4 +1,4 @@
-import { cpuFlags, INTEGER_FLAGS } from "../../gpu-backend/model/executors/cpu-features";
+import { cpuFlags, INTEGER_FLAGS } from "../../gpu-backend/model/quant/cpu-features";
 import { readFileSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 

@@ -4,7 +4,7 @@ import type { BlockIO, Executor, StepResult, StepSequence, TransferStats } from 
 import { GRAPH_IO, buildLlamaGraph, slidingWindowOf } from "../graph/llama-graph";
 import type { QuantizedWeights } from "../quant/quantized-weights";
 import { stepFeeds } from "./cpu-step-feeds";
-import { cpuFlags, hasVnni } from "./cpu-features";
+import { cpuFlags, hasVnni } from "../quant/cpu-features";
 import type { IntegerKernel } from "../graph/linear";
 
 export interface CpuExecutorOptions {

@@ -1,10 +1,17 @@
 import * as ort from "onnxruntime-node";
 import { GRAPH_IO, type ContextInputNames } from "../graph/llama-graph";
-import type { GroupMember } from "./cpu-step-feeds";
+
+/** A member of the decode or prefill group: a step sequence, or a dummy row (token 0 at position 0, no blocks). */
+export interface GroupMember {
+  tokenIds: ArrayLike<number>;
+  startPos: number;
+  slotOf: (pos: number) => number;
+  /** First flat row of the step. */
+  row: number;
+}
 
 /** Additive mask value for keys a query must not see (finite so padded rows stay NaN-free). */
 export const MASKED = -1e30;
-
 
 /** The first position a query at `pos` sees: 0, or the start of its sliding window. */
 export const visibleFrom = (window: number | null) => (pos: number) => (window === null ? 0 : Math.max(0, pos - window + 1));

@@ -2,7 +2,7 @@ import * as ort from "onnxruntime-node";
 import type { StepSequence } from "./executor";
 import { GRAPH_IO, type ContextInputNames } from "../graph/llama-graph";
 import { RECENT } from "../graph/decode-attention";
-import { MASKED, prefillFeeds, visibleFrom } from "./cpu-prefill-feeds";
+import { MASKED, prefillFeeds, visibleFrom, type GroupMember } from "./cpu-prefill-feeds";
 
 
 /** What the feeds depend on besides the step: the pool's block size, the KV heads, the sliding window (or null). */
@@ -24,14 +24,6 @@ export interface StepFeeds {
   prefillRows: number;
 }
 
-/** A member of the decode or prefill group: a step sequence, or a dummy row (token 0 at position 0, no blocks). */
-export interface GroupMember {
-  tokenIds: ArrayLike<number>;
-  startPos: number;
-  slotOf: (pos: number) => number;
-  /** First flat row of the step. */
-  row: number;
-}
 
 /**
  * The graph's inputs for one step. Sequences with one new token, and verify runs (`verify`), form

@@ -2,7 +2,7 @@ import * as ort from "onnxruntime-node";
 import { describe, expect, it } from "vitest";
 import { GraphBuilder, DataType } from "./graph-builder";
 import { integerProduct, matMulNBits, type IntegerKernel } from "./linear";
-import { hasVnni } from "../executors/cpu-features";
+import { hasVnni } from "../quant/cpu-features";
 import { dequantizeRows, packMatMulNBits, quantizeRows, type QuantBits } from "../quant/block-quant";
 import { columnInt8 } from "../quant/column-int8";
 import type { PackedWeight } from "../quant/quantized-weights";
