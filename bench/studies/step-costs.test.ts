@@ -21,7 +21,7 @@ describe("leastSquares", () => {
 
 describe("fitStepCosts", () => {
   // Synthetic steps whose CPU time follows known per-term costs (plus a little noise).
-  const truth = { perStep: 28, perRow: 0.4, perLogitRow: 3, perDecodeKey: 0.0015, perScore: 0.00023, perFlatScore: 0.0005 };
+  const truth = { perStep: 28, perRow: 0.4, perLogitRow: 3, perDecodeKey: 0.0015, perScore: 0.00023, perExtraScore: 0.0005 };
   const rand = mulberry32(5);
   const records: StepRecord[] = Array.from({ length: 400 }, (_, i) => {
     const decodeRows = Math.floor(rand() * 8);
@@ -30,10 +30,10 @@ describe("fitStepCosts", () => {
     const logitRows = decodeRows + prefillSequences;
     const decodeContext = decodeRows * (200 + Math.floor(rand() * 2500));
     const prefillScores = prefillRows * (100 + Math.floor(rand() * 2500));
-    const flatExtraScores = prefillSequences > 1 ? Math.floor(rand() * 300_000) : 0;
-    const r = { at: i, wallMs: 0, cpuMs: 0, decodeRows, prefillRows, prefillSequences, logitRows, decodeContext, prefillScores, flatExtraScores };
+    const extraScores = prefillSequences > 1 ? Math.floor(rand() * 300_000) : 0;
+    const r = { at: i, wallMs: 0, cpuMs: 0, decodeRows, prefillRows, prefillSequences, logitRows, decodeContext, prefillScores, extraScores };
     const cost =
-      truth.perStep + truth.perRow * (decodeRows + prefillRows) + truth.perLogitRow * logitRows + truth.perDecodeKey * decodeContext + truth.perScore * prefillScores + truth.perFlatScore * flatExtraScores;
+      truth.perStep + truth.perRow * (decodeRows + prefillRows) + truth.perLogitRow * logitRows + truth.perDecodeKey * decodeContext + truth.perScore * prefillScores + truth.perExtraScore * extraScores;
     return { ...r, cpuMs: cost * (1 + (rand() - 0.5) * 0.02) };
   });
 

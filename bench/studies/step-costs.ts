@@ -10,19 +10,19 @@ import type { StepRecord } from "../../gpu-backend/engine/step-trace";
  * One linear cost model is fitted (least squares) over every traced step of every backend:
  *
  *   cpuMs = perStep + perRow x rows + perLogitRow x logitRows + perDecodeKey x decodeContext
- *           + perScore x prefillScores + perFlatScore x flatExtraScores
+ *           + perScore x prefillScores + perExtraScore x extraScores
  *
  * then each window's steps are split by term: how many core-seconds went to each kind of work.
  * "perStep" is what every step costs whatever it computes (on the CPU executor: streaming the
  * weights, the LM head included, through the cache once), the rest scale with the step's work.
  */
 
-export const COST_TERMS = ["perStep", "perRow", "perLogitRow", "perDecodeKey", "perScore", "perFlatScore"] as const;
+export const COST_TERMS = ["perStep", "perRow", "perLogitRow", "perDecodeKey", "perScore", "perExtraScore"] as const;
 export type CostTerm = (typeof COST_TERMS)[number];
 
 /** The model's inputs of one step, in COST_TERMS order. */
 export function costFeatures(r: StepRecord): number[] {
-  return [1, r.decodeRows + r.prefillRows, r.logitRows, r.decodeContext, r.prefillScores, r.flatExtraScores];
+  return [1, r.decodeRows + r.prefillRows, r.logitRows, r.decodeContext, r.prefillScores, r.extraScores];
 }
 
 /**
@@ -127,7 +127,7 @@ export function runStepCosts(args: string[]): Record<string, unknown> {
   if (records.length < COST_TERMS.length) throw new Error(`${dir} holds ${records.length} step records: too few to fit ${COST_TERMS.length} terms`);
   const fit = fitStepCosts(records);
   const perWindow = Object.fromEntries(windows.map((w) => [w.name, splitByTerm(records.filter((r) => r.at >= w.fromMs && r.at <= w.toMs), fit)]));
-  const units: Record<CostTerm, string> = { perStep: "ms", perRow: "ms", perLogitRow: "ms", perDecodeKey: "us", perScore: "us", perFlatScore: "us" };
+  const units: Record<CostTerm, string> = { perStep: "ms", perRow: "ms", perLogitRow: "ms", perDecodeKey: "us", perScore: "us", perExtraScore: "us" };
   const shown = (t: CostTerm) => (units[t] === "us" ? fit.coefficients[t] * 1000 : fit.coefficients[t]);
   process.stderr.write(
     `step costs (${fit.steps} steps, R^2 ${fit.r2.toFixed(3)}): ${COST_TERMS.map((t) => `${t} ${shown(t).toPrecision(3)} ${units[t]}`).join(", ")}\n` +

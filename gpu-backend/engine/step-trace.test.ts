@@ -10,13 +10,14 @@ const timing = { at: 1, wallMs: 2, cpuMs: 3 };
 
 describe("stepRecord", () => {
   it.each([
-    { name: "one decode row", steps: [seq(1, 100)], want: { decodeRows: 1, prefillRows: 0, prefillSequences: 0, logitRows: 1, decodeContext: 100, prefillScores: 0, flatExtraScores: 0 } },
-    { name: "a middle prefill chunk samples nothing", steps: [seq(16, 32, "none")], want: { decodeRows: 0, prefillRows: 16, prefillSequences: 1, logitRows: 0, decodeContext: 0, prefillScores: 16 * 48, flatExtraScores: 0 } },
+    { name: "one decode row", steps: [seq(1, 100)], want: { decodeRows: 1, prefillRows: 0, prefillSequences: 0, logitRows: 1, decodeContext: 100, prefillScores: 0, extraScores: 0 } },
+    { name: "a middle prefill chunk samples nothing", steps: [seq(16, 32, "none")], want: { decodeRows: 0, prefillRows: 16, prefillSequences: 1, logitRows: 0, decodeContext: 0, prefillScores: 16 * 48, extraScores: 0 } },
     {
-      // Flat: (4 + 2) tokens x (10 + 20 + 6) keys = 216; alone: 4 x 14 + 2 x 22 = 100.
+      // Alone: 4 x 14 + 2 x 22 = 100; in one bundle (6 x (10 + 20 + 6) = 216) or apart, padded
+      // (2 x 4 x (20 + 4) = 192): apart, 92 on top.
       name: "two prefill chunks and two decode rows",
       steps: [seq(4, 10), seq(1, 50), seq(2, 20, "all"), seq(1, 60, "last")],
-      want: { decodeRows: 2, prefillRows: 6, prefillSequences: 2, logitRows: 1 + 1 + 2 + 1, decodeContext: 110, prefillScores: 100, flatExtraScores: 116 },
+      want: { decodeRows: 2, prefillRows: 6, prefillSequences: 2, logitRows: 1 + 1 + 2 + 1, decodeContext: 110, prefillScores: 100, extraScores: 92 },
     },
   ])("$name", ({ steps, want }) => {
     expect(stepRecord(steps, timing)).toEqual({ ...timing, ...want });

@@ -1,7 +1,7 @@
 import { appendFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { StepSequence } from "../model/executors/executor";
-import { PrefillGroupCost } from "../scheduler/scheduler";
+import { PrefillGroupCost } from "../scheduler/prefill-group-cost";
 
 /**
  * One engine step as a cost model sees it: what the step computed (rows through the linear
@@ -27,10 +27,10 @@ export interface StepRecord {
   /** Score entries of the prefill chunks, each attending alone: sum of n x (context + n). */
   prefillScores: number;
   /**
-   * Score entries a flat prefill batch computes on top (the CPU executor attends all chunks of a
-   * step as one masked batch): T x (sum of contexts + T) - prefillScores, T the chunks' tokens.
+   * Score entries the cpu executor's prefill layout computes on top (`prefillBundles`: masked
+   * columns of the other chunks, or padding).
    */
-  flatExtraScores: number;
+  extraScores: number;
 }
 
 /**
@@ -40,7 +40,7 @@ export interface StepRecord {
  * stepRecord([{ tokenIds: [7], startPos: 100, blockTable: [], logits: "argmax" },
  *             { tokenIds: [1, 2, 3], startPos: 10, blockTable: [], logits: "argmax" }], { at: 0, wallMs: 30, cpuMs: 29 })
  * // { ..., decodeRows: 1, prefillRows: 3, prefillSequences: 1, logitRows: 2, decodeContext: 100,
- * //   prefillScores: 39, flatExtraScores: 0 }
+ * //   prefillScores: 39, extraScores: 0 }
  */
 export function stepRecord(steps: readonly StepSequence[], timing: { at: number; wallMs: number; cpuMs: number }): StepRecord {
   let decodeRows = 0;
@@ -48,7 +48,7 @@ export function stepRecord(steps: readonly StepSequence[], timing: { at: number;
   let prefillRows = 0;
   let prefillSequences = 0;
   let logitRows = 0;
-  const prefill = new PrefillGroupCost(Infinity); // the scheduler's count of the flat batch
+  const prefill = new PrefillGroupCost(Infinity); // the scheduler's count of the layout
   for (const s of steps) {
     const n = s.tokenIds.length;
     if (s.logits === "all") logitRows += n;
@@ -62,7 +62,7 @@ export function stepRecord(steps: readonly StepSequence[], timing: { at: number;
       prefill.add(s.startPos, n);
     }
   }
-  return { ...timing, decodeRows, prefillRows, prefillSequences, logitRows, decodeContext, prefillScores: prefill.scores, flatExtraScores: prefill.extraScores };
+  return { ...timing, decodeRows, prefillRows, prefillSequences, logitRows, decodeContext, prefillScores: prefill.scores, extraScores: prefill.extraScores };
 }
 
 /**

@@ -125,20 +125,26 @@ describe("Scheduler", () => {
     expect(b.numCachedTokens).toBe(36);
   });
 
-  it("lets long-context prefills take turns instead of sharing one flat attention", () => {
-    const { kv, s } = setup(512, 512, 8, 500);
+  it("batches prefill chunks whose layout wastes little, and lets one that would waste take its turn", () => {
+    const { kv, s } = setup(512, 512, 8, 100);
     const long = Array.from({ length: 3 }, (_, k) => seqOf(400, 1, k * 300 + 7));
     long.forEach((q) => s.add(q));
     while (s.hasWork) runStep(s, kv, s.schedule()); // all three computed and finished: cached
-    const next = long.map((q) => new Sequence({ seqId: nextId++, tokenIds: [...q.tokenIds.slice(0, 400), 5, 6, 7, 8, 9, 10, 11, 12], maxTokens: 1, hashRoot: root }));
+    const turn = (q: Sequence, k: number) => new Sequence({ seqId: nextId++, tokenIds: [...q.tokenIds.slice(0, 400), ...Array.from({ length: 8 }, (_, i) => 5 + i + k)], maxTokens: 1, hashRoot: root });
+    const next = long.map((q, k) => turn(q, k));
     next.forEach((q) => s.add(q));
     const plan = s.schedule();
-    expect(next.every((q) => q.numCachedTokens === 0 || q.numCachedTokens === 400)).toBe(true);
-    // 8-token turns on 400 cached tokens each: two waste 16 x 816 - 2 x 8 x 408 = 6528 <= 500 x 16
-    // entries; three would waste 19584 > 500 x 24.
-    expect(plan.items.length).toBe(2);
+    expect(next.every((q) => q.numCachedTokens === 400)).toBe(true);
+    // 8-token turns on 400 cached tokens each: attended apart (prefillBundles), nothing wasted.
+    expect(plan.items.map((i) => i.seq)).toEqual(next);
     runStep(s, kv, plan);
-    expect(s.schedule().items.map((i) => i.seq)).toContain(next[2]);
+    // Another such turn beside a fresh 100-token prompt: in one bundle 108 x 508 entries, apart
+    // 2 x 100 x 500; alone 8 x 408 + 100 x 100: 41,600 wasted > 100 x 108: the prompt waits.
+    const later = turn(long[0]!, 20);
+    const fresh = seqOf(100, 1, 2000);
+    s.add(later);
+    s.add(fresh);
+    expect(s.schedule().items.map((i) => i.seq)).toEqual([later]);
   });
 
   it("rejects a sequence that cannot fit even alone", () => {

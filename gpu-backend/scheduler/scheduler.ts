@@ -3,6 +3,7 @@ import { ProtocolError } from "../../protocol/errors";
 import type { KvSequence } from "../kv/kv-sequence";
 import type { PrefillRate } from "./prefill-rate";
 import type { Sequence } from "./sequence";
+import { PrefillGroupCost } from "./prefill-group-cost";
 
 /**
  * What the scheduler needs from the KV cache manager (gpu-backend/kv). The scheduler never
@@ -293,53 +294,5 @@ export class Scheduler {
     seq.numPreemptions++;
     this.running.splice(this.running.indexOf(seq), 1);
     this.waiting.unshift(seq);
-  }
-}
-
-/**
- * Attention cost of the step's prefill group. The executor attends a prefill group as one flat
- * batch (every new token against every sequence's context, masked), so it computes
- * (sum T) x (sum S + sum T) score entries where running each sequence alone would compute
- * sum T_i x (S_i + T_i). Another prefill sequence joins the step only while the difference stays
- * within `wastePerToken` entries per prefill token (see SchedulerConfig); otherwise it runs next
- * step. Decode tokens (one per sequence) are batched separately and always join. Step traces
- * count a step's attention work with it too (`stepRecord`).
- *
- * @example
- * const group = new PrefillGroupCost(Infinity);
- * group.add(10, 4); group.add(20, 2);
- * group.scores;      // 100: 4 x 14 + 2 x 22
- * group.extraScores; // 116: 6 x (30 + 6) - 100
- */
-export class PrefillGroupCost {
-  private tokens = 0;
-  private context = 0;
-  private ideal = 0;
-
-  constructor(private readonly wastePerToken: number) {}
-
-  /** Score entries of the group's chunks, each attending alone. */
-  get scores(): number {
-    return this.ideal;
-  }
-
-  /** Score entries the flat batch computes on top of `scores`. */
-  get extraScores(): number {
-    return this.tokens * (this.context + this.tokens) - this.ideal;
-  }
-
-  admits(startPos: number, numTokens: number): boolean {
-    if (numTokens <= 1 || this.tokens === 0) return true;
-    const t = this.tokens + numTokens;
-    const flat = t * (this.context + startPos + t);
-    const ideal = this.ideal + numTokens * (startPos + numTokens);
-    return flat - ideal <= this.wastePerToken * t;
-  }
-
-  add(startPos: number, numTokens: number): void {
-    if (numTokens <= 1) return;
-    this.tokens += numTokens;
-    this.context += startPos;
-    this.ideal += numTokens * (startPos + numTokens);
   }
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { bundlesOf, MASKED } from "./cpu-prefill-feeds";
+import { MASKED } from "./cpu-prefill-feeds";
+import { prefillBundles } from "../../scheduler/prefill-group-cost";
 import { stepFeeds } from "./cpu-step-feeds";
 import { GRAPH_IO } from "../graph/llama-graph";
 import type { StepSequence } from "./executor";
@@ -16,10 +17,10 @@ const ints = (t: { data: unknown }) => Array.from(t.data as BigInt64Array, Numbe
 describe("prefill bundles", () => {
   it("keeps members apart when that scores fewer keys, together otherwise", () => {
     // 8 agent turns after a long context each: apart (5.5 M) beats together (44.2 M).
-    expect(bundlesOf(Array.from({ length: 8 }, () => ({ chunk: 300, context: 2000 })))).toEqual([[0], [1], [2], [3], [4], [5], [6], [7]]);
+    expect(prefillBundles(Array.from({ length: 8 }, () => ({ chunk: 300, context: 2000 })))).toEqual([[0], [1], [2], [3], [4], [5], [6], [7]]);
     // A fresh 2,000-token prompt beside a short turn: padding the turn to 2,000 rows costs more.
-    expect(bundlesOf([{ chunk: 2000, context: 0 }, { chunk: 10, context: 5000 }])).toEqual([[0, 1]]);
-    expect(bundlesOf([{ chunk: 7, context: 3 }])).toEqual([[0]]);
+    expect(prefillBundles([{ chunk: 2000, context: 0 }, { chunk: 10, context: 5000 }])).toEqual([[0, 1]]);
+    expect(prefillBundles([{ chunk: 7, context: 3 }])).toEqual([[0]]);
   });
 
   it("pads apart members to the longest chunk and context, masking the padding", () => {

@@ -1,5 +1,6 @@
 import * as ort from "onnxruntime-node";
 import { GRAPH_IO, type ContextInputNames } from "../graph/llama-graph";
+import { prefillBundles } from "../../scheduler/prefill-group-cost";
 
 /** A member of the decode or prefill group: a step sequence, or a dummy row (token 0 at position 0, no blocks). */
 export interface GroupMember {
@@ -17,32 +18,8 @@ export const MASKED = -1e30;
 export const visibleFrom = (window: number | null) => (pos: number) => (window === null ? 0 : Math.max(0, pos - window + 1));
 
 /**
- * How the prefill group's members are laid out for attention (llama-graph.ts `prefillAttention`):
- * in bundles, each bundle its members' visible contexts one after another, then their new tokens,
- * every bundle padded to the widest (Bp bundles of Tm rows against Sm context columns).
- * - one bundle of all members: no padding, but every query is scored against every member's
- *   context (masked): (sum of chunks) x (sum of contexts);
- * - one bundle per member: each query only against its own context, but every member padded to
- *   the longest chunk and the longest context: Bp x Tm x (Sm + Tm).
- * 8 agent turns of 300 new tokens after 2,000 shared-prompt tokens each: 44.2 M scores a head in
- * one bundle, 5.5 M in eight; a 2,000-token prompt beside a 10-token turn after 5,000: 14.1 M in
- * one, 28.0 M in two. The layout with fewer scores (what attention's time follows) is chosen.
- *
- * @example
- * bundlesOf([{ chunk: 300, context: 2000 }, { chunk: 300, context: 2000 }]); // [[0], [1]]
- */
-export function bundlesOf(members: readonly { chunk: number; context: number }[]): number[][] {
-  const chunks = members.reduce((a, m) => a + m.chunk, 0);
-  const contexts = members.reduce((a, m) => a + m.context, 0);
-  const together = chunks * (contexts + chunks);
-  const tm = Math.max(...members.map((m) => m.chunk));
-  const sm = Math.max(...members.map((m) => m.context));
-  const apart = members.length * tm * (sm + tm);
-  return apart < together ? members.map((_, i) => [i]) : [members.map((_, i) => i)];
-}
-
-/**
- * The prefill group's inputs: its rows padded into bundles (`pre_rows` [Bp * Tm]: the group row
+ * The prefill group's inputs: its rows padded into bundles (`prefillBundles`: the layout that
+ * scores fewer keys, the one the scheduler's cost counts) (`pre_rows` [Bp * Tm]: the group row
  * of each padded row, padding repeating the bundle's first row; `pre_unpad` [Tp]: the padded row
  * of each group row) and, per attention context, `pre_ctx_slots` [Bp, Sm] (a bundle's members'
  * visible contexts one after another, padding slot 0) and `pre_mask` [Bp, 1, Tm, Sm + Tm]: each
@@ -51,8 +28,7 @@ export function bundlesOf(members: readonly { chunk: number; context: number }[]
  * `rowOffset` is the group's first flat row (the decode group comes first).
  */
 export function prefillFeeds(members: readonly GroupMember[], rowOffset: number, dummy: boolean, windows: { names: ContextInputNames; window: number | null }[]): Record<string, ort.Tensor> {
-  const full = visibleFrom(null);
-  const bundles = bundlesOf(members.map((m) => ({ chunk: m.tokenIds.length, context: m.startPos - full(m.startPos) })));
+  const bundles = prefillBundles(members.map((m) => ({ chunk: m.tokenIds.length, context: m.startPos })));
   const Tp = members.reduce((a, m) => a + m.tokenIds.length, 0);
   const rowsOf = (b: number[]) => b.reduce((a, i) => a + members[i]!.tokenIds.length, 0);
   const Tm = Math.max(...bundles.map(rowsOf));
