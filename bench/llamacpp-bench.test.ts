@@ -21,7 +21,7 @@ let summary: Record<string, unknown>;
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "llamacpp-bench-"));
   model = await materializeModel({ dir: join(dir, "tiny"), config: { ...tinyDemoConfig(), maxPositionEmbeddings: 8192 }, seed: 3, modelId: "tiny-llamacpp-bench" });
-  summary = await runLlamaCppBench({ quick: true, model, outDir: join(dir, "out"), ggufDir: join(dir, "gguf"), precisions: ["fp32", "fp16", "int4"], threads: 1 });
+  summary = await runLlamaCppBench({ quick: true, smoke: true, bandwidth: { bytesPerS: 20e9, source: "the test's" }, model, outDir: join(dir, "out"), ggufDir: join(dir, "gguf"), precisions: ["fp32", "fp16", "int4"], threads: 1 });
 }, 600_000);
 afterAll(() => {
   if (dir) rmSync(dir, { recursive: true, force: true });

@@ -17,6 +17,8 @@ import { round, writeOut } from "./kit/report";
 
 export interface LlamaCppBenchOptions {
   quick: boolean;
+  /** llama.cpp untuned (n_batch 512, flash attention off, one run each): a check that every workload runs on both sides, not a measurement (the test's). */
+  smoke?: boolean;
   /** Model folder or demo family; undefined: the embedded demo model. */
   model: string | undefined;
   outDir: string;
@@ -96,7 +98,7 @@ export async function runLlamaCppBench(o: LlamaCppBenchOptions): Promise<Record<
   const ggufDir = o.ggufDir ?? join(modelCacheDir(), "..", "gguf");
   mkdirSync(ggufDir, { recursive: true });
   const weightsTime = Math.max(...checkpoint.tensorNames.map((n) => statSync(checkpoint.tensorInfo(n).file).mtimeMs));
-  const common = [...(o.quick ? ["--quick"] : []), "--threads", String(threads), ...(o.model ? ["--model", o.model] : [])];
+  const common = [...(o.quick ? ["--quick"] : []), ...(o.smoke ? ["--smoke"] : []), "--threads", String(threads), ...(o.model ? ["--model", o.model] : [])];
   const runs: Partial<Record<BenchPrecision, PrecisionRun>> = {};
   for (const [i, precision] of precisions.entries()) {
     const pair = PRECISION_PAIRS[precision];

@@ -14,7 +14,7 @@ import { note } from "./kit/progress";
  * memory is its own and neither engine's threads or buffers linger into the other's run:
  *
  *   npm run bench -- llamacpp-child --side ours --weights int4 [--executor cpu|device-pool|host-pool] [--provider P] [--quick] [--threads N] [--model DIR|FAMILY]
- *   npm run bench -- llamacpp-child --side llamacpp --gguf FILE [--gpu cuda|vulkan] [--quick] [--threads N] [--model DIR|FAMILY]
+ *   npm run bench -- llamacpp-child --side llamacpp --gguf FILE [--gpu cuda|vulkan] [--quick] [--smoke] [--threads N] [--model DIR|FAMILY]
  *
  * Both build the same workloads from the model's codec (llamacpp-workload.ts, deterministic).
  * Progress on stderr; the last stdout line is the side's figures as one JSON object.
@@ -30,6 +30,7 @@ export async function runLlamaCppChild(args: string[]): Promise<void> {
       provider: { type: "string" },
       gpu: { type: "string" },
       quick: { type: "boolean", default: false },
+      smoke: { type: "boolean", default: false },
       threads: { type: "string" },
       model: { type: "string" },
     },
@@ -52,7 +53,7 @@ export async function runLlamaCppChild(args: string[]): Promise<void> {
     if (!values.gguf) throw new Error("--side llamacpp needs --gguf FILE");
     if (values.gpu !== undefined && values.gpu !== "cuda" && values.gpu !== "vulkan") throw new Error(`--gpu must be cuda or vulkan, got ${JSON.stringify(values.gpu)}`);
     const gpu = (values.gpu as "cuda" | "vulkan" | undefined) ?? false;
-    const result = await runLlamaCppSide({ ggufPath: values.gguf, gpu, threads, workloads, quick, onProgress: log });
+    const result = await runLlamaCppSide({ ggufPath: values.gguf, gpu, threads, workloads, quick, smoke: values.smoke!, onProgress: log });
     console.log(JSON.stringify(result));
   } else {
     throw new Error(`--side must be ours or llamacpp, got ${JSON.stringify(values.side)}`);

@@ -16,6 +16,8 @@ export interface LlamaCppSideOptions {
   gpu?: false | "cuda" | "vulkan";
   /** Fewer tuning trials (QUICK_BATCH_SIZES, one run each instead of the best of two). */
   quick: boolean;
+  /** No tuning: n_batch 512, flash attention off, one run of each workload (the test's check that every workload runs; not a measurement). */
+  smoke?: boolean;
   /** Progress lines (default: stderr, `[llamacpp] ...`). */
   onProgress?: (line: string) => void;
 }
@@ -101,8 +103,9 @@ export async function runLlamaCppSide(o: LlamaCppSideOptions): Promise<LlamaCppS
       // Prefill: every batch size with flash attention off and on, best of 1 (quick) or 2 runs.
       const prefillTrials: LlamaCppSideResult["trials"]["prefill"] = [];
       let best = { batchSize: 512, flashAttention: false, ms: Infinity };
-      for (const batchSize of o.quick ? QUICK_BATCH_SIZES : BATCH_SIZES) {
-        for (const flashAttention of [false, true]) {
+      const flashSettings = o.smoke ? [false] : [false, true];
+      for (const batchSize of o.smoke ? [512] : o.quick ? QUICK_BATCH_SIZES : BATCH_SIZES) {
+        for (const flashAttention of flashSettings) {
           const ms = await bench.prefillMs(w.prefill.prompt, { batchSize, flashAttention }, o.quick ? 1 : 2);
           const tokensPerS = (w.prefill.prompt.length / ms) * 1000;
           prefillTrials.push({ batchSize, flashAttention, tokensPerS: round(tokensPerS, 1) });
@@ -115,8 +118,8 @@ export async function runLlamaCppSide(o: LlamaCppSideOptions): Promise<LlamaCppS
       // Decode at ~1k context, flash attention off and on, best of 2 (quick) or 3 runs.
       const decodeTrials: LlamaCppSideResult["trials"]["decode"] = [];
       let decode = { flashAttention: false, tokensPerS: 0, medianMsPerToken: 0 };
-      for (const flashAttention of [false, true]) {
-        const run = await bench.decode(w.decode.prompt, w.decode.generate, { batchSize, flashAttention }, o.quick ? 2 : 3);
+      for (const flashAttention of flashSettings) {
+        const run = await bench.decode(w.decode.prompt, w.decode.generate, { batchSize, flashAttention }, o.smoke ? 1 : o.quick ? 2 : 3);
         decodeTrials.push({ flashAttention, tokensPerS: round(run.tokensPerS, 1), medianMsPerToken: round(run.medianMsPerToken, 2) });
         log(`decode ${w.decode.generate} tokens after ${w.decode.prompt.length}, flash attention ${onOff(flashAttention)}: ${run.tokensPerS.toFixed(1)} tokens/s (median ${run.medianMsPerToken.toFixed(1)} ms/token)`);
         if (run.tokensPerS > decode.tokensPerS) decode = { flashAttention, ...run };
