@@ -72,3 +72,27 @@ describe("Sampler.verify: the output distribution is the model's", () => {
     expect(draws(a)).toEqual(draws(b));
   });
 });
+
+describe("Sampler.sample without top-k / top-p (the softmax draw)", () => {
+  it("draws as the softmax at the temperature, never a masked (-Infinity) entry, one buffer reused across rows", () => {
+    const N = 40_000;
+    const logits = Float32Array.of(2.0, -Infinity, 1.5, 0.3, -Infinity, -0.4, 1.1);
+    const params = { temperature: 0.8, topP: 1, topK: 0 };
+    const p = new Sampler({ ...params, seed: 0 }).probabilities(logits);
+    expect([p[1], p[4]]).toEqual([0, 0]);
+    const counts = new Array<number>(logits.length).fill(0);
+    const sampler = new Sampler({ ...params, seed: 7 });
+    for (let i = 0; i < N; i++) counts[sampler.sample(i % 2 ? logits : Float32Array.from(logits))]!++;
+    expect([counts[1], counts[4]]).toEqual([0, 0]);
+    let chi2 = 0;
+    for (let i = 0; i < p.length; i++) if (p[i]! > 0) chi2 += (counts[i]! - N * p[i]!) ** 2 / (N * p[i]!);
+    // 4 degrees of freedom: above 25 has probability < 5e-5 under the null.
+    expect(chi2).toBeLessThan(25);
+    // A longer row after a shorter one, and the same seed gives the same draws.
+    const wide = Float32Array.from({ length: 1000 }, (_, i) => (i === 999 ? 50 : -Infinity));
+    expect(new Sampler({ ...params, seed: 3 }).sample(wide)).toBe(999);
+    expect(sampler.sample(wide)).toBe(999);
+    const again = new Sampler({ ...params, seed: 7 });
+    expect(Array.from({ length: 50 }, () => again.sample(logits))).toEqual(Array.from({ length: 50 }, (() => { const s = new Sampler({ ...params, seed: 7 }); return () => s.sample(logits); })()));
+  });
+});
