@@ -18,10 +18,10 @@ export const MASKED = -1e30;
 export const visibleFrom = (window: number | null) => (pos: number) => (window === null ? 0 : Math.max(0, pos - window + 1));
 
 /**
- * The prefill group's inputs: its rows padded into bundles (`prefillBundles`: the layout that
- * scores fewer keys, the one the scheduler's cost counts) (`pre_rows` [Bp * Tm]: the group row
- * of each padded row, padding repeating the bundle's first row; `pre_unpad` [Tp]: the padded row
- * of each group row) and, per attention context, `pre_ctx_slots` [Bp, Sm] (a bundle's members'
+ * The prefill group's inputs, its chunks in the bundles `prefillBundles` picks (the layout that
+ * scores fewer keys, which the scheduler's cost counts too): `pre_rows` [Bp * Tm], the group row
+ * of each padded row, padding repeating the bundle's first row; `pre_unpad` [Tp], the padded row
+ * of each group row; per attention context, `pre_ctx_slots` [Bp, Sm] (a bundle's members'
  * visible contexts one after another, padding slot 0) and `pre_mask` [Bp, 1, Tm, Sm + Tm]: each
  * token sees its own sequence's visible context and the new tokens of its own sequence at
  * positions <= its own; padding is masked (a dummy row sees everything: it is alone).
