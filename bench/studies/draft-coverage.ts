@@ -5,7 +5,7 @@ import { trainedModelPath } from "../../gpu-backend/model/checkpoint/trained-mod
 import { readGguf } from "../../gpu-backend/model/gguf/gguf-reader";
 import { ggufTokenizer } from "../../gpu-backend/model/gguf/gguf-tokenizer";
 import type { DraftSource } from "../../gpu-backend/speculative/draft-source";
-import { DraftLength, linearStepCost } from "../../gpu-backend/speculative/draft-length";
+import { DraftLength } from "../../gpu-backend/speculative/draft-length";
 import { SequenceLookup } from "../../gpu-backend/speculative/sequence-lookup";
 import { SuffixSource } from "../../gpu-backend/speculative/suffix-source";
 import { SuffixTree } from "../../gpu-backend/speculative/suffix-tree";
@@ -33,8 +33,8 @@ import { agentTrajectories, type TextTrajectory } from "./draft-transcripts";
  */
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), "../..");
-/** The step-cost model of the adaptive rows: each drafted token adds a tenth of a plain step. */
-const STEP_COST = linearStepCost(0.1);
+/** The step-cost model of the adaptive rows: each drafted token adds a tenth of a plain step (one sequence decoding). */
+const PER_DRAFT_TOKEN = 0.1;
 
 interface Row {
   kind: string;
@@ -59,7 +59,7 @@ function coverage(tokenizer: Tokenizer, trajectories: readonly TextTrajectory[])
         const all: ReplayCounts[] = [];
         for (const turn of trajectory.turns) {
           const source: DraftSource = sourceName === "lookup" ? new SequenceLookup() : new SuffixSource(tree);
-          const policy: DraftLengthPolicy = lengthName === "8" ? fixedLength(8) : new DraftLength({ stepCost: STEP_COST });
+          const policy: DraftLengthPolicy = lengthName === "8" ? fixedLength(8) : new DraftLength({ perDraftToken: PER_DRAFT_TOKEN });
           const reply = tokenizer.encode(turn.reply);
           all.push(replayReply(source, "tenant", tokenizer.encode(turn.prompt), reply, policy));
           source.observe?.({ tenant: "tenant", tokenIds: reply });

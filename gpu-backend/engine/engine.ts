@@ -222,9 +222,11 @@ export class Engine implements JobQueue {
     const spec = this.options.speculative;
     if (!spec) return [];
     const drafted: Sequence[] = [];
+    let decoding = 0;
+    for (const job of this.jobs.values()) if (job.seq.status === "running" && this.kv.numComputedTokens(job.seq.seqId) === job.seq.tokenIds.length - 1) decoding++;
     for (const job of this.jobs.values()) {
       if (!job.speculation || job.seq.status !== "running") continue;
-      const draft = draftFor(job, spec, this.kv.numComputedTokens(job.seq.seqId), this.options.executor.spec.vocabSize);
+      const draft = draftFor(job, spec, this.kv.numComputedTokens(job.seq.seqId), this.options.executor.spec.vocabSize, decoding);
       if (draft.length === 0) continue;
       job.seq.draft = draft;
       drafted.push(job.seq);

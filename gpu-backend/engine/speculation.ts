@@ -80,12 +80,15 @@ export function newSpeculationCounters(): SpeculationCounters {
  * outside the vocabulary and where the grammar of a constrained job refuses it. [] when the job
  * does not speculate or is not decoding (its last token is the only one not computed).
  *
- * @example seq.draft = draftFor(job, options, kv.numComputedTokens(seq.seqId), spec.vocabSize);
+ * `decoding`: the sequences decoding this step, which share its fixed cost (the adaptive length
+ * drafts less as it grows: `batchedDraftCost`).
+ *
+ * @example seq.draft = draftFor(job, options, kv.numComputedTokens(seq.seqId), spec.vocabSize, 1);
  */
-export function draftFor(job: Job, options: SpeculationOptions, numComputed: number, vocabSize: number): number[] {
+export function draftFor(job: Job, options: SpeculationOptions, numComputed: number, vocabSize: number, decoding: number): number[] {
   const seq = job.seq;
   if (!job.speculation || job.finished || seq.status !== "running" || seq.numGenerated === 0 || numComputed !== seq.tokenIds.length - 1) return [];
-  const max = Math.min(job.speculation.length ? job.speculation.length.next() : options.maxDraftTokens, seq.maxTokens - seq.numGenerated - 1);
+  const max = Math.min(job.speculation.length ? job.speculation.length.next(decoding) : options.maxDraftTokens, seq.maxTokens - seq.numGenerated - 1);
   if (max <= 0) return [];
   const draft = options.source.propose({ tenant: job.speculation.tenant, tokenIds: seq.tokenIds, numPromptTokens: seq.numPromptTokens }, max).slice(0, max);
   const bad = draft.findIndex((id) => !Number.isInteger(id) || id < 0 || id >= vocabSize);

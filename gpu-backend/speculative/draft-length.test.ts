@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { bestDraftLength, DraftLength, expectedTokensPerStep, linearStepCost } from "./draft-length";
+import { batchedDraftCost, bestDraftLength, DraftLength, expectedTokensPerStep, linearStepCost } from "./draft-length";
 
 describe("draft length", () => {
   it("expects 1 + a + ... + a^k tokens per step and picks the k with the most tokens per unit of cost", () => {
@@ -18,7 +18,7 @@ describe("draft length", () => {
   });
 
   it("grows to the longest draft on a stream whose drafts are all accepted", () => {
-    const length = new DraftLength({ maxLength: 12, stepCost: linearStepCost(0.05) });
+    const length = new DraftLength({ maxLength: 12, perDraftToken: 0.05 });
     const seen: number[] = [];
     for (let step = 0; step < 30; step++) {
       const k = length.next();
@@ -68,5 +68,20 @@ describe("draft length", () => {
     length.record(0, 0);
     expect(length.acceptance()).toBe(before);
     expect(() => length.record(2, 3)).toThrow(/accepted 3 of 2/);
+  });
+
+  it("drafts less as more sequences decode together: a draft token's cost grows toward a whole sequence's step", () => {
+    expect(batchedDraftCost(0.1, 1)).toBeCloseTo(0.1);
+    expect(batchedDraftCost(0.1, 8)).toBeCloseTo(8 / 17);
+    expect(batchedDraftCost(0.1, 1000)).toBeGreaterThan(0.99);
+    // Acceptance 0.4 (four accepted, six rejections): one sequence drafts, eight decoding together do not.
+    const length = new DraftLength({ initialAcceptance: 0.4, decay: 1 });
+    expect(length.length(1)).toBeGreaterThan(0);
+    expect(length.length(8)).toBe(0);
+    expect(length.next(8)).toBe(0); // a step off, toward the next probe
+    // Acceptance 0.9 pays at batch 8 too, with a shorter draft than alone.
+    const good = new DraftLength({ initialAcceptance: 0.9, decay: 1 });
+    expect(good.length(8)).toBeGreaterThan(0);
+    expect(good.length(8)).toBeLessThan(good.length(1));
   });
 });

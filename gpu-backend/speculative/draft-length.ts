@@ -8,8 +8,11 @@ export type StepCost = (numTokens: number) => number;
 export interface DraftLengthOptions {
   /** Longest draft (default 16). */
   maxLength?: number;
-  /** What verifying costs, set by the engine from measurement (default {@link linearStepCost}(0.1)). */
-  stepCost?: StepCost;
+  /**
+   * What one drafted token costs in a decode step of one sequence, relative to that plain step
+   * (default 0.1); with more sequences decoding together it costs more ({@link batchedDraftCost}).
+   */
+  perDraftToken?: number;
   /** Weight of the past per step (default 0.8: the last five or so verifications count most). */
   decay?: number;
   /** Per-token acceptance assumed before any verification (default 0.5). */
@@ -27,6 +30,20 @@ export interface DraftLengthOptions {
  */
 export function linearStepCost(perDraftToken: number): StepCost {
   return (numTokens) => 1 + perDraftToken * (numTokens - 1);
+}
+
+/**
+ * What one drafted token costs relative to a sequence's share of a plain decode step when `batch`
+ * sequences decode together: the step's fixed part (reading the weights, its overhead) is shared
+ * by the batch, a row's own part (its products, its LM-head row, its attention) is not. At batch 1
+ * the fixed part is (1 / perDraftToken - 1) rows' worth. On the cpu executor 8 agent trajectories
+ * decoding together ran 4-7% faster with no drafts at all, single-stream decode 10-13% slower
+ * (`npm run bench -- llamacpp --only ours`, int4, AVX2, 2026-12-07): drafts pay at batch 1, not at 8.
+ * @example batchedDraftCost(0.1, 1) // 0.1
+ * @example batchedDraftCost(0.1, 8) // 0.47: a draft token is now nearly half a sequence's step
+ */
+export function batchedDraftCost(perDraftToken: number, batch: number): number {
+  return 1 / ((1 / perDraftToken - 1) / Math.max(1, batch) + 1);
 }
 
 /**
@@ -68,14 +85,14 @@ export function bestDraftLength(acceptance: number, maxLength: number, stepCost:
  * `probeEvery` steps one probe of `probeLength` tokens tests whether drafting pays again.
  *
  * @example
- * const length = new DraftLength({ stepCost: linearStepCost(0.05) });
+ * const length = new DraftLength({ perDraftToken: 0.05 });
  * const k = length.next();            // 0: don't draft this step
  * const draft = source.propose(context, k);
  * length.record(draft.length, accepted);
  */
 export class DraftLength {
   private readonly maxLength: number;
-  private readonly stepCost: StepCost;
+  private readonly perDraftToken: number;
   private readonly decay: number;
   private readonly probeEvery: number;
   private readonly probeLength: number;
@@ -86,7 +103,7 @@ export class DraftLength {
   /** @example new DraftLength({ maxLength: 8 }) */
   constructor(options: DraftLengthOptions = {}) {
     this.maxLength = options.maxLength ?? 16;
-    this.stepCost = options.stepCost ?? linearStepCost(0.1);
+    this.perDraftToken = options.perDraftToken ?? 0.1;
     this.decay = options.decay ?? 0.8;
     this.probeEvery = options.probeEvery ?? 32;
     this.probeLength = Math.min(options.probeLength ?? 4, this.maxLength);
@@ -103,14 +120,17 @@ export class DraftLength {
     return this.accepted / (this.accepted + this.rejected);
   }
 
-  /** The length the estimate picks (0: off), without a probe. @example length.length() // 9 */
-  length(): number {
-    return bestDraftLength(this.acceptance(), this.maxLength, this.stepCost).length;
+  /** The length the estimate picks (0: off) with `batch` sequences decoding, without a probe. @example length.length() // 9 */
+  length(batch = 1): number {
+    return bestDraftLength(this.acceptance(), this.maxLength, linearStepCost(batchedDraftCost(this.perDraftToken, batch))).length;
   }
 
-  /** How many tokens to draft this step (0: none; counts a step off toward the next probe). @example source.propose(context, length.next()) */
-  next(): number {
-    const k = this.length();
+  /**
+   * How many tokens to draft this step with `batch` sequences decoding (0: none; counts a step off
+   * toward the next probe). @example source.propose(context, length.next(decoding))
+   */
+  next(batch = 1): number {
+    const k = this.length(batch);
     if (k > 0) {
       this.stepsOff = 0;
       return k;
