@@ -222,11 +222,11 @@ export class Engine implements JobQueue {
     const spec = this.options.speculative;
     if (!spec) return [];
     const drafted: Sequence[] = [];
-    let decoding = 0;
-    for (const job of this.jobs.values()) if (job.seq.status === "running" && this.kv.numComputedTokens(job.seq.seqId) === job.seq.tokenIds.length - 1) decoding++;
-    for (const job of this.jobs.values()) {
-      if (!job.speculation || job.seq.status !== "running") continue;
-      const draft = draftFor(job, spec, this.kv.numComputedTokens(job.seq.seqId), this.options.executor.spec.vocabSize, decoding);
+    // The sequences decoding this step (their last token the only one not computed) share its cost.
+    const decoding = [...this.jobs.values()].filter((job) => job.seq.status === "running" && this.kv.numComputedTokens(job.seq.seqId) === job.seq.tokenIds.length - 1);
+    for (const job of decoding) {
+      if (!job.speculation) continue;
+      const draft = draftFor(job, spec, job.seq.tokenIds.length - 1, this.options.executor.spec.vocabSize, decoding.length);
       if (draft.length === 0) continue;
       job.seq.draft = draft;
       drafted.push(job.seq);

@@ -197,7 +197,7 @@ export class CpuExecutor implements Executor {
  * row stays on MatMulNBits (CpuExecutorOptions.integerPrefill: by default at int4 only): u8 x s8
  * where the CPU has VNNI, else u8 x s8 with 7-bit activations (`IntegerKernel`: plain u8 x s8
  * saturates there; on an AVX2 EPYC the 7-bit one runs 1.45-1.55x fp32 MatMul at 300-512 rows,
- * u8 x u8 1.22-1.31x, `bench/probes/int-gemm-probe.ts`).
+ * `bench/probes/int-gemm-probe.ts`).
  */
 export function integerPrefillKernel(quantized: QuantizedWeights | null, option?: boolean, flags = cpuFlags()): IntegerKernel | undefined {
   if (quantized === null || !(option ?? quantized.bits === 4)) return undefined;

@@ -4,7 +4,6 @@ import { GRAPH_IO, type ContextInputNames } from "../graph/llama-graph";
 import { RECENT } from "../graph/decode-attention";
 import { MASKED, prefillFeeds, visibleFrom, type GroupMember } from "./cpu-prefill-feeds";
 
-
 /** What the feeds depend on besides the step: the pool's block size, the KV heads, the sliding window (or null). */
 export interface FeedLayout {
   blockSize: number;
@@ -23,7 +22,6 @@ export interface StepFeeds {
   /** Rows in the prefill group (0 when it holds only the dummy row). */
   prefillRows: number;
 }
-
 
 /**
  * The graph's inputs for one step. Sequences with one new token, and verify runs (`verify`), form

@@ -14,7 +14,7 @@ import type { PackedWeight } from "../quant/quantized-weights";
  * exact on this CPU: `u8s8` only with VNNI (without it MLAS's pairs of u8 x s8 products saturate
  * int16: 7.7% RMS error on an AVX2 EPYC, which is why `integerPrefillKernel` never picks it there).
  */
-const KERNELS: IntegerKernel[] = ["u8s8-7bit", "u8u8", ...(hasVnni() ? (["u8s8"] as const) : [])];
+const KERNELS: IntegerKernel[] = ["u8s8-7bit", ...(hasVnni() ? (["u8s8"] as const) : [])];
 const K = 96;
 const N = 40;
 

@@ -87,18 +87,18 @@ export function linear(g: GraphBuilder, gw: GraphWeights, name: string, x: strin
 }
 
 /**
- * How the integer GEMM's operands are coded (MLAS's kernels, `integerKernelOn` picks per CPU):
- * - `u8s8`: activations uint8 (zero point 128) times int8 weights. With VNNI (AVX-VNNI,
- *   AVX-512 VNNI, AMX) MLAS sums u8 x s8 products straight into int32; without it (plain AVX2,
- *   AVX-512 without VNNI) its kernel adds pairs of products into int16 first (`vpmaddubsw`), which
- *   saturates (255 x 127 x 2 > 32,767): 7.7% RMS error measured on an AVX2 EPYC, not usable there.
+ * How the integer GEMM's activations are coded (MLAS's u8 x s8 kernels; `integerPrefillKernel` in
+ * cpu-executor.ts picks per CPU):
+ * - `u8s8`: uint8 (zero point 128) times the int8 weights. With VNNI (AVX-VNNI, AVX-512 VNNI, AMX)
+ *   MLAS sums u8 x s8 products straight into int32; without it (plain AVX2, AVX-512 without VNNI)
+ *   its kernel adds pairs of products into int16 first (`vpmaddubsw`), which saturates
+ *   (255 x 127 x 2 > 32,767): 7.7% RMS error measured on an AVX2 EPYC, not usable there.
  * - `u8s8-7bit`: the same kernel with activations on 7 bits (step max|row| / 63, zero point 64),
- *   so a pair of products always fits int16 (127 x 127 x 2 = 32,258): exact on every x86 CPU,
- *   at one bit of activation precision.
- * - `u8u8`: activations and weights uint8 (the int8 codes + 128, zero point 128): MLAS widens to
- *   int16 before multiplying, no saturation, at full precision.
+ *   so a pair of products always fits int16 (127 x 127 x 2 = 32,258): exact on every x86 CPU, at
+ *   one bit of activation precision. (u8 x u8, uint8 weights, also never saturates: measured 15%
+ *   slower on that CPU, not kept; docs/quantization.md.)
  */
-export type IntegerKernel = "u8s8" | "u8s8-7bit" | "u8u8";
+export type IntegerKernel = "u8s8" | "u8s8-7bit";
 
 /**
  * x [M, K] times a quantized weight by onnxruntime's integer GEMM (`MatMulIntegerToFloat`): each
@@ -112,20 +112,16 @@ export type IntegerKernel = "u8s8" | "u8s8-7bit" | "u8u8";
 export function integerProduct(g: GraphBuilder, name: string, x: string, w: PackedWeight, kernel: IntegerKernel): string {
   let c: ColumnInt8 | undefined;
   const column = () => (c ??= columnInt8(w));
-  const unsigned = kernel === "u8u8";
-  const codes = initializerOnce(g, `${name}.int8${unsigned ? "_u8" : ""}`, () =>
-    unsigned ? g.bytes(`${name}.int8_u8`, Uint8Array.from(column().codes, (v) => v + 128), [w.cols, w.rows]) : g.int8(`${name}.int8`, column().codes, [w.cols, w.rows]),
-  );
+  const codes = initializerOnce(g, `${name}.int8`, () => g.int8(`${name}.int8`, column().codes, [w.cols, w.rows]));
   const scales = initializerOnce(g, `${name}.int8_scales`, () => g.weight(`${name}.int8_scales`, column().scales, [w.rows]));
   const levels = kernel === "u8s8-7bit" ? 63 : 127;
   const zero = initializerOnce(g, `row_int8.zero_point_${levels + 1}`, () => g.bytes(`row_int8.zero_point_${levels + 1}`, Uint8Array.of(levels + 1), []));
-  const weightZero = unsigned ? initializerOnce(g, "row_int8.zero_point_128", () => g.bytes("row_int8.zero_point_128", Uint8Array.of(128), [])) : undefined;
   const one = initializerOnce(g, "row_int8.one", () => g.weight("row_int8.one", Float32Array.of(1), []));
   // The step max|row| / levels, at least FLT_MIN / levels (a row of zeros quantizes to zeros, not NaN).
   const amax = g.op("Max", [g.op("ReduceMax", [g.op("Abs", [x])], { attributes: { axes: [1], keepdims: 0 } }), g.scalar(1.1754944e-38)]);
   const step = g.op("Mul", [amax, g.scalar(1 / levels)]); // [M]
   const q = g.op("QuantizeLinear", [x, step, g.op("Expand", [zero, g.op("Shape", [step])])], { attributes: { axis: 0 } });
-  const y = g.op("MatMulIntegerToFloat", [q, codes, one, scales, zero, ...(weightZero ? [weightZero] : [])], { domain: "com.microsoft" });
+  const y = g.op("MatMulIntegerToFloat", [q, codes, one, scales, zero], { domain: "com.microsoft" });
   return g.op("Mul", [y, g.op("Unsqueeze", [step, g.int64s([1])])]);
 }
 
