@@ -95,4 +95,22 @@ describe("Sampler.sample without top-k / top-p (the softmax draw)", () => {
     const again = new Sampler({ ...params, seed: 7 });
     expect(Array.from({ length: 50 }, () => again.sample(logits))).toEqual(Array.from({ length: 50 }, (() => { const s = new Sampler({ ...params, seed: 7 }); return () => s.sample(logits); })()));
   });
+
+  it("a peaked row, where most rejection draws fail and the full draw runs, still draws as the softmax", () => {
+    // 3 entries near the top and 1,997 at -12: a rejection try keeps an entry with probability
+    // ~(1 + e^-1 + e^-2) / 2,000 = 7.6e-4, so ~18% of draws end in the rejection tries and the rest
+    // in the full draw; the mixture must be the softmax.
+    const N = 20_000;
+    const logits = Float32Array.from({ length: 2000 }, (_, i) => (i < 3 ? -i : -12));
+    const params = { temperature: 1, topP: 1, topK: 0 };
+    const p = new Sampler({ ...params, seed: 0 }).probabilities(logits);
+    const expected = [p[0]!, p[1]!, p[2]!, 1 - p[0]! - p[1]! - p[2]!];
+    const counts = [0, 0, 0, 0];
+    const sampler = new Sampler({ ...params, seed: 11 });
+    for (let i = 0; i < N; i++) counts[Math.min(3, sampler.sample(logits))]!++;
+    let chi2 = 0;
+    for (let i = 0; i < 4; i++) chi2 += (counts[i]! - N * expected[i]!) ** 2 / (N * expected[i]!);
+    // 3 degrees of freedom: above 22 has probability < 1e-4 under the null.
+    expect(chi2).toBeLessThan(22);
+  });
 });
