@@ -18,10 +18,10 @@ export interface CpuExecutorOptions {
   quantized?: QuantizedWeights | null | undefined;
   /**
    * Steps with prefill rows run a second graph whose linears multiply those rows by the integer
-   * GEMM (`integerProduct` in graph/linear.ts). Default: with int4 weights only. At int8 it moved
-   * the trained SmolLM2's mean KL to fp32 from 4.5e-3 to 3.2e-2 (the activations' outlier
-   * channels, rounded per row); at int4 from 0.432 to 0.440 (docs/quantization.md). False: every
-   * row on MatMulNBits, one graph.
+   * GEMM (`integerProduct` in graph/linear.ts, activations rotated). Default: with quantized
+   * weights. On the trained SmolLM2 on an AVX2 CPU (mean KL to fp32, MatMulNBits prefill ->
+   * integer): int8 4.5e-3 -> 1.1e-2 (1.1e-1 before the rotation: outlier channels rounded per
+   * row), int4 0.427 -> 0.428 (docs/quantization.md). False: every row on MatMulNBits, one graph.
    */
   integerPrefill?: boolean | undefined;
 }
@@ -194,13 +194,13 @@ export class CpuExecutor implements Executor {
 
 /**
  * The integer GEMM kernel of the graph that steps with prefill rows take, or undefined when every
- * row stays on MatMulNBits (CpuExecutorOptions.integerPrefill: by default at int4 only): u8 x s8
+ * row stays on MatMulNBits (CpuExecutorOptions.integerPrefill; by default with quantized weights): u8 x s8
  * where the CPU has VNNI, else u8 x s8 with 7-bit activations (`IntegerKernel`: plain u8 x s8
  * saturates there; on an AVX2 EPYC the 7-bit one runs 1.45-1.55x fp32 MatMul at 300-512 rows,
  * `bench/probes/int-gemm-probe.ts`).
  */
 export function integerPrefillKernel(quantized: QuantizedWeights | null, option?: boolean, flags = cpuFlags()): IntegerKernel | undefined {
-  if (quantized === null || !(option ?? quantized.bits === 4)) return undefined;
+  if (quantized === null || option === false) return undefined;
   return hasVnni(flags) ? "u8s8" : "u8s8-7bit";
 }
 

@@ -1,5 +1,6 @@
 import { BLOCK_SIZE, zeroPoint } from "./block-quant";
 import type { PackedWeight } from "./quantized-weights";
+import { rotateBlocks } from "./hadamard";
 
 /**
  * A quantized linear weight re-coded for onnxruntime's integer GEMM (`com.microsoft.
@@ -20,25 +21,27 @@ export interface ColumnInt8 {
   scales: Float32Array;
 }
 
-/** The weight `w` (N rows of K block-quantized values) as per-output-feature int8 [K, N]. */
-export function columnInt8(w: PackedWeight): ColumnInt8 {
+/**
+ * The weight `w` (N rows of K block-quantized values) as per-output-feature int8 [K, N]; with
+ * `rotation` b, each output feature's K block values times H_b per block of b first (`hadamard.ts`),
+ * for activations rotated the same way.
+ */
+export function columnInt8(w: PackedWeight, rotation: number | null = null): ColumnInt8 {
   const { rows: n, cols: k, bits } = w;
   const blocks = k / BLOCK_SIZE;
   const z = zeroPoint(bits);
   const codes = new Int8Array(k * n);
   const scales = new Float32Array(n);
-  const row = new Float32Array(k);
+  const row = new Float64Array(k);
   for (let r = 0; r < n; r++) {
-    let amax = 0;
     for (let b = 0; b < blocks; b++) {
       const d = w.scales[r * blocks + b]!;
       const at = b * BLOCK_SIZE;
-      for (let j = 0; j < BLOCK_SIZE; j++) {
-        const v = d * (codeAt(w, r * k + at + j) - z);
-        row[at + j] = v;
-        if (Math.abs(v) > amax) amax = Math.abs(v);
-      }
+      for (let j = 0; j < BLOCK_SIZE; j++) row[at + j] = d * (codeAt(w, r * k + at + j) - z);
     }
+    if (rotation !== null) rotateBlocks(row, rotation);
+    let amax = 0;
+    for (let i = 0; i < k; i++) if (Math.abs(row[i]!) > amax) amax = Math.abs(row[i]!);
     const scale = amax / 127;
     scales[r] = scale;
     const inv = scale === 0 ? 0 : 1 / scale;
