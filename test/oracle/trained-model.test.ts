@@ -17,7 +17,8 @@ import { CpuExecutor } from "../../gpu-backend/model/executors/cpu-executor";
 import { executorGreedy } from "../../gpu-backend/model/executors/executor-greedy";
 import { readGguf } from "../../gpu-backend/model/gguf/gguf-reader";
 import { writeGguf } from "../../gpu-backend/model/gguf/gguf-writer";
-import { accuracyCorpus, accuracyPrompts, precisionAccuracy } from "../../bench/studies/precision-accuracy";
+import { accuracyCorpus, klDivergence } from "../../bench/studies/precision-accuracy";
+import { QuantizedWeights } from "../../gpu-backend/model/quant/quantized-weights";
 import { AGENT_TEXTS, renderedPrompts } from "./agent-text-corpus";
 import { llamaCppGreedy, llamaCppLogProbs, logSoftmax } from "./oracle-support";
 
@@ -262,17 +263,32 @@ describe("the engine on the trained model", () => {
     expect(ajv.validate(PERSON, JSON.parse(done.text)), ajv.errorsText()).toBe(true);
   });
 
-  it("int8: prefill rows on the rotated integer GEMM keep the mean KL within 4x MatMulNBits' (23x unrotated)", { timeout: 240_000 }, async () => {
+  it("int8: prefill rows on the rotated integer GEMM keep the mean KL within 4x MatMulNBits' (28x unrotated)", { timeout: 240_000 }, async () => {
     // A few channels of trained activations sit far above the rest: unrotated, a per-row int8 step
-    // rounded the others coarsely (1.05e-1 against MatMulNBits' 4.5e-3 over 1,000 tokens, AVX2 EPYC,
-    // 7-bit activations); rotated 1.1e-2 (2.5x). 300 tokens here, teacher-forced.
-    const corpus = accuracyCorpus(model.codec, 300);
-    const prompts = accuracyPrompts(model.codec).slice(0, 1);
-    const run = (integerPrefill: boolean) => precisionAccuracy({ spec: model.spec, weights: model.weights, bits: 8, integerPrefill, corpus, prompts, threads: 1, greedyTokens: 1 });
-    const integer = await run(true);
-    const nbits = await run(false);
-    report(`int8 mean KL against fp32: prefill on the integer GEMM ${integer.meanKl.toExponential(2)}, on MatMulNBits ${nbits.meanKl.toExponential(2)} nats`);
-    expect(nbits.meanKl).toBeGreaterThan(0);
-    expect(integer.meanKl).toBeLessThanOrEqual(4 * nbits.meanKl);
+    // rounds the others coarsely (docs/quantization.md "Rotated activations": over all 30 layers,
+    // 1.05e-1 against MatMulNBits' 4.5e-3, rotated 1.1e-2). The first 4 layers (then the final
+    // norm and LM head) show the same at a sixth of the cost: measured on an AVX2 EPYC (7-bit
+    // activations) rotated 3.5e-3 against 1.2e-3 (2.8x), unrotated 3.6e-2 (28x). 256 corpus
+    // tokens in one chunk, each side's logits against fp32's.
+    const layers = 4;
+    const spec = { ...model.spec, numLayers: layers, layerWindows: model.spec.layerWindows.slice(0, layers), ropeLayers: model.spec.ropeLayers.slice(0, layers) };
+    const corpus = accuracyCorpus(model.codec, 256);
+    const step = { tokenIds: corpus, startPos: 0, blockTable: Array.from({ length: 16 }, (_, i) => i), logits: "all" as const };
+    const logitsOf = async (quantized: QuantizedWeights | null, integerPrefill?: boolean) => {
+      const exec = await CpuExecutor.create({ spec, weights: model.weights, quantized, integerPrefill, numBlocks: 16, blockSize: 16, threads: 1 });
+      try {
+        return (await exec.run([step])).logits[0]!;
+      } finally {
+        await exec.dispose();
+      }
+    };
+    const reference = await logitsOf(null);
+    const V = spec.vocabSize;
+    const meanKl = (logits: Float32Array) => corpus.reduce((sum, _, r) => sum + klDivergence(reference.subarray(r * V, (r + 1) * V), logits.subarray(r * V, (r + 1) * V)), 0) / corpus.length;
+    const integer = meanKl(await logitsOf(QuantizedWeights.open(8), true));
+    const nbits = meanKl(await logitsOf(QuantizedWeights.open(8), false));
+    report(`int8 mean KL against fp32 over ${corpus.length} tokens, first ${layers} layers: prefill on the integer GEMM ${integer.toExponential(2)}, on MatMulNBits ${nbits.toExponential(2)} nats`);
+    expect(nbits).toBeGreaterThan(0);
+    expect(integer).toBeLessThanOrEqual(4 * nbits);
   });
 });

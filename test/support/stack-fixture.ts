@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { inject } from "vitest";
 import { tinyModelDir } from "../../gpu-backend/model/testing/tiny-model";
-import { freePort, startStack, type Stack, type StackOptions } from "../../scripts/stack";
+import { freePort, startStack, StackStartError, type Stack, type StackOptions } from "../../scripts/stack";
 
 /** A fresh temp dir and the tiny random model (the run's shared copy, or `dir/tiny`: `tinyModelDir`). */
 export interface TestModelDir {
@@ -68,21 +68,25 @@ export async function startTestStack(options: TestStackOptions): Promise<TestSta
   const { name, backends = 1, ...stackOptions } = options;
   const tmp = await makeTestModelDir(name);
   try {
-    const [edgePort, inspectorPort, ...backendPorts] = await freePorts(2 + backends);
-    const stack = await startStack({
-      onLine: () => {},
-      ...stackOptions,
-      modelDir: tmp.modelDir,
-      backendPorts,
-      edgePort: edgePort!,
-      inspectorPort: inspectorPort!,
-      persistTo: join(tmp.dir, "wrangler-state"),
-    });
+    const start = async () => {
+      const [edgePort, inspectorPort, ...backendPorts] = await freePorts(2 + backends);
+      const stack = await startStack({
+        onLine: () => {},
+        ...stackOptions,
+        modelDir: tmp.modelDir,
+        backendPorts,
+        edgePort: edgePort!,
+        inspectorPort: inspectorPort!,
+        persistTo: join(tmp.dir, "wrangler-state"),
+      });
+      return { stack, inspectorPort: inspectorPort! };
+    };
+    const { stack, inspectorPort } = await withPortRetries(start);
     return {
       stack,
       dir: tmp.dir,
       modelDir: tmp.modelDir,
-      inspectorPort: inspectorPort!,
+      inspectorPort,
       async stop() {
         try {
           await stack.stop();
@@ -94,6 +98,23 @@ export async function startTestStack(options: TestStackOptions): Promise<TestSta
   } catch (e) {
     tmp.remove(); // startStack stops the parts it started before it throws
     throw e;
+  }
+}
+
+/**
+ * `start`, again on fresh ports (up to 3 tries) when a process of the stack found a port taken:
+ * between `freePort` closing a port and a child binding it, another test file's processes (3 run
+ * at once) may take it, or wrangler's own choice of an internal port may meet one of theirs (seen
+ * once in CI: workerd "Address already in use" on a port none of ours). Other failures throw at once.
+ */
+async function withPortRetries<T>(start: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await start();
+    } catch (e) {
+      const taken = e instanceof StackStartError && (e.reason === "port_in_use" || /address already in use/i.test(e.message));
+      if (!taken || attempt === 3) throw e;
+    }
   }
 }
 
