@@ -85,10 +85,12 @@ export class CpuExecutor implements Executor {
     const quantized = options.quantized ?? null;
     const kernel = integerPrefillKernel(quantized, options.integerPrefill);
     const twoGraphs = kernel !== undefined;
-    // Two sessions, two thread pools: a pool that spins after its run takes a core from the other
-    // session's next run (the int4 trajectory measured 0.78x with spinning); decode steps measured
-    // the same without it (docs/quantization.md, "Prefill products").
-    const spin = twoGraphs ? { extra: { session: { intra_op: { allow_spinning: "0" } } } } : {};
+    // Thread pools spin while a run lasts (between its nodes) and stop when it returns
+    // (`session.force_spinning_stop`): a pool left spinning after its run takes a core from the
+    // other session's next run (two sessions: the int4 trajectory measured 0.78x) and from the
+    // engine's own work between steps; a pool that never spins pays a wake-up per parallel node
+    // (int8 decode steps 17% and int4 8% slower in alternating runs, docs/quantization.md).
+    const spin = { extra: { session: { intra_op: { allow_spinning: "1" }, force_spinning_stop: "1" } } };
     const padOneRow = oneRowDiffers(quantized);
     const open = (integerPrefill: IntegerKernel | undefined) =>
       ort.InferenceSession.create(buildLlamaGraph(options.spec, options.weights, quantized, { integerPrefill, padOneRow }), {
