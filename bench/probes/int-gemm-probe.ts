@@ -8,9 +8,9 @@
  * Paths: fp32 MatMul; MatMulNBits int4 and int8 at accuracy level 4 (int8 activations per block
  * of 32: the cpu executor's decode rows); DynamicQuantizeMatMul with per-column int8 weights (u8
  * activations per tensor x s8 weights: MLAS's integer GEMM); `integerProduct` (graph/linear.ts,
- * the cpu executor's int4 prefill rows: the same GEMM with each activation row quantized on its
- * own) of the int4 blocks by each `IntegerKernel` (u8 x s8; u8 x s8 with 7-bit activations) and of
- * the int8 blocks.
+ * the cpu executor's int8/int4 prefill rows: the same GEMM with each activation row rotated and
+ * quantized on its own) of the int4 blocks by each `IntegerKernel` (u8 x s8; u8 x s8 with 7-bit
+ * activations) and of the int8 blocks.
  * Prints median ms per product over the rounds, the speed against fp32, and the output's error
  * against fp32 (RMS of the difference over RMS of the fp32 output).
  */

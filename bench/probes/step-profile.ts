@@ -1,7 +1,7 @@
 /**
  * Where a cpu executor step's time goes (issue 39): onnxruntime's own profile of the decoder graph
  * the executor runs for each step an agent workload runs (a step with prefill rows: the graph
- * whose int4 prefill rows take the integer GEMM; a decode step: the MatMulNBits graph), kernel
+ * whose int8/int4 prefill rows take the integer GEMM; a decode step: the MatMulNBits graph), kernel
  * time summed by op type over the last of 4 runs.
  *
  *   AGENT_EDGE_CACHE_DIR=... npx tsx bench/probes/step-profile.ts [int8|int4|fp32] [model dir]

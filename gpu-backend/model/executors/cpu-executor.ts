@@ -196,10 +196,10 @@ export class CpuExecutor implements Executor {
 
 /**
  * The integer GEMM kernel of the graph that steps with prefill rows take, or undefined when every
- * row stays on MatMulNBits (CpuExecutorOptions.integerPrefill; by default with quantized weights): u8 x s8
- * where the CPU has VNNI, else u8 x s8 with 7-bit activations (`IntegerKernel`: plain u8 x s8
- * saturates there; on an AVX2 EPYC the 7-bit one runs 1.45-1.55x fp32 MatMul at 300-512 rows,
- * `bench/probes/int-gemm-probe.ts`).
+ * row stays on MatMulNBits (`CpuExecutorOptions.integerPrefill` false; the default takes it with
+ * int8 and int4 weights): u8 x s8 where the CPU has VNNI, else u8 x s8 with 7-bit activations
+ * (`IntegerKernel`: plain u8 x s8 saturates there; on an AVX2 EPYC the 7-bit one runs 1.45-1.55x
+ * fp32 MatMul at 300-512 rows unrotated, `bench/probes/int-gemm-probe.ts`).
  */
 export function integerPrefillKernel(quantized: QuantizedWeights | null, option?: boolean, flags = cpuFlags()): IntegerKernel | undefined {
   if (quantized === null || option === false) return undefined;

@@ -9,7 +9,8 @@ import { rotateBlocks } from "./hadamard";
  * output feature.
  *
  * It is made from the block codes the decode product reads, not from the float weights, so both
- * products compute with the same model: each value is the block weight `d * (code - zero)`,
+ * products compute with the same model: each value is the block weight `d * (code - zero)`
+ * (rotated with its row's other values when `rotation` is given, as the graph's prefill rows are),
  * rounded once more to its output feature's int8 grid (step max|row| / 127). That second
  * rounding is at most half a step: for int4 weights finer than the block grid it sits on, for
  * int8 weights of the same order as Q8_0's own (docs/quantization.md, "Prefill products").
