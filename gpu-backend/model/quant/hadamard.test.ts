@@ -2,11 +2,13 @@ import { describe, expect, it } from "vitest";
 import { hadamard, rotateBlocks, rotationBlock } from "./hadamard";
 
 describe("block Hadamard rotation", () => {
-  it("H_b is symmetric and orthonormal (its own inverse)", () => {
+  it("H_b is the Sylvester matrix ((-1)^popcount(i & j) / sqrt(b)), symmetric and orthonormal (its own inverse)", () => {
+    const popcount = (n: number) => n.toString(2).split("1").length - 1;
     for (const b of [1, 2, 32, 64]) {
       const h = hadamard(b);
       for (let i = 0; i < b; i++)
         for (let j = 0; j < b; j++) {
+          expect(h[i * b + j]).toBeCloseTo((popcount(i & j) % 2 === 0 ? 1 : -1) / Math.sqrt(b), 6);
           expect(h[i * b + j]).toBe(h[j * b + i]);
           let dot = 0;
           for (let k = 0; k < b; k++) dot += h[i * b + k]! * h[j * b + k]!;

@@ -18,13 +18,12 @@ export function rotationBlock(k: number): number {
   return Math.min(64, k & -k);
 }
 
-/** H_b row-major (b x b float32): entry (i, j) is (-1)^popcount(i & j) / sqrt(b). */
+/** H_b row-major (b x b float32): entry (i, j) is (-1)^popcount(i & j) / sqrt(b), row i being H_b e_i (it is symmetric). */
 export function hadamard(b: number): Float32Array {
-  assertPowerOfTwo(b);
-  const h = new Float32Array(b * b);
-  const s = 1 / Math.sqrt(b);
-  for (let i = 0; i < b; i++) for (let j = 0; j < b; j++) h[i * b + j] = popcount(i & j) % 2 === 0 ? s : -s;
-  return h;
+  const h = new Float64Array(b * b);
+  for (let i = 0; i < b; i++) h[i * b + i] = 1;
+  rotateBlocks(h, b);
+  return Float32Array.from(h);
 }
 
 /**
@@ -48,12 +47,6 @@ export function rotateBlocks(v: Float64Array, b: number): void {
         }
     for (let j = at; j < at + b; j++) v[j]! *= s;
   }
-}
-
-function popcount(n: number): number {
-  let c = 0;
-  for (; n; n &= n - 1) c++;
-  return c;
 }
 
 function assertPowerOfTwo(b: number): void {
