@@ -211,26 +211,46 @@ function writeValue(out: ByteWriter, key: string, v: GgufValue): void {
   writeItem(out, key, v.type, v.value);
 }
 
+/** One metadata item, checked against its type (no closures: this runs once per vocabulary entry). */
 function writeItem(out: ByteWriter, key: string, type: GgufItemType, item: number | boolean | string): void {
-  const bad = (): never => {
-    throw new Error(`GGUF: metadata ${key}: ${JSON.stringify(item)} is not a valid ${type}`);
-  };
-  if (type === "string") return typeof item === "string" ? out.string(item) : bad();
-  if (type === "bool") return typeof item === "boolean" ? out.u8(item ? 1 : 0) : bad();
-  if (typeof item !== "number" || Number.isNaN(item)) return bad();
-  const int = (min: number, max: number) => (Number.isInteger(item) && item >= min && item <= max ? item : bad());
-  switch (type) {
-    case "uint8": return out.u8(int(0, 0xff));
-    case "int8": return out.i8(int(-0x80, 0x7f));
-    case "uint16": return out.u16(int(0, 0xffff));
-    case "int16": return out.i16(int(-0x8000, 0x7fff));
-    case "uint32": return out.u32(int(0, 0xffffffff));
-    case "int32": return out.i32(int(-0x80000000, 0x7fffffff));
-    case "uint64": return out.u64(int(0, Number.MAX_SAFE_INTEGER));
-    case "int64": return out.i64(int(Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER));
-    case "float32": return out.f32(item);
-    case "float64": return out.f64(item);
+  if (type === "string") {
+    if (typeof item !== "string") badItem(key, type, item);
+    return out.string(item);
   }
+  if (type === "bool") {
+    if (typeof item !== "boolean") badItem(key, type, item);
+    return out.u8(item ? 1 : 0);
+  }
+  if (typeof item !== "number" || Number.isNaN(item)) return badItem(key, type, item);
+  if (type === "float32") return out.f32(item);
+  if (type === "float64") return out.f64(item);
+  const [min, max] = INT_RANGES[type];
+  if (!Number.isInteger(item) || item < min || item > max) badItem(key, type, item);
+  switch (type) {
+    case "uint8": return out.u8(item);
+    case "int8": return out.i8(item);
+    case "uint16": return out.u16(item);
+    case "int16": return out.i16(item);
+    case "uint32": return out.u32(item);
+    case "int32": return out.i32(item);
+    case "uint64": return out.u64(item);
+    case "int64": return out.i64(item);
+  }
+}
+
+const INT_RANGES: Record<Exclude<GgufItemType, "string" | "bool" | "float32" | "float64">, [number, number]> = {
+  uint8: [0, 0xff],
+  int8: [-0x80, 0x7f],
+  uint16: [0, 0xffff],
+  int16: [-0x8000, 0x7fff],
+  uint32: [0, 0xffffffff],
+  int32: [-0x80000000, 0x7fffffff],
+  uint64: [0, Number.MAX_SAFE_INTEGER],
+  int64: [Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER],
+};
+
+function badItem(key: string, type: GgufItemType, item: unknown): never {
+  throw new Error(`GGUF: metadata ${key}: ${JSON.stringify(item)} is not a valid ${type}`);
 }
 
 function writeAll(fd: number, bytes: Uint8Array): void {
@@ -265,15 +285,18 @@ class ByteWriter {
   i16(v: number) { const at = this.#reserve(2); this.#view.setInt16(at, v, true); }
   u32(v: number) { const at = this.#reserve(4); this.#view.setUint32(at, v, true); }
   i32(v: number) { const at = this.#reserve(4); this.#view.setInt32(at, v, true); }
-  u64(v: number) { const at = this.#reserve(8); this.#view.setBigUint64(at, BigInt(v), true); }
+  u64(v: number) { const at = this.#reserve(8); this.#view.setUint32(at, v % 0x100000000, true); this.#view.setUint32(at + 4, Math.floor(v / 0x100000000), true); }
   i64(v: number) { const at = this.#reserve(8); this.#view.setBigInt64(at, BigInt(v), true); }
   f32(v: number) { const at = this.#reserve(4); this.#view.setFloat32(at, v, true); }
   f64(v: number) { const at = this.#reserve(8); this.#view.setFloat64(at, v, true); }
   bytes(b: Uint8Array) { const at = this.#reserve(b.length); this.#buf.set(b, at); }
+  /** A u64 byte length then the UTF-8 bytes, encoded in place (at most 3 bytes per UTF-16 unit). */
   string(s: string) {
-    const b = this.#encoder.encode(s);
-    this.u64(b.length);
-    this.bytes(b);
+    const at = this.#reserve(8 + 3 * s.length);
+    const { written } = this.#encoder.encodeInto(s, this.#buf.subarray(at + 8));
+    this.#len = at + 8 + written;
+    this.#view.setUint32(at, written, true);
+    this.#view.setUint32(at + 4, 0, true);
   }
   pad(alignment: number) { this.#reserve(alignUp(this.#len, alignment) - this.#len); }
   finish(): Uint8Array { return this.#buf.subarray(0, this.#len); }
