@@ -166,20 +166,22 @@ export class Engine implements JobQueue {
           continue;
         }
         // Greedy decoding without logprobs needs only the argmax: its logits row is never fetched.
-        // A draft is verified after the sequence's last token: every position's row comes back.
+        // A draft is verified after the sequence's last token: every position's row (or, greedy
+        // without logprobs, every position's argmax) comes back.
         const steps: StepSequence[] = plan.items.map((item) => {
           const job = this.jobs.get(item.seq.seqId);
+          const argmaxOnly = job?.sampler.greedy && job.logprobs === undefined && !job.constraint;
           return {
             tokenIds: [...item.seq.tokenIds.slice(item.startPos, item.startPos + item.numTokens), ...item.draft],
             startPos: item.startPos,
             blockTable: this.kv.blockTable(item.seq.seqId),
-            logits: !item.samples ? "none" : item.draft.length > 0 ? "all" : job?.sampler.greedy && job.logprobs === undefined && !job.constraint ? "argmax" : "last",
+            logits: !item.samples ? "none" : item.draft.length > 0 ? (argmaxOnly ? "argmax-all" : "all") : argmaxOnly ? "argmax" : "last",
             verify: item.draft.length > 0,
           };
         });
         const t0 = performance.now();
         const cpu0 = this.options.onStep ? process.cpuUsage() : undefined;
-        const { logits, argmax } = await this.options.executor.run(steps);
+        const { logits, argmax, argmaxRows } = await this.options.executor.run(steps);
         const wallMs = performance.now() - t0;
         const stepTokens = steps.reduce((a, s) => a + s.tokenIds.length, 0);
         this.counters.steps++;
@@ -200,7 +202,7 @@ export class Engine implements JobQueue {
             await this.next(job, logits[i], argmax[i]!, undefined);
             continue;
           }
-          await this.verify(job, item.draft, logits[i]!);
+          await this.verify(job, item.draft, logits[i]!, argmaxRows[i]!);
         }
       }
     } catch (e) {
@@ -241,14 +243,15 @@ export class Engine implements JobQueue {
    * side; while it equals the draft token there, that token's KV (computed this step) is kept and
    * the next row is read. The first token that differs (or the one after a fully accepted draft)
    * ends the step; a token that ends the reply discards the rest. The rejected tokens' slots go
-   * back to the pool; their KV was never marked computed, so no prefix hash covers it.
+   * back to the pool; their KV was never marked computed, so no prefix hash covers it. `rows` is
+   * empty when only the rows' argmaxes were fetched (`argmaxRows`: greedy, no logprobs).
    */
-  private async verify(job: Job, draft: readonly number[], rows: Float32Array): Promise<void> {
+  private async verify(job: Job, draft: readonly number[], rows: Float32Array, argmaxRows: Int32Array): Promise<void> {
     const V = this.options.executor.spec.vocabSize;
     let accepted = 0;
     for (let j = 0; j <= draft.length; j++) {
-      const row = rows.subarray(j * V, (j + 1) * V);
-      const tokenId = await this.next(job, row, argmaxOf(row), draft[j]);
+      const row = rows.length > 0 ? rows.subarray(j * V, (j + 1) * V) : undefined;
+      const tokenId = await this.next(job, row, argmaxRows[j]!, draft[j]);
       if (job.finished || j === draft.length || tokenId !== draft[j]) break;
       this.kv.markComputed(job.seq.seqId, 1);
       accepted++;

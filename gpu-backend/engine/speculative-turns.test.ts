@@ -56,9 +56,14 @@ describe("Engine: speculative decoding never changes an answer", () => {
           expect(executor.steps.length - steps).toBeLessThanOrEqual(2 + Math.ceil(40 / 6));
         }
         if (source === "wrong") expect(accepted).toBe(0);
-        const verifies = executor.steps.slice(steps).flatMap((s) => s.sequences.filter((q) => q.logits === "all"));
+        // Greedy without logprobs: a verify run fetches each row's argmax, never the logits rows.
+        const verifies = executor.steps.slice(steps).flatMap((s, k) => s.sequences.map((q, i) => ({ q, rows: executor.rows[steps + k]![i]! })).filter(({ q }) => q.verify));
         expect(verifies.length).toBeGreaterThan(0);
-        for (const v of verifies) expect(v.tokenIds.length).toBeLessThanOrEqual(6);
+        for (const { q, rows } of verifies) {
+          expect(q.logits).toBe("argmax-all");
+          expect(rows.length).toBe(0);
+          expect(q.tokenIds.length).toBeLessThanOrEqual(6);
+        }
       }
       const after = await engine.generateTokens({ tokenIds: next, sampling: greedy(1), cacheSalt: source, speculative: false });
       expect(after.usage.cachedTokens).toBe(plain.usage.cachedTokens);
@@ -88,8 +93,13 @@ describe("Engine: speculative decoding never changes an answer", () => {
     const want = await engine.generateTokens({ tokenIds: p, sampling, speculative: false });
     drafts.full = [...p, ...want.tokenIds];
     drafts.source = "known";
+    const before = executor.steps.length;
     const got = await engine.generateTokens({ tokenIds: p, sampling, cacheSalt: "s" });
     expect(got.tokenIds).toEqual(want.tokenIds);
+    // Logprobs need the rows: these verify runs fetch every row's logits.
+    const modes = executor.steps.slice(before).flatMap((s) => s.sequences.filter((q) => q.verify).map((q) => q.logits));
+    expect(modes.length).toBeGreaterThan(0);
+    expect(new Set(modes)).toEqual(new Set(["all"]));
     expect(got.logprobs!.map((l) => [l.token, l.topLogprobs.map((t) => t.token)])).toEqual(want.logprobs!.map((l) => [l.token, l.topLogprobs.map((t) => t.token)]));
     got.logprobs!.forEach((l, i) => expect(l.logprob).toBeCloseTo(want.logprobs![i]!.logprob, 4));
     expect(got.speculation!.accepted).toBe(got.speculation!.drafted);

@@ -1,6 +1,6 @@
 import { appendFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
-import type { StepSequence } from "../model/executors/executor";
+import { everyRow, type StepSequence } from "../model/executors/executor";
 import { PrefillGroupCost } from "../scheduler/prefill-group-cost";
 
 /**
@@ -51,7 +51,7 @@ export function stepRecord(steps: readonly StepSequence[], timing: { at: number;
   const prefill = new PrefillGroupCost(Infinity); // the scheduler's count of the layout
   for (const s of steps) {
     const n = s.tokenIds.length;
-    if (s.logits === "all") logitRows += n;
+    if (everyRow(s.logits)) logitRows += n;
     else if (s.logits !== "none") logitRows += 1;
     if (n === 1 || s.verify) {
       decodeRows += n; // a verify run's rows are attended like decode rows (executor.ts `verify`)

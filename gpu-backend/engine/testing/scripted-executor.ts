@@ -44,6 +44,6 @@ export class ScriptedExecutor extends RecordingExecutor {
   override async run(sequences: readonly StepSequence[]) {
     const result = await super.run(sequences);
     const argmax = result.argmax.map((id, i) => (sequences[i]!.logits === "argmax" && this.script.length > 0 ? this.script.shift()! : id));
-    return { ...result, argmax };
+    return { ...result, argmax, argmaxRows: result.argmaxRows.map((rows, i) => (sequences[i]!.logits === "argmax" ? Int32Array.of(argmax[i]!) : rows)) };
   }
 }

@@ -1,6 +1,6 @@
 import * as ort from "onnxruntime-node";
 import type { DecoderSpec, WeightSource } from "../graph/decoder-spec";
-import type { BlockIO, Executor, StepResult, StepSequence, TransferStats } from "./executor";
+import { returnsLogits, stepArgmax, type BlockIO, type Executor, type StepResult, type StepSequence, type TransferStats } from "./executor";
 import { GRAPH_IO, buildLlamaGraph, slidingWindowOf } from "../graph/llama-graph";
 import type { QuantizedWeights } from "../quant/quantized-weights";
 import { stepFeeds } from "./cpu-step-feeds";
@@ -109,7 +109,7 @@ export class CpuExecutor implements Executor {
 
   async run(sequences: readonly StepSequence[]): Promise<StepResult> {
     const feeds = stepFeeds(sequences, { blockSize: this.blockSize, numKvHeads: this.spec.numKvHeads, window: this.window });
-    const wantLogits = sequences.some((s) => s.logits === "last" || s.logits === "all");
+    const wantLogits = sequences.some((s) => returnsLogits(s.logits));
     const fetches = wantLogits ? this.fetchesWithLogits : this.fetchesArgmaxOnly;
     const session = feeds.prefillRows > 0 ? this.sessions.prefill : this.sessions.decode;
     const outputs = await session.run({ ...feeds.inputs, ...this.poolFeeds }, fetches);
@@ -141,17 +141,15 @@ export class CpuExecutor implements Executor {
 
     const next = outputs[GRAPH_IO.nextToken]!.data as BigInt64Array;
     this.transfer.deviceToHostBytes += next.byteLength;
-    const argmax = feeds.logitRanges.map(([from, to]) => (to > from ? Number(next[to - 1]) : -1));
+    const argmax = stepArgmax(next, feeds.logitRanges);
     const V = this.spec.vocabSize;
     const empty = new Float32Array(0);
-    if (!wantLogits) return { logits: sequences.map(() => empty), argmax };
+    if (!wantLogits) return { logits: sequences.map(() => empty), ...argmax };
     const logitsAll = outputs[GRAPH_IO.logits]!.data as Float32Array;
     this.transfer.deviceToHostBytes += logitsAll.byteLength;
     // Views into this step's output buffer (fresh per run): no copy.
-    const logits = feeds.logitRanges.map(([from, to], i) =>
-      sequences[i]!.logits === "argmax" ? empty : logitsAll.subarray(from * V, to * V),
-    );
-    return { logits, argmax };
+    const logits = feeds.logitRanges.map(([from, to], i) => (returnsLogits(sequences[i]!.logits) ? logitsAll.subarray(from * V, to * V) : empty));
+    return { logits, ...argmax };
   }
 
   async dispose(): Promise<void> {

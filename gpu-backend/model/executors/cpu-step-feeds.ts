@@ -1,5 +1,5 @@
 import * as ort from "onnxruntime-node";
-import type { StepSequence } from "./executor";
+import { everyRow, type StepSequence } from "./executor";
 import { GRAPH_IO, type ContextInputNames } from "../graph/llama-graph";
 import { RECENT } from "../graph/decode-attention";
 import { MASKED, prefillFeeds, visibleFrom, type GroupMember } from "./cpu-prefill-feeds";
@@ -73,7 +73,7 @@ export function stepFeeds(sequences: readonly StepSequence[], layout: FeedLayout
     const from = logitRows.length;
     const n = s.tokenIds.length;
     const first = memberOf[i]!.row;
-    if (s.logits === "all") for (let j = 0; j < n; j++) logitRows.push(first + j);
+    if (everyRow(s.logits)) for (let j = 0; j < n; j++) logitRows.push(first + j);
     else if (s.logits !== "none") logitRows.push(first + n - 1);
     return [from, logitRows.length];
   });

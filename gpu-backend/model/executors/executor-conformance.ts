@@ -21,7 +21,7 @@ import { tinySpec } from "../testing/tiny-spec";
  *      `tolerances.cached`, identical argmax;
  *   3. one step batching decode tokens, prefill chunks and a "none" chunk of several sequences;
  *      one step of two prefill chunks after long contexts (the cpu executor's bundles apart);
- *   4. "argmax" sequences return no logits and the right argmax;
+ *   4. "argmax" and "argmax-all" sequences return no logits and the right argmax (of every row for "argmax-all");
  *   5. greedy generation, `greedyTokens` decode steps after a prompt, equal to greedy decoding of
  *      the reference; a divergence passes only where the reference's top-2 margin at that step is
  *      within 2 x `tolerances.reference` (a near tie that rounding may flip), and is reported;
@@ -190,6 +190,19 @@ export function executorConformance(target: ConformanceTarget): void {
       const fullTop = topRows(full, V);
       expect(argmax).toEqual([fullTop[20]!.argmax, fullTop[9]!.argmax]);
       // Whatever else crosses the bus (new K/V rows for a host-resident pool), it is not a logits row.
+      expect(exec.transfer.deviceToHostBytes - exec.transfer.kvDeviceToHostBytes - before).toBeLessThan(V * 4);
+    });
+
+    it('returns every row\'s argmax for "argmax-all" (a greedy verify run) without fetching logits', async () => {
+      const before = exec.transfer.deviceToHostBytes - exec.transfer.kvDeviceToHostBytes;
+      const { logits, argmax, argmaxRows } = await exec.run([
+        { tokenIds: [PROMPT[20]!], startPos: 20, blockTable: TABLE, logits: "argmax" },
+        { tokenIds: PROMPT.slice(30, 34), startPos: 30, blockTable: TABLE, logits: "argmax-all", verify: true },
+      ]);
+      expect(logits.map((l) => l.length)).toEqual([0, 0]);
+      const fullTop = topRows(full, V);
+      expect(argmaxRows.map((rows) => Array.from(rows))).toEqual([[fullTop[20]!.argmax], [30, 31, 32, 33].map((r) => fullTop[r]!.argmax)]);
+      expect(argmax).toEqual([fullTop[20]!.argmax, fullTop[33]!.argmax]);
       expect(exec.transfer.deviceToHostBytes - exec.transfer.kvDeviceToHostBytes - before).toBeLessThan(V * 4);
     });
 

@@ -91,10 +91,11 @@ export interface StepSequence {
   blockTable: ArrayLike<number>;
   /**
    * What to return for this sequence: nothing (a middle prefill chunk), only the argmax of the
-   * last token's logits (greedy decoding: the step then skips fetching logits), the last token's
-   * logits, or every new token's logits.
+   * last token's logits (greedy decoding: the step then skips fetching logits), only the argmax
+   * of every new token's logits (a greedy verify run), the last token's logits, or every new
+   * token's logits.
    */
-  logits: "none" | "argmax" | "last" | "all";
+  logits: "none" | "argmax" | "argmax-all" | "last" | "all";
   /**
    * A verify run (speculative decoding: the last token and a draft): each new token is attended
    * as if it were decoded alone, so its logits equal a decode step's (bit for bit on the cpu
@@ -105,10 +106,27 @@ export interface StepSequence {
 }
 
 export interface StepResult {
-  /** Per sequence: [rows * vocabSize] logits (empty for "none" and "argmax"). */
+  /** Per sequence: [rows * vocabSize] logits (empty for "none", "argmax" and "argmax-all"). */
   logits: Float32Array[];
   /** Per sequence: argmax of its last logits row (-1 for "none"). */
   argmax: number[];
+  /** Per sequence: the argmax of each of its logits rows (one per new token for "all" and "argmax-all", one for "argmax" and "last", none for "none"). */
+  argmaxRows: Int32Array[];
+}
+
+/** Whether a sequence's mode computes a logits row for every new token (else only the last token's, or none). */
+export const everyRow = (mode: StepSequence["logits"]): boolean => mode === "all" || mode === "argmax-all";
+
+/** Whether a sequence's mode returns logits rows (not only argmaxes). */
+export const returnsLogits = (mode: StepSequence["logits"]): boolean => mode === "last" || mode === "all";
+
+/**
+ * The per-sequence argmaxes of a step from the graph's argmax per logits row (`next`, the rows of
+ * every sequence one after another; `ranges`: each sequence's [from, to) in it).
+ */
+export function stepArgmax(next: ArrayLike<number | bigint>, ranges: readonly [number, number][]): Pick<StepResult, "argmax" | "argmaxRows"> {
+  const argmaxRows = ranges.map(([from, to]) => Int32Array.from({ length: to - from }, (_, j) => Number(next[from + j]!)));
+  return { argmax: argmaxRows.map((rows) => (rows.length > 0 ? rows[rows.length - 1]! : -1)), argmaxRows };
 }
 
 export interface TransferStats {

@@ -1,7 +1,7 @@
 import type { DecoderSpec, WeightSource } from "../graph/decoder-spec";
 import { PAGED_IO } from "../graph/paged-llama-graph";
 import type { QuantizedWeights } from "../quant/quantized-weights";
-import type { StepResult, StepSequence } from "./executor";
+import { everyRow, returnsLogits, stepArgmax, type StepResult, type StepSequence } from "./executor";
 
 /**
  * Longest run of new tokens of one sequence handed to PagedAttention as one entry. onnxruntime
@@ -126,14 +126,14 @@ export function pagedStepInputs(
       positions[row + j] = s.startPos + j;
     }
     const from = logitRows.length;
-    if (s.logits === "all") for (let j = 0; j < n; j++) logitRows.push(row + j);
+    if (everyRow(s.logits)) for (let j = 0; j < n; j++) logitRows.push(row + j);
     else if (s.logits !== "none") logitRows.push(row + n - 1);
     logitRanges.push([from, logitRows.length]);
     row += n;
   }
   // At least one logit row: a zero-row LM head is a needless edge case for the kernels.
   const logitIndex = Int32Array.from(logitRows.length ? logitRows : [T - 1]);
-  const wantLogits = sequences.some((s) => s.logits === "last" || s.logits === "all");
+  const wantLogits = sequences.some((s) => returnsLogits(s.logits));
   return { ids, positions, cumulative, past, blockTable, maxBlocks, rowBlocks, metadata, logitIndex, logitRanges, wantLogits };
 }
 
@@ -176,13 +176,11 @@ export function fetchedStepResult(
   const next = outputs[PAGED_IO.nextToken]!.data as Int32Array;
   const logitsAll = step.wantLogits ? (outputs[PAGED_IO.logits]!.data as Float32Array) : undefined;
   transfer.deviceToHostBytes += next.byteLength + (logitsAll?.byteLength ?? 0);
-  const argmax = step.logitRanges.map(([from, to]) => (to > from ? next[to - 1]! : -1));
+  const argmax = stepArgmax(next, step.logitRanges);
   const empty = new Float32Array(0);
-  if (!logitsAll) return { logits: sequences.map(() => empty), argmax };
-  const logits = step.logitRanges.map(([from, to], i) =>
-    sequences[i]!.logits === "argmax" || sequences[i]!.logits === "none" ? empty : logitsAll.subarray(from * vocab, to * vocab),
-  );
-  return { logits, argmax };
+  if (!logitsAll) return { logits: sequences.map(() => empty), ...argmax };
+  const logits = step.logitRanges.map(([from, to], i) => (returnsLogits(sequences[i]!.logits) ? logitsAll.subarray(from * vocab, to * vocab) : empty));
+  return { logits, ...argmax };
 }
 
 /**
