@@ -146,7 +146,7 @@ const turns = num(v.turns);
 /**
  * Each benchmark by name; what it answers is printed (indented, or one line with --json; `details`
  * only without). Each imports its module when it runs: a child process (`llamacpp-child`) or a
- * short benchmark does not load the others (wrangler, the stack kit), 5.7 -> 1.8 s to start here.
+ * short benchmark does not load the others (wrangler, the stack kit): 4.6-5.1 -> 0.9-1.2 s to start here.
  */
 const BENCHES: Record<string, () => Promise<unknown>> = {
   agent: async () => (await import("./agent-bench")).runAgentBench({ quick, json, trajectories, turns, model, weights: v.weights === undefined ? undefined : parsePrecision(v.weights), outDir }),
