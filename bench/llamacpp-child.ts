@@ -47,7 +47,7 @@ export async function runLlamaCppChild(args: string[]): Promise<void> {
     const executor = values.executor as ExecutorKind;
     if (!(executor in EXECUTOR_PROVIDERS)) badValue("--executor", values.executor!);
     const provider = values.provider as ExecutorProvider | undefined;
-    const result = await runOurSide({ modelDir: values.model, weights, executor, provider, threads, workloads, quick, onProgress: log });
+    const result = await runOurSide({ modelDir: values.model, weights, executor, provider, threads, workloads, quick, smoke: values.smoke!, onProgress: log });
     console.log(JSON.stringify(result));
   } else if (values.side === "llamacpp") {
     if (!values.gguf) throw new Error("--side llamacpp needs --gguf FILE");

@@ -2,7 +2,7 @@ import { createBackend } from "../gpu-backend/server/backend";
 import { executorLabel, type ExecutorKind, type ExecutorProvider } from "../gpu-backend/model/executors/executor";
 import type { Engine } from "../gpu-backend/engine/engine";
 import type { WeightPrecision } from "../gpu-backend/engine/weight-precision";
-import type { LlamaCppWorkloads, TokenTrajectory } from "./llamacpp-workload";
+import { llamaCppTrials, type LlamaCppWorkloads, type TokenTrajectory } from "./llamacpp-workload";
 import { greedy } from "./kit/engine";
 import { residentMemory, startCpuMeter, type CpuShare, type ResidentMemory } from "./kit/machine";
 import { note } from "./kit/progress";
@@ -18,8 +18,9 @@ export interface OurSideOptions {
   /** onnxruntime intra-op threads (default every core, as the backend's default). */
   threads?: number;
   workloads: LlamaCppWorkloads;
-  /** Best of 2 decode runs and 1 prefill run instead of 3 and 2. */
+  /** The quick workloads; with `smoke`, one run a measurement: as many as llama.cpp's side tries (`llamaCppTrials`). */
   quick: boolean;
+  smoke?: boolean | undefined;
   onProgress?: (line: string) => void;
 }
 
@@ -47,8 +48,10 @@ const MAX_BATCH_TOKENS = 512;
  * greedy, EOS ignored, prefix cache on.
  *
  *   decode      after the ~1k-token prompt: (generated - 1) / decode time (first to last token),
- *               best of 3 (quick: 2) runs; the first run also warms the prompt's blocks
- *   prefill     the ~2k-token prompt under a fresh cache salt (no block reused): its TTFT, best of 2 (quick: 1)
+ *               best of as many runs as llama.cpp's side tries (`llamaCppTrials`: 6, quick 4,
+ *               smoke 1); the first run also warms the prompt's blocks
+ *   prefill     the ~2k-token prompt under a fresh cache salt each run (no block reused): its TTFT,
+ *               best of as many runs as llama.cpp's side tries (16, quick 4, smoke 1)
  *   trajectory  20 turns one after the other: each turn's prompt reuses the earlier turns' cached
  *               blocks (block-hash prefix reuse; only whole 16-token blocks) and prefills the rest
  *   concurrent  8 trajectories at once, 5 turns each: continuous batching, and the shared system
@@ -80,15 +83,17 @@ export async function runOurSide(o: OurSideOptions): Promise<EngineFigures> {
     const stopMeter = startCpuMeter();
     await engine.generateTokens({ tokenIds: w.decode.prompt.slice(0, 8), sampling: greedy(2), cacheSalt: "warm-up" });
 
+    // As many runs as llama.cpp's side has tries at each (its setups x its repeats), the best kept.
+    const trials = llamaCppTrials(o).trials;
     let prefillMs = Infinity;
-    for (let i = 0; i < (o.quick ? 1 : 2); i++) {
+    for (let i = 0; i < trials.prefill; i++) {
       const r = await engine.generateTokens({ tokenIds: w.prefill.prompt, sampling: greedy(1), cacheSalt: `prefill-${i}` });
       prefillMs = Math.min(prefillMs, r.timings.ttftMs);
       log(`prefill ${w.prefill.prompt.length} tokens: ${((w.prefill.prompt.length / r.timings.ttftMs) * 1000).toFixed(0)} tokens/s`);
     }
 
     let decodeTokensPerS = 0;
-    for (let i = 0; i < (o.quick ? 2 : 3); i++) {
+    for (let i = 0; i < trials.decode; i++) {
       const r = await engine.generateTokens({ tokenIds: w.decode.prompt, sampling: greedy(w.decode.generate) });
       const tokensPerS = ((r.tokenIds.length - 1) / r.timings.decodeMs) * 1000;
       log(`decode ${w.decode.generate} tokens after ${w.decode.prompt.length}: ${tokensPerS.toFixed(1)} tokens/s`);

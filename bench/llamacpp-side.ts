@@ -3,7 +3,7 @@ import { getLlama, LlamaLogLevel, type LlamaContextSequence, type LlamaModel } f
 import { measureCpu, residentMemory, startCpuMeter, type CpuShare } from "./kit/machine";
 import type { EngineFigures } from "./llamacpp-ours";
 import { generateGreedy, runTurn } from "./llamacpp-turns";
-import type { LlamaCppWorkloads, TokenTrajectory } from "./llamacpp-workload";
+import { llamaCppTrials, type LlamaCppWorkloads, type TokenTrajectory } from "./llamacpp-workload";
 import { note } from "./kit/progress";
 import { round } from "./kit/report";
 
@@ -41,10 +41,6 @@ export interface LlamaCppSideResult extends EngineFigures {
   };
 }
 
-/** n_batch = n_ubatch values tried on the prefill prompt. */
-export const BATCH_SIZES = [256, 512, 1024, 2048] as const;
-export const QUICK_BATCH_SIZES = [512, 2048] as const;
-
 /**
  * The llama.cpp half of `npm run bench -- llamacpp`: the workloads of llamacpp-workload.ts run by
  * llama.cpp through node-llama-cpp's prebuilt CPU binary (`gpu: false`, `build: "never"`: never
@@ -52,7 +48,7 @@ export const QUICK_BATCH_SIZES = [512, 2048] as const;
  *
  *   threads           the count our engine uses (`threads`, default every core)
  *   n_batch/n_ubatch  node-llama-cpp sets both to `batchSize`; the prefill prompt is timed at each of
- *                     BATCH_SIZES (quick: QUICK_BATCH_SIZES) with flash attention on and off, the best kept
+ *                     BATCH_SIZES (quick: QUICK_BATCH_SIZES; `llamaCppTrials`, llamacpp-workload.ts) with flash attention on and off, the best kept
  *   flash attention   per workload: prefill's from those trials; decode's from a decode trial with
  *                     each; the trajectory and concurrent runs take decode's unless prefill's
  *                     differs, then both are run and the faster kept
@@ -103,10 +99,10 @@ export async function runLlamaCppSide(o: LlamaCppSideOptions): Promise<LlamaCppS
       // Prefill: every batch size with flash attention off and on, best of 1 (quick) or 2 runs.
       const prefillTrials: LlamaCppSideResult["trials"]["prefill"] = [];
       let best = { batchSize: 512, flashAttention: false, ms: Infinity };
-      const flashSettings = o.smoke ? [false] : [false, true];
-      for (const batchSize of o.smoke ? [512] : o.quick ? QUICK_BATCH_SIZES : BATCH_SIZES) {
+      const { batchSizes, flashSettings, prefillRepeats, decodeRepeats } = llamaCppTrials(o);
+      for (const batchSize of batchSizes) {
         for (const flashAttention of flashSettings) {
-          const ms = await bench.prefillMs(w.prefill.prompt, { batchSize, flashAttention }, o.quick ? 1 : 2);
+          const ms = await bench.prefillMs(w.prefill.prompt, { batchSize, flashAttention }, prefillRepeats);
           const tokensPerS = (w.prefill.prompt.length / ms) * 1000;
           prefillTrials.push({ batchSize, flashAttention, tokensPerS: round(tokensPerS, 1) });
           log(`prefill ${w.prefill.prompt.length} tokens, n_batch = n_ubatch = ${batchSize}, flash attention ${onOff(flashAttention)}: ${tokensPerS.toFixed(0)} tokens/s`);
@@ -119,7 +115,7 @@ export async function runLlamaCppSide(o: LlamaCppSideOptions): Promise<LlamaCppS
       const decodeTrials: LlamaCppSideResult["trials"]["decode"] = [];
       let decode = { flashAttention: false, tokensPerS: 0, medianMsPerToken: 0 };
       for (const flashAttention of flashSettings) {
-        const run = await bench.decode(w.decode.prompt, w.decode.generate, { batchSize, flashAttention }, o.smoke ? 1 : o.quick ? 2 : 3);
+        const run = await bench.decode(w.decode.prompt, w.decode.generate, { batchSize, flashAttention }, decodeRepeats);
         decodeTrials.push({ flashAttention, tokensPerS: round(run.tokensPerS, 1), medianMsPerToken: round(run.medianMsPerToken, 2) });
         log(`decode ${w.decode.generate} tokens after ${w.decode.prompt.length}, flash attention ${onOff(flashAttention)}: ${run.tokensPerS.toFixed(1)} tokens/s (median ${run.medianMsPerToken.toFixed(1)} ms/token)`);
         if (run.tokensPerS > decode.tokensPerS) decode = { flashAttention, ...run };
@@ -148,7 +144,7 @@ export async function runLlamaCppSide(o: LlamaCppSideOptions): Promise<LlamaCppS
       const setup = [
         `llama.cpp ${llama.llamaCppRelease.release} via node-llama-cpp (prebuilt ${build}, gpu: ${gpu}${gpu ? ", every layer offloaded" : ""}), ${model.typeDescription}`,
         `${threads} threads`,
-        `n_batch = n_ubatch = ${batchSize} (best prefill of ${(o.quick ? QUICK_BATCH_SIZES : BATCH_SIZES).join("/")})`,
+        `n_batch = n_ubatch = ${batchSize} (best prefill of ${batchSizes.join("/")})`,
         `flash attention: prefill ${onOff(best.flashAttention)}, decode ${onOff(decode.flashAttention)}, trajectory ${onOff(trajectory.flashAttention)}, concurrent ${onOff(concurrent.flashAttention)} (each the faster measured)`,
         `KV cache F16, greedy sampler, EOS ignored`,
         `trajectory: one sequence keeping the common prefix's KV between turns, evaluating only the new suffix`,

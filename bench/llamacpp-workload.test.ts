@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { loadModel } from "../gpu-backend/engine/load-model";
 import type { ChatCodec } from "../gpu-backend/engine/chat-codec";
 import { commonPrefixLength } from "../protocol/common-prefix";
-import { LLAMACPP_WORKLOAD_SIZES, makeLlamaCppWorkloads, type LlamaCppWorkloads } from "./llamacpp-workload";
+import { LLAMACPP_WORKLOAD_SIZES, llamaCppTrials, makeLlamaCppWorkloads, type LlamaCppWorkloads } from "./llamacpp-workload";
 import { tinyModelDir } from "../gpu-backend/model/testing/tiny-model";
 
 let dir: string;
@@ -58,5 +58,13 @@ describe("makeLlamaCppWorkloads", () => {
     const firsts = trajectories.map((t) => t.prompts[0]!);
     for (const t of trajectories) for (const p of t.prompts) expect(commonPrefixLength(p, firsts[0]!)).toBeGreaterThanOrEqual(sharedPrefixTokens);
     expect(new Set(firsts.map((p) => codec.decode(p.slice(sharedPrefixTokens)))).size).toBe(8);
+  });
+});
+
+describe("llamaCppTrials", () => {
+  it("counts llama.cpp's tries per measurement (setups x repeats), which our side repeats as often", () => {
+    expect(llamaCppTrials({ quick: false }).trials).toEqual({ prefill: 4 * 2 * 2, decode: 2 * 3 });
+    expect(llamaCppTrials({ quick: true }).trials).toEqual({ prefill: 2 * 2 * 1, decode: 2 * 2 });
+    expect(llamaCppTrials({ quick: true, smoke: true }).trials).toEqual({ prefill: 1, decode: 1 });
   });
 });

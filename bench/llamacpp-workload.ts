@@ -166,3 +166,27 @@ function sharedPrefix(arrays: number[][]): number {
   const [first, ...rest] = arrays;
   return first ? rest.reduce((n, a) => Math.min(n, commonPrefixLength(first, a)), first.length) : 0;
 }
+
+/** n_batch = n_ubatch values tried on the prefill prompt. */
+export const BATCH_SIZES = [256, 512, 1024, 2048] as const;
+export const QUICK_BATCH_SIZES = [512, 2048] as const;
+
+/**
+ * What llama.cpp's side tries per mode: the prefill prompt at each batch size x flash setting,
+ * `prefillRepeats` times each; decode at each flash setting, `decodeRepeats` times each; the best
+ * kept. `trials` counts them: our side (one setup) takes as many repeats and keeps its best, so
+ * neither engine's figure is the best of more tries than the other's (llamacpp-ours.ts).
+ */
+export function llamaCppTrials(o: { quick: boolean; smoke?: boolean | undefined }) {
+  const batchSizes: readonly number[] = o.smoke ? [512] : o.quick ? QUICK_BATCH_SIZES : BATCH_SIZES;
+  const flashSettings = o.smoke ? [false] : [false, true];
+  const prefillRepeats = o.quick ? 1 : 2;
+  const decodeRepeats = o.smoke ? 1 : o.quick ? 2 : 3;
+  return {
+    batchSizes,
+    flashSettings,
+    prefillRepeats,
+    decodeRepeats,
+    trials: { prefill: batchSizes.length * flashSettings.length * prefillRepeats, decode: flashSettings.length * decodeRepeats },
+  };
+}
