@@ -1,6 +1,6 @@
 import * as ort from "onnxruntime-node";
 import type { DecoderSpec, WeightSource } from "../graph/decoder-spec";
-import { returnsLogits, stepArgmax, type BlockIO, type Executor, type StepResult, type StepSequence, type TransferStats } from "./executor";
+import { returnsLogits, stepResult, type BlockIO, type Executor, type StepResult, type StepSequence, type TransferStats } from "./executor";
 import { GRAPH_IO, buildLlamaGraph, slidingWindowOf } from "../graph/llama-graph";
 import type { QuantizedWeights } from "../quant/quantized-weights";
 import { stepFeeds } from "./cpu-step-feeds";
@@ -141,15 +141,10 @@ export class CpuExecutor implements Executor {
 
     const next = outputs[GRAPH_IO.nextToken]!.data as BigInt64Array;
     this.transfer.deviceToHostBytes += next.byteLength;
-    const argmax = stepArgmax(next, feeds.logitRanges);
-    const V = this.spec.vocabSize;
-    const empty = new Float32Array(0);
-    if (!wantLogits) return { logits: sequences.map(() => empty), ...argmax };
-    const logitsAll = outputs[GRAPH_IO.logits]!.data as Float32Array;
-    this.transfer.deviceToHostBytes += logitsAll.byteLength;
-    // Views into this step's output buffer (fresh per run): no copy.
-    const logits = feeds.logitRanges.map(([from, to], i) => (returnsLogits(sequences[i]!.logits) ? logitsAll.subarray(from * V, to * V) : empty));
-    return { logits, ...argmax };
+    // Logits are views into this step's output buffer (fresh per run).
+    const logitsAll = wantLogits ? (outputs[GRAPH_IO.logits]!.data as Float32Array) : undefined;
+    this.transfer.deviceToHostBytes += logitsAll?.byteLength ?? 0;
+    return stepResult(sequences, feeds.logitRanges, next, logitsAll, this.spec.vocabSize);
   }
 
   async dispose(): Promise<void> {

@@ -121,12 +121,26 @@ export const everyRow = (mode: StepSequence["logits"]): boolean => mode === "all
 export const returnsLogits = (mode: StepSequence["logits"]): boolean => mode === "last" || mode === "all";
 
 /**
- * The per-sequence argmaxes of a step from the graph's argmax per logits row (`next`, the rows of
- * every sequence one after another; `ranges`: each sequence's [from, to) in it).
+ * A step's result from what its graph returned, for every executor: `next`, the graph's argmax of
+ * each logits row (the rows of every sequence one after another; `ranges`: each sequence's
+ * [from, to) in them), and `logitsAll`, those rows' logits when the step fetched them. Logits are
+ * views into `logitsAll` (no copy); the argmaxes one copy for the step.
  */
-export function stepArgmax(next: ArrayLike<number | bigint>, ranges: readonly [number, number][]): Pick<StepResult, "argmax" | "argmaxRows"> {
-  const argmaxRows = ranges.map(([from, to]) => Int32Array.from({ length: to - from }, (_, j) => Number(next[from + j]!)));
-  return { argmax: argmaxRows.map((rows) => (rows.length > 0 ? rows[rows.length - 1]! : -1)), argmaxRows };
+export function stepResult(
+  sequences: readonly StepSequence[],
+  ranges: readonly [number, number][],
+  next: Int32Array | BigInt64Array,
+  logitsAll: Float32Array | undefined,
+  vocab: number,
+): StepResult {
+  const ids = next instanceof Int32Array ? next.slice() : Int32Array.from(next, Number);
+  const argmaxRows = ranges.map(([from, to]) => ids.subarray(from, to));
+  const empty = new Float32Array(0);
+  return {
+    logits: ranges.map(([from, to], i) => (logitsAll && returnsLogits(sequences[i]!.logits) ? logitsAll.subarray(from * vocab, to * vocab) : empty)),
+    argmax: ranges.map(([from, to]) => (to > from ? ids[to - 1]! : -1)),
+    argmaxRows,
+  };
 }
 
 export interface TransferStats {

@@ -1,7 +1,7 @@
 import type { DecoderSpec, WeightSource } from "../graph/decoder-spec";
 import { PAGED_IO } from "../graph/paged-llama-graph";
 import type { QuantizedWeights } from "../quant/quantized-weights";
-import { everyRow, returnsLogits, stepArgmax, type StepResult, type StepSequence } from "./executor";
+import { everyRow, returnsLogits, stepResult, type StepResult, type StepSequence } from "./executor";
 
 /**
  * Longest run of new tokens of one sequence handed to PagedAttention as one entry. onnxruntime
@@ -176,11 +176,7 @@ export function fetchedStepResult(
   const next = outputs[PAGED_IO.nextToken]!.data as Int32Array;
   const logitsAll = step.wantLogits ? (outputs[PAGED_IO.logits]!.data as Float32Array) : undefined;
   transfer.deviceToHostBytes += next.byteLength + (logitsAll?.byteLength ?? 0);
-  const argmax = stepArgmax(next, step.logitRanges);
-  const empty = new Float32Array(0);
-  if (!logitsAll) return { logits: sequences.map(() => empty), ...argmax };
-  const logits = step.logitRanges.map(([from, to], i) => (returnsLogits(sequences[i]!.logits) ? logitsAll.subarray(from * vocab, to * vocab) : empty));
-  return { logits, ...argmax };
+  return stepResult(sequences, step.logitRanges, next, logitsAll, vocab);
 }
 
 /**
